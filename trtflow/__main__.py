@@ -1,0 +1,3 @@
+from trtflow.cli import main
+
+main()

@@ -1,0 +1,72 @@
+"""Error types with messages written for the user.
+
+Every failure a user can cause or meet is one of these; the CLI is the only place that turns them
+into exit codes (2: the recipe or the command line is wrong, 3: a step failed while running).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class TrtflowError(Exception):
+    """Base class: `str(error)` is the whole message shown to the user."""
+
+    exit_code = 3
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a recipe, located as precisely as we know."""
+
+    message: str
+    file: str | None = None
+    line: int | None = None  # 1-based
+    column: int | None = None  # 1-based
+    path: str | None = None  # where in the recipe: "steps.diff.with.atol"
+
+    def __str__(self) -> str:
+        where = ""
+        if self.file:
+            where = self.file
+            if self.line is not None:
+                where += f":{self.line}:{self.column or 1}"
+            where += ": "
+        at = f"{self.path}: " if self.path else ""
+        return f"{where}{at}{self.message}"
+
+
+class RecipeError(TrtflowError):
+    """The recipe (or an override) is invalid; carries every problem found, not just the first."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[Problem] | Problem | str):
+        if isinstance(problems, (Problem, str)):
+            problems = [problems if isinstance(problems, Problem) else Problem(problems)]
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class UsageError(TrtflowError):
+    """The command line asks for something that cannot be done (unknown step, missing file...)."""
+
+    exit_code = 2
+
+
+class StepError(TrtflowError):
+    """A step failed while running; the message says which step and what to do."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, step: str | None = None):
+        self.step = step
+        super().__init__(f"step `{step}`: {message}" if step else message)
+
+
+class BackendUnavailable(StepError):
+    """A backend's library or hardware is missing on this machine."""
+
+
+class ReplayMismatch(UsageError):
+    """A replay file was made for another model, precision or check than the step it is given to."""

@@ -1,0 +1,149 @@
+"""From a loaded recipe to a checked pipeline: step kinds, references, the DAG, and params.
+
+Everything that can be known before a step runs is checked here, so `trtflow validate` and the
+start of `trtflow run` report every mistake at once with its position: unknown step kinds (with a
+did-you-mean), references to unknown steps or outputs, cycles, and params that do not fit the
+step's model. References to outputs that do not exist yet are validated with a stand-in of the
+right kind (a placeholder path, or the output's example value).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from trtflow.errors import Problem, RecipeError
+from trtflow.executor.dag import Dag
+from trtflow.schema.paths import PathResolver
+from trtflow.schema.problems import did_you_mean, validation_problems
+from trtflow.schema.recipe import Recipe, RecipeStep, step_references
+from trtflow.schema.refs import BadReference, Reference, substitute, unescape
+from trtflow.steps import registry
+from trtflow.steps.base import Step, StepParams
+
+
+@dataclass
+class PlannedStep:
+    spec: RecipeStep
+    kind: type[Step]
+    bindings: dict[str, str]  # referenced step name (as written) -> the concrete step id
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+
+@dataclass
+class Pipeline:
+    recipe: Recipe
+    steps: dict[str, PlannedStep]
+    dag: Dag
+    order: list[str]
+
+    def resolve_params(self, step: PlannedStep, output_of) -> dict:
+        """The step's params with `${steps...}` replaced via `output_of(step_id, output)`."""
+        def resolve(reference: Reference) -> Any:
+            return output_of(step.bindings[reference.name], reference.output)
+
+        return unescape(substitute(step.spec.params, resolve, ("steps",)))
+
+    def validate_params(self, step: PlannedStep, params: dict, resolver: PathResolver) -> StepParams:
+        try:
+            return step.kind.Params.model_validate(params, context={"paths": resolver})
+        except ValidationError as error:
+            source = self.recipe.source
+            raise RecipeError(validation_problems(error, source, step.spec.source_path + ("with",), step.kind.Params)) from None
+
+
+def _bind(recipe: Recipe, name: str, referrer: RecipeStep) -> str:
+    """The concrete step a reference names; a matrix step binds to the same matrix values."""
+    if name in recipe.steps:
+        return name
+    if name in recipe.matrix_groups:
+        expansions = recipe.matrix_groups[name]
+        same_values = [e for e in expansions
+                       if all(referrer.matrix.get(k) == v for k, v in recipe.steps[e].matrix.items())]
+        if len(same_values) == 1:
+            return same_values[0]
+        raise BadReference(f"`{name}` is a matrix step; refer to one of: {', '.join(expansions)}")
+    names = sorted(set(recipe.steps) | set(recipe.matrix_groups))
+    raise BadReference(f"unknown step `{name}`{did_you_mean(name, names)}; steps: {', '.join(names)}")
+
+
+def build_pipeline(recipe: Recipe) -> Pipeline:
+    source = recipe.source
+    problems: list[Problem] = []
+    kinds: dict[str, type[Step]] = {}
+    for step in recipe.steps.values():
+        if registry.exists(step.uses):
+            kinds[step.id] = registry.get(step.uses)
+        elif step.id == step.origin or step.id == recipe.matrix_groups[step.origin][0]:
+            choices = registry.kinds()
+            problems.append(source.problem(step.source_path + ("uses",), (
+                f"unknown step kind `{step.uses}`{did_you_mean(step.uses, choices)}; "
+                f"step kinds: {', '.join(choices)} (`trtflow steps` describes them)")))
+
+    planned: dict[str, PlannedStep] = {}
+    deps: dict[str, set[str]] = {}
+    for step in recipe.steps.values():
+        bindings: dict[str, str] = {}
+        deps[step.id] = set()
+        for at, reference in step_references(step):
+            try:
+                target = _bind(recipe, reference.name, step)
+            except BadReference as error:
+                problems.append(source.problem(at, str(error)))
+                continue
+            target_kind = kinds.get(target)
+            if target_kind and reference.output not in target_kind.outputs:
+                outputs = list(target_kind.outputs)
+                problems.append(source.problem(at, (
+                    f"step `{target}` ({target_kind.kind}) has no output `{reference.output}`"
+                    f"{did_you_mean(reference.output, outputs)}; outputs: {', '.join(outputs)}")))
+                continue
+            bindings[reference.name] = target
+            deps[step.id].add(target)
+        for index, name in enumerate(step.after):
+            if name in recipe.matrix_groups:
+                deps[step.id].update(recipe.matrix_groups[name])
+            elif name in recipe.steps:
+                deps[step.id].add(name)
+            else:
+                names = sorted(set(recipe.steps) | set(recipe.matrix_groups))
+                problems.append(source.problem(step.source_path + ("after", index),
+                                               f"unknown step `{name}`{did_you_mean(name, names)}; steps: {', '.join(names)}"))
+        if step.id in kinds:
+            planned[step.id] = PlannedStep(step, kinds[step.id], bindings)
+
+    dag = Dag(list(recipe.steps), deps)
+    cycle = dag.find_cycle()
+    if cycle:
+        first = recipe.steps[cycle[0]]
+        problems.append(source.problem(first.source_path, f"steps depend on each other in a cycle: {' -> '.join(cycle)}"))
+    if problems:
+        raise RecipeError(problems)
+
+    pipeline = Pipeline(recipe, planned, dag, dag.order())
+    _check_params(pipeline)
+    return pipeline
+
+
+def _placeholder(pipeline: Pipeline, step_id: str, output: str) -> Any:
+    """Stands in for an output before it exists: its example value, or the reference text for paths
+    (which `InputPath` recognizes and does not look for on disk)."""
+    declared = pipeline.steps[step_id].kind.outputs[output]
+    return declared.example if declared.kind == "value" else f"${{steps.{step_id}.{output}}}"
+
+
+def _check_params(pipeline: Pipeline) -> None:
+    problems: list[Problem] = []
+    for step in pipeline.steps.values():
+        params = pipeline.resolve_params(step, lambda step_id, output: _placeholder(pipeline, step_id, output))
+        try:
+            pipeline.validate_params(step, params, PathResolver(pipeline.recipe.base_dir))
+        except RecipeError as error:
+            problems.extend(p for p in error.problems if p not in problems)
+    if problems:
+        raise RecipeError(problems)

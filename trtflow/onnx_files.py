@@ -1,0 +1,85 @@
+"""Reading and writing ONNX models of any size, and the node names everything else relies on.
+
+Precision plans, taps, reports and graph overlays all name nodes by their ONNX name. Exported
+models often leave nodes unnamed or reuse names, so `name_nodes` gives every node (subgraphs
+included) a unique, stable name: an unnamed node takes its first output tensor's name, which the
+exporter already made unique; a clash gets a numeric suffix in graph order. The same model always
+gets the same names, so a name in a report means the same node on every machine.
+
+Models over 2 GB cannot be one protobuf, so `save_model` writes external data
+(`<file>.data` beside it) when the weights are large or when asked.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:
+    import onnx
+
+EXTERNAL_DATA_THRESHOLD = 1_800_000_000  # bytes of weights above which a model is saved with external data
+
+
+def load_model(path: Path, *, load_weights: bool = True) -> "onnx.ModelProto":
+    import onnx
+
+    return onnx.load(str(path), load_external_data=load_weights)
+
+
+def weight_bytes(model: "onnx.ModelProto") -> int:
+    return sum(len(t.raw_data) for t in iter_initializers(model.graph))
+
+
+def save_model(model: "onnx.ModelProto", path: Path, *, external_data: bool | None = None) -> None:
+    """Write `model` to `path`, with external data in `<name>.data` when large (or when asked)."""
+    import onnx
+
+    if external_data is None:
+        external_data = weight_bytes(model) > EXTERNAL_DATA_THRESHOLD
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if external_data:
+        onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=path.name + ".data", size_threshold=1024)
+    else:
+        onnx.save_model(model, str(path))
+
+
+def iter_graphs(graph: "onnx.GraphProto") -> Iterator["onnx.GraphProto"]:
+    """`graph` and every subgraph (If branches, Loop/Scan bodies), depth first."""
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                yield from iter_graphs(attribute.g)
+            for subgraph in attribute.graphs:
+                yield from iter_graphs(subgraph)
+
+
+def iter_initializers(graph: "onnx.GraphProto"):
+    for sub in iter_graphs(graph):
+        yield from sub.initializer
+
+
+def name_nodes(model: "onnx.ModelProto") -> dict[str, str]:
+    """Give every node a unique stable name, in place; returns {new name: what it was ("" if unnamed)}."""
+    nodes = [node for graph in iter_graphs(model.graph) for node in graph.node]
+    taken: set[str] = set()
+    needs_name = []
+    for node in nodes:  # names the author gave keep priority over names we make up
+        if node.name and node.name not in taken:
+            taken.add(node.name)
+        else:
+            needs_name.append(node)
+    renamed: dict[str, str] = {}
+    for node in needs_name:
+        original = node.name
+        candidate = original or next((o for o in node.output if o), "") or node.op_type
+        name, suffix = candidate, 1
+        while name in taken:
+            name = f"{candidate}_{suffix}"
+            suffix += 1
+        taken.add(name)
+        node.name = name
+        renamed[name] = original
+    return renamed

@@ -1,0 +1,57 @@
+"""The low-precision number formats we emulate: their ranges and exact rounding.
+
+`Format.round(x)` returns what storing FP32 values in the format and reading them back gives —
+round-to-nearest-even, overflow to ±inf for FP16/BF16, saturation to ±448 for FP8 E4M3 (what an
+ONNX `Cast(saturate=1)` and a TensorRT FP8 quantize do; the format has no infinity). ml_dtypes
+(already required by onnx) supplies the bit-exact BF16/FP8 conversions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+PrecisionName = Literal["fp16", "bf16", "fp8"]
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    max: float  # largest finite value
+    min_normal: float
+    min_subnormal: float  # values below half of this flush to zero
+    onnx_type: int  # onnx.TensorProto data type
+    saturates: bool  # overflow clamps to ±max instead of becoming ±inf
+
+    def round(self, values: np.ndarray) -> np.ndarray:
+        """FP32 -> this format -> FP32, elementwise."""
+        values = np.asarray(values, dtype=np.float32)
+        if self.name == "fp16":
+            with np.errstate(over="ignore"):
+                return values.astype(np.float16).astype(np.float32)
+        import ml_dtypes
+
+        if self.name == "bf16":
+            return values.astype(ml_dtypes.bfloat16).astype(np.float32)
+        clipped = np.clip(values, -self.max, self.max)  # NaN stays NaN
+        return clipped.astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+
+    def overflows(self, values: np.ndarray) -> np.ndarray:
+        """Finite values that become ±inf (or saturate) in this format."""
+        values = np.asarray(values, dtype=np.float32)
+        lost = np.abs(values) > self.max if self.saturates else np.isinf(self.round(values))
+        return np.isfinite(values) & lost
+
+    def underflows(self, values: np.ndarray) -> np.ndarray:
+        """Non-zero values that become zero in this format."""
+        values = np.asarray(values, dtype=np.float32)
+        return (values != 0) & np.isfinite(values) & (self.round(values) == 0)
+
+
+FORMATS: dict[str, Format] = {
+    "fp16": Format("fp16", 65504.0, 2.0**-14, 2.0**-24, 10, saturates=False),
+    "bf16": Format("bf16", float(np.float32(3.3895314e38)), 2.0**-126, 2.0**-133, 16, saturates=False),
+    "fp8": Format("fp8", 448.0, 2.0**-6, 2.0**-9, 17, saturates=True),
+}

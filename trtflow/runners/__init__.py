@@ -1,0 +1,1 @@
+"""Backends that execute a model on inputs: onnxruntime, emulated precision, tensorrt, saved."""

@@ -1,0 +1,48 @@
+"""Paths in step params: resolved against the recipe's folder, and remembered for the cache key.
+
+A step's params model types every file it reads as `InputPath`. While the params validate, the
+`PathResolver` in the validation context resolves relative paths, checks the file exists, and
+records whether it is an artifact of an earlier step (identified by its store digest) or a user
+file (identified by hashing its content). The executor then replaces each recorded path in the
+params by that identity when it computes the step key, so moving a project or renaming a model
+file does not invalidate the cache, while editing the file does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import AfterValidator, ValidationInfo
+
+
+@dataclass
+class PathResolver:
+    base_dir: Path
+    artifacts: dict[str, str] = field(default_factory=dict)  # store path -> artifact digest
+    user_files: set[str] = field(default_factory=set)  # filled while validating
+    used_artifacts: set[str] = field(default_factory=set)
+
+    def resolve(self, value: Path) -> Path:
+        text = str(value)
+        if "${" in text:  # validate-time placeholder for an artifact not computed yet
+            return value
+        resolved = value if value.is_absolute() else self.base_dir / value
+        resolved_text = str(resolved)
+        if resolved_text in self.artifacts:
+            self.used_artifacts.add(resolved_text)
+            return resolved
+        if not resolved.exists():
+            raise ValueError(f"file not found: {resolved} (relative paths start at the recipe's folder {self.base_dir})")
+        self.user_files.add(resolved_text)
+        return resolved
+
+
+def _resolve_input_path(value: Path, info: ValidationInfo) -> Path:
+    resolver = (info.context or {}).get("paths")
+    return resolver.resolve(value) if isinstance(resolver, PathResolver) else value
+
+
+InputPath = Annotated[Path, AfterValidator(_resolve_input_path)]
+"""A file or folder a step reads: a user file or an earlier step's output."""

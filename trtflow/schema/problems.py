@@ -1,0 +1,78 @@
+"""Turning pydantic validation errors into located, user-worded problems.
+
+pydantic reports a `loc` tuple per error; we map it back onto the recipe path, find the YAML
+position, and rewrite the message so it says what was expected — including a did-you-mean for
+unknown keys, the most common mistake in a hand-written recipe.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from trtflow.errors import Problem
+from trtflow.schema.source import RecipePath, SourceMap
+
+
+def did_you_mean(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
+    """` (did you mean `x`?)` when a close match exists, else empty."""
+    close = difflib.get_close_matches(str(word), sorted(choices), n=1, cutoff=0.6)
+    return f" (did you mean `{close[0]}`?)" if close else ""
+
+
+def _field_names(model: type[BaseModel]) -> list[str]:
+    return [field.alias or name for name, field in model.model_fields.items()]
+
+
+def _model_at(model: type[BaseModel] | None, loc: tuple) -> type[BaseModel] | None:
+    """The pydantic model class that validates the mapping at `loc`, when it is a plain nesting."""
+    for part in loc:
+        if model is None or not isinstance(part, str):
+            return None
+        field = next((f for n, f in model.model_fields.items() if (f.alias or n) == part), None)
+        annotation = getattr(field, "annotation", None)
+        model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    return model
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _clean_loc(loc: tuple) -> tuple:
+    """Drop pydantic's internal tags (union members, validator names) so the loc is a data path."""
+    return tuple(part for part in loc if isinstance(part, int) or not (
+        "[" in part or part.startswith("function-") or part in {"list", "dict", "str", "int", "float", "bool"}))
+
+
+def validation_problems(error: ValidationError, source: SourceMap, prefix: RecipePath,
+                        model: type[BaseModel] | None = None) -> list[Problem]:
+    problems: list[Problem] = []
+    seen: set[tuple] = set()
+    for item in error.errors(include_url=False):
+        loc = _clean_loc(item["loc"])
+        kind = item["type"]
+        if kind == "extra_forbidden":
+            parent = _model_at(model, loc[:-1])
+            valid = _field_names(parent) if parent else []
+            hint = did_you_mean(str(loc[-1]), valid)
+            expected = f"; valid keys: {', '.join(valid)}" if valid else ""
+            message = f"unknown key `{loc[-1]}`{hint}{expected}"
+            problem = source.problem(prefix + loc, message, key=True)
+        elif kind == "missing":
+            problem = source.problem(prefix + loc[:-1], f"missing required key `{loc[-1]}`")
+        else:
+            text = item["msg"]
+            if kind not in {"value_error", "assertion_error"}:
+                text += f", got {_short(item.get('input'))}"
+            elif text.startswith("Value error, "):
+                text = text[len("Value error, "):]
+            problem = source.problem(prefix + loc, text)
+        identity = (problem.path, problem.message)
+        if identity not in seen:  # unions report the same miss once per member
+            seen.add(identity)
+            problems.append(problem)
+    return problems

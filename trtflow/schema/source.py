@@ -1,0 +1,138 @@
+"""YAML loading that remembers where every value came from.
+
+PyYAML's composer gives nodes with line/column marks; we build plain Python values from them and
+keep a side table from recipe path (a tuple of keys and indices) to position, so an error found
+later — by pydantic, by reference resolution, by the DAG — can still name `file:line:column`.
+Duplicate keys are errors here, because PyYAML silently keeps the last one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trtflow.errors import Problem, RecipeError
+
+RecipePath = tuple[str | int, ...]
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def format_path(path: RecipePath) -> str:
+    """`("steps", "diff", "with", "atol")` -> `steps.diff.with.atol`; indices as `[0]`."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+@dataclass
+class SourceMap:
+    """Positions of values in one YAML file, by recipe path."""
+
+    file: str
+    positions: dict[RecipePath, tuple[int, int]] = field(default_factory=dict)  # of values
+    key_positions: dict[RecipePath, tuple[int, int]] = field(default_factory=dict)  # of mapping keys
+
+    def locate(self, path: RecipePath, *, key: bool = False) -> tuple[int | None, int | None]:
+        """The position of `path` (its key when `key`), or of its nearest ancestor that has one."""
+        if key and path in self.key_positions:
+            return self.key_positions[path]
+        while True:
+            if path in self.positions:
+                return self.positions[path]
+            if not path:
+                return None, None
+            path = path[:-1]
+
+    def problem(self, path: RecipePath, message: str, *, key: bool = False) -> Problem:
+        line, column = self.locate(path, key=key)
+        return Problem(message, file=self.file, line=line, column=column, path=format_path(path) or None)
+
+
+def _position(node: yaml.Node) -> tuple[int, int]:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+class _Builder:
+    """Turns a composed node tree into dicts/lists/scalars, recording positions on the way."""
+
+    def __init__(self, source: SourceMap):
+        self.source = source
+        self.scalars = yaml.SafeLoader("")  # only its scalar constructors are used
+        self.problems: list[Problem] = []
+
+    def build(self, node: yaml.Node, path: RecipePath) -> Any:
+        self.source.positions[path] = _position(node)
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, path)
+        if isinstance(node, yaml.SequenceNode):
+            return [self.build(item, path + (index,)) for index, item in enumerate(node.value)]
+        return self.scalars.construct_object(node, deep=True)
+
+    def _mapping(self, node: yaml.MappingNode, path: RecipePath) -> dict:
+        self.scalars.flatten_mapping(node)  # resolves `<<: *anchor` merges
+        result: dict = {}
+        for key_node, value_node in node.value:
+            key = self.scalars.construct_object(key_node, deep=True)
+            if not isinstance(key, (str, int, float, bool)) or key is None:
+                line, column = _position(key_node)
+                self.problems.append(Problem("mapping keys must be plain scalars", self.source.file, line, column, format_path(path) or None))
+                continue
+            key = str(key) if not isinstance(key, str) else key
+            if key in result:
+                line, column = _position(key_node)
+                first_line, _ = self.source.key_positions[path + (key,)]
+                self.problems.append(
+                    Problem(f"duplicate key `{key}` (first defined on line {first_line}); remove one of them",
+                            self.source.file, line, column, format_path(path + (key,)))
+                )
+                continue
+            self.source.key_positions[path + (key,)] = _position(key_node)
+            result[key] = self.build(value_node, path + (key,))
+        return result
+
+
+def load_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
+    """Parse one YAML document; raise RecipeError with positions on any syntax or key problem."""
+    source = SourceMap(file)
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
+        what = " ".join(part for part in (error.context, error.problem) if part)
+        raise RecipeError(Problem(f"YAML syntax error: {what}", file, line, column)) from None
+    except yaml.YAMLError as error:
+        raise RecipeError(Problem(f"YAML error: {error}", file)) from None
+    if node is None:
+        return None, source
+    builder = _Builder(source)
+    try:
+        value = builder.build(node, ())
+    except yaml.constructor.ConstructorError as error:
+        mark = error.problem_mark
+        raise RecipeError(Problem(f"YAML error: {error.problem}", file, mark.line + 1 if mark else None,
+                                  mark.column + 1 if mark else None)) from None
+    if builder.problems:
+        raise RecipeError(builder.problems)
+    return value, source
+
+
+def read_yaml_file(path: Path) -> tuple[Any, SourceMap]:
+    """Read and parse a recipe file, turning I/O problems into recipe errors."""
+    display = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RecipeError(Problem("file not found; check the path", display)) from None
+    except IsADirectoryError:
+        raise RecipeError(Problem("is a folder, expected a recipe file (.yaml)", display)) from None
+    except UnicodeDecodeError as error:
+        raise RecipeError(Problem(f"not UTF-8 text ({error.reason} at byte {error.start})", display)) from None
+    except OSError as error:
+        raise RecipeError(Problem(f"cannot read: {error.strerror}", display)) from None
+    return load_yaml(text, display)

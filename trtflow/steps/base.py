@@ -1,0 +1,118 @@
+"""The Step contract every step kind implements.
+
+A step module holds one `Step` subclass with the same parts in the same order: its `Params`
+model, its `outputs`, its `version`, `fingerprint(params)` and `run(ctx, params)`. The executor
+validates params, computes the cache key from them, and calls `run` with a `StepContext` that
+points at a fresh folder; the step writes its file outputs there and returns its value outputs.
+A step never sees the store, the journal file or other steps: only its params and its context.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+
+class StepParams(BaseModel):
+    """Base of every step's `with:` model: unknown keys are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cosmetic: ClassVar[frozenset[str]] = frozenset()
+    """Params that cannot change the outputs (labels, display options); left out of the cache key."""
+
+    search_budget: ClassVar[frozenset[str]] = frozenset()
+    """Params that bound a search but not what one trial computes (`max_trials`, `replay`); left out
+    of the journal's identity so raising the budget resumes the same journal instead of restarting."""
+
+
+@dataclass(frozen=True)
+class Output:
+    """One named output of a step kind."""
+
+    kind: Literal["file", "folder", "value"]
+    description: str
+    suffix: str = ""  # a file's natural extension: ".onnx", ".json"
+    optional: bool = False  # a step may legitimately not produce it (e.g. `engine` for an ONNX load)
+    example: Any = None  # for values: stands in for the output when a recipe is validated before it ran
+
+    def file_name(self, name: str) -> str:
+        return name + self.suffix if self.kind == "file" else name
+
+
+def file(suffix: str, description: str, *, optional: bool = False) -> Output:
+    return Output("file", description, suffix=suffix, optional=optional)
+
+
+def folder(description: str, *, optional: bool = False) -> Output:
+    return Output("folder", description, optional=optional)
+
+
+def value(example: Any, description: str) -> Output:
+    return Output("value", description, example=example)
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One finished trial of a long search, as the journal holds it."""
+
+    trial: dict  # canonical description of what was tried
+    passed: bool
+    metrics: dict
+    seconds: float
+    origin: Literal["journal", "replay", "run"] = "run"  # where this answer came from
+
+
+class Journal(Protocol):
+    """Append-only trial log of one step; answers trials finished by an earlier, interrupted run."""
+
+    def get(self, trial: dict) -> TrialRecord | None: ...
+
+    def append(self, trial: dict, passed: bool, metrics: dict, seconds: float) -> TrialRecord: ...
+
+    def records(self) -> list[TrialRecord]: ...
+
+
+@dataclass
+class StepContext:
+    step_id: str
+    work_dir: Path  # becomes the store entry; write file outputs here
+    outputs: dict[str, Output]
+    journal: Journal | None = None  # set for steps with `journaled = True`
+    state_root: Path | None = None  # workspace folder for state that outlives runs (timing caches)
+    progress: Callable[[float, float | None, str], None] = lambda done, total, note: None
+    log: Callable[[str], None] = lambda message: None
+
+    def output_path(self, name: str) -> Path:
+        """Where output `name` must be written (`model` -> `<work_dir>/model.onnx`)."""
+        return self.work_dir / self.outputs[name].file_name(name)
+
+    def state_dir(self, name: str) -> Path:
+        """A workspace folder that persists across runs and is never part of a cache key."""
+        if self.state_root is None:
+            raise RuntimeError("this context has no workspace state folder")
+        path = self.state_root / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+class Step:
+    """Base class of step kinds; see the module docstring for the parts and their order."""
+
+    kind: ClassVar[str]
+    summary: ClassVar[str] = ""
+    Params: ClassVar[type[StepParams]] = StepParams
+    outputs: ClassVar[dict[str, Output]] = {}
+    version: ClassVar[int] = 1
+    journaled: ClassVar[bool] = False
+
+    def fingerprint(self, params: StepParams) -> dict[str, str]:
+        """Facts about this machine that change the outputs (library versions, GPU); part of the key."""
+        return {}
+
+    def run(self, ctx: StepContext, params: StepParams) -> dict[str, Any]:
+        """Write file outputs under `ctx.work_dir`; return the value outputs."""
+        raise NotImplementedError

@@ -1,0 +1,55 @@
+"""Which step kinds exist, imported only when used.
+
+Built-in kinds are listed by module so that validating a recipe imports just the steps it uses.
+Third-party kinds come from the `trtflow.steps` entry-point group (name = kind, value =
+`module:Class`) or, without packaging, from modules named in `TRTFLOW_STEP_PLUGINS`
+(comma-separated; every `Step` subclass with a `kind` in them is registered).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from functools import lru_cache
+
+from trtflow.steps.base import Step
+
+BUILTIN: dict[str, str] = {
+    "load": "trtflow.steps.load:Load",
+}
+
+
+@lru_cache(maxsize=None)
+def _plugins() -> dict[str, str]:
+    found: dict[str, str] = {}
+    from importlib.metadata import entry_points
+
+    for entry in entry_points(group="trtflow.steps"):
+        found[entry.name] = entry.value
+    for module_name in filter(None, (m.strip() for m in os.environ.get("TRTFLOW_STEP_PLUGINS", "").split(","))):
+        module = importlib.import_module(module_name)
+        for obj in vars(module).values():
+            if isinstance(obj, type) and issubclass(obj, Step) and obj is not Step and getattr(obj, "kind", None):
+                found[obj.kind] = f"{module_name}:{obj.__name__}"
+    return found
+
+
+def kinds() -> list[str]:
+    return sorted({**_plugins(), **BUILTIN})
+
+
+def _target(kind: str) -> str | None:
+    return BUILTIN.get(kind) or _plugins().get(kind)
+
+
+def exists(kind: str) -> bool:
+    return _target(kind) is not None
+
+
+@lru_cache(maxsize=None)
+def get(kind: str) -> type[Step]:
+    target = _target(kind)
+    if target is None:
+        raise KeyError(kind)
+    module_name, _, class_name = target.partition(":")
+    return getattr(importlib.import_module(module_name), class_name)

@@ -1,0 +1,1 @@
+"""Tensor sets on disk, Polygraphy JSON interop, and input generation/loading."""
