@@ -15,8 +15,8 @@ REPO = Path(__file__).resolve().parents[1]
 def run_cli(*args: str | Path, cwd: Path | None = None, env: dict | None = None,
             timeout: float = 600) -> subprocess.CompletedProcess:
     """`trtflow ARGS` in a child process; returns the completed process (text stdout/stderr)."""
-    full_env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", **(env or {})}
-    full_env.pop("TRTFLOW_WORKSPACE", None) if env is None or "TRTFLOW_WORKSPACE" not in env else None
+    full_env = {key: val for key, val in os.environ.items() if key != "TRTFLOW_WORKSPACE"}
+    full_env.update({"COLUMNS": "200", "NO_COLOR": "1", **(env or {})})
     return subprocess.run([sys.executable, "-m", "trtflow", *map(str, args)], cwd=cwd, env=full_env,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -25,3 +25,28 @@ def run_cli(*args: str | Path, cwd: Path | None = None, env: dict | None = None,
 def trtflow():
     """The CLI runner: `trtflow("run", recipe, cwd=tmp_path)`."""
     return run_cli
+
+
+PLUGINS = REPO / "tests" / "plugins"
+
+
+@pytest.fixture
+def plugin_env(tmp_path):
+    """Environment that loads the test-only step kinds and records computations in a ledger file."""
+    ledger = tmp_path / "ledger.txt"
+    ledger.touch()
+    return {
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(PLUGINS), os.environ.get("PYTHONPATH", "")])),
+        "TRTFLOW_STEP_PLUGINS": "trtflow_test_steps",
+        "TRTFLOW_TEST_LEDGER": str(ledger),
+    }
+
+
+def ledger_lines(env: dict) -> list[str]:
+    return Path(env["TRTFLOW_TEST_LEDGER"]).read_text().splitlines()
+
+
+def write_recipe(folder: Path, text: str, name: str = "recipe.yaml") -> Path:
+    path = folder / name
+    path.write_text(text)
+    return path

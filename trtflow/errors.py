@@ -70,3 +70,13 @@ class BackendUnavailable(StepError):
 
 class ReplayMismatch(UsageError):
     """A replay file was made for another model, precision or check than the step it is given to."""
+
+
+class ParamError(UsageError):
+    """A step found one of its params unusable (an input name the model lacks, a bad shape...).
+
+    The executor turns it into a recipe problem located at `steps.ID.with.PARAM`."""
+
+    def __init__(self, param: str, message: str):
+        self.param = param
+        super().__init__(message)

@@ -87,6 +87,7 @@ def build_pipeline(recipe: Recipe) -> Pipeline:
 
     planned: dict[str, PlannedStep] = {}
     deps: dict[str, set[str]] = {}
+    broken: set[str] = set()  # steps whose references are wrong: their params cannot be checked
     for step in recipe.steps.values():
         bindings: dict[str, str] = {}
         deps[step.id] = set()
@@ -95,6 +96,7 @@ def build_pipeline(recipe: Recipe) -> Pipeline:
                 target = _bind(recipe, reference.name, step)
             except BadReference as error:
                 problems.append(source.problem(at, str(error)))
+                broken.add(step.id)
                 continue
             target_kind = kinds.get(target)
             if target_kind and reference.output not in target_kind.outputs:
@@ -102,9 +104,12 @@ def build_pipeline(recipe: Recipe) -> Pipeline:
                 problems.append(source.problem(at, (
                     f"step `{target}` ({target_kind.kind}) has no output `{reference.output}`"
                     f"{did_you_mean(reference.output, outputs)}; outputs: {', '.join(outputs)}")))
+                broken.add(step.id)
                 continue
             bindings[reference.name] = target
             deps[step.id].add(target)
+            if target not in kinds:
+                broken.add(step.id)
         for index, name in enumerate(step.after):
             if name in recipe.matrix_groups:
                 deps[step.id].update(recipe.matrix_groups[name])
@@ -115,18 +120,24 @@ def build_pipeline(recipe: Recipe) -> Pipeline:
                 problems.append(source.problem(step.source_path + ("after", index),
                                                f"unknown step `{name}`{did_you_mean(name, names)}; steps: {', '.join(names)}"))
         if step.id in kinds:
+            if step.gate and "passed" not in kinds[step.id].outputs:
+                problems.append(source.problem(step.source_path + ("gate",), (
+                    f"`gate: true` needs a step with a `passed` output; `{step.uses}` has none "
+                    f"(outputs: {', '.join(kinds[step.id].outputs)})"), key=True))
             planned[step.id] = PlannedStep(step, kinds[step.id], bindings)
 
     dag = Dag(list(recipe.steps), deps)
     cycle = dag.find_cycle()
     if cycle:
         first = recipe.steps[cycle[0]]
-        problems.append(source.problem(first.source_path, f"steps depend on each other in a cycle: {' -> '.join(cycle)}"))
+        problems.append(source.problem(first.source_path, f"steps depend on each other in a cycle: {' -> '.join(cycle)}",
+                                       key=True))
+    pipeline = Pipeline(recipe, planned, dag, [] if cycle else dag.order())
+    for step in planned.values():
+        if step.id not in broken:
+            problems.extend(p for p in _param_problems(pipeline, step) if p not in problems)
     if problems:
         raise RecipeError(problems)
-
-    pipeline = Pipeline(recipe, planned, dag, dag.order())
-    _check_params(pipeline)
     return pipeline
 
 
@@ -137,13 +148,10 @@ def _placeholder(pipeline: Pipeline, step_id: str, output: str) -> Any:
     return declared.example if declared.kind == "value" else f"${{steps.{step_id}.{output}}}"
 
 
-def _check_params(pipeline: Pipeline) -> None:
-    problems: list[Problem] = []
-    for step in pipeline.steps.values():
-        params = pipeline.resolve_params(step, lambda step_id, output: _placeholder(pipeline, step_id, output))
-        try:
-            pipeline.validate_params(step, params, PathResolver(pipeline.recipe.base_dir))
-        except RecipeError as error:
-            problems.extend(p for p in error.problems if p not in problems)
-    if problems:
-        raise RecipeError(problems)
+def _param_problems(pipeline: Pipeline, step: PlannedStep) -> list[Problem]:
+    params = pipeline.resolve_params(step, lambda step_id, output: _placeholder(pipeline, step_id, output))
+    try:
+        pipeline.validate_params(step, params, PathResolver(pipeline.recipe.base_dir))
+    except RecipeError as error:
+        return error.problems
+    return []

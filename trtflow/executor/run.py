@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from trtflow.errors import StepError, TrtflowError
+from trtflow.errors import ParamError, StepError, TrtflowError
 from trtflow.executor import keys
 from trtflow.executor.hashing import StatCache
 from trtflow.executor.journal import FileJournal, load_replay
@@ -181,14 +181,17 @@ def _gate(step: PlannedStep, entry: Entry, params: StepParams | None) -> tuple[b
     return gated, passed
 
 
-def _failure(step_id: str, error: BaseException, seconds: float, debug: bool) -> StepOutcome:
-    if isinstance(error, TrtflowError):
+def _failure(pipeline: Pipeline, step: PlannedStep, error: BaseException, seconds: float, debug: bool) -> StepOutcome:
+    if isinstance(error, ParamError):
+        at = step.spec.source_path + ("with", error.param)
+        message, code = str(pipeline.recipe.source.problem(at, f"step `{step.id}`: {error}")), error.exit_code
+    elif isinstance(error, TrtflowError):
         message, code = str(error), error.exit_code
     else:
-        message, code = f"step `{step_id}` failed: {type(error).__name__}: {error}", 3
+        message, code = f"step `{step.id}` failed: {type(error).__name__}: {error}", 3
     if debug:
         message += "\n" + "".join(traceback.format_exception(error))
-    return StepOutcome(step_id, "failed", seconds, message=message, exit_code=code)
+    return StepOutcome(step.id, "failed", seconds, message=message, exit_code=code)
 
 
 def run_pipeline(pipeline: Pipeline, workspace: Workspace, options: RunOptions, observer: Observer,
@@ -233,7 +236,7 @@ def run_pipeline(pipeline: Pipeline, workspace: Workspace, options: RunOptions, 
                 try:
                     entry, computed, params = future.result()
                 except Exception as error:  # noqa: BLE001 - every failure becomes a recorded outcome
-                    outcome = _failure(step.id, error, seconds, options.debug)
+                    outcome = _failure(pipeline, step, error, seconds, options.debug)
                 else:
                     entries[step.id] = entry
                     gated, passed = _gate(step, entry, params)

@@ -8,6 +8,8 @@ unknown keys, the most common mistake in a hand-written recipe.
 from __future__ import annotations
 
 import difflib
+import types
+import typing
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -27,14 +29,22 @@ def _field_names(model: type[BaseModel]) -> list[str]:
 
 
 def _model_at(model: type[BaseModel] | None, loc: tuple) -> type[BaseModel] | None:
-    """The pydantic model class that validates the mapping at `loc`, when it is a plain nesting."""
+    """The pydantic model class that validates the mapping at `loc`, through fields, dicts, lists
+    and optionals; None where that is not a single model."""
+    annotation: Any = model
     for part in loc:
-        if model is None or not isinstance(part, str):
+        while typing.get_origin(annotation) in (typing.Union, types.UnionType):
+            members = [a for a in typing.get_args(annotation) if a is not type(None)]
+            annotation = members[0] if len(members) == 1 else None
+        origin = typing.get_origin(annotation)
+        if origin in (dict, list):
+            annotation = typing.get_args(annotation)[-1]
+        elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            field = next((f for n, f in annotation.model_fields.items() if (f.alias or n) == part), None)
+            annotation = getattr(field, "annotation", None)
+        else:
             return None
-        field = next((f for n, f in model.model_fields.items() if (f.alias or n) == part), None)
-        annotation = getattr(field, "annotation", None)
-        model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
-    return model
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
 
 
 def _short(value: Any) -> str:

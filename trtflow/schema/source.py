@@ -104,7 +104,10 @@ def load_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
-        what = " ".join(part for part in (error.context, error.problem) if part)
+        what = error.problem or "invalid YAML"
+        if error.context and error.context_mark:
+            context = error.context_mark
+            what += f" ({error.context} that starts at line {context.line + 1}, column {context.column + 1})"
         raise RecipeError(Problem(f"YAML syntax error: {what}", file, line, column)) from None
     except yaml.YAMLError as error:
         raise RecipeError(Problem(f"YAML error: {error}", file)) from None

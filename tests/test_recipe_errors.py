@@ -1,0 +1,100 @@
+"""A corpus of broken recipes: each must fail `trtflow validate` and `trtflow run` with exit 2,
+name `file:line:column`, say what is wrong, and show no traceback."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, write_recipe
+
+DEMO = REPO / "pipelines" / "models" / "overflow_demo.onnx"
+
+HEAD = "trtflow: 1\nname: broken\n"
+
+# (id, recipe text, the line the error must point at, words the message must contain)
+CORPUS = [
+    ("yaml-unclosed-flow", HEAD + "steps:\n  a: {uses: load, with: {path: m.onnx}\n", 5, "flow mapping that starts at line 4"),
+    ("yaml-bad-indent", HEAD + "steps:\n  a:\n    uses: load\n   with: {path: m.onnx}\n", 6, "YAML syntax error"),
+    ("yaml-tab", HEAD + "steps:\n\ta:\n", 4, "YAML syntax error"),
+    ("unknown-top-key", HEAD + "stepz: {}\nsteps:\n  a: {uses: load, with: {path: m.onnx}}\n", 3, "unknown key `stepz`"),
+    ("unknown-step-key", HEAD + "steps:\n  a:\n    usse: load\n    uses: load\n    with: {path: m.onnx}\n", 5, "did you mean `uses`"),
+    ("unknown-with-key", HEAD + "steps:\n  a:\n    uses: load\n    with:\n      paht: m.onnx\n", 7, "did you mean `path`"),
+    ("missing-with-key", HEAD + "steps:\n  a:\n    uses: load\n    with: {check: true}\n", 6, "missing required key `path`"),
+    ("wrong-type-bool", HEAD + "steps:\n  a:\n    uses: load\n    with:\n      path: m.onnx\n      check: maybe\n", 8, "check"),
+    ("wrong-type-shapes", HEAD + "steps:\n  a:\n    uses: load\n    with:\n      path: m.onnx\n      shapes: 5\n", 8, "dictionary"),
+    ("wrong-type-list-item", HEAD + "steps:\n  a:\n    uses: load\n    with:\n      path: m.onnx\n      shapes: {x: [1, two]}\n", 8, "integer"),
+    ("unknown-kind", HEAD + "steps:\n  a:\n    uses: lod\n    with: {path: m.onnx}\n", 5, "did you mean `load`"),
+    ("unknown-step-ref", HEAD + "steps:\n  a: {uses: load, with: {path: m.onnx}}\n  b:\n    uses: load\n    with: {path: '${steps.aa.model}'}\n", 7, "unknown step `aa`"),
+    ("unknown-output-ref", HEAD + "steps:\n  a: {uses: load, with: {path: m.onnx}}\n  b:\n    uses: load\n    with: {path: '${steps.a.modle}'}\n", 7, "did you mean `model`"),
+    ("unknown-var", HEAD + "vars: {model: m.onnx}\nsteps:\n  a:\n    uses: load\n    with: {path: '${vars.modle}'}\n", 7, "did you mean `model`"),
+    ("malformed-ref", HEAD + "steps:\n  a:\n    uses: load\n    with: {path: '${model}'}\n", 6, "cannot read reference"),
+    ("cycle", HEAD + "steps:\n  a:\n    uses: load\n    with: {path: '${steps.b.model}'}\n  b:\n    uses: load\n    with: {path: '${steps.a.model}'}\n", 4, "a -> b -> a"),
+    ("self-after", HEAD + "steps:\n  a:\n    uses: load\n    with: {path: m.onnx}\n    after: [a]\n", 4, "a -> a"),
+    ("after-unknown", HEAD + "steps:\n  a:\n    uses: load\n    with: {path: m.onnx}\n    after: [b]\n", 7, "unknown step `b`"),
+    ("duplicate-step", HEAD + "steps:\n  a: {uses: load, with: {path: m.onnx}}\n  a: {uses: load, with: {path: m.onnx}}\n", 5, "duplicate key `a`"),
+    ("duplicate-with-key", HEAD + "steps:\n  a:\n    uses: load\n    with:\n      path: m.onnx\n      path: m.onnx\n", 8, "duplicate key `path`"),
+    ("wrong-version", "trtflow: 2\nname: broken\nsteps:\n  a: {uses: load, with: {path: m.onnx}}\n", 1, "version 2 is not supported"),
+    ("missing-version", "name: broken\nsteps:\n  a: {uses: load, with: {path: m.onnx}}\n", 1, "missing `trtflow: 1`"),
+    ("missing-file", HEAD + "steps:\n  a:\n    uses: load\n    with:\n      path: no/such/model.onnx\n", 7, "file not found"),
+    ("empty-file", "", 1, "the recipe is empty"),
+    ("top-level-list", "- trtflow: 1\n- name: x\n", 1, "not a list"),
+    ("missing-name", "trtflow: 1\nsteps:\n  a: {uses: load, with: {path: m.onnx}}\n", 1, "missing required key `name`"),
+    ("empty-steps", HEAD + "steps: {}\n", 3, "steps"),
+    ("bad-step-id", HEAD + "steps:\n  my step: {uses: load, with: {path: m.onnx}}\n", 4, "not a valid name"),
+    ("with-is-list", HEAD + "steps:\n  a:\n    uses: load\n    with: [m.onnx]\n", 6, "dictionary"),
+    ("matrix-ambiguous-ref", HEAD + "steps:\n  a:\n    uses: load\n    matrix: {check: [true, false]}\n    with: {path: m.onnx, check: '${matrix.check}'}\n  b:\n    uses: load\n    with: {path: '${steps.a.model}'}\n", 10, "refer to one of: a@true, a@false"),
+    ("unknown-matrix-key", HEAD + "steps:\n  a:\n    uses: load\n    matrix: {check: [true]}\n    with: {path: m.onnx, check: '${matrix.chek}'}\n", 7, "unknown matrix key `chek`"),
+    ("var-cycle", HEAD + "vars:\n  a: '${vars.b}'\n  b: '${vars.a}'\nsteps:\n  s: {uses: load, with: {path: m.onnx}}\n", 4, "cycle"),
+    ("gate-without-passed", HEAD + "steps:\n  a:\n    uses: load\n    gate: true\n    with: {path: m.onnx}\n", 6, "`gate: true` needs"),
+    ("bad-name", "trtflow: 1\nname: 'my recipe!'\nsteps:\n  a: {uses: load, with: {path: m.onnx}}\n", 2, "name"),
+]
+
+
+@pytest.fixture(scope="module")
+def recipe_folder(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("broken")
+    shutil.copy(DEMO, folder / "m.onnx")
+    return folder
+
+
+def test_corpus_is_large_enough():
+    assert len(CORPUS) >= 25
+
+
+@pytest.mark.parametrize("case_id,text,line,words", CORPUS, ids=[c[0] for c in CORPUS])
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_broken_recipe(trtflow, recipe_folder, case_id, text, line, words, command):
+    recipe = write_recipe(recipe_folder, text, f"{case_id}.yaml")
+    result = trtflow(command, recipe, "--out", recipe_folder / "out", cwd=recipe_folder) if command == "run" \
+        else trtflow(command, recipe, cwd=recipe_folder)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"{recipe}:{line}:" in result.stderr, result.stderr
+    assert words in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert not (recipe_folder / ".trtflow" / "store").exists() or not any(
+        p for p in (recipe_folder / ".trtflow" / "store").glob("??/*")), "a broken recipe must not run anything"
+
+
+def test_unknown_set_var(trtflow, recipe_folder):
+    recipe = write_recipe(recipe_folder, HEAD + "vars: {model: m.onnx}\nsteps:\n  a: {uses: load, with: {path: '${vars.model}'}}\n", "setvar.yaml")
+    result = trtflow("validate", recipe, "--set", "modle=x.onnx", cwd=recipe_folder)
+    assert result.returncode == 2
+    assert "no var `modle`" in result.stderr and "did you mean `model`" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_recipe_file(trtflow, tmp_path):
+    result = trtflow("validate", tmp_path / "nope.yaml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "nope.yaml: file not found" in result.stderr
+
+
+def test_every_problem_reported_at_once(trtflow, recipe_folder):
+    text = HEAD + "steps:\n  a:\n    uses: lod\n  b:\n    uses: load\n    with: {path: m.onnx, chek: true}\n"
+    recipe = write_recipe(recipe_folder, text, "many.yaml")
+    result = trtflow("validate", recipe, cwd=recipe_folder)
+    assert result.returncode == 2
+    assert f"{recipe}:5:" in result.stderr and f"{recipe}:8:" in result.stderr

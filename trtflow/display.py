@@ -1,0 +1,86 @@
+"""How runs look in a terminal: a live progress row per step, then one summary table.
+
+On a terminal the rows update in place (rich); elsewhere (CI logs, pipes) each step prints one
+line when it finishes, so logs stay readable.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from rich.console import Console
+from rich.table import Table
+
+from trtflow.executor.run import Observer, RunReport, StepOutcome
+
+STATUS_STYLE = {"cached": "cyan", "ran": "green", "failed": "bold red", "skipped": "yellow", "would run": "magenta"}
+
+console = Console(stderr=False, highlight=False)
+error_console = Console(stderr=True, highlight=False)
+
+
+class ProgressDisplay(Observer):
+    def __init__(self, step_ids: list[str], verbose: bool = False):
+        self.verbose = verbose
+        self.lock = threading.Lock()
+        self.live = console.is_terminal
+        if self.live:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self.progress = Progress(SpinnerColumn(), TextColumn("{task.fields[step]:<24}"), BarColumn(),
+                                     MofNCompleteColumn(), TextColumn("{task.fields[note]}"), TimeElapsedColumn(),
+                                     console=console, transient=True)
+            self.tasks = {}
+            self.progress.start()
+        self.step_ids = step_ids
+
+    def started(self, step_id: str) -> None:
+        if self.live:
+            with self.lock:
+                self.tasks[step_id] = self.progress.add_task("", total=None, step=step_id, note="")
+
+    def progress(self, step_id: str, done: float, total: float | None, note: str) -> None:
+        if self.live and step_id in self.tasks:
+            with self.lock:
+                self.progress.update(self.tasks[step_id], completed=done, total=total, note=note)
+
+    def log(self, step_id: str, message: str) -> None:
+        if self.verbose:
+            console.print(f"[dim]{step_id}:[/dim] {message}", markup=True)
+
+    def finished(self, outcome: StepOutcome) -> None:
+        with self.lock:
+            if self.live and outcome.step_id in self.tasks:
+                self.progress.remove_task(self.tasks.pop(outcome.step_id))
+            style = STATUS_STYLE.get(outcome.status, "")
+            line = f"[{style}]{outcome.status:>7}[/{style}] {outcome.step_id} ({outcome.seconds:.2f}s)"
+            if outcome.status == "skipped":
+                line += f" — {outcome.message}"
+            console.print(line)
+            if outcome.status == "failed":
+                error_console.print(f"error: {outcome.message}", markup=False)
+
+    def close(self) -> None:
+        if self.live:
+            self.progress.stop()
+
+
+def print_report(report: RunReport) -> None:
+    table = Table(title=None, show_edge=False, header_style="bold")
+    table.add_column("step")
+    table.add_column("status")
+    table.add_column("seconds", justify="right")
+    table.add_column("gate")
+    for outcome in report.outcomes:
+        style = STATUS_STYLE.get(outcome.status, "")
+        gate = "" if not outcome.gate else ("passed" if outcome.passed else "FAILED")
+        table.add_row(outcome.step_id, f"[{style}]{outcome.status}[/{style}]", f"{outcome.seconds:.2f}", gate)
+    console.print(table)
+    counts = {s: sum(o.status == s for o in report.outcomes) for s in STATUS_STYLE}
+    summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    console.print(f"{summary} in {report.seconds:.2f}s")
+
+
+def stdout_is_terminal() -> bool:
+    return sys.stdout.isatty()

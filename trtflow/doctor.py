@@ -1,0 +1,48 @@
+"""`trtflow doctor`: what this machine offers trtflow, without failing on anything missing."""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+from importlib import metadata
+
+
+def _version(distribution: str) -> str:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _gpu() -> str:
+    if not shutil.which("nvidia-smi"):
+        return "none found (no nvidia-smi)"
+    try:
+        result = subprocess.run(["nvidia-smi", "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"],
+                                capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"nvidia-smi failed: {error}"
+    return result.stdout.strip() or f"nvidia-smi failed: {result.stderr.strip()}"
+
+
+def environment_facts() -> dict[str, str]:
+    facts = {
+        "python": f"{platform.python_version()} ({platform.machine()}, {platform.system()})",
+        "trtflow": _version("trtflow"),
+        "numpy": _version("numpy"),
+        "onnx": _version("onnx"),
+        "onnx-graphsurgeon": _version("onnx-graphsurgeon"),
+        "onnxruntime": _version("onnxruntime"),
+    }
+    try:
+        import onnxruntime
+
+        facts["onnxruntime providers"] = ", ".join(onnxruntime.get_available_providers())
+    except ImportError as error:
+        facts["onnxruntime providers"] = f"cannot import onnxruntime: {error}"
+    facts["tensorrt"] = _version("tensorrt")
+    facts["cuda-python"] = _version("cuda-python")
+    facts["gpu"] = _gpu()
+    facts["graphviz (dot)"] = shutil.which("dot") or "not found: install Graphviz for SVG output (apt-get install graphviz)"
+    return facts

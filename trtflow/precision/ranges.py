@@ -1,0 +1,111 @@
+"""Constant values a low precision cannot hold, found before anything runs.
+
+Weights and Constant nodes are the cheapest place to find precision trouble: a float32-min
+attention mask becomes -inf in FP16 and BF16, a BatchNormalization variance of 1e7 overflows
+FP16, tiny epsilons flush to zero. This scans every float initializer and Constant (subgraphs
+included) and reports, per tensor, what the format loses and which nodes consume it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Iterator
+
+import numpy as np
+
+from trtflow.onnx_files import iter_graphs
+from trtflow.precision.formats import Format
+
+if TYPE_CHECKING:
+    import onnx
+
+
+@dataclass(frozen=True)
+class ConstantRange:
+    tensor: str
+    source: str  # "initializer" or "Constant"
+    dtype: str
+    shape: list[int]
+    min: float | None
+    max: float | None
+    max_abs: float | None
+    min_abs_nonzero: float | None
+    nonfinite: int
+
+
+@dataclass(frozen=True)
+class LostValues:
+    """What one constant loses in a format, and the nodes that read it."""
+
+    tensor: str
+    source: str
+    consumers: list[dict]  # {"name", "op"}
+    overflow: int  # finite values that become ±inf (or saturate)
+    underflow: int  # non-zero values that become zero
+    max_abs: float
+    min_abs_nonzero: float | None
+
+
+def iter_constants(model: "onnx.ModelProto") -> Iterator[tuple[str, str, np.ndarray]]:
+    """(tensor name, source, values) for every initializer and Constant node, subgraphs included."""
+    from onnx import numpy_helper
+
+    for graph in iter_graphs(model.graph):
+        for initializer in graph.initializer:
+            yield initializer.name, "initializer", numpy_helper.to_array(initializer)
+        for node in graph.node:
+            if node.op_type == "Constant" and node.output:
+                for attribute in node.attribute:
+                    if attribute.name == "value":
+                        yield node.output[0], "Constant", numpy_helper.to_array(attribute.t)
+
+
+def _consumers(model: "onnx.ModelProto") -> dict[str, list[dict]]:
+    readers: dict[str, list[dict]] = {}
+    for graph in iter_graphs(model.graph):
+        for node in graph.node:
+            for name in node.input:
+                if name:
+                    readers.setdefault(name, []).append({"name": node.name, "op": node.op_type})
+    return readers
+
+
+def _stats(values: np.ndarray) -> tuple[float | None, float | None, float | None, float | None, int]:
+    finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
+    nonfinite = int(values.size - finite.size)
+    if finite.size == 0:
+        return None, None, None, None, nonfinite
+    magnitudes = np.abs(finite.astype(np.float64))
+    nonzero = magnitudes[magnitudes > 0]
+    return (float(finite.min()), float(finite.max()), float(magnitudes.max()),
+            float(nonzero.min()) if nonzero.size else None, nonfinite)
+
+
+def constant_ranges(model: "onnx.ModelProto") -> list[ConstantRange]:
+    ranges = []
+    for name, source, values in iter_constants(model):
+        if values.dtype.kind not in "fiu" or values.size == 0:
+            continue
+        low, high, max_abs, min_abs, nonfinite = _stats(values)
+        ranges.append(ConstantRange(name, source, str(values.dtype), list(values.shape), low, high, max_abs, min_abs, nonfinite))
+    return ranges
+
+
+def lost_values(model: "onnx.ModelProto", fmt: Format) -> list[LostValues]:
+    """Float constants with values `fmt` turns into ±inf/saturation or zero, worst first."""
+    readers = _consumers(model)
+    found = []
+    for name, source, values in iter_constants(model):
+        if values.dtype.kind != "f" or values.dtype.itemsize < 4 or values.size == 0:
+            continue
+        as_float = values.astype(np.float32)
+        overflow = int(fmt.overflows(as_float).sum())
+        underflow = int(fmt.underflows(as_float).sum())
+        if overflow or underflow:
+            _, _, max_abs, min_abs, _ = _stats(values)
+            found.append(LostValues(name, source, readers.get(name, []), overflow, underflow, max_abs or 0.0, min_abs))
+    return sorted(found, key=lambda lost: (-lost.overflow, -lost.underflow, lost.tensor))
+
+
+def as_dicts(items: list) -> list[dict]:
+    return [asdict(item) for item in items]

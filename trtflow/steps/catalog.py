@@ -1,0 +1,74 @@
+"""What step kinds accept and produce, from their models: `trtflow steps` and `trtflow schema`.
+
+The recipe JSON Schema is the document model with each step's `with:` tied to its kind through
+`if uses == KIND then with: <Params schema>`, which yaml-language-server and VS Code understand.
+Every param also accepts a `${...}` reference string, since any value may be one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trtflow.schema.recipe import RecipeDocument
+from trtflow.steps import registry
+from trtflow.steps.base import Step
+
+_REFERENCE_SCHEMA = {"type": "string", "pattern": r"\$\{[^}]+\}", "description": "A ${vars...} or ${steps...} reference."}
+
+
+def _type_name(schema: dict, definitions: dict) -> str:
+    if "$ref" in schema:
+        return schema["$ref"].rsplit("/", 1)[-1]
+    if "anyOf" in schema:
+        return " | ".join(_type_name(s, definitions) for s in schema["anyOf"])
+    if "enum" in schema:
+        return " | ".join(map(str, schema["enum"]))
+    if "const" in schema:
+        return str(schema["const"])
+    if schema.get("type") == "array":
+        return f"list[{_type_name(schema.get('items', {}), definitions)}]"
+    if schema.get("format") == "path":
+        return "path"
+    return str(schema.get("type", "any"))
+
+
+def describe(kind: str) -> dict[str, Any]:
+    """A step kind's params (name, type, default, description) and outputs."""
+    step: type[Step] = registry.get(kind)
+    schema = step.Params.model_json_schema(by_alias=True)
+    definitions = schema.get("$defs", {})
+    required = set(schema.get("required", []))
+    params = []
+    for name, field_schema in schema.get("properties", {}).items():
+        params.append({
+            "name": name,
+            "type": _type_name(field_schema, definitions),
+            "required": name in required,
+            "default": field_schema.get("default"),
+            "description": field_schema.get("description", ""),
+        })
+    outputs = [{"name": name, "kind": output.kind + (f" ({output.suffix})" if output.suffix else ""),
+                "description": output.description} for name, output in step.outputs.items()]
+    return {"kind": kind, "summary": step.summary or (step.__doc__ or "").strip().split("\n")[0],
+            "version": step.version, "params": params, "outputs": outputs}
+
+
+def recipe_json_schema() -> dict[str, Any]:
+    schema = RecipeDocument.model_json_schema(by_alias=True)
+    definitions = schema.setdefault("$defs", {})
+    conditions = []
+    for kind in registry.kinds():
+        params_schema = registry.get(kind).Params.model_json_schema(by_alias=True, ref_template="#/$defs/{model}")
+        definitions.update(params_schema.pop("$defs", {}))
+        for name, prop in params_schema.get("properties", {}).items():
+            params_schema["properties"][name] = {"anyOf": [prop, _REFERENCE_SCHEMA], **(
+                {"description": prop["description"]} if "description" in prop else {})}
+        definitions[f"with:{kind}"] = params_schema
+        conditions.append({"if": {"properties": {"uses": {"const": kind}}, "required": ["uses"]},
+                           "then": {"properties": {"with": {"$ref": f"#/$defs/with:{kind}"}}}})
+    step_spec = definitions["StepSpec"]
+    step_spec["properties"]["uses"]["enum"] = registry.kinds()
+    step_spec["allOf"] = conditions
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "trtflow recipe"
+    return schema

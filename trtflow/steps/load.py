@@ -1,0 +1,173 @@
+"""`load`: bring a model into the recipe — checked, shape-inferred, every node named.
+
+Everything downstream names nodes and tensors, so `load` makes names stable first
+(`onnx_files.name_nodes`), fixes dynamic dims the user pins with `shapes`, runs shape inference so
+tapped tensors have types, and writes a summary that already answers the first questions of an
+FP16 investigation: which constants FP16 or BF16 cannot hold, and who reads them. A TensorRT
+engine (`.engine`/`.plan`) is passed through as an `engine` artifact.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from trtflow.errors import ParamError, UsageError
+from trtflow.schema.paths import InputPath
+from trtflow.steps.base import Step, StepContext, StepParams, file, value
+
+ENGINE_SUFFIXES = {".engine", ".plan", ".trt"}
+_PROTOBUF_LIMIT = 2_000_000_000
+
+
+class Params(StepParams):
+    path: InputPath = Field(description="An ONNX model (.onnx, external data beside it is fine) or a TensorRT engine (.engine/.plan).")
+    shapes: dict[str, list[int]] | None = Field(
+        None, description="Pin input dimensions: {input: [1, 3, 224, 224]}; dynamic dims become these values.")
+    check: bool | Literal["full"] = Field(True, description="Run onnx.checker (`full` adds strict shape checks).")
+
+
+def _dims(value_info) -> list[int | str]:
+    shape = value_info.type.tensor_type.shape
+    return [d.dim_param or (d.dim_value if d.HasField("dim_value") else "?") for d in shape.dim]
+
+
+def _dtype(value_info) -> str:
+    import onnx
+
+    elem_type = value_info.type.tensor_type.elem_type
+    return onnx.helper.tensor_dtype_to_np_dtype(elem_type).name if elem_type else "unknown"
+
+
+def _pin_shapes(model, shapes: dict[str, list[int]]) -> None:
+    """Set input dims, and forget inferred shapes so inference recomputes them from the new inputs."""
+    inputs = {i.name: i for i in model.graph.input}
+    for name, dims in shapes.items():
+        if name not in inputs:
+            raise ParamError("shapes", f"the model has no input `{name}`; inputs: {', '.join(inputs)}")
+        shape = inputs[name].type.tensor_type.shape
+        if len(shape.dim) != len(dims):
+            raise ParamError("shapes", f"input `{name}` has rank {len(shape.dim)} ({_dims(inputs[name])}), got {dims}")
+        for dim, size in zip(shape.dim, dims):
+            dim.Clear()
+            dim.dim_value = size
+    del model.graph.value_info[:]
+    for output in model.graph.output:
+        output.type.tensor_type.ClearField("shape")
+
+
+def _infer_and_save(model, model_path: Path, ctx: StepContext):
+    """Shape inference, then write the model; returns (model, how inference went).
+
+    Models past protobuf's 2 GB limit are inferred through files. A failure is reported in the
+    summary, not fatal: the model stays usable and TensorRT infers shapes itself."""
+    import onnx
+
+    from trtflow.onnx_files import load_model, save_model
+
+    status = "ok"
+    if model.ByteSize() < _PROTOBUF_LIMIT:
+        try:
+            model = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+        except Exception as error:  # noqa: BLE001 - onnx raises assorted types
+            status = f"failed: {error}"
+        save_model(model, model_path)
+        return model, status
+    save_model(model, model_path, external_data=True)
+    try:
+        onnx.shape_inference.infer_shapes_path(str(model_path), str(model_path))
+    except Exception as error:  # noqa: BLE001
+        status = f"failed: {error}"
+    return load_model(model_path), status
+
+
+def summarize(model, source: Path, renamed: dict[str, str], inference: str) -> dict[str, Any]:
+    from trtflow.onnx_files import iter_graphs, weight_bytes
+    from trtflow.precision.formats import FORMATS
+    from trtflow.precision.ranges import as_dicts, constant_ranges, lost_values
+
+    nodes = [node for graph in iter_graphs(model.graph) for node in graph.node]
+    initializers = {i.name for i in model.graph.initializer}
+    return {
+        "format": "onnx",
+        "file": source.name,
+        "ir_version": model.ir_version,
+        "opset": {entry.domain or "ai.onnx": entry.version for entry in model.opset_import},
+        "producer": " ".join(filter(None, (model.producer_name, model.producer_version))),
+        "nodes": len(nodes),
+        "subgraphs": sum(1 for _ in iter_graphs(model.graph)) - 1,
+        "op_histogram": dict(Counter(node.op_type for node in nodes).most_common()),
+        "inputs": [{"name": i.name, "dtype": _dtype(i), "shape": _dims(i)} for i in model.graph.input if i.name not in initializers],
+        "outputs": [{"name": o.name, "dtype": _dtype(o), "shape": _dims(o)} for o in model.graph.output],
+        "weights": {"initializers": len(model.graph.initializer), "bytes": weight_bytes(model)},
+        "shape_inference": inference,
+        "renamed_nodes": renamed,
+        "constant_ranges": as_dicts(constant_ranges(model)),
+        "out_of_range": {name: as_dicts(lost_values(model, FORMATS[name])) for name in ("fp16", "bf16")},
+    }
+
+
+class Load(Step):
+    """Load an ONNX model or a TensorRT engine; summarize it."""
+
+    kind = "load"
+    summary = "Load an ONNX model (checked, shape-inferred, nodes named) or a TensorRT engine; summarize it."
+    Params = Params
+    outputs = {
+        "model": file(".onnx", "The normalized ONNX model (external data in model.onnx.data when large).", optional=True),
+        "engine": file(".engine", "The TensorRT engine, when `path` is one.", optional=True),
+        "summary": file(".json", "Opset, op histogram, I/O, constant ranges, values out of FP16/BF16 range by node."),
+        "kind": value("onnx", "`onnx` or `engine`: what was loaded."),
+    }
+    version = 1
+
+    def fingerprint(self, params: Params) -> dict[str, str]:
+        return {"onnx": metadata.version("onnx")}
+
+    def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
+        if params.path.suffix.lower() in ENGINE_SUFFIXES:
+            shutil.copyfile(params.path, ctx.output_path("engine"))
+            summary = {"format": "tensorrt-engine", "file": params.path.name, "bytes": params.path.stat().st_size}
+            ctx.output_path("summary").write_text(json.dumps(summary, indent=1))
+            return {"kind": "engine"}
+        if params.path.suffix.lower() != ".onnx":
+            raise ParamError("path", f"{params.path.name}: expected an ONNX model (.onnx) or a TensorRT engine "
+                                     f"({', '.join(sorted(ENGINE_SUFFIXES))})")
+        return self._load_onnx(ctx, params)
+
+    def _load_onnx(self, ctx: StepContext, params: Params) -> dict[str, Any]:
+        import onnx
+        from google.protobuf.message import DecodeError
+
+        from trtflow.onnx_files import load_model, name_nodes
+
+        ctx.progress(0, 4, "reading")
+        if params.check:
+            try:
+                onnx.checker.check_model(str(params.path), full_check=params.check == "full")
+            except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, DecodeError) as error:
+                raise UsageError(f"{params.path}: not a valid ONNX model: {str(error).strip()} "
+                                 "(set `check: false` on the load step to load it anyway)") from None
+        try:
+            model = load_model(params.path)
+        except (DecodeError, OSError, ValueError) as error:
+            raise UsageError(f"{params.path}: cannot read the ONNX model: {error}") from None
+        ctx.progress(1, 4, "naming nodes")
+        renamed = name_nodes(model)
+        if params.shapes:
+            _pin_shapes(model, params.shapes)
+        ctx.progress(2, 4, "inferring shapes")
+        model, inference = _infer_and_save(model, ctx.output_path("model"), ctx)
+        if inference != "ok":
+            ctx.log(f"shape inference {inference}")
+        ctx.progress(3, 4, "summarizing")
+        summary = summarize(model, params.path, renamed, inference)
+        ctx.output_path("summary").write_text(json.dumps(summary, indent=1))
+        ctx.progress(4, 4, "done")
+        return {"kind": "onnx"}
