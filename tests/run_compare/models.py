@@ -1,0 +1,60 @@
+"""Small ONNX models with planted faults, built with onnx.helper for the run/compare tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def make_model(nodes, inputs, outputs, initializers=(), opset: int = 17) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "test", inputs, outputs, list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 9
+    onnx.checker.check_model(model)
+    return model
+
+
+def float_input(name: str, shape) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def layer_norm_overflow(width: int = 64) -> onnx.ModelProto:
+    """A hand-written LayerNorm whose sum of squares passes 65504 for inputs around 80: `sumsq`
+    (a ReduceSumSquare) is the node that overflows in FP16. The output then silently becomes
+    zeros (x / inf); `std` is a second output, so the Inf is visible without taps."""
+    scale = numpy_helper.from_array(np.full([width], 0.5, np.float32), "gamma")
+    epsilon = numpy_helper.from_array(np.array(1e-5, np.float32), "eps")
+    count = numpy_helper.from_array(np.array(width, np.float32), "count")
+    nodes = [
+        helper.make_node("Mul", ["x", "gamma"], ["scaled"], name="scale"),
+        helper.make_node("ReduceMean", ["scaled"], ["mean"], name="mean", axes=[-1]),
+        helper.make_node("Sub", ["scaled", "mean"], ["centered"], name="center"),
+        helper.make_node("ReduceSumSquare", ["scaled"], ["sumsq"], name="sumsq", axes=[-1]),
+        helper.make_node("Div", ["sumsq", "count"], ["meansq"], name="meansq"),
+        helper.make_node("Add", ["meansq", "eps"], ["var"], name="var"),
+        helper.make_node("Sqrt", ["var"], ["std"], name="std"),
+        helper.make_node("Div", ["centered", "std"], ["y"], name="normalize"),
+    ]
+    return make_model(nodes, [float_input("x", [2, width])], [float_input("y", [2, width]), float_input("std", [2, 1])],
+                      [scale, epsilon, count])
+
+
+def mlp_chain(layers: int = 8, width: int = 16, seed: int = 0) -> onnx.ModelProto:
+    """MatMul -> Add(residual) -> Tanh, repeated: a clean model with many float tensors."""
+    rng = np.random.default_rng(seed)
+    nodes, weights, current = [], [], "x"
+    for i in range(layers):
+        weights.append(numpy_helper.from_array(rng.normal(0, 0.3, (width, width)).astype(np.float32), f"w{i}"))
+        nodes += [helper.make_node("MatMul", [current, f"w{i}"], [f"mm{i}"]),
+                  helper.make_node("Add", [f"mm{i}", current], [f"res{i}"]),
+                  helper.make_node("Tanh", [f"res{i}"], [f"act{i}"])]
+        current = f"act{i}"
+    return make_model(nodes, [float_input("x", [4, width])], [float_input(current, [4, width])], weights)
+
+
+def save(model: onnx.ModelProto, path: Path) -> Path:
+    onnx.save(model, str(path))
+    return path

@@ -1,0 +1,269 @@
+"""Emulating low-precision storage in an FP32 model, fixed per plan or switchable at run time.
+
+DESIGN.md's semantics: a node in low precision reads its float inputs in the low type and writes
+its outputs in the low type; a kept node reads and writes FP32. In an FP32 model that means:
+- each low node's float outputs go through `Cast(low) -> Cast(float)` ("round");
+- each low node's float inputs are rounded too, unless a low node produced them (they are
+  already rounded; rounding is idempotent), and its float initializers are replaced by rounded
+  copies (kept nodes sharing the initializer still read the original).
+The rewrite leaves tensor names alone: a rounded output takes the original name and the node
+writes a `<name>::raw` tensor, so taps, graph outputs and subgraphs reading outer values see
+what the low-precision node stored.
+
+Two realizations share one graph walk (`_rewrite`), so they cannot drift apart:
+- `emulate(model, plan)`: a model for one plan, with rounding only where the plan says so;
+- `switchable(model, precision)`: one model in which every candidate node's rounding is selected
+  at run time by a boolean mask input (`Where(mask[i], rounded, x)`), so judging a plan is one
+  inference on an already-built session. For any plan both give bit-identical outputs (tested),
+  provided both run with the same session options (`runners/emulated.py` fixes them).
+
+Candidates are the top-level nodes with a float32 output. If/Loop/Scan nodes are treated as one
+unit: their explicit float inputs and outputs are rounded, their bodies run as written.
+FP8 needs `Cast` to FLOAT8E4M3FN (opset 19); an older model is converted to opset 19 first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from trtflow.precision.formats import FORMATS, Format, PrecisionName
+
+if TYPE_CHECKING:
+    import onnx
+
+    from trtflow.precision.plan import PrecisionPlan
+
+MASK_INPUT = "trtflow::low_precision"  # bool[number of candidates]: True runs that node in low precision
+FLOAT = 1  # onnx.TensorProto.FLOAT
+FP8_MIN_OPSET = 19
+
+
+@dataclass(frozen=True)
+class Site:
+    """A candidate node and the float tensors it reads and writes."""
+
+    node: str
+    float_inputs: tuple[str, ...]  # distinct names, graph order
+    float_outputs: tuple[str, ...]
+
+
+def precision_sites(model: "onnx.ModelProto") -> list[Site]:
+    """The nodes a plan can put in low precision, in graph order (nodes must be named)."""
+    from trtflow.tensors.catalog import catalog
+
+    tensors = catalog(model)
+    sites = []
+    for node in model.graph.node:
+        outputs = tuple(o for o in node.output if o and tensors[o].is_float32)
+        if not outputs:
+            continue
+        inputs = tuple(dict.fromkeys(i for i in node.input if i and i in tensors and tensors[i].is_float32))
+        sites.append(Site(node.name, inputs, outputs))
+    return sites
+
+
+class _Policy(Protocol):
+    """How `_rewrite` wires one node: what it reads in place of a float input, how its output is made."""
+
+    def applies(self, site: Site) -> bool: ...
+
+    def read(self, site: Site, tensor: str) -> str: ...
+
+    def write(self, site: Site, raw: str, output: str) -> None: ...
+
+
+@dataclass
+class _Builder:
+    """Collects the nodes and initializers a rewrite adds, creating each shared value once."""
+
+    fmt: Format
+    initializers: dict[str, "onnx.TensorProto"]
+    nodes: list["onnx.NodeProto"] = field(default_factory=list)  # flushed before the node being rewired
+    new_initializers: list["onnx.TensorProto"] = field(default_factory=list)
+    made: set[str] = field(default_factory=set)
+
+    def node(self, op: str, inputs: list[str], output: str, **attributes) -> str:
+        from onnx import helper
+
+        self.nodes.append(helper.make_node(op, inputs, [output], name=f"trtflow::{output}", **attributes))
+        self.made.add(output)
+        return output
+
+    def rounded(self, tensor: str) -> str:
+        """`tensor` stored in the low format and read back (an initializer is rounded in place)."""
+        name = f"{tensor}::{self.fmt.name}"
+        if name in self.made:
+            return name
+        if tensor in self.initializers:
+            from onnx import numpy_helper
+
+            values = self.fmt.round(numpy_helper.to_array(self.initializers[tensor]))
+            self.new_initializers.append(numpy_helper.from_array(values, name))
+            self.made.add(name)
+            return name
+        return self.round(tensor, name)
+
+    def round(self, tensor: str, output: str) -> str:
+        low = self.node("Cast", [tensor], f"{output}::cast", to=self.fmt.onnx_type)
+        return self.node("Cast", [low], output, to=FLOAT)
+
+    def take(self) -> list["onnx.NodeProto"]:
+        taken, self.nodes = self.nodes, []
+        return taken
+
+
+def _rewrite(model: "onnx.ModelProto", precision: PrecisionName, policy_for) -> "onnx.ModelProto":
+    """A copy of `model` with every candidate node wired by the policy `policy_for(builder, sites)`."""
+    import onnx
+
+    from trtflow.onnx_files import name_nodes
+
+    model_copy = onnx.ModelProto()
+    model_copy.CopyFrom(model)
+    name_nodes(model_copy)
+    fmt = FORMATS[precision]
+    if fmt.name == "fp8":
+        model_copy = _at_least_opset(model_copy, FP8_MIN_OPSET)
+    sites = precision_sites(model_copy)
+    graph = model_copy.graph
+    builder = _Builder(fmt, {t.name: t for t in graph.initializer if t.data_type == FLOAT})
+    policy: _Policy = policy_for(builder, sites)
+    by_name = {site.node: site for site in sites}
+    rewired = []
+    for node in graph.node:
+        site = by_name.get(node.name)
+        if site is None or not policy.applies(site):
+            rewired.append(node)
+            continue
+        for index, tensor in enumerate(node.input):
+            if tensor in site.float_inputs:
+                node.input[index] = policy.read(site, tensor)
+        finals = []
+        for index, output in enumerate(node.output):
+            if output in site.float_outputs:
+                node.output[index] = f"{output}::raw"
+                finals.append(output)
+        rewired.extend(builder.take())
+        rewired.append(node)
+        for output in finals:
+            policy.write(site, f"{output}::raw", output)
+        rewired.extend(builder.take())
+    del graph.node[:]
+    graph.node.extend(rewired)
+    graph.initializer.extend(builder.new_initializers)
+    _drop_unread_initializers(model_copy)
+    return model_copy
+
+
+def _drop_unread_initializers(model: "onnx.ModelProto") -> None:
+    """Originals that only low-precision nodes read were replaced by rounded copies: drop them."""
+    from trtflow.onnx_files import iter_graphs
+
+    read = {name for graph in iter_graphs(model.graph) for node in graph.node for name in node.input}
+    read |= {o.name for o in model.graph.output}
+    unread = [t for t in model.graph.initializer if t.name not in read]
+    for initializer in unread:
+        model.graph.initializer.remove(initializer)
+
+
+def _at_least_opset(model: "onnx.ModelProto", opset: int) -> "onnx.ModelProto":
+    from onnx import version_converter
+
+    current = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), opset)
+    return model if current >= opset else version_converter.convert_version(model, opset)
+
+
+@dataclass
+class _FixedPlan:
+    """Round exactly where a plan puts nodes in low precision."""
+
+    builder: _Builder
+    low: set[str]
+    low_outputs: set[str]
+
+    def applies(self, site: Site) -> bool:
+        return site.node in self.low
+
+    def read(self, site: Site, tensor: str) -> str:
+        return tensor if tensor in self.low_outputs else self.builder.rounded(tensor)
+
+    def write(self, site: Site, raw: str, output: str) -> None:
+        self.builder.round(raw, output)
+
+
+def emulate(model: "onnx.ModelProto", plan: "PrecisionPlan") -> "onnx.ModelProto":
+    """An FP32 model that rounds through `plan.precision` wherever `plan` runs a node in low precision."""
+
+    def fixed(builder: _Builder, sites: list[Site]) -> _FixedPlan:
+        low = {s.node for s in sites if s.node not in plan.keep}
+        return _FixedPlan(builder, low, {o for s in sites if s.node in low for o in s.float_outputs})
+
+    return _rewrite(model, plan.precision, fixed)
+
+
+@dataclass
+class _Switched:
+    """Round where a run-time mask says so: `Where(mask[i], rounded, value)` at every candidate."""
+
+    builder: _Builder
+    index: dict[str, int]
+
+    def applies(self, site: Site) -> bool:
+        return True
+
+    def mask(self, site: Site) -> str:
+        name = f"{MASK_INPUT}::{site.node}"
+        if name not in self.builder.made:
+            position = f"{name}::index"
+            from onnx import numpy_helper
+
+            self.builder.new_initializers.append(numpy_helper.from_array(np.array(self.index[site.node], np.int64),
+                                                                         position))
+            self.builder.node("Gather", [MASK_INPUT, position], name, axis=0)
+        return name
+
+    def read(self, site: Site, tensor: str) -> str:
+        name = f"{tensor}::for::{site.node}"
+        if name in self.builder.made:  # the node reads this tensor twice
+            return name
+        return self.builder.node("Where", [self.mask(site), self.builder.rounded(tensor), tensor], name)
+
+    def write(self, site: Site, raw: str, output: str) -> None:
+        rounded = self.builder.round(raw, f"{raw}::{self.builder.fmt.name}")
+        self.builder.node("Where", [self.mask(site), rounded, raw], output)
+
+
+@dataclass(frozen=True)
+class SwitchableModel:
+    """A model whose per-node rounding is chosen per inference by `feed(plan)`."""
+
+    model: "onnx.ModelProto"
+    precision: PrecisionName
+    nodes: tuple[str, ...]  # the candidate nodes, in mask order
+
+    def mask(self, plan: "PrecisionPlan") -> np.ndarray:
+        if plan.precision != self.precision:
+            raise ValueError(f"this model switches {self.precision}, not {plan.precision}")
+        return np.array([node not in plan.keep for node in self.nodes], dtype=bool)
+
+    def feed(self, plan: "PrecisionPlan", inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """`inputs` plus the mask input that realizes `plan`."""
+        return {**inputs, MASK_INPUT: self.mask(plan)}
+
+
+def switchable(model: "onnx.ModelProto", precision: PrecisionName) -> SwitchableModel:
+    """One FP32 model that realizes any plan of `precision` through its mask input."""
+    from onnx import helper
+
+    candidates: list[str] = []
+
+    def switched(builder: _Builder, sites: list[Site]) -> _Switched:
+        candidates.extend(s.node for s in sites)
+        return _Switched(builder, {s.node: i for i, s in enumerate(sites)})
+
+    rewritten = _rewrite(model, precision, switched)
+    rewritten.graph.input.append(helper.make_tensor_value_info(MASK_INPUT, 9, [len(candidates)]))  # 9: BOOL
+    return SwitchableModel(rewritten, precision, tuple(candidates))

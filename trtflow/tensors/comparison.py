@@ -1,0 +1,188 @@
+"""Comparing a candidate tensor against a reference: tolerances, the pass rule, error statistics.
+
+This is the one place that decides whether two tensors "match", so `compare` and
+`bisect-precision`'s `check:` (DESIGN.md: "the same tolerance block as compare") cannot disagree.
+The rule is Polygraphy's, so users moving over keep their numbers:
+- `elemwise`: every element passes if its absolute error <= atol OR its relative error <= rtol;
+- `max` / `mean` / `median` / `quantile`: the tensor passes if that statistic of the absolute error
+  is <= atol OR the same statistic of the relative error is <= rtol.
+The relative error divides by |reference| (zeros replaced by a tiny epsilon, as Polygraphy does).
+Matching infinities (same sign in both) count as equal; a NaN never matches anything, so a
+statistic that comes out NaN fails.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+ErrorStat = Literal["elemwise", "max", "mean", "median", "quantile"]
+Tolerance = float | dict[str, float]
+
+DEFAULT_TOLERANCE = 1e-5  # Polygraphy's default atol and rtol
+EPSILON = 2.220446049250313e-16  # added to zero reference values before dividing (Polygraphy's choice)
+HISTOGRAM_EDGES = [0.0] + [10.0**k for k in range(-8, 3)] + [math.inf]  # absolute error, log-spaced
+
+
+class Tolerances(BaseModel):
+    """The tolerance block shared by `compare` and `bisect-precision`'s `check:`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    atol: Tolerance = Field(DEFAULT_TOLERANCE, description="Absolute tolerance: a number, or {tensor glob: number}.")
+    rtol: Tolerance = Field(DEFAULT_TOLERANCE, description="Relative tolerance: a number, or {tensor glob: number}.")
+    error_stat: ErrorStat = Field("elemwise", description="Which error statistic is checked against the tolerances.")
+    quantile: float = Field(0.99, gt=0, le=1, description="The quantile checked when error_stat is `quantile`.")
+
+    def for_tensor(self, tensor: str) -> tuple[float, float]:
+        """(atol, rtol) for one tensor: an exact name wins over globs, globs apply in the order given."""
+        return _pick(self.atol, tensor), _pick(self.rtol, tensor)
+
+    def passes(self, tensor: str, reference: np.ndarray, candidate: np.ndarray) -> bool:
+        """The verdict alone — the fast path for searches that judge many plans."""
+        if np.shape(reference) != np.shape(candidate):
+            return False
+        absolute, relative = errors(reference, candidate)
+        return self.verdict(tensor, absolute, relative)
+
+    def verdict(self, tensor: str, absolute: np.ndarray, relative: np.ndarray) -> bool:
+        """Polygraphy's rule applied to precomputed errors (see `errors`)."""
+        atol, rtol = self.for_tensor(tensor)
+        if absolute.size == 0:
+            return True
+        if self.error_stat == "elemwise":
+            with np.errstate(invalid="ignore"):
+                mismatch = ~(absolute <= atol) & ~(relative <= rtol)  # NaN compares False: a mismatch
+            return not bool(mismatch.any())
+        abs_stat, rel_stat = self.statistic(absolute), self.statistic(relative)
+        return bool(abs_stat <= atol or rel_stat <= rtol)  # NaN fails both
+
+    def statistic(self, values: np.ndarray) -> float:
+        """The checked statistic (`max` for elemwise, which is what its tolerance must at least be)."""
+        if self.error_stat in ("max", "elemwise"):
+            return float(values.max())
+        if self.error_stat == "mean":
+            return float(values.mean())
+        if self.error_stat == "median":
+            return float(np.median(values))
+        return float(np.quantile(values, self.quantile))
+
+
+def _pick(tolerance: Tolerance, tensor: str) -> float:
+    if not isinstance(tolerance, dict):
+        return float(tolerance)
+    if tensor in tolerance:
+        return float(tolerance[tensor])
+    for pattern, value in tolerance.items():
+        if fnmatch.fnmatchcase(tensor, pattern):
+            return float(value)
+    return DEFAULT_TOLERANCE
+
+
+def errors(reference: np.ndarray, candidate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Elementwise absolute and relative error, in float64 (bools compare by equality)."""
+    reference = np.asarray(reference)
+    candidate = np.asarray(candidate)
+    if reference.dtype == bool or candidate.dtype == bool:
+        absolute = (reference != candidate).astype(np.float64)
+        return absolute, absolute
+    ref = reference.astype(np.float64)
+    cand = candidate.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        absolute = np.abs(ref - cand)
+        same_infinity = np.isinf(ref) & (ref == cand)
+        absolute[same_infinity] = 0.0
+        denominator = np.abs(ref)
+        denominator[denominator == 0] = EPSILON
+        relative = absolute / denominator
+    return absolute, relative
+
+
+def json_number(value: float | int | None) -> float | int | str | None:
+    """JSON has no NaN or infinity: they are written as the strings "nan", "inf", "-inf"."""
+    if value is None:
+        return None
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    value = float(value)
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def _distribution(values: np.ndarray, shape: tuple[int, ...]) -> dict:
+    finite = values[np.isfinite(values)]
+    flat_max = int(np.nanargmax(values)) if values.size and not np.isnan(values).all() else 0
+    return {
+        "max": json_number(values.max()) if values.size else 0.0,
+        "max_index": list(np.unravel_index(flat_max, shape)) if values.size else [],
+        "mean": json_number(values.mean()) if values.size else 0.0,
+        "median": json_number(np.median(values)) if values.size else 0.0,
+        "std": json_number(finite.std()) if finite.size else None,
+        **{f"p{q}": json_number(np.quantile(values, q / 100)) if values.size else 0.0 for q in (90, 95, 99)},
+    }
+
+
+def _metrics(reference: np.ndarray, candidate: np.ndarray) -> dict:
+    """Similarity metrics over the positions where both tensors are finite."""
+    ref = reference.astype(np.float64).ravel()
+    cand = candidate.astype(np.float64).ravel()
+    both = np.isfinite(ref) & np.isfinite(cand)
+    ref, cand = ref[both], cand[both]
+    error = ref - cand
+    error_energy = float(np.dot(error, error))
+    signal_energy = float(np.dot(ref, ref))
+    norms = math.sqrt(signal_energy) * math.sqrt(float(np.dot(cand, cand)))
+    peak = float(np.abs(ref).max()) if ref.size else 0.0
+    mse = error_energy / ref.size if ref.size else 0.0
+    with np.errstate(divide="ignore"):
+        return {
+            "cosine": json_number(float(np.dot(ref, cand)) / norms if norms else (1.0 if error_energy == 0 else 0.0)),
+            "l2": json_number(math.sqrt(error_energy)),
+            "psnr": json_number(20 * math.log10(peak / math.sqrt(mse)) if mse and peak else math.inf),
+            "snr": json_number(10 * math.log10(signal_energy / error_energy) if error_energy and signal_energy
+                               else math.inf),
+        }
+
+
+def nonfinite_counts(values: np.ndarray) -> dict[str, int]:
+    if not np.issubdtype(values.dtype, np.floating):
+        return {"nan": 0, "inf": 0}
+    return {"nan": int(np.isnan(values).sum()), "inf": int(np.isinf(values).sum())}
+
+
+def new_nonfinite(reference: np.ndarray, candidate: np.ndarray) -> int:
+    """Positions where the candidate is NaN/Inf but the reference is finite: values it produced itself."""
+    if not np.issubdtype(candidate.dtype, np.floating) or np.shape(reference) != np.shape(candidate):
+        return 0
+    return int((~np.isfinite(candidate) & np.isfinite(np.asarray(reference, dtype=np.float64))).sum())
+
+
+def compare_tensor(tensor: str, reference: np.ndarray, candidate: np.ndarray, tolerances: Tolerances) -> dict:
+    """Everything `compare` reports about one tensor of one iteration (JSON-ready)."""
+    reference, candidate = np.asarray(reference), np.asarray(candidate)
+    atol, rtol = tolerances.for_tensor(tensor)
+    base = {"atol": atol, "rtol": rtol, "shape": list(reference.shape),
+            "nonfinite": {"reference": nonfinite_counts(reference), "candidate": nonfinite_counts(candidate)}}
+    if reference.shape != candidate.shape:
+        return {**base, "passed": False, "new_nonfinite": 0,
+                "error": f"shape {list(candidate.shape)} differs from the reference's {list(reference.shape)}"}
+    absolute, relative = errors(reference, candidate)
+    histogram = np.histogram(np.nan_to_num(absolute, nan=math.inf), bins=HISTOGRAM_EDGES)[0] if absolute.size else []
+    return {
+        **base,
+        "passed": tolerances.verdict(tensor, absolute, relative),
+        "new_nonfinite": new_nonfinite(reference, candidate),
+        "abs": _distribution(absolute, reference.shape),
+        "rel": _distribution(relative, reference.shape),
+        "required": {"atol": json_number(tolerances.statistic(absolute)) if absolute.size else 0.0,
+                     "rtol": json_number(tolerances.statistic(relative)) if relative.size else 0.0},
+        "histogram": {"edges": [json_number(e) for e in HISTOGRAM_EDGES], "counts": [int(c) for c in histogram]},
+        "metrics": _metrics(reference, candidate) if reference.dtype != bool else {},
+    }
