@@ -39,9 +39,7 @@ def _errors_to_exit_codes(debug: bool) -> Iterator[None]:
     except TrtflowError as error:
         if debug:
             raise
-        from trtflow.display import error_console
-
-        error_console.print(f"error: {error}", markup=False, highlight=False)
+        print(f"error: {error}", file=sys.stderr)
         raise typer.Exit(error.exit_code) from None
     except KeyboardInterrupt:
         print("interrupted; finished steps are cached, run again to resume", file=sys.stderr)

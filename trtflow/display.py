@@ -17,7 +17,6 @@ from trtflow.executor.run import Observer, RunReport, StepOutcome
 STATUS_STYLE = {"cached": "cyan", "ran": "green", "failed": "bold red", "skipped": "yellow", "would run": "magenta"}
 
 console = Console(stderr=False, highlight=False)
-error_console = Console(stderr=True, highlight=False)
 
 
 class ProgressDisplay(Observer):
@@ -59,7 +58,7 @@ class ProgressDisplay(Observer):
                 line += f" — {outcome.message}"
             console.print(line)
             if outcome.status == "failed":
-                error_console.print(f"error: {outcome.message}", markup=False)
+                print(f"error: {outcome.message}", file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self.live:
@@ -80,7 +79,3 @@ def print_report(report: RunReport) -> None:
     counts = {s: sum(o.status == s for o in report.outcomes) for s in STATUS_STYLE}
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     console.print(f"{summary} in {report.seconds:.2f}s")
-
-
-def stdout_is_terminal() -> bool:
-    return sys.stdout.isatty()

@@ -83,14 +83,20 @@ class Store:
         self.locks.mkdir(parents=True, exist_ok=True)
         return FileLock(self.locks / f"{key}.lock")
 
+    def _manifest(self, key: str) -> dict | None:
+        try:
+            manifest = json.loads((self.entry_path(key) / MANIFEST).read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(manifest, dict) or manifest.get("key") != key or manifest.get("format") != MANIFEST_FORMAT:
+            return None
+        return manifest
+
     def lookup(self, key: str) -> Entry | None:
         """The committed entry for `key`, if it is whole (manifest readable, file sizes as recorded)."""
         path = self.entry_path(key)
-        try:
-            manifest = json.loads((path / MANIFEST).read_text())
-        except (OSError, ValueError):
-            return None
-        if manifest.get("key") != key or manifest.get("format") != MANIFEST_FORMAT:
+        manifest = self._manifest(key)
+        if manifest is None:
             return None
         for name, meta in manifest["files"].items():
             try:
@@ -175,8 +181,7 @@ class Store:
             if len(shard.name) != 2 or not shard.is_dir():
                 continue
             for path in sorted(shard.iterdir()):
-                entry = self.lookup(path.name)
-                yield entry if entry else Entry(path.name, path, {})
+                yield Entry(path.name, path, self._manifest(path.name) or {})
 
     def verify(self, entry: Entry) -> list[str]:
         """What is wrong with an entry's files, by re-hashing them all (empty when whole)."""

@@ -1,0 +1,165 @@
+"""Caching through `trtflow run`: what re-runs, what does not, and what `status` says about it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import ledger_lines, write_recipe
+
+RECIPE = """
+trtflow: 1
+name: chain
+vars:
+  greeting: hello
+steps:
+  first:
+    uses: test-sleep
+    with: {text: "${vars.greeting}", source: src.txt, label: one}
+  second:
+    uses: test-sleep
+    with: {text: "got ${steps.first.length}", source: "${steps.first.out}"}
+  third:
+    uses: test-sleep
+    with: {text: "third"}
+  gate:
+    uses: test-sleep
+    gate: true
+    with: {text: "${vars.verdict}"}
+"""
+
+
+def _setup(tmp_path: Path, verdict: str = "ok") -> Path:
+    (tmp_path / "src.txt").write_text("source text\n")
+    return write_recipe(tmp_path, RECIPE.replace("vars:\n", f"vars:\n  verdict: {verdict}\n"))
+
+
+def _computed(env: dict) -> list[str]:
+    return [line.split()[1] for line in ledger_lines(env) if line.startswith("compute")]
+
+
+def test_second_run_computes_nothing(trtflow, tmp_path, plugin_env):
+    recipe = _setup(tmp_path)
+    first = trtflow("run", recipe, cwd=tmp_path, env=plugin_env)
+    assert first.returncode == 0, first.stderr
+    assert sorted(_computed(plugin_env)) == ["first", "gate", "second", "third"]
+    second = trtflow("run", recipe, cwd=tmp_path, env=plugin_env)
+    assert second.returncode == 0, second.stderr
+    assert len(_computed(plugin_env)) == 4, "an unchanged recipe must not recompute anything"
+    assert "4 cached" in second.stdout
+    links = tmp_path / "trtflow-out" / "chain" / "second"
+    assert (links / "out.txt").read_text().startswith("got 17hellosource text\n")  # 17 = len("hello" "source text\n")
+    first_out = (tmp_path / "trtflow-out" / "chain" / "first" / "out.txt").read_text()
+    assert json.loads((links / "values.json").read_text())["length"] == len("got 17") + len(first_out)
+
+
+def test_param_change_reruns_the_step_and_its_dependents_only(trtflow, tmp_path, plugin_env):
+    recipe = _setup(tmp_path)
+    assert trtflow("run", recipe, cwd=tmp_path, env=plugin_env).returncode == 0
+    status = trtflow("status", recipe, "--set", "greeting=bonjour", cwd=tmp_path, env=plugin_env)
+    assert status.returncode == 0
+    rows = {line.split()[0]: line for line in status.stdout.splitlines() if line.strip()}
+    assert "stale" in rows["first"] and 'with.text: "hello" -> "bonjour"' in status.stdout
+    assert "stale" in rows["second"] and "`first` will run first" in status.stdout
+    assert "cached" in rows["third"]
+    rerun = trtflow("run", recipe, "--set", "greeting=bonjour", cwd=tmp_path, env=plugin_env)
+    assert rerun.returncode == 0, rerun.stderr
+    assert sorted(_computed(plugin_env)[4:]) == ["first", "second"]
+
+
+def test_cosmetic_param_and_file_rename_do_not_rerun_but_content_does(trtflow, tmp_path, plugin_env):
+    recipe = _setup(tmp_path)
+    assert trtflow("run", recipe, cwd=tmp_path, env=plugin_env).returncode == 0
+    (tmp_path / "src.txt").rename(tmp_path / "renamed.txt")
+    edited = recipe.read_text().replace("src.txt", "renamed.txt").replace("label: one", "label: two")
+    recipe.write_text(edited)
+    assert trtflow("run", recipe, cwd=tmp_path, env=plugin_env).returncode == 0
+    assert len(_computed(plugin_env)) == 4, "same content under another name, and a cosmetic change, are cache hits"
+    (tmp_path / "renamed.txt").write_text("new content\n")
+    status = trtflow("status", recipe, cwd=tmp_path, env=plugin_env)
+    assert "with.source: file renamed.txt changed" in status.stdout
+    assert trtflow("run", recipe, cwd=tmp_path, env=plugin_env).returncode == 0
+    assert sorted(_computed(plugin_env)[4:]) == ["first", "second"]
+
+
+def test_force_only_and_dry_run(trtflow, tmp_path, plugin_env):
+    recipe = _setup(tmp_path)
+    dry = trtflow("run", recipe, "--dry-run", cwd=tmp_path, env=plugin_env)
+    assert dry.returncode == 0 and "would run" in dry.stdout and _computed(plugin_env) == []
+    only = trtflow("run", recipe, "--only", "second", cwd=tmp_path, env=plugin_env)
+    assert only.returncode == 0, only.stderr
+    assert sorted(_computed(plugin_env)) == ["first", "second"]
+    forced = trtflow("run", recipe, "--force", "first", cwd=tmp_path, env=plugin_env)
+    assert forced.returncode == 0
+    # first is recomputed; its output bytes are identical, so second stays cached; third and gate are new
+    assert sorted(_computed(plugin_env)[2:]) == ["first", "gate", "third"]
+    unknown = trtflow("run", recipe, "--only", "secnd", cwd=tmp_path, env=plugin_env)
+    assert unknown.returncode == 2 and "did you mean `second`" in unknown.stderr
+
+
+def test_failed_gate_exits_1_even_when_cached(trtflow, tmp_path, plugin_env):
+    recipe = _setup(tmp_path, verdict="failing")
+    for _ in range(2):
+        result = trtflow("run", recipe, cwd=tmp_path, env=plugin_env)
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "FAILED" in result.stdout
+
+
+def test_failed_step_skips_dependents_and_keeps_independent_work(trtflow, tmp_path, plugin_env):
+    recipe = _setup(tmp_path)
+    (tmp_path / "src.txt").unlink()
+    (tmp_path / "src.txt").mkdir()  # exists, so the recipe is valid, but `first` fails reading it
+    result = trtflow("run", recipe, cwd=tmp_path, env=plugin_env)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "step `first` failed: IsADirectoryError" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "skipped" in result.stdout and "needs `first`" in result.stdout
+    assert sorted(_computed(plugin_env)) == ["first", "gate", "third"]
+    again = trtflow("run", recipe, cwd=tmp_path, env=plugin_env)
+    assert again.returncode == 3
+    assert _computed(plugin_env)[3:] == ["first"], "finished independent steps stay cached after a failure"
+
+
+def test_parallel_jobs_overlap(trtflow, tmp_path, plugin_env):
+    recipe = write_recipe(tmp_path, """
+trtflow: 1
+name: parallel
+steps:
+  a: {uses: test-sleep, with: {text: a, seconds: 1.5, size_kb: 3}}
+  b: {uses: test-sleep, with: {text: b, seconds: 1.5, size_kb: 3}}
+  c: {uses: test-sleep, with: {text: "${steps.a.length}${steps.b.length}"}}
+""")
+    result = trtflow("run", recipe, "--jobs", "2", cwd=tmp_path, env=plugin_env)
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(p.read_text()) for p in (tmp_path / ".trtflow" / "runs").glob("*.json")]
+    assert [s["step_id"] for s in records[0]["steps"]] == ["a", "b", "c"]
+    seconds = {s["step_id"]: s["seconds"] for s in records[0]["steps"]}
+    assert records[0]["seconds"] < seconds["a"] + seconds["b"], "a and b ran side by side"
+
+
+def test_matrix_expansion_and_binding(trtflow, tmp_path, plugin_env):
+    recipe = write_recipe(tmp_path, """
+trtflow: 1
+name: sweep
+steps:
+  make:
+    uses: test-sleep
+    matrix: {word: [alpha, beta]}
+    with: {text: "${matrix.word}"}
+  measure:
+    uses: test-sleep
+    matrix: {word: [alpha, beta]}
+    with: {text: "len=${steps.make.length}"}
+  pick:
+    uses: test-sleep
+    with: {text: "n=${steps.make@beta.length}"}
+    after: [measure]
+""")
+    result = trtflow("run", recipe, cwd=tmp_path, env=plugin_env)
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "trtflow-out" / "sweep"
+    assert (out / "make@alpha" / "out.txt").read_text().startswith("alpha")
+    assert (out / "measure@beta" / "out.txt").read_text().startswith("len=4")  # bound to make@beta
+    assert (out / "pick" / "out.txt").read_text().startswith("n=4")
+    dag = trtflow("dag", recipe, "--format", "mermaid", cwd=tmp_path, env=plugin_env)
+    assert "make_beta --> measure_beta" in dag.stdout and "measure_alpha --> pick" in dag.stdout

@@ -1,0 +1,105 @@
+"""The store survives kills, concurrent runs and damaged files."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import ledger_lines, write_recipe
+
+SLOW = """
+trtflow: 1
+name: slow
+steps:
+  quick: {uses: test-sleep, with: {text: quick}}
+  slow: {uses: test-sleep, with: {text: "slow ${steps.quick.length}", seconds: 4, size_kb: 400}}
+  after: {uses: test-sleep, with: {text: "${steps.slow.out}", source: "${steps.slow.out}"}}
+"""
+
+
+def _start(recipe: Path, cwd: Path, env: dict) -> subprocess.Popen:
+    full_env = {**os.environ, **env}
+    full_env.pop("TRTFLOW_WORKSPACE", None)
+    return subprocess.Popen([sys.executable, "-m", "trtflow", "run", str(recipe)], cwd=cwd, env=full_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _wait_for(predicate, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+
+
+def _entries(workspace: Path) -> list[Path]:
+    return sorted(p for p in (workspace / "store").glob("??/*") if p.is_dir())
+
+
+def test_sigkill_mid_step_leaves_no_entry_and_rerun_succeeds(trtflow, tmp_path, plugin_env):
+    recipe = write_recipe(tmp_path, SLOW)
+    process = _start(recipe, tmp_path, plugin_env)
+    _wait_for(lambda: "compute slow slow 5" in ledger_lines(plugin_env))
+    time.sleep(1.0)  # well inside the 4 s the step takes to write its output
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    workspace = tmp_path / ".trtflow"
+    committed = _entries(workspace)
+    assert len(committed) == 1, "only `quick` finished before the kill"
+    assert all((entry / "manifest.json").exists() for entry in committed)
+    leftovers = list((workspace / "store" / "tmp").iterdir())
+    assert leftovers and any((p / "out.txt").exists() for p in leftovers), "the killed step was writing in tmp/"
+
+    rerun = trtflow("run", recipe, cwd=tmp_path, env=plugin_env)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "cached quick" in rerun.stdout.replace("  ", " ") or "cached" in rerun.stdout
+    assert [line for line in ledger_lines(plugin_env) if line.startswith("compute quick")] == ["compute quick quick"]
+    verify = trtflow("cache", "verify", "--workspace", workspace, cwd=tmp_path)
+    assert verify.returncode == 0 and "3 entries: 0 damaged" in verify.stdout
+    gc = trtflow("cache", "gc", "--workspace", workspace, cwd=tmp_path)
+    assert gc.returncode == 0 and "removed 1 temporary folders" in gc.stdout
+    assert not list((workspace / "store" / "tmp").iterdir())
+
+
+def test_two_concurrent_runs_compute_each_step_once(tmp_path, plugin_env):
+    recipe = write_recipe(tmp_path, SLOW.replace("seconds: 4, size_kb: 400", "seconds: 2, size_kb: 20"))
+    first = _start(recipe, tmp_path, plugin_env)
+    second = _start(recipe, tmp_path, plugin_env)
+    outputs = [p.communicate(timeout=120) for p in (first, second)]
+    assert first.returncode == 0 and second.returncode == 0, outputs
+    computed = [line for line in ledger_lines(plugin_env) if line.startswith("compute")]
+    assert sorted(line.split()[1] for line in computed) == ["after", "quick", "slow"], computed
+    assert len(_entries(tmp_path / ".trtflow")) == 3
+
+
+def test_truncated_store_file_is_found_and_recomputed(trtflow, tmp_path, plugin_env):
+    recipe = write_recipe(tmp_path, SLOW.replace("seconds: 4, size_kb: 400", "size_kb: 8"))
+    assert trtflow("run", recipe, cwd=tmp_path, env=plugin_env).returncode == 0
+    workspace = tmp_path / ".trtflow"
+    slow_entry = next(e for e in _entries(workspace) if "slow" in (e / "out.txt").read_text()[:10])
+    damaged = slow_entry / "out.txt"
+    damaged.chmod(0o644)
+    with open(damaged, "r+") as handle:
+        handle.truncate(100)
+    verify = trtflow("cache", "verify", "--workspace", workspace, cwd=tmp_path)
+    assert verify.returncode == 1
+    assert "out.txt: size 100" in verify.stdout and "1 damaged" in verify.stdout
+    assert not slow_entry.exists()
+    rerun = trtflow("run", recipe, cwd=tmp_path, env=plugin_env)
+    assert rerun.returncode == 0, rerun.stderr
+    assert [line.split()[1] for line in ledger_lines(plugin_env)].count("slow") == 2
+    assert trtflow("cache", "verify", "--workspace", workspace, cwd=tmp_path).returncode == 0
+
+
+def test_damaged_entry_is_not_a_hit_even_without_verify(trtflow, tmp_path, plugin_env):
+    recipe = write_recipe(tmp_path, SLOW.replace("seconds: 4, size_kb: 400", "size_kb: 8"))
+    assert trtflow("run", recipe, cwd=tmp_path, env=plugin_env).returncode == 0
+    quick_entry = next(e for e in _entries(tmp_path / ".trtflow") if (e / "out.txt").read_text().startswith("quick"))
+    (quick_entry / "manifest.json").chmod(0o644)
+    (quick_entry / "manifest.json").write_text("{ torn")
+    rerun = trtflow("run", recipe, cwd=tmp_path, env=plugin_env)
+    assert rerun.returncode == 0
+    assert [line.split()[1] for line in ledger_lines(plugin_env)].count("quick") == 2

@@ -1,0 +1,50 @@
+"""`--help`, `validate`, `dag`, `status` and a fully cached `run` must not import the heavy
+frameworks (onnx alone costs about a second): the check runs the CLI in-process and reads
+`sys.modules` afterwards."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, run_cli
+
+HEAVY = ("onnx", "onnxruntime", "tensorrt", "onnx_graphsurgeon", "torch")
+QUICKSTART = REPO / "pipelines" / "quickstart.yaml"
+
+PROBE = """
+import json, sys
+from trtflow.cli import app
+try:
+    code = app(sys.argv[1:], standalone_mode=False) or 0
+except SystemExit as error:
+    code = error.code or 0
+print("EXIT=" + str(code))
+print("HEAVY=" + json.dumps(sorted(m for m in {heavy} if m in sys.modules)))
+"""
+
+
+def _heavy_modules_after(*args: str, cwd) -> list[str]:
+    code = PROBE.format(heavy=repr(HEAVY))
+    result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd)
+    assert "EXIT=0" in result.stdout, result.stdout + result.stderr
+    line = next(line for line in result.stdout.splitlines() if line.startswith("HEAVY="))
+    return json.loads(line[len("HEAVY="):])
+
+
+@pytest.mark.parametrize("args", [["--help"], ["validate", str(QUICKSTART)], ["dag", str(QUICKSTART)],
+                                  ["status", str(QUICKSTART)], ["steps"], ["schema"]])
+def test_light_commands_do_not_import_frameworks(args, tmp_path):
+    extra = ["--workspace", str(tmp_path / "ws")] if args[0] == "status" else []
+    assert _heavy_modules_after(*args, *extra, cwd=tmp_path) == []
+
+
+def test_fully_cached_run_does_not_import_frameworks(tmp_path):
+    workspace = str(tmp_path / "ws")
+    first = run_cli("run", QUICKSTART, "--workspace", workspace, "--out", tmp_path / "out", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert _heavy_modules_after("run", str(QUICKSTART), "--workspace", workspace, "--out", str(tmp_path / "out"),
+                                cwd=tmp_path) == []

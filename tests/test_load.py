@@ -1,0 +1,144 @@
+"""The `load` step through `trtflow run`: naming, shapes, external data, subgraphs, engines,
+the FP16/BF16 range summary, and clear errors for bad models."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import REPO, write_recipe
+
+FLOAT32_MIN = float(np.finfo(np.float32).min)
+
+
+def _faulty_model() -> onnx.ModelProto:
+    """Attention-style masking with a float32-min constant, a BatchNormalization whose variance
+    overflows FP16, unnamed nodes, a dynamic batch and an If subgraph."""
+    mask = numpy_helper.from_array(np.array([0.0, FLOAT32_MIN, 0.0, FLOAT32_MIN], np.float32), "attn.mask")
+    scale = numpy_helper.from_array(np.ones(4, np.float32), "bn.scale")
+    bias = numpy_helper.from_array(np.zeros(4, np.float32), "bn.bias")
+    mean = numpy_helper.from_array(np.zeros(4, np.float32), "bn.mean")
+    variance = numpy_helper.from_array(np.array([1.0, 1e7, 2.0, 3.0], np.float32), "bn.var")
+    tiny = numpy_helper.from_array(np.array(1e-9, np.float32), "tiny")
+    then_branch = helper.make_graph([helper.make_node("Relu", ["masked"], ["relu_out"])], "then", [],
+                                    [helper.make_tensor_value_info("relu_out", TensorProto.FLOAT, ["batch", 4])])
+    else_branch = helper.make_graph([helper.make_node("Neg", ["masked"], ["neg_out"])], "else", [],
+                                    [helper.make_tensor_value_info("neg_out", TensorProto.FLOAT, ["batch", 4])])
+    nodes = [
+        helper.make_node("Add", ["scores", "attn.mask"], ["masked"]),  # unnamed
+        helper.make_node("Add", ["masked", "tiny"], ["shifted"], name="shift"),
+        helper.make_node("Unsqueeze", ["shifted", "axes"], ["as_image"]),
+        helper.make_node("BatchNormalization", ["as_image", "bn.scale", "bn.bias", "bn.mean", "bn.var"], ["bn_out"], name="bn"),
+        helper.make_node("ReduceSum", ["scores"], ["total"], keepdims=0),
+        helper.make_node("Greater", ["total", "zero"], ["positive"]),
+        helper.make_node("If", ["positive"], ["branch_out"], name="branch", then_branch=then_branch, else_branch=else_branch),
+    ]
+    initializers = [mask, scale, bias, mean, variance, tiny,
+                    numpy_helper.from_array(np.array([2, 3], np.int64), "axes"),
+                    numpy_helper.from_array(np.array(0.0, np.float32), "zero")]
+    graph = helper.make_graph(nodes, "faulty", [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", 4])],
+                              [helper.make_tensor_value_info("bn_out", TensorProto.FLOAT, ["batch", 4, 1, 1]),
+                               helper.make_tensor_value_info("branch_out", TensorProto.FLOAT, ["batch", 4])],
+                              initializer=initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+RECIPE = """
+trtflow: 1
+name: loading
+steps:
+  model:
+    uses: load
+    with: {path: MODEL, shapes: {scores: [3, 4]}}
+"""
+
+
+def _run(trtflow, folder: Path, recipe_text: str):
+    recipe = write_recipe(folder, recipe_text)
+    return trtflow("run", recipe, "--out", folder / "out", cwd=folder), folder / "out" / "loading" / "model"
+
+
+def test_summary_names_the_constants_fp16_and_bf16_cannot_hold(trtflow, tmp_path):
+    onnx.save(_faulty_model(), str(tmp_path / "faulty.onnx"))
+    result, out = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "faulty.onnx"))
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    fp16 = {entry["tensor"]: entry for entry in summary["out_of_range"]["fp16"]}
+    assert fp16["attn.mask"]["overflow"] == 2 and fp16["attn.mask"]["consumers"] == [{"name": "masked", "op": "Add"}]
+    assert fp16["bn.var"]["overflow"] == 1 and fp16["bn.var"]["consumers"] == [{"name": "bn", "op": "BatchNormalization"}]
+    assert fp16["tiny"]["underflow"] == 1
+    bf16 = {entry["tensor"]: entry for entry in summary["out_of_range"]["bf16"]}
+    assert set(bf16) == {"attn.mask"}, "BF16 holds 1e7 and 1e-9 but rounds float32-min to -inf"
+    assert summary["inputs"] == [{"name": "scores", "dtype": "float32", "shape": [3, 4]}]
+    assert summary["subgraphs"] == 2 and summary["op_histogram"]["If"] == 1
+    assert summary["renamed_nodes"] == {"masked": "", "as_image": "", "total": "", "positive": "",
+                                        "relu_out": "", "neg_out": ""}
+    model = onnx.load(str(out / "model.onnx"))
+    names = [node.name for node in model.graph.node]
+    assert "" not in names and len(set(names)) == len(names)
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_value == 3
+    inferred = {info.name for info in model.graph.value_info}
+    assert {"masked", "shifted", "as_image"} <= inferred, "shape inference gave intermediate tensors types"
+
+
+def test_model_with_external_data(trtflow, tmp_path):
+    model = _faulty_model()
+    onnx.save_model(model, str(tmp_path / "ext.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="ext.weights", size_threshold=0)
+    assert (tmp_path / "ext.weights").exists()
+    result, out = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "ext.onnx"))
+    assert result.returncode == 0, result.stderr
+    loaded = onnx.load(str(out / "model.onnx"))
+    variance = next(t for t in loaded.graph.initializer if t.name == "bn.var")
+    assert numpy_helper.to_array(variance)[1] == np.float32(1e7)
+
+
+def test_unknown_input_in_shapes_is_a_located_usage_error(trtflow, tmp_path):
+    onnx.save(_faulty_model(), str(tmp_path / "faulty.onnx"))
+    result, _ = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "faulty.onnx").replace("scores: [3, 4]", "score: [3, 4]"))
+    assert result.returncode == 2, result.stderr
+    assert "recipe.yaml:7:" in result.stderr and "steps.model.with.shapes" in result.stderr
+    assert "no input `score`; inputs: scores" in result.stderr
+
+
+def test_invalid_model_file_is_a_clear_error(trtflow, tmp_path):
+    (tmp_path / "junk.onnx").write_bytes(b"\x08\x07this is not protobuf" * 20)
+    result, _ = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "junk.onnx"))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "junk.onnx" in result.stderr and "Traceback" not in result.stderr
+    assert not list((tmp_path / ".trtflow" / "store").glob("??/*"))
+
+
+def test_engine_file_passes_through(trtflow, tmp_path):
+    (tmp_path / "model.plan").write_bytes(b"serialized engine bytes")
+    result, out = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "model.plan").replace(", shapes: {scores: [3, 4]}", ""))
+    assert result.returncode == 0, result.stderr
+    assert (out / "engine.engine").read_bytes() == b"serialized engine bytes"
+    assert json.loads((out / "values.json").read_text())["kind"] == "engine"
+    assert not (out / "model.onnx").exists()
+
+
+def test_quickstart_summary_flags_nothing_for_fp16_constants(trtflow, tmp_path):
+    """The demo model's fault is in activations, not constants: the summary must not cry wolf."""
+    shutil.copytree(REPO / "pipelines", tmp_path / "pipelines", ignore=shutil.ignore_patterns(".trtflow"))
+    result = trtflow("run", tmp_path / "pipelines" / "quickstart.yaml", "--only", "model", "--out", tmp_path / "out",
+                     cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / "out" / "quickstart" / "model" / "summary.json").read_text())
+    assert summary["out_of_range"]["fp16"] == [] and summary["nodes"] == 18
+    assert summary["renamed_nodes"] == {"mlp.gate": "", "mlp.act": ""}
+
+
+@pytest.mark.parametrize("check", ["true", "full"])
+def test_checker_modes(trtflow, tmp_path, check):
+    onnx.save(_faulty_model(), str(tmp_path / "faulty.onnx"))
+    result, _ = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "faulty.onnx").replace("shapes:", f"check: {check}, shapes:"))
+    assert result.returncode == 0, result.stderr
