@@ -1,0 +1,78 @@
+"""The `tensorrt` runner: a TensorRT engine on the GPU, next to ONNX Runtime on the same inputs.
+
+It runs an engine — `build-engine`'s output, named by `engine:` or given to `run-runners` as its
+`engine` — and never builds one: a build is a cached step of its own. Intermediate tensors are
+compared only if they are engine outputs, i.e. if the model was tapped (`surgeon-insert-tap`)
+before `build-engine`; a requested tensor the engine does not have (TensorRT drops taps on shape
+and constant tensors) is left out and listed in `missing_outputs` rather than failing the run.
+With `layer_timing: true` every layer is timed through TensorRT's `IProfiler`; `layer_profile()`
+returns the times in trtexec's `--exportProfile` layout for `render-graph`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from trtflow.errors import StepError
+from trtflow.runners.base import RunnerConfig
+from trtflow.schema.paths import InputPath
+from trtflow.trt.profiler import LayerTimes
+
+ONNX_SUFFIXES = {".onnx"}
+
+
+class Config(RunnerConfig):
+    backend: Literal["tensorrt"] = "tensorrt"
+    engine: InputPath | None = Field(None, description="The engine to run (`${steps.ID.engine}` of a build-engine step); "
+                                                       "default: the engine given to run-runners.")
+    layer_timing: bool = Field(False, description="Time every layer with TensorRT's profiler (trtexec --exportProfile "
+                                                  "layout); makes each inference slower.")
+
+
+class TensorRTRunner:
+    def __init__(self, config: Config, model: Path, outputs: list[str] | None):
+        self.name = config.name
+        self.engine_path = Path(config.engine or model)
+        self.requested = outputs
+        self.layer_times = LayerTimes() if config.layer_timing else None
+        self.missing_outputs: list[str] = []
+        self._session: Any = None
+        self._selected: list[str] = []
+
+    def activate(self) -> None:
+        from trtflow.trt.api import TensorRT
+        from trtflow.trt.execution import EngineSession
+        from trtflow.trt.log import TensorRTLog
+
+        if self.engine_path.suffix in ONNX_SUFFIXES:
+            raise StepError(f"runner `{self.name}` runs TensorRT engines, not ONNX models: build one with a "
+                            "`build-engine` step and give it as `engine: ${steps.ID.engine}`")
+        self._session = EngineSession(TensorRT.load(), self.engine_path.read_bytes(), TensorRTLog(), self.layer_times)
+        available = self._session.outputs
+        if self.requested is None:
+            self._selected = list(available)
+            return
+        self._selected = [name for name in self.requested if name in available]
+        self.missing_outputs = [name for name in self.requested if name not in available]
+        if not self._selected:
+            self.deactivate()
+            raise StepError(f"runner `{self.name}`: the engine has none of the requested outputs "
+                            f"({', '.join(self.requested[:5])}...); its outputs are {', '.join(available)}. "
+                            "Tap the model before build-engine to compare intermediate tensors")
+
+    def infer(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        outputs = self._session.infer(feed)
+        return {name: outputs[name] for name in self._selected}
+
+    def deactivate(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+    def layer_profile(self) -> list[dict] | None:
+        """Per-layer times of the inferences so far (trtexec `--exportProfile` layout), or None."""
+        return self.layer_times.records() if self.layer_times is not None else None

@@ -1,0 +1,140 @@
+"""`build-engine`: a TensorRT engine from an ONNX model, in the precision a plan asks for.
+
+What `trtexec --onnx --fp16 --layerPrecisions ... --saveEngine --exportLayerInfo` does, as a cached
+step that is right on TensorRT 8.6, 10.x and 11.x (see `trtflow/trt/api.py` for what differs).
+`keep` (bisect-precision's keep file) or `layer_precisions` say which ONNX nodes stay in FP32: a
+weakly typed build constrains their layers, a strongly typed one (TensorRT 11, or `typing: strong`)
+builds the plan's lowered mixed-precision model. The engine is only valid for the TensorRT version
+and GPU that built it, so both are part of the step key; the timing cache lives in the workspace,
+outside the key, and makes every later build on the same machine faster.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from trtflow.errors import ParamError
+from trtflow.schema.paths import InputPath
+from trtflow.steps.base import Step, StepContext, StepParams, file
+
+PrecisionName = Literal["fp32", "fp16", "bf16"]
+
+
+class ShapeRange(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min: list[int]
+    opt: list[int]
+    max: list[int]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "ShapeRange":
+        if not len(self.min) == len(self.opt) == len(self.max):
+            raise ValueError("min, opt and max need the same rank")
+        if any(not 0 <= low <= mid <= high for low, mid, high in zip(self.min, self.opt, self.max)):
+            raise ValueError("each dimension needs 0 <= min <= opt <= max")
+        return self
+
+
+class Params(StepParams):
+    model: InputPath = Field(description="The ONNX model; tap it first (surgeon-insert-tap) to compare intermediate tensors.")
+    precision: PrecisionName = Field("fp32", description="Precision of every node not kept in FP32.")
+    keep: InputPath | None = Field(None, description="Nodes that stay FP32: bisect-precision's `keep` file "
+                                                     "({\"nodes\": [{\"name\", \"op\", \"reason\"}]}).")
+    layer_precisions: InputPath | dict[str, PrecisionName] | None = Field(
+        None, description="{ONNX node or TensorRT layer name: precision}, or a JSON file of it.")
+    shapes: dict[str, ShapeRange | list[int]] | None = Field(
+        None, description="Optimization profile: {input: {min: [...], opt: [...], max: [...]}} or {input: [fixed dims]}.")
+    workspace_mb: int | None = Field(None, gt=0, description="Workspace memory pool limit in MiB (default: TensorRT's).")
+    timing_cache: bool = Field(True, description="Reuse and grow the workspace's timing cache for this TensorRT and GPU.")
+    tactic_sources: list[str] | None = Field(
+        None, description="Tactic sources to allow, e.g. [edge_mask_convolutions, jit_convolutions]; [] allows none.")
+    optimization_level: int | None = Field(None, ge=0, le=5, description="Builder optimization level 0-5 (default 3).")
+    typing: Literal["auto", "strong", "weak"] = Field(
+        "auto", description="strong: the plan's lowered model, types decide (TensorRT >= 10; the only mode of 11); "
+                            "weak: builder flags and layer constraints (TensorRT <= 10); auto: weak up to 10, strong on 11.")
+    constraints: Literal["obey", "prefer"] = Field(
+        "obey", description="Weak typing: fail the build if a kept layer cannot run in FP32 (obey) or fall back (prefer).")
+
+    cosmetic = frozenset({"timing_cache"})  # changes how fast an engine builds, not what it computes
+
+
+def _keep_names(path: Path) -> frozenset[str]:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        return frozenset(entry["name"] if isinstance(entry, dict) else str(entry) for entry in document["nodes"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ParamError("keep", f"{path}: not a keep file ({{\"nodes\": [{{\"name\": ...}}]}}): {error}") from None
+
+
+def _layer_precisions(value: Path | dict[str, str] | None) -> dict[str, str]:
+    if value is None or isinstance(value, dict):
+        return dict(value or {})
+    try:
+        document = json.loads(Path(value).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ParamError("layer_precisions", f"{value}: cannot read it as JSON: {error}") from None
+    if not isinstance(document, dict) or not all(p in ("fp32", "fp16", "bf16") for p in document.values()):
+        raise ParamError("layer_precisions", f"{value}: expected {{name: fp32|fp16|bf16}}")
+    return document
+
+
+def _shape_ranges(shapes: dict[str, ShapeRange | list[int]] | None) -> dict:
+    from trtflow.trt.builder import ShapeRange as Range
+
+    ranges = {}
+    for name, shape in (shapes or {}).items():
+        if isinstance(shape, list):
+            ranges[name] = Range(tuple(shape), tuple(shape), tuple(shape))
+        else:
+            ranges[name] = Range(tuple(shape.min), tuple(shape.opt), tuple(shape.max))
+    return ranges
+
+
+class BuildEngine(Step):
+    """Build a TensorRT engine from ONNX."""
+
+    kind = "build-engine"
+    summary = "Build a TensorRT engine (8.6, 10.x, 11.x) in a precision, with kept FP32 nodes, profiles and a timing cache."
+    Params = Params
+    outputs = {
+        "engine": file(".engine", "The serialized engine (valid for this TensorRT version and GPU)."),
+        "engine_graph": file(".json", "The engine inspector's JSON (trtexec --exportLayerInfo layout) for render-graph."),
+        "build_log": file(".txt", "TensorRT's build messages and what trtflow decided (typing, constrained layers)."),
+    }
+    version = 1
+
+    def fingerprint(self, params: Params) -> dict[str, str]:
+        from trtflow.trt.environment import fingerprint
+
+        return fingerprint()
+
+    def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
+        from trtflow.trt.api import TensorRT
+        from trtflow.trt.builder import BuildSettings, TimingCache, build_engine, timing_cache_name
+        from trtflow.trt.environment import fingerprint
+        from trtflow.trt.log import TensorRTLog
+
+        trt = TensorRT.load()  # first: a machine without TensorRT fails before any work
+        settings = BuildSettings(
+            precision=params.precision, typing=params.typing, constraints=params.constraints,
+            shapes=_shape_ranges(params.shapes), workspace_mb=params.workspace_mb,
+            tactic_sources=tuple(params.tactic_sources) if params.tactic_sources is not None else None,
+            optimization_level=params.optimization_level)
+        log = TensorRTLog(echo=ctx.log)
+        cache = TimingCache(ctx.state_dir("tensorrt") / timing_cache_name(fingerprint()), log) if params.timing_cache else None
+        ctx.progress(0, 1, f"building with TensorRT {trt.version_text}")
+        try:
+            built = build_engine(params.model, settings, keep=_keep_names(params.keep) if params.keep else frozenset(),
+                                 layer_precisions=_layer_precisions(params.layer_precisions), timing_cache=cache,
+                                 log=log, trt=trt)
+        finally:
+            ctx.output_path("build_log").write_text(log.text(), encoding="utf-8")
+        ctx.output_path("engine").write_bytes(built.serialized)
+        ctx.output_path("engine_graph").write_text(json.dumps(built.engine_graph, indent=1), encoding="utf-8")
+        ctx.progress(1, 1, f"{built.typing}ly typed, {len(built.constrained)} layer(s) constrained")
+        return {}

@@ -1,0 +1,277 @@
+"""Building a TensorRT engine from ONNX, in the precision a plan asks for, on any supported TensorRT.
+
+One function, `build_engine`, does what `trtexec --onnx ... --saveEngine --exportLayerInfo` does
+plus what precision debugging needs:
+- the ONNX model is parsed from a file whose nodes all have trtflow's stable names
+  (`onnx_files.name_nodes`), so layer names and `[ONNX Layer: ...]` metadata speak the names our
+  reports, keep sets and plans use; parser errors name the node, its op and TensorRT's message;
+- precision follows the generation (`api.TensorRT.resolve_typing`): a strongly typed build parses
+  the plan's lowered mixed-precision model (`PrecisionPlan.lower`); a weakly typed build sets the
+  precision flag and constrains kept nodes' layers to FP32 (`constraints.constrain`);
+- the timing cache lives outside the store (`TimingCache`), so rebuilding after a plan change —
+  each trial of `bisect-precision` on TensorRT — reuses the tactic timings of the previous builds;
+- engines are built with `ProfilingVerbosity.DETAILED`, so the inspector JSON (`engine_graph`)
+  carries formats, tactics and metadata for `render-graph`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trtflow.errors import ParamError, StepError
+from trtflow.trt.api import BuildPrecision, Constraints, TensorRT, Typing
+from trtflow.trt.constraints import constrain
+from trtflow.trt.inspector import engine_information
+from trtflow.trt.log import TensorRTLog, make_logger
+
+if TYPE_CHECKING:
+    import onnx
+
+
+@dataclass(frozen=True)
+class ShapeRange:
+    """One optimization-profile entry: the smallest, typical and largest shape of an input."""
+
+    min: tuple[int, ...]
+    opt: tuple[int, ...]
+    max: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    precision: BuildPrecision = "fp32"
+    typing: Typing = "auto"
+    constraints: Constraints = "obey"
+    shapes: dict[str, ShapeRange] = field(default_factory=dict)
+    workspace_mb: int | None = None
+    tactic_sources: tuple[str, ...] | None = None  # None: TensorRT's default set
+    optimization_level: int | None = None  # None: TensorRT's default (3)
+
+
+@dataclass
+class BuiltEngine:
+    serialized: bytes
+    engine_graph: dict  # the inspector's JSON document
+    typing: str  # "strong" or "weak": how precision was decided
+    constrained: dict[str, str]  # layer name -> precision (weak builds)
+
+
+class TimingCache:
+    """A timing cache file shared by every build on this TensorRT and GPU, and kept in memory
+    between the builds of one process (TensorRT lets one cache serve several builder configs)."""
+
+    def __init__(self, path: Path | None, log: TensorRTLog):
+        self.path = path
+        self.log = log
+        self._cache: Any = None
+
+    def attach(self, config: Any) -> None:
+        if self.path is None:
+            return
+        if self._cache is None:
+            stored = self.path.read_bytes() if self.path.exists() else b""
+            self._cache = config.create_timing_cache(stored)
+            if stored:
+                self.log.note(f"timing cache: {self.path}")
+        if not config.set_timing_cache(self._cache, ignore_mismatch=False):
+            self.log.note(f"timing cache {self.path} was made on another GPU or TensorRT; starting a new one")
+            self._cache = config.create_timing_cache(b"")
+            config.set_timing_cache(self._cache, ignore_mismatch=False)
+
+    def save(self) -> None:
+        if self.path is None or self._cache is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        temporary.write_bytes(bytes(self._cache.serialize()))
+        os.replace(temporary, self.path)  # concurrent builds: the last complete cache wins
+
+
+def timing_cache_name(fingerprint: dict[str, str]) -> str:
+    """`tensorrt-10.13.0.35-nvidia-a100-sxm4-80gb-sm8.0.cache`: one cache per TensorRT version and GPU."""
+    gpu = re.sub(r"[^a-z0-9]+", "-", fingerprint["gpu"].lower()).strip("-")
+    return f"tensorrt-{fingerprint['tensorrt']}-{gpu}-sm{fingerprint['compute_capability']}.cache"
+
+
+# --- the ONNX file TensorRT parses --------------------------------------------------------------------
+
+def _named_model(model_path: Path) -> "onnx.ModelProto | None":
+    """The model with trtflow's node names, or None when the file already has them."""
+    from trtflow.onnx_files import load_model, name_nodes
+
+    if not name_nodes(load_model(model_path, load_weights=False)):
+        return None
+    model = load_model(model_path)
+    name_nodes(model)
+    return model
+
+
+def _lowered_model(model_path: Path, precision: BuildPrecision, keep: frozenset[str]) -> "onnx.ModelProto":
+    from trtflow.onnx_files import load_model, name_nodes
+    from trtflow.precision.plan import PrecisionPlan
+
+    model = load_model(model_path)
+    name_nodes(model)
+    return PrecisionPlan(precision, keep).lower(model)
+
+
+def _nodes_by_index(model_file: Path) -> list[tuple[str, str]]:
+    from trtflow.onnx_files import load_model
+
+    return [(node.name, node.op_type) for node in load_model(model_file, load_weights=False).graph.node]
+
+
+def _parse(trt: TensorRT, builder: Any, logger: Any, model_file: Path, typing: str,
+           log: TensorRTLog) -> tuple[Any, Any]:
+    """The network and its parser; the parser owns the weights, so it must outlive the build."""
+    network = builder.create_network(trt.network_flags(typing))
+    parser = trt.module.OnnxParser(network, logger)
+    if parser.parse_from_file(str(model_file)):
+        return network, parser
+    nodes: list[tuple[str, str]] | None = None
+    problems = []
+    for index in range(parser.num_errors):
+        error = parser.get_error(index)
+        if hasattr(error, "node_name"):  # TensorRT 10 and later
+            name, op = error.node_name(), error.node_operator()
+        else:  # 8.6 names the node only by its index in the graph
+            nodes = nodes if nodes is not None else _nodes_by_index(model_file)
+            name, op = nodes[error.node()] if 0 <= error.node() < len(nodes) else ("", "")
+        where = f"node `{name}` ({op})" if name else "the model"
+        problems.append(f"{where}: {error.desc()}")
+    detail = "\n  ".join(problems) or "; ".join(log.errors()) or "no reason given"
+    raise StepError(f"TensorRT {trt.version_text} cannot import the ONNX model:\n  {detail}")
+
+
+def _drop_host_outputs(trt: TensorRT, network: Any, log: TensorRTLog) -> None:
+    """Taps on shape and constant tensors cannot be engine outputs (TensorRT computes them while
+    building); they are dropped from the outputs rather than failing the build, as Polygraphy's
+    `mark all` skips them."""
+    host_layers = {trt.module.LayerType.SHAPE, trt.module.LayerType.CONSTANT}
+    for index in range(network.num_layers):
+        layer = network.get_layer(index)
+        for output_index in range(layer.num_outputs):
+            tensor = layer.get_output(output_index)
+            host_only = layer.type in host_layers or not tensor.is_execution_tensor
+            if host_only and tensor.is_network_output and network.num_outputs > 1:
+                network.unmark_output(tensor)
+                log.note(f"not an engine output: `{tensor.name}` (a shape or constant tensor TensorRT computes while building)")
+
+
+def _profile(trt: TensorRT, builder: Any, network: Any, shapes: dict[str, ShapeRange]) -> Any | None:
+    inputs = {network.get_input(i).name: network.get_input(i) for i in range(network.num_inputs)}
+    unknown = sorted(set(shapes) - set(inputs))
+    if unknown:
+        raise ParamError("shapes", f"the model has no input {', '.join(unknown)}; inputs: {', '.join(inputs)}")
+    dynamic = {name: tuple(tensor.shape) for name, tensor in inputs.items() if -1 in tuple(tensor.shape)}
+    missing = sorted(set(dynamic) - set(shapes))
+    if missing:
+        described = ", ".join(f"{name} {list(dynamic[name])}" for name in missing)
+        raise ParamError("shapes", f"dynamic inputs need a shape range: {described}; give "
+                                   f"`shapes: {{{missing[0]}: {{min: [...], opt: [...], max: [...]}}}}`")
+    if not shapes:
+        return None
+    profile = builder.create_optimization_profile()
+    for name, shape_range in shapes.items():
+        if inputs[name].is_shape_tensor:
+            raise ParamError("shapes", f"input `{name}` is a shape tensor; trtflow cannot give it values yet")
+        profile.set_shape(name, shape_range.min, shape_range.opt, shape_range.max)
+    return profile
+
+
+def _configure(trt: TensorRT, builder: Any, network: Any, settings: BuildSettings, typing: str,
+               constrained: bool) -> Any:
+    config = builder.create_builder_config()
+    config.profiling_verbosity = trt.module.ProfilingVerbosity.DETAILED
+    if typing == "weak":
+        flag = trt.precision_flag(settings.precision)
+        if flag is not None:
+            config.set_flag(flag)
+        if constrained:
+            config.set_flag(trt.constraint_flag(settings.constraints))
+    if settings.workspace_mb is not None:
+        config.set_memory_pool_limit(trt.module.MemoryPoolType.WORKSPACE, settings.workspace_mb * 2**20)
+    if settings.tactic_sources is not None:
+        if not config.set_tactic_sources(trt.tactic_mask(list(settings.tactic_sources))):
+            raise ParamError("tactic_sources", f"TensorRT {trt.version_text} refused tactic sources "
+                                               f"{list(settings.tactic_sources)}")
+    if settings.optimization_level is not None:
+        config.builder_optimization_level = settings.optimization_level
+    profile = _profile(trt, builder, network, settings.shapes)
+    if profile is not None and config.add_optimization_profile(profile) < 0:
+        raise ParamError("shapes", "TensorRT refused the shape ranges: each needs min <= opt <= max, the input's rank, "
+                                   "and the input's fixed dimensions")
+    return config
+
+
+def _strong_plan(settings: BuildSettings, keep: frozenset[str], layer_precisions: dict[str, str]) -> frozenset[str]:
+    """A strongly typed network takes no per-layer precisions: they become part of the plan (FP32
+    entries join the keep set); other precisions cannot be expressed."""
+    foreign = {name: precision for name, precision in layer_precisions.items()
+               if precision not in ("fp32", settings.precision)}
+    if foreign:
+        raise ParamError("layer_precisions", f"a strongly typed build runs each node in the plan's precision "
+                                             f"({settings.precision}) or fp32; cannot honour {foreign}")
+    return keep | {name for name, precision in layer_precisions.items() if precision == "fp32"}
+
+
+def build_engine(model_path: Path, settings: BuildSettings, *, keep: frozenset[str] = frozenset(),
+                 layer_precisions: dict[str, str] | None = None, timing_cache: TimingCache | None = None,
+                 log: TensorRTLog | None = None, trt: TensorRT | None = None) -> BuiltEngine:
+    """Build `model_path` with `keep` (ONNX node names) in FP32 and the rest in `settings.precision`."""
+    trt = trt or TensorRT.load()
+    log = log or TensorRTLog()
+    layer_precisions = dict(layer_precisions or {})
+    typing = trt.resolve_typing(settings.typing)
+    if typing == "weak" and trt.weak_typing_deprecated:
+        log.note(f"TensorRT {trt.version_text} deprecates weak typing; `typing: strong` builds the lowered model instead")
+    logger = make_logger(trt.module, log)
+    builder = trt.module.Builder(logger)
+    with tempfile.TemporaryDirectory(prefix="trtflow-build-") as scratch:
+        model_file = model_path
+        rewritten = None
+        if typing == "strong" and settings.precision != "fp32":
+            rewritten = _lowered_model(model_path, settings.precision, _strong_plan(settings, keep, layer_precisions))
+        elif typing == "strong" and layer_precisions:
+            _strong_plan(settings, keep, layer_precisions)  # reject what a strong build cannot express
+        if rewritten is None:
+            rewritten = _named_model(model_path)
+        if rewritten is not None:
+            from trtflow.onnx_files import save_model
+
+            model_file = Path(scratch) / model_path.name
+            save_model(rewritten, model_file)
+        network, parser = _parse(trt, builder, logger, model_file, typing, log)
+        _drop_host_outputs(trt, network, log)
+        constrained: dict[str, str] = {}
+        if typing == "weak":
+            precisions = {**{name: "fp32" for name in keep}, **layer_precisions}
+            applied = constrain(network, precisions, trt)
+            if precisions and not applied.layers and not applied.skipped:
+                raise ParamError("keep" if keep else "layer_precisions",
+                                 f"no layer of the network answers to {', '.join(applied.unmatched[:5])}; "
+                                 "names are ONNX node names (as `load` names them) or TensorRT layer names")
+            if applied.unmatched:
+                log.note(f"no layer for {len(applied.unmatched)} name(s) (folded away by TensorRT's parser?): "
+                         f"{', '.join(applied.unmatched[:10])}")
+            constrained = applied.layers
+            log.note(f"{len(constrained)} layer(s) constrained: "
+                     + ", ".join(f"{name}={precision}" for name, precision in list(constrained.items())[:20]))
+        config = _configure(trt, builder, network, settings, typing, bool(constrained))
+        if timing_cache is not None:
+            timing_cache.attach(config)
+        serialized = builder.build_serialized_network(network, config)
+        del parser  # only now: the network's weights live in the parser
+    if serialized is None:
+        reasons = "\n  ".join(log.errors()) or "TensorRT gave no reason; see the build log"
+        raise StepError(f"TensorRT {trt.version_text} could not build the engine:\n  {reasons}")
+    if timing_cache is not None:
+        timing_cache.save()
+    data = bytes(serialized)
+    runtime = trt.module.Runtime(logger)
+    return BuiltEngine(data, engine_information(trt, runtime, data), typing, constrained)

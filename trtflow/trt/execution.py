@@ -1,0 +1,129 @@
+"""Running a serialized engine on numpy feeds: device memory, shapes, the named-tensor API, timing.
+
+Shared by the `tensorrt` runner and the TensorRT judge of `bisect-precision`. It uses only the
+named-tensor API that TensorRT 8.6, 10 and 11 all have (`set_input_shape`, `set_tensor_address`,
+`execute_async_v3`) — the binding-index API is gone in 10 — and cuda-python's runtime for device
+memory and the stream. Device buffers are kept between inferences and grown when a dynamic shape
+needs more, so a run of many samples allocates once.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import numpy as np
+
+from trtflow.errors import StepError
+from trtflow.trt.api import TensorRT, import_cudart
+from trtflow.trt.inspector import deserialize
+from trtflow.trt.log import TensorRTLog, make_logger
+from trtflow.trt.profiler import LayerTimes, make_profiler
+
+
+class Cuda:
+    """The few CUDA runtime calls an engine needs, with errors turned into StepError."""
+
+    def __init__(self) -> None:
+        self.runtime = import_cudart()
+
+    def check(self, result: Any, what: str) -> Any:
+        error, *values = result if isinstance(result, tuple) else (result,)
+        if error != self.runtime.cudaError_t.cudaSuccess:
+            _, name = self.runtime.cudaGetErrorName(error)
+            raise StepError(f"CUDA failed to {what}: {name.decode() if isinstance(name, bytes) else name}")
+        return values[0] if len(values) == 1 else (values or None)
+
+    def stream_handle(self, stream: Any) -> int:
+        """The address TensorRT wants as `stream_handle`; cuda-python 12.9.1 deprecated `int(stream)`."""
+        try:
+            return importlib.import_module("cuda.bindings.utils").get_cuda_native_handle(stream)
+        except ImportError:
+            return int(stream)
+
+
+class EngineSession:
+    """One engine, one execution context, one stream, and device buffers for every I/O tensor."""
+
+    def __init__(self, trt: TensorRT, serialized: bytes, log: TensorRTLog, layer_times: LayerTimes | None = None):
+        self.trt = trt
+        self.log = log
+        self.layer_times = layer_times
+        self.cuda = Cuda()
+        self._buffers: dict[str, tuple[int, int]] = {}  # name -> (device address, bytes)
+        self._stream = None
+        self._logger = make_logger(trt.module, log)
+        self._runtime = trt.module.Runtime(self._logger)
+        self.engine = deserialize(trt, self._runtime, serialized)
+        self.context = self.engine.create_execution_context()
+        if self.context is None:
+            raise StepError("TensorRT could not create an execution context (out of device memory?)")
+        if layer_times is not None:
+            self._profiler = make_profiler(trt.module, layer_times)
+            self.context.profiler = self._profiler
+        names = [self.engine.get_tensor_name(i) for i in range(self.engine.num_io_tensors)]
+        input_mode = trt.module.TensorIOMode.INPUT
+        self.inputs = [name for name in names if self.engine.get_tensor_mode(name) == input_mode]
+        self.outputs = [name for name in names if name not in self.inputs]
+        self._stream = self.cuda.check(self.cuda.runtime.cudaStreamCreate(), "create a stream")
+
+    def dtype(self, name: str) -> np.dtype:
+        return self.trt.numpy_dtype(self.engine.get_tensor_dtype(name))
+
+    def _buffer(self, name: str, nbytes: int) -> int:
+        address, capacity = self._buffers.get(name, (0, 0))
+        if nbytes > capacity or not address:
+            if address:
+                self.cuda.check(self.cuda.runtime.cudaFree(address), f"free the buffer of `{name}`")
+            capacity = max(nbytes, 1)  # TensorRT needs an address even for an empty tensor
+            address = self.cuda.check(self.cuda.runtime.cudaMalloc(capacity), f"allocate {capacity} bytes for `{name}`")
+            self._buffers[name] = (address, capacity)
+        return address
+
+    def _set_input(self, name: str, value: np.ndarray) -> np.ndarray:
+        host = np.ascontiguousarray(value, dtype=self.dtype(name))
+        if not self.context.set_input_shape(name, host.shape):
+            low, _, high = self.engine.get_tensor_profile_shape(name, 0)
+            raise StepError(f"input `{name}` has shape {list(host.shape)}, outside what the engine was built for "
+                            f"({list(low)} to {list(high)}); rebuild with wider `shapes`")
+        return host
+
+    def infer(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Every engine output for one feed (input name -> array); extra feed entries are ignored."""
+        missing = [name for name in self.inputs if name not in feed]
+        if missing:
+            raise StepError(f"the engine needs input(s) {', '.join(missing)}; the feed has {', '.join(feed) or 'nothing'}")
+        runtime, stream = self.cuda.runtime, self._stream
+        to_device, to_host = runtime.cudaMemcpyKind.cudaMemcpyHostToDevice, runtime.cudaMemcpyKind.cudaMemcpyDeviceToHost
+        hosts = {name: self._set_input(name, feed[name]) for name in self.inputs}
+        for name, host in hosts.items():
+            address = self._buffer(name, host.nbytes)
+            self.cuda.check(runtime.cudaMemcpyAsync(address, host.ctypes.data, host.nbytes, to_device, stream),
+                            f"copy input `{name}` to the GPU")
+            self.context.set_tensor_address(name, address)
+        results: dict[str, np.ndarray] = {}
+        for name in self.outputs:
+            shape = tuple(self.context.get_tensor_shape(name))
+            if any(dim < 0 for dim in shape):
+                raise StepError(f"output `{name}` has a data-dependent shape {list(shape)}, which trtflow cannot run yet")
+            results[name] = np.empty(shape, dtype=self.dtype(name))
+            self.context.set_tensor_address(name, self._buffer(name, results[name].nbytes))
+        if self.layer_times is not None:
+            self.layer_times.start_inference()
+        if not self.context.execute_async_v3(self.cuda.stream_handle(stream)):
+            reasons = "; ".join(self.log.errors()) or "no reason given"
+            raise StepError(f"TensorRT failed to run the engine: {reasons}")
+        for name, host in results.items():
+            self.cuda.check(runtime.cudaMemcpyAsync(host.ctypes.data, self._buffers[name][0], host.nbytes, to_host, stream),
+                            f"copy output `{name}` from the GPU")
+        self.cuda.check(runtime.cudaStreamSynchronize(stream), "finish the inference")
+        return results
+
+    def close(self) -> None:
+        for name, (address, _) in self._buffers.items():
+            self.cuda.check(self.cuda.runtime.cudaFree(address), f"free the buffer of `{name}`")
+        self._buffers.clear()
+        if self._stream is not None:
+            self.cuda.check(self.cuda.runtime.cudaStreamDestroy(self._stream), "destroy the stream")
+            self._stream = None
+        self.context = self.engine = None
