@@ -16,6 +16,7 @@ from trtflow.steps.base import Step
 
 BUILTIN: dict[str, str] = {
     "load": "trtflow.steps.load:Load",
+    "build-engine": "trtflow.steps.build_engine:BuildEngine",
 }
 
 
