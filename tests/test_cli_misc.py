@@ -1,0 +1,66 @@
+"""The smaller commands: schema, steps, dag, doctor, cache ls, and `--set` on any recipe value."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import REPO, write_recipe
+
+QUICKSTART = REPO / "pipelines" / "quickstart.yaml"
+
+
+def test_schema_ties_each_step_kind_to_its_params(trtflow, tmp_path):
+    result = trtflow("schema", cwd=tmp_path)
+    assert result.returncode == 0
+    schema = json.loads(result.stdout)
+    step = schema["$defs"]["StepSpec"]
+    assert "load" in step["properties"]["uses"]["enum"]
+    load_rule = next(rule for rule in step["allOf"] if rule["if"]["properties"]["uses"]["const"] == "load")
+    params = schema["$defs"][load_rule["then"]["properties"]["with"]["$ref"].rsplit("/", 1)[-1]]
+    assert "path" in params["required"] and params["additionalProperties"] is False
+    assert any(option.get("pattern") for option in params["properties"]["shapes"]["anyOf"]), "references allowed"
+
+
+def test_steps_lists_and_describes_kinds(trtflow, tmp_path):
+    listing = trtflow("steps", cwd=tmp_path)
+    assert listing.returncode == 0 and "load" in listing.stdout
+    detail = trtflow("steps", "load", cwd=tmp_path)
+    assert detail.returncode == 0
+    assert "path" in detail.stdout and "required" in detail.stdout and "summary" in detail.stdout
+    typo = trtflow("steps", "lod", cwd=tmp_path)
+    assert typo.returncode == 2 and "did you mean `load`" in typo.stderr
+
+
+def test_dag_formats(trtflow, tmp_path, plugin_env):
+    recipe = write_recipe(tmp_path, """
+trtflow: 1
+name: g
+steps:
+  a: {uses: test-sleep}
+  b: {uses: test-sleep, with: {text: "${steps.a.length}!"}}
+  c: {uses: test-sleep, after: [a, b]}
+""")
+    text = trtflow("dag", recipe, cwd=tmp_path, env=plugin_env)
+    assert text.stdout.splitlines() == ["a (test-sleep)", "b (test-sleep)  <- a", "c (test-sleep)  <- a, b"]
+    dot = trtflow("dag", recipe, "--format", "dot", cwd=tmp_path, env=plugin_env)
+    assert '"a" -> "b";' in dot.stdout and '"b" -> "c";' in dot.stdout and dot.stdout.startswith('digraph "g"')
+    bad = trtflow("dag", recipe, "--format", "png", cwd=tmp_path, env=plugin_env)
+    assert bad.returncode == 2
+
+
+def test_doctor_reports_versions(trtflow, tmp_path):
+    result = trtflow("doctor", cwd=tmp_path)
+    assert result.returncode == 0
+    for component in ("onnxruntime", "tensorrt", "gpu", "CPUExecutionProvider"):
+        assert component in result.stdout
+
+
+def test_set_any_recipe_value_and_cache_ls(trtflow, tmp_path):
+    workspace = tmp_path / "ws"
+    result = trtflow("run", QUICKSTART, "--set", "steps.model.with.check=false", "--workspace", workspace,
+                     "--out", tmp_path / "out", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    listing = trtflow("cache", "ls", "--workspace", workspace, cwd=tmp_path)
+    assert listing.returncode == 0 and "quickstart" in listing.stdout and "model" in listing.stdout
+    status = trtflow("status", QUICKSTART, "--workspace", workspace, cwd=tmp_path)
+    assert "with.check: false -> true" in status.stdout

@@ -1,0 +1,74 @@
+"""Unit tests for the pieces of the core with tricky logic: references, cycles, key diffs, node names."""
+
+from __future__ import annotations
+
+import pytest
+from onnx import helper
+
+from trtflow.executor.dag import Dag
+from trtflow.executor.keys import describe_changes, material, step_key
+from trtflow.onnx_files import name_nodes
+from trtflow.schema.refs import BadReference, Reference, parse_reference, substitute, unescape
+
+
+def test_whole_reference_keeps_type_embedded_reference_is_stringified():
+    values = {"atol": 0.001, "flag": True, "shape": [1, 3]}
+
+    def resolve(reference: Reference):
+        return values[reference.name]
+
+    data = {"a": "${vars.atol}", "b": "tol=${vars.atol} ${vars.flag}", "c": ["${vars.shape}"], "d": "$${vars.atol}"}
+    result = unescape(substitute(data, resolve, ("vars",)))
+    assert result == {"a": 0.001, "b": "tol=0.001 true", "c": [[1, 3]], "d": "${vars.atol}"}
+
+
+def test_step_reference_splits_at_the_last_dot():
+    assert parse_reference("steps.sweep@1.0e-3.report") == Reference("steps", "sweep@1.0e-3", "report")
+    with pytest.raises(BadReference):
+        parse_reference("steps.only_id")
+    with pytest.raises(BadReference):
+        parse_reference("env.HOME")
+
+
+def test_cycle_is_reported_in_data_flow_order():
+    dag = Dag(["a", "b", "c"], {"a": {"c"}, "b": {"a"}, "c": {"b"}})
+    cycle = dag.find_cycle()
+    assert cycle[0] == cycle[-1] and len(cycle) == 4
+    for producer, consumer in zip(cycle, cycle[1:]):
+        assert producer in dag.deps[consumer]
+    assert Dag(["a", "b"], {"a": set(), "b": {"a"}}).order() == ["a", "b"]
+
+
+def test_describe_changes_names_what_moved():
+    old = material("load", 1, {"path": {"file": "aaa"}, "atol": 0.001, "list": [1, 2]}, {"onnx": "1.16"},
+                   {"with.path": "models/a.onnx"})
+    new = material("load", 2, {"path": {"file": "bbb"}, "atol": 0.01, "list": [1, 2], "extra": 1}, {"onnx": "1.17"},
+                   {"with.path": "models/a.onnx"})
+    changes = describe_changes(old, new)
+    assert "with.path: file models/a.onnx changed" in changes
+    assert "with.atol: 0.001 -> 0.01" in changes
+    assert "with.extra: added (1)" in changes
+    assert "environment: onnx 1.16 -> 1.17" in changes
+    assert any("version 1 -> 2" in change for change in changes)
+    assert step_key(old) != step_key(new)
+    relabeled = dict(new, labels={"with.path": "elsewhere.onnx"})
+    assert step_key(relabeled) == step_key(new), "labels explain keys; they are not part of them"
+
+
+def test_node_names_are_unique_stable_and_respect_author_names():
+    def build():
+        nodes = [helper.make_node("Relu", ["x"], ["t"]),  # unnamed -> "t", but an author named a node "t"
+                 helper.make_node("Relu", ["t"], ["u"], name="t"),
+                 helper.make_node("Relu", ["u"], ["v"], name="dup"),
+                 helper.make_node("Relu", ["v"], ["w"], name="dup")]
+        graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, [1])],
+                                  [helper.make_tensor_value_info("w", 1, [1])])
+        return helper.make_model(graph)
+
+    first, second = build(), build()
+    renamed = name_nodes(first)
+    name_nodes(second)
+    names = [node.name for node in first.graph.node]
+    assert names == ["t_1", "t", "dup", "dup_1"]
+    assert names == [node.name for node in second.graph.node]
+    assert renamed == {"t_1": "", "dup_1": "dup"}
