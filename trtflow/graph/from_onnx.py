@@ -1,0 +1,150 @@
+"""ONNX models as a Graph: nodes named the way every trtflow report names them, with shapes and dtypes.
+
+Nodes get their names from `onnx_files.name_nodes`, so the names in a compare report, a bisect
+`keep` list and this graph agree. Shapes and dtypes come from ONNX shape inference; a model it
+cannot handle is still drawn, without them. Subgraphs (If branches, Loop and Scan bodies) are
+expanded with their `scope`, so the detailed view draws them as clusters and the simplified view
+folds each back into the node that owns it. Initializers are not nodes: they are listed on the
+node that reads them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trtflow.graph.model import Edge, Graph, Node, Tensor, io_node_name
+from trtflow.onnx_files import iter_graphs, load_model, name_nodes
+
+if TYPE_CHECKING:
+    import onnx
+
+_SHORT_DTYPES = {"FLOAT": "fp32", "FLOAT16": "fp16", "BFLOAT16": "bf16", "DOUBLE": "fp64"}
+
+
+def dtype_name(elem_type: int) -> str | None:
+    """ONNX element type -> our normalized dtype name (`fp16`, `fp8`, `int64`...)."""
+    import onnx
+
+    if not elem_type:
+        return None
+    name = onnx.TensorProto.DataType.Name(elem_type)
+    if name.startswith("FLOAT8"):
+        return "fp8"
+    if name.startswith("FLOAT4"):
+        return "fp4"
+    return _SHORT_DTYPES.get(name, name.lower())
+
+
+def _value_tensor(value: "onnx.ValueInfoProto") -> Tensor:
+    kind = value.type.WhichOneof("value")
+    if kind != "tensor_type":
+        return Tensor(value.name)
+    tensor_type = value.type.tensor_type
+    shape = None
+    if tensor_type.HasField("shape"):
+        shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor_type.shape.dim)
+    return Tensor(value.name, shape, dtype_name(tensor_type.elem_type))
+
+
+def _attribute_value(attribute: "onnx.AttributeProto") -> Any:
+    import onnx
+
+    if attribute.type == onnx.AttributeProto.GRAPH:
+        return f"subgraph ({len(attribute.g.node)} nodes)"
+    if attribute.type == onnx.AttributeProto.GRAPHS:
+        return [f"subgraph ({len(g.node)} nodes)" for g in attribute.graphs]
+    if attribute.type == onnx.AttributeProto.TENSOR:
+        t = attribute.t
+        return f"{dtype_name(t.data_type)}{list(t.dims)}"
+    value = onnx.helper.get_attribute_value(attribute)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, list):
+        return [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in value]
+    return value
+
+
+def _infer_shapes(model: "onnx.ModelProto") -> tuple["onnx.ModelProto", str | None]:
+    import onnx
+
+    try:
+        return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False), None
+    except Exception as error:  # shape inference rejects some valid models; draw them anyway
+        return model, f"ONNX shape inference failed ({type(error).__name__}: {error}); shapes are not shown"
+
+
+class _Builder:
+    """Walks a model and its subgraphs once, resolving each tensor in the innermost scope that makes it."""
+
+    def __init__(self, tensors: dict[str, Tensor]):
+        self.tensors = tensors
+        self.nodes: list[Node] = []
+        self.edges: list[Edge] = []
+
+    def add_graph(self, graph: "onnx.GraphProto", outer: dict[str, str],
+                  scope: tuple[tuple[str, str], ...]) -> dict[str, str]:
+        """Add `graph`'s nodes; `outer` maps visible tensor names to producing nodes. Returns this scope's map."""
+        producer = dict(outer)
+        weights = {init.name for init in graph.initializer}
+        for init in graph.initializer:
+            self.tensors.setdefault(init.name, Tensor(init.name, tuple(init.dims), dtype_name(init.data_type)))
+        if scope:  # a subgraph's own inputs (loop counters, carried values) hide outer names
+            for value in graph.input:
+                producer.pop(value.name, None)
+        for node in graph.node:
+            read_weights = [name for name in node.input if name in weights]
+            self.edges.extend(Edge(producer[name], node.name, name) for name in node.input if name in producer)
+            for attribute in node.attribute:
+                subgraphs = [attribute.g] if attribute.HasField("g") else list(attribute.graphs)
+                for subgraph in subgraphs:
+                    inner = self.add_graph(subgraph, producer, (*scope, (node.name, attribute.name)))
+                    self.edges.extend(Edge(inner[out.name], node.name, out.name)
+                                      for out in subgraph.output if out.name in inner)
+            dtyped = [self.tensors[n] for n in (*node.input, *node.output) if n in self.tensors]
+            first = next((t for t in dtyped if t.dtype), None)
+            attributes: dict[str, Any] = {a.name: _attribute_value(a) for a in node.attribute}
+            if node.domain and node.domain != "ai.onnx":
+                attributes["domain"] = node.domain
+            if read_weights:
+                attributes["weights"] = [_describe(self.tensors.get(w, Tensor(w))) for w in read_weights]
+            self.nodes.append(Node(node.name, node.op_type, precision=first.dtype if first else None,
+                                   attributes=attributes, scope=scope))
+            for name in node.output:
+                if name:
+                    producer[name] = node.name
+        return producer
+
+
+def _describe(tensor: Tensor) -> str:
+    shape = "x".join(map(str, tensor.shape)) if tensor.shape is not None else "?"
+    return f"{tensor.name}: {tensor.dtype or '?'}[{shape}]"
+
+
+def graph_from_model(model: "onnx.ModelProto", name: str = "model") -> Graph:
+    """Build a Graph from an ONNX model; unnamed nodes get their stable names in place (`name_nodes`)."""
+    name_nodes(model)
+    inferred, failure = _infer_shapes(model)
+    tensors: dict[str, Tensor] = {}
+    for graph in iter_graphs(inferred.graph):
+        for value in (*graph.value_info, *graph.input, *graph.output):
+            tensors[value.name] = _value_tensor(value)
+    weights = {init.name for init in model.graph.initializer}
+    inputs = [value for value in model.graph.input if value.name not in weights]
+    builder = _Builder(tensors)
+    input_nodes = [Node(io_node_name("input", v.name), "input", kind="input", precision=tensors[v.name].dtype)
+                   for v in inputs]
+    producer = builder.add_graph(model.graph, {v.name: io_node_name("input", v.name) for v in inputs}, ())
+    output_nodes = []
+    for value in model.graph.output:
+        node = Node(io_node_name("output", value.name), "output", kind="output", precision=tensors[value.name].dtype)
+        output_nodes.append(node)
+        if value.name in producer:
+            builder.edges.append(Edge(producer[value.name], node.name, value.name))
+    graph = Graph(name, "onnx", {}, (), tensors, (failure,) if failure else ())
+    return graph.with_nodes([*input_nodes, *builder.nodes, *output_nodes], builder.edges)
+
+
+def load_onnx(path: Path) -> Graph:
+    name = Path(path).name.removesuffix(".onnx")
+    return graph_from_model(load_model(Path(path), load_weights=False), name=name)

@@ -1,0 +1,192 @@
+"""What other steps found, laid over a graph: per-node error from `compare`, nodes from `bisect-precision`.
+
+Both name ONNX nodes and tensors. A graph node takes every name it is known by — its own, its
+fused or folded parts, the tensors it writes — so an overlay lands on the right node of an ONNX
+graph, of its simplified view, and of an engine whose layers fused several ONNX nodes.
+
+The compare report is read tolerantly: `tensors` may be a mapping or a list; an entry's statistics
+may sit on the entry itself or in per-runner sub-objects (the worst one counts); NaN/Inf may be
+numbers, strings, or flags and counts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from trtflow.errors import UsageError
+from trtflow.graph.model import Graph
+
+KNOWN_STATS = ("max_abs", "max_rel", "mean_abs", "mean_rel", "median_abs", "l2", "rmse")
+_NONFINITE_FLAGS = ("nonfinite", "non_finite", "has_nan", "has_inf")
+_NONFINITE_COUNTS = ("nan", "inf", "nan_count", "inf_count", "nonfinite_count", "non_finite_count")
+
+
+@dataclass(frozen=True)
+class TensorError:
+    tensor: str | None
+    node: str | None
+    value: float  # the chosen statistic, worst over runners; inf/nan when non-finite
+    stats: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ErrorOverlay:
+    stat: str
+    entries: tuple[TensorError, ...]
+    first_nonfinite: dict | None = None  # {tensor, node, op, runner}
+    first_divergence: dict | None = None
+    passed: bool | None = None
+    notes: tuple[str, ...] = field(default=())
+
+
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UsageError(f"cannot read {what} {path}: {error}") from error
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)  # "nan", "inf", "-Infinity"
+        except ValueError:
+            return None
+    return None
+
+
+def _stat_holders(entry: dict) -> list[dict]:
+    """The entry and the per-runner objects under it that carry statistics."""
+    holders = [entry]
+    for value in entry.values():
+        if isinstance(value, dict):
+            holders.append(value)
+            holders.extend(child for child in value.values() if isinstance(child, dict))
+        elif isinstance(value, list):
+            holders.extend(child for child in value if isinstance(child, dict))
+    return holders
+
+
+def _is_nonfinite(holder: dict) -> bool:
+    if any(holder.get(flag) is True for flag in _NONFINITE_FLAGS):
+        return True
+    return any((_number(holder.get(key)) or 0) > 0 for key in _NONFINITE_COUNTS)
+
+
+def _worst(values: Iterable[float]) -> float | None:
+    worst = None
+    for value in values:
+        if math.isnan(value):
+            return value
+        worst = value if worst is None else max(worst, value)
+    return worst
+
+
+def _entries(report: dict) -> list[tuple[str | None, dict]]:
+    tensors = report.get("tensors")
+    if isinstance(tensors, dict):
+        return [(name, entry) for name, entry in tensors.items() if isinstance(entry, dict)]
+    if isinstance(tensors, list):
+        return [(entry.get("tensor") or entry.get("name"), entry) for entry in tensors if isinstance(entry, dict)]
+    return []
+
+
+def read_compare_report(path: Path, stat: str = "max_abs") -> ErrorOverlay:
+    report = _read_json(path, "the compare report")
+    if not isinstance(report, dict):
+        raise UsageError(f"{path}: not a compare report (expected a JSON object with `tensors`)")
+    raw = _entries(report)
+    present = {key for _, entry in raw for holder in _stat_holders(entry) for key in holder
+               if _number(holder.get(key)) is not None}
+    notes = []
+    chosen = stat
+    if raw and stat not in present:
+        chosen = next((s for s in KNOWN_STATS if s in present), stat)
+        notes.append(f"the compare report has no `{stat}` statistic; showing `{chosen}`")
+    entries = []
+    for tensor, entry in raw:
+        holders = _stat_holders(entry)
+        values = [v for h in holders if (v := _number(h.get(chosen))) is not None]
+        if any(_is_nonfinite(h) for h in holders):
+            values.append(math.inf)
+        worst = _worst(values)
+        if worst is None:
+            continue
+        stats = {k: v for k, v in entry.items() if not isinstance(v, (dict, list))}
+        node = entry.get("node")
+        entries.append(TensorError(tensor if isinstance(tensor, str) else None,
+                                   node if isinstance(node, str) else None, worst, stats))
+    if not raw:
+        notes.append(f"the compare report {Path(path).name} lists no tensors; only its first non-finite and "
+                     "first divergence are shown")
+
+    def located(key: str) -> dict | None:
+        value = report.get(key)
+        return value if isinstance(value, dict) else None
+
+    passed = report.get("passed")
+    return ErrorOverlay(chosen, tuple(entries), located("first_nonfinite"), located("first_divergence"),
+                        passed if isinstance(passed, bool) else None, tuple(notes))
+
+
+def with_errors(graph: Graph, overlay: ErrorOverlay) -> Graph:
+    """Each node's worst error over the tensors mapped to it, and the first non-finite / divergence marks."""
+    index = graph.name_index()
+    worst: dict[str, tuple[float, dict]] = {}
+    unplaced = 0
+    for entry in overlay.entries:
+        target = index.get(entry.node or "") or index.get(entry.tensor or "")
+        if target is None:
+            unplaced += 1
+            continue
+        known = worst.get(target)
+        if known is None or _worst((known[0], entry.value)) != known[0]:
+            worst[target] = (entry.value, {"tensor": entry.tensor, **entry.stats})
+    changes: dict[str, dict] = {}
+    for name, (value, stats) in worst.items():
+        marks = graph.nodes[name].marks | ({"nonfinite"} if not math.isfinite(value) else set())
+        changes[name] = {"error": value, "error_stats": {"stat": overlay.stat, **stats}, "marks": marks}
+    notes = list(overlay.notes)
+    if unplaced:
+        notes.append(f"{unplaced} tensor(s) of the compare report name nothing in this graph")
+    for mark, where in (("first_nonfinite", overlay.first_nonfinite), ("first_divergence", overlay.first_divergence)):
+        if where is None:
+            continue
+        target = index.get(str(where.get("node") or "")) or index.get(str(where.get("tensor") or ""))
+        if target is None:
+            notes.append(f"the report's {mark.replace('_', ' ')} (`{where.get('node') or where.get('tensor')}`) "
+                         "is not in this graph")
+            continue
+        current = changes.setdefault(target, {})
+        current["marks"] = current.get("marks", graph.nodes[target].marks) | {mark}
+    return graph.updated(changes, notes=notes)
+
+
+def read_highlight(source: list[str] | Path) -> list[str]:
+    """Node names to outline: a list, or a JSON file — bisect's `keep` (`{"nodes": [{name, ...}]}`) or a list."""
+    if not isinstance(source, Path):
+        return list(source)
+    document = _read_json(source, "the highlight list")
+    if isinstance(document, dict):
+        document = document.get("nodes", document.get("keep", []))
+    if not isinstance(document, list):
+        raise UsageError(f"{source}: expected a list of node names or bisect's keep JSON ({{\"nodes\": [...]}})")
+    return [str(item.get("name")) if isinstance(item, dict) else str(item) for item in document
+            if isinstance(item, (str, dict))]
+
+
+def with_highlight(graph: Graph, names: list[str]) -> Graph:
+    index = graph.name_index()
+    targets = {index[name] for name in names if name in index}
+    missing = [name for name in names if name not in index]
+    notes = [f"{len(missing)} of {len(names)} highlighted name(s) are not in this graph (e.g. `{missing[0]}`)"] \
+        if missing else []
+    return graph.updated({t: {"marks": graph.nodes[t].marks | {"highlight"}} for t in targets}, notes=notes)

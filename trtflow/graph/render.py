@@ -1,0 +1,49 @@
+"""Write a graph to a folder in the asked formats, plus `summary.json` saying what was drawn.
+
+`summary.json` lets CI, tests and other tools read what the picture shows (how many nodes, which
+notes) without parsing SVG or HTML.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable, Literal
+
+from trtflow.graph.dot import to_dot
+from trtflow.graph.html import to_html
+from trtflow.graph.model import Graph
+from trtflow.graph.style import Style, View
+from trtflow.graph.svg import render_svg
+
+Format = Literal["svg", "html", "dot"]
+
+
+def write_graph(graph: Graph, view: View, formats: Iterable[Format], folder: Path, *,
+                svg_timeout_s: float = 120.0, source_nodes: int | None = None) -> dict[str, Path]:
+    """Render `graph` into `folder` (created) as `graph.dot` / `graph.svg` / `graph.html`; returns the files."""
+    folder.mkdir(parents=True, exist_ok=True)
+    style = Style(graph, view)
+    formats = list(dict.fromkeys(formats))
+    written: dict[str, Path] = {}
+    dot_text = to_dot(graph, style) if {"dot", "svg"} & set(formats) else ""
+    for fmt in formats:
+        path = folder / f"graph.{fmt}"
+        if fmt == "dot":
+            path.write_text(dot_text, encoding="utf-8")
+        elif fmt == "svg":
+            path.write_text(render_svg(dot_text, timeout_s=svg_timeout_s, node_count=len(graph.nodes)),
+                            encoding="utf-8")
+        else:
+            path.write_text(to_html(graph, style), encoding="utf-8")
+        written[fmt] = path
+    summary = {
+        "name": graph.name, "source": graph.source, "mode": view.mode, "color_by": view.color_by,
+        "nodes": len(graph.ops()), "source_nodes": source_nodes if source_nodes is not None else len(graph.ops()),
+        "edges": len(graph.edges), "inputs": sum(n.kind == "input" for n in graph.nodes.values()),
+        "outputs": sum(n.kind == "output" for n in graph.nodes.values()),
+        "total_timing_ms": round(graph.total_timing_ms(), 6) or None,
+        "files": sorted(p.name for p in written.values()), "notes": list(graph.notes),
+    }
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return written

@@ -1,0 +1,158 @@
+"""The simplified view: what a reader needs to follow the data, with the plumbing folded away.
+
+Four folds, in this order, all expressed as "node X now stands inside node Y" so that time, parts
+and marks of what disappears are kept by what stays:
+1. subgraphs (If branches, Loop bodies) fold into the node that owns them;
+2. nodes computing only from constants and shapes (weight Q/DQ, Shape->Gather->Concat) disappear;
+3. pass-through layers — NoOp, format-only Reformat, Identity, Dropout — fold into their single
+   consumer (or producer), so a reformat's time is counted where it is paid;
+4. a pointwise op (Add, Relu, Q/DQ, TensorRT PointWise...) folds into its predecessor when that
+   predecessor feeds nothing else — the chains TensorRT fuses (`Conv + Add + Relu`).
+A fold only ever contracts a chain whose inner links have one consumer, so the result stays a DAG.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from trtflow.graph.model import Edge, Graph, Node
+
+POINTWISE_OPS = frozenset({
+    # ONNX
+    "Add", "Sub", "Mul", "Div", "Pow", "Relu", "LeakyRelu", "PRelu", "Sigmoid", "HardSigmoid", "HardSwish",
+    "Tanh", "Elu", "Selu", "Celu", "Gelu", "Erf", "Exp", "Log", "Sqrt", "Reciprocal", "Neg", "Abs", "Clip",
+    "Softplus", "Softsign", "Mish", "ThresholdedRelu", "Floor", "Ceil", "Round", "Sign", "Sin", "Cos",
+    "Min", "Max", "Mean", "Sum", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Where",
+    "And", "Or", "Xor", "Not", "IsNaN", "IsInf", "QuantizeLinear", "DequantizeLinear",
+    # TensorRT layer / parameter types
+    "PointWise", "PointWiseV2", "ElementWise", "Activation", "Unary", "Scale",
+})
+PASSTHROUGH_OPS = frozenset({"NoOp", "Identity", "Dropout", "Reformat"})
+SHAPE_OPS = frozenset({"Shape", "Size", "Constant"})
+
+
+def _is_passthrough(node: Node) -> bool:
+    # A TensorRT Reformat that came from a Q/DQ node quantizes: it is real work, not plumbing.
+    return node.op in PASSTHROUGH_OPS and node.attributes.get("Origin") != "QDQ"
+
+
+def _worst(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None:
+        return a if b is None else b
+    return a if math.isnan(a) or (not math.isnan(b) and a >= b) else b
+
+
+def merge(graph: Graph, into: dict[str, str], notes: tuple[str, ...] = ()) -> Graph:
+    """Fold each node of `into` (member -> head, chains allowed) into its head; edges follow."""
+
+    heads: dict[str, str] = {}
+
+    def head(name: str) -> str:
+        path = []
+        while name in into and name not in heads:
+            path.append(name)
+            name = into[name]
+        root = heads.get(name, name)
+        heads.update(dict.fromkeys(path, root))
+        return root
+
+    members: dict[str, list[Node]] = {}
+    for node in graph.nodes.values():
+        if node.name in into:
+            members.setdefault(head(node.name), []).append(node)
+    nodes = []
+    for node in graph.nodes.values():
+        if node.name in into:
+            continue
+        folded = members.get(node.name, [])
+        if folded:
+            timings = [n.timing_ms for n in (node, *folded) if n.timing_ms is not None]
+            percents = [n.timing_percent for n in (node, *folded) if n.timing_percent is not None]
+            error = node.error
+            for member in folded:
+                error = _worst(error, member.error)
+            node = replace(
+                node,
+                parts=tuple(dict.fromkeys((*node.parts, *(p for m in folded for p in m.names)))),
+                folded_ops=(*node.folded_ops, *(op for m in folded for op in (m.op, *m.folded_ops))),
+                timing_ms=sum(timings) if timings else None,
+                timing_percent=sum(percents) if percents else None,
+                error=error,
+                marks=node.marks.union(*(m.marks for m in folded)),
+            )
+        nodes.append(node)
+    edges = [Edge(head(e.source), head(e.target), e.tensor) for e in graph.edges]
+    return graph.with_nodes(nodes, edges, notes)
+
+
+def collapse_subgraphs(graph: Graph) -> Graph:
+    return merge(graph, {n.name: n.scope[0][0] for n in graph.nodes.values() if n.scope})
+
+
+def hide_static(graph: Graph) -> Graph:
+    """Drop nodes whose every input is a constant, a weight or a shape: they compute no activation."""
+    predecessors = graph.predecessors()
+    static: set[str] = set()
+    for node in graph.nodes.values():  # sources come first in topological order
+        if node.kind != "op":
+            continue
+        sources = [e.source for e in predecessors.get(node.name, [])]
+        if node.op in SHAPE_OPS or all(source in static for source in sources):
+            static.add(node.name)
+    return graph.with_nodes(n for n in graph.nodes.values() if n.name not in static)
+
+
+def fold_passthrough(graph: Graph) -> Graph:
+    """Fold each pass-through layer into the real op at the end of its chain of pass-throughs:
+    downstream first (a reformat serves its consumer), else upstream. A chain that branches, or
+    meets a graph input/output on both sides, stays visible."""
+    successors, predecessors = graph.successors(), graph.predecessors()
+
+    def real_op_along(name: str, edges: dict[str, list[Edge]], attr: str) -> str | None:
+        seen = {name}
+        while True:
+            neighbours = {getattr(e, attr) for e in edges.get(name, [])}
+            if len(neighbours) != 1:
+                return None
+            name = neighbours.pop()
+            node = graph.nodes[name]
+            if node.kind != "op" or name in seen:
+                return None
+            if not _is_passthrough(node):
+                return name
+            seen.add(name)
+
+    into: dict[str, str] = {}
+    for node in graph.ops():
+        if _is_passthrough(node):
+            target = real_op_along(node.name, successors, "target") or real_op_along(node.name, predecessors, "source")
+            if target is not None:
+                into[node.name] = target
+    return merge(graph, into)
+
+
+def fold_pointwise(graph: Graph) -> Graph:
+    successors, predecessors = graph.successors(), graph.predecessors()
+    into: dict[str, str] = {}
+    for node in graph.ops():
+        if node.op not in POINTWISE_OPS:
+            continue
+        for edge in predecessors.get(node.name, []):
+            source = graph.nodes[edge.source]
+            if source.kind == "op" and {e.target for e in successors[source.name]} == {node.name}:
+                into[node.name] = source.name
+                break
+    return merge(graph, into)
+
+
+def simplify(graph: Graph, *, show_constants: bool = False, show_reformats: bool = False) -> Graph:
+    before = len(graph.ops())
+    simplified = collapse_subgraphs(graph)
+    if not show_constants:
+        simplified = hide_static(simplified)
+    if not show_reformats:
+        simplified = fold_passthrough(simplified)
+    simplified = fold_pointwise(simplified)
+    return replace(simplified, notes=(*simplified.notes, f"simplified view: {before} nodes shown as "
+                                                          f"{len(simplified.ops())}"))

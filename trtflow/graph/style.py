@@ -1,0 +1,206 @@
+"""How nodes and edges look — colors, borders, label text, legend — the same in DOT, SVG and HTML.
+
+Every renderer asks a `Style` and draws what it answers, so a node is orange in the SVG exactly
+when it is orange in the HTML viewer, and the legend always matches the picture.
+
+Colors by precision follow what TensorRT users know from TREX: FP32 blue, FP16 orange, INT8
+green; BF16 gold, FP8 purple; anything else grey. Errors use a log heat scale from the smallest to
+the largest finite error, because errors of interest span many decades; non-finite is darkest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from trtflow.graph.from_engine import short_format
+from trtflow.graph.model import Graph, Node, Tensor
+
+ColorBy = Literal["precision", "op", "error"]
+
+PRECISION_COLORS = {
+    "fp32": "#7fb2e5", "fp16": "#f5a65b", "bf16": "#f0d35b", "int8": "#7ccf7c", "fp8": "#b58fd9",
+    "fp4": "#e58fc8", "int4": "#5bbfb3",
+}
+OTHER_COLOR = "#d0d0d0"
+IO_COLOR = "#ffffff"
+NO_ERROR_COLOR = "#eeeeee"
+NONFINITE_COLOR = "#3b0a45"
+HEAT_SCALE = ("#fff7ec", "#fdd49e", "#fc8d59", "#d7301f", "#7f0000")
+OP_PALETTE = ("#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5",
+              "#bc80bd", "#ccebc5", "#ffed6f", "#9edae5")
+HIGHLIGHT_BORDER = "#e6007e"
+FIRST_NONFINITE_BORDER = "#000000"
+FIRST_DIVERGENCE_BORDER = "#0050d0"
+LABEL_WIDTH = 40  # characters of a name shown before it is shortened; the full name is in tooltips
+
+
+@dataclass(frozen=True)
+class View:
+    """What the user asked to see."""
+
+    mode: Literal["simplified", "detailed"] = "simplified"
+    color_by: ColorBy = "precision"
+    show_shapes: bool = False
+    show_timing: bool = True
+
+
+@dataclass(frozen=True)
+class Look:
+    fill: str
+    font: str  # text color readable on `fill`
+    border: str
+    border_width: float
+    dashed: bool
+    lines: tuple[str, ...]  # label text, first line is the title
+    tooltip: str
+
+
+def _text_on(fill: str) -> str:
+    red, green, blue = (int(fill[i:i + 2], 16) for i in (1, 3, 5))
+    return "#000000" if 0.299 * red + 0.587 * green + 0.114 * blue > 140 else "#ffffff"
+
+
+def _mix(a: str, b: str, t: float) -> str:
+    pa, pb = (tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)) for c in (a, b))
+    return "#" + "".join(f"{round(x + (y - x) * t):02x}" for x, y in zip(pa, pb))
+
+
+def shorten(text: str, width: int = LABEL_WIDTH) -> str:
+    return text if len(text) <= width else text[: width - 12] + "…" + text[-11:]
+
+
+def format_ms(ms: float) -> str:
+    return f"{ms:.3g} ms" if ms >= 0.001 else f"{ms * 1000:.3g} µs"
+
+
+def format_error(value: float) -> str:
+    return "NaN" if math.isnan(value) else ("Inf" if math.isinf(value) else f"{value:.3g}")
+
+
+def op_color(op: str) -> str:
+    return OP_PALETTE[int(hashlib.sha1(op.encode()).hexdigest(), 16) % len(OP_PALETTE)]
+
+
+class Style:
+    """Answers how each node and edge of one graph looks under one `View`."""
+
+    def __init__(self, graph: Graph, view: View):
+        self.graph, self.view = graph, view
+        finite = [n.error for n in graph.nodes.values() if n.error is not None and math.isfinite(n.error)]
+        positive = [e for e in finite if e > 0]
+        self.error_range = (min(positive), max(positive)) if positive else None
+        self.error_stat = next((str(n.error_stats.get("stat")) for n in graph.nodes.values() if n.error_stats), "error")
+
+    # -- nodes ---------------------------------------------------------------------------------
+
+    def error_color(self, error: float | None) -> str:
+        if error is None:
+            return NO_ERROR_COLOR
+        if not math.isfinite(error):
+            return NONFINITE_COLOR
+        if self.error_range is None or error <= 0:
+            return HEAT_SCALE[0]
+        low, high = (math.log10(v) for v in self.error_range)
+        t = 1.0 if high == low else (math.log10(error) - low) / (high - low)
+        position = t * (len(HEAT_SCALE) - 1)
+        index = min(int(position), len(HEAT_SCALE) - 2)
+        return _mix(HEAT_SCALE[index], HEAT_SCALE[index + 1], position - index)
+
+    def fill(self, node: Node) -> str:
+        if node.kind != "op":
+            return IO_COLOR
+        if self.view.color_by == "op":
+            return op_color(node.op)
+        if self.view.color_by == "error":
+            return self.error_color(node.error)
+        return PRECISION_COLORS.get(node.precision or "", OTHER_COLOR)
+
+    def lines(self, node: Node) -> tuple[str, ...]:
+        if node.kind != "op":
+            tensor = self.graph.tensors.get(node.name.partition(":")[2])
+            detail = [tensor_text(tensor)] if tensor is not None and tensor_text(tensor) else []
+            return (shorten(node.name.partition(":")[2]), node.kind, *detail)
+        lines = [shorten(node.name), node.op + (f" · {node.precision.upper()}" if node.precision else "")]
+        if self.view.mode == "detailed" and node.parts:
+            shown = node.parts[:8]
+            lines.extend("· " + shorten(part, LABEL_WIDTH - 2) for part in shown)
+            if len(node.parts) > len(shown):
+                lines.append(f"· … {len(node.parts) - len(shown)} more")
+        elif node.folded_ops and self.graph.source == "onnx":  # an engine layer's name already says what it fused
+            shown = ", ".join(node.folded_ops[:4]) + (f" +{len(node.folded_ops) - 4}" if len(node.folded_ops) > 4 else "")
+            lines.append("+ " + shown)
+        if self.view.show_timing and node.timing_ms is not None:
+            percent = f" ({node.timing_percent:.1f}%)" if node.timing_percent is not None else ""
+            lines.append(format_ms(node.timing_ms) + percent)
+        if node.error is not None:
+            lines.append(f"{self.error_stat} {format_error(node.error)}")
+        if "first_nonfinite" in node.marks:
+            lines.append("▲ first NaN/Inf")
+        if "first_divergence" in node.marks:
+            lines.append("▲ first divergence")
+        return tuple(lines)
+
+    def look(self, node: Node) -> Look:
+        fill = self.fill(node)
+        border, width = "#404040", 1.0
+        if "highlight" in node.marks:
+            border, width = HIGHLIGHT_BORDER, 3.0
+        if "first_divergence" in node.marks:
+            border, width = FIRST_DIVERGENCE_BORDER, 4.0
+        if "first_nonfinite" in node.marks:
+            border, width = FIRST_NONFINITE_BORDER, 4.0
+        if "focus" in node.marks:
+            width = max(width, 2.5)
+        tooltip = "\n".join([node.name, node.op, *node.parts[:20]])
+        return Look(fill, _text_on(fill), border, width, "cut" in node.marks, self.lines(node), tooltip)
+
+    # -- edges ---------------------------------------------------------------------------------
+
+    def edge_label(self, tensor_name: str) -> str:
+        if not self.view.show_shapes:
+            return ""
+        tensor = self.graph.tensors.get(tensor_name)
+        return tensor_text(tensor) if tensor is not None else ""
+
+    # -- legend --------------------------------------------------------------------------------
+
+    def legend(self) -> list[tuple[str, str, str]]:
+        """(kind, color, text) rows: kind `fill` for a swatch, `border` for an outline."""
+        ops = [n for n in self.graph.nodes.values() if n.kind == "op"]
+        rows: list[tuple[str, str, str]] = []
+        if self.view.color_by == "precision":
+            present = {n.precision for n in ops}
+            rows += [("fill", color, name.upper()) for name, color in PRECISION_COLORS.items() if name in present]
+            if present - set(PRECISION_COLORS):
+                rows.append(("fill", OTHER_COLOR, "other / unknown"))
+        elif self.view.color_by == "op":
+            counts: dict[str, int] = {}
+            for node in ops:
+                counts[node.op] = counts.get(node.op, 0) + 1
+            rows += [("fill", op_color(op), f"{op} ({count})")
+                     for op, count in sorted(counts.items(), key=lambda item: -item[1])[:16]]
+        else:
+            if self.error_range:
+                low, high = self.error_range
+                rows.append(("fill", HEAT_SCALE[0], f"{self.error_stat} ≤ {format_error(low)}"))
+                rows.append(("fill", HEAT_SCALE[-1], f"{self.error_stat} {format_error(high)}"))
+            if any(n.error is not None and not math.isfinite(n.error) for n in ops):
+                rows.append(("fill", NONFINITE_COLOR, "NaN / Inf"))
+            rows.append(("fill", NO_ERROR_COLOR, "no data"))
+        marks = set().union(*(n.marks for n in ops)) if ops else set()
+        for mark, color, text in (("highlight", HIGHLIGHT_BORDER, "highlighted"),
+                                  ("first_nonfinite", FIRST_NONFINITE_BORDER, "first NaN/Inf"),
+                                  ("first_divergence", FIRST_DIVERGENCE_BORDER, "first divergence")):
+            if mark in marks:
+                rows.append(("border", color, text))
+        return rows
+
+
+def tensor_text(tensor: Tensor) -> str:
+    """`32x64x56x56 FP16 HWC8` — shape, then format (engines) or dtype (ONNX)."""
+    shape = "x".join(map(str, tensor.shape)) if tensor.shape is not None else ""
+    kind = short_format(tensor.format) if tensor.format else (tensor.dtype or "")
+    return " ".join(part for part in (shape, kind) if part)

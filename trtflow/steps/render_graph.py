@@ -1,0 +1,151 @@
+"""`render-graph`: draw an ONNX model or a TensorRT engine as DOT, SVG and an offline HTML viewer.
+
+What TREX drew for engines — precision colors, per-layer time, the simplified and detailed views —
+for ONNX models too, plus what other steps found: per-node error from a `compare` report (with the
+first NaN/Inf marked) and the nodes `bisect-precision` kept. The work is done by `trtflow.graph`;
+this step only chooses the source, the overlays and the view, in this order: load -> timing ->
+fold (simplified) -> errors and highlight -> focus -> write.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from trtflow.errors import ParamError
+from trtflow.schema.paths import InputPath
+from trtflow.steps.base import Step, StepContext, StepParams, folder
+
+Format = Literal["svg", "html", "dot"]
+
+
+class Focus(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    nodes: str = Field(description="Regular expression matched against node names (and fused/folded parts).")
+    radius: int = Field(2, ge=0, description="Also draw nodes up to this many edges away from a match.")
+
+
+class Params(StepParams):
+    model: InputPath | None = Field(None, description="An ONNX model to draw.")
+    engine_graph: InputPath | None = Field(
+        None, description="TensorRT engine layer JSON (build-engine's `engine_graph`, trtexec --exportLayerInfo; "
+                          "TensorRT <= 10 `Bindings` or TensorRT 11 `I/O Tensors` layout).")
+    engine: InputPath | None = Field(None, description="A TensorRT engine file, read through TensorRT's inspector.")
+    profile: InputPath | None = Field(
+        None, description="Per-layer times (trtexec --exportProfile JSON) for an engine graph; joined by layer name.")
+    mode: Literal["simplified", "detailed"] = Field(
+        "simplified", description="`simplified` folds pointwise chains, hides constants and reformats; "
+                                  "`detailed` draws every op with fused parts, shapes and formats.")
+    color_by: Literal["precision", "op", "error"] | None = Field(
+        None, description="Node colors; default `error` when an `overlay` is given, else `precision`.")
+    show_shapes: bool | None = Field(None, description="Shapes and formats on edges; default: on in `detailed` mode.")
+    show_timing: bool = Field(True, description="Label layers with their time (ms and % of the total) from `profile`.")
+    show_constants: bool = Field(False, description="In `simplified` mode, keep constant and shape-only nodes.")
+    show_reformats: bool = Field(False, description="In `simplified` mode, keep NoOp / Reformat / Identity layers.")
+    overlay: InputPath | None = Field(None, description="A compare report (JSON): per-node error heat, first NaN/Inf.")
+    overlay_stat: str = Field("max_abs", description="Which error statistic of the report colors the nodes.")
+    highlight: list[str] | InputPath | None = Field(
+        None, description="Node names to outline, or a JSON file of them (bisect-precision's `keep`).")
+    focus: Focus | None = Field(
+        None, description="Draw only nodes matching `nodes` (regex) and their neighbours within `radius`.")
+    formats: list[Format] | None = Field(
+        None, description="Files to write; default: html and dot, plus svg when Graphviz is installed.")
+    svg_timeout_s: float = Field(120.0, gt=0, description="Give up on Graphviz layout after this many seconds.")
+
+    @field_validator("focus", mode="before")
+    @classmethod
+    def _focus_shorthand(cls, value: Any) -> Any:
+        return {"nodes": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "Params":
+        given = [key for key in ("model", "engine_graph", "engine") if getattr(self, key) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of `model` (ONNX), `engine_graph` (layer JSON) or `engine` (engine file)"
+                             + (f"; got {', '.join(given)}" if given else ""))
+        if self.profile is not None and self.model is not None:
+            raise ValueError("`profile` holds TensorRT layer times: use it with `engine_graph` or `engine`, not `model`")
+        if self.color_by == "error" and self.overlay is None:
+            raise ValueError("`color_by: error` needs `overlay:` (a compare report)")
+        return self
+
+
+def _default_formats() -> list[Format]:
+    from trtflow.graph.svg import graphviz_version
+
+    return ["html", "dot", "svg"] if graphviz_version() else ["html", "dot"]
+
+
+class RenderGraph(Step):
+    """Draw an ONNX model or TensorRT engine graph, colored by precision, op or error."""
+
+    kind = "render-graph"
+    summary = "Draw an ONNX model or TensorRT engine graph (DOT, SVG, offline HTML viewer) with timing and error overlays."
+    Params = Params
+    outputs = {"graph": folder("graph.html / graph.svg / graph.dot as asked, and summary.json (what was drawn).")}
+    version = 1
+
+    def fingerprint(self, params: Params) -> dict[str, str]:
+        facts = {"onnx": metadata.version("onnx")} if params.model is not None else {}
+        if params.engine is not None:
+            try:
+                facts["tensorrt"] = metadata.version("tensorrt")
+            except metadata.PackageNotFoundError:
+                facts["tensorrt"] = "absent"
+        if params.formats is None or "svg" in params.formats:
+            from trtflow.graph.svg import graphviz_version
+
+            facts["graphviz"] = graphviz_version() or "absent"
+        return facts
+
+    def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
+        from trtflow.graph import from_engine, from_onnx, overlay, timing
+        from trtflow.graph.focus import focus
+        from trtflow.graph.render import write_graph
+        from trtflow.graph.simplify import simplify
+        from trtflow.graph.style import View
+
+        ctx.progress(0, 3, "reading the graph")
+        if params.model is not None:
+            graph = from_onnx.load_onnx(params.model)
+        elif params.engine_graph is not None:
+            graph = from_engine.load_layer_info(params.engine_graph)
+        else:
+            graph = from_engine.inspect_engine(params.engine)
+        if params.profile is not None:
+            graph = timing.with_timing(graph, timing.read_profile(params.profile))
+        source_nodes = len(graph.ops())
+        ctx.progress(1, 3, "folding" if params.mode == "simplified" else "overlays")
+        if params.mode == "simplified":
+            graph = simplify(graph, show_constants=params.show_constants, show_reformats=params.show_reformats)
+        if params.overlay is not None:
+            graph = overlay.with_errors(graph, overlay.read_compare_report(params.overlay, params.overlay_stat))
+        if params.highlight is not None:
+            graph = overlay.with_highlight(graph, overlay.read_highlight(params.highlight))
+        if params.focus is not None:
+            try:
+                graph = focus(graph, params.focus.nodes, params.focus.radius)
+            except ValueError as error:
+                raise ParamError("focus", str(error)) from None
+        view = View(
+            mode=params.mode,
+            color_by=params.color_by or ("error" if params.overlay is not None else "precision"),
+            show_shapes=params.show_shapes if params.show_shapes is not None else params.mode == "detailed",
+            show_timing=params.show_timing,
+        )
+        formats = params.formats or _default_formats()
+        if "svg" not in formats and params.formats is None:
+            from trtflow.graph.svg import INSTALL_GRAPHVIZ
+
+            ctx.log(f"no SVG: Graphviz's `dot` is not installed; {INSTALL_GRAPHVIZ} to get one")
+        ctx.progress(2, 3, f"drawing {len(graph.nodes)} nodes")
+        write_graph(graph, view, formats, Path(ctx.output_path("graph")), svg_timeout_s=params.svg_timeout_s,
+                    source_nodes=source_nodes)
+        for note in graph.notes:
+            ctx.log(note)
+        ctx.progress(3, 3, "done")
+        return {}
