@@ -1,29 +1,31 @@
 """The Runner protocol: one shape for every backend, as in Polygraphy.
 
 A runner module holds a pydantic `Config` (the entry a user writes under `run-runners.runners`,
-discriminated by `backend`) and a runner class: constructed cheaply from the config, the model or
-engine path and the output names wanted; `activate()` does the expensive part (session, engine,
-device buffers) and imports the heavy framework; `infer(feed)` maps input names to arrays and
-returns output names to arrays; `deactivate()` frees what `activate` took. Runners know nothing
-of the store, recipes or comparison.
+discriminated by its `backend` literal) and a runner class. `Config.create(model, outputs)` builds
+the runner cheaply; `activate()` does the expensive part (session, engine, device buffers) and
+imports the heavy framework; `infer(feed)` maps input names to arrays and returns the tensors in
+`outputs` (or the model's own outputs when `outputs` is None); `deactivate()` frees what
+`activate` took. Runners know nothing of the store, recipes or comparison.
+
+`run-runners` may create several runners from one config, each asked for a slice of the tapped
+tensors (`outputs`), to keep memory under `memory_budget_mb`; a runner must therefore return
+exactly what it was asked for and not hold outputs between `infer` calls. A runner that cannot
+produce a requested tensor leaves it out; `run-runners` records what is missing.
+
+Adding a backend: one module with `Config` (and its runner) plus one line in `registry.BACKENDS`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import ClassVar, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from trtflow.errors import StepError
 
-class RunnerConfig(BaseModel):
-    """Keys every runner entry accepts."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="Names this runner's results (`reference: NAME`).")
-    isolate: bool = Field(False, description="Run in a child process, so a native crash fails this runner only.")
+Feed = dict[str, np.ndarray]
 
 
 class Runner(Protocol):
@@ -31,10 +33,33 @@ class Runner(Protocol):
 
     def activate(self) -> None: ...
 
-    def infer(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+    def infer(self, feed: Feed) -> dict[str, np.ndarray]: ...
 
     def deactivate(self) -> None: ...
 
 
-class RunnerFactory(Protocol):
-    def __call__(self, config: RunnerConfig, model: Path, outputs: list[str] | None) -> Runner: ...
+class RunnerConfig(BaseModel):
+    """Keys every runner entry accepts; each backend's `Config` adds its own and a `backend` literal."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="Names this runner's results (`reference: NAME`).")
+    isolate: bool = Field(False, description="Run in a child process, so a native crash fails this runner only.")
+
+    reads: ClassVar[Literal["onnx", "engine", "nothing"]] = "onnx"  # what `model` must be for `create`
+
+    def create(self, model: Path | None, outputs: list[str] | None) -> Runner:
+        """The runner for `model` (an ONNX file, an engine, or None for `reads = "nothing"`)."""
+        raise NotImplementedError
+
+    def fingerprint(self) -> dict[str, str]:
+        """Library versions and hardware that change this runner's outputs (part of the step key)."""
+        return {}
+
+
+class RunnerFailed(StepError):
+    """A runner could not run (bad model for its backend, crash in a child process...)."""
+
+    def __init__(self, runner: str, message: str):
+        self.runner = runner
+        super().__init__(f"runner `{runner}` {message}")

@@ -16,6 +16,10 @@ from trtflow.steps.base import Step
 
 BUILTIN: dict[str, str] = {
     "load": "trtflow.steps.load:Load",
+    "surgeon-insert-tap": "trtflow.steps.surgeon_insert_tap:SurgeonInsertTap",
+    "surgeon-extract": "trtflow.steps.surgeon_extract:SurgeonExtract",
+    "run-runners": "trtflow.steps.run_runners:RunRunners",
+    "compare": "trtflow.steps.compare:Compare",
     "build-engine": "trtflow.steps.build_engine:BuildEngine",
     "render-graph": "trtflow.steps.render_graph:RenderGraph",
 }

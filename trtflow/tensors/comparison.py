@@ -68,8 +68,18 @@ class Tolerances(BaseModel):
         if self.error_stat == "mean":
             return float(values.mean())
         if self.error_stat == "median":
-            return float(np.median(values))
-        return float(np.quantile(values, self.quantile))
+            return quantile(values, 0.5)
+        return quantile(values, self.quantile)
+
+
+def quantile(values: np.ndarray, q: float) -> float:
+    """The q-quantile, linearly interpolated; when infinities make that NaN (inf - inf), the nearest
+    value above instead — an error distribution with infinities has an infinite tail, not a NaN."""
+    with np.errstate(invalid="ignore"):
+        result = float(np.quantile(values, q))
+    if np.isnan(result) and not np.isnan(values).any():
+        result = float(np.quantile(values, q, method="higher"))
+    return result
 
 
 def _pick(tolerance: Tolerance, tensor: str) -> float:
@@ -121,11 +131,11 @@ def _distribution(values: np.ndarray, shape: tuple[int, ...]) -> dict:
     flat_max = int(np.nanargmax(values)) if values.size and not np.isnan(values).all() else 0
     return {
         "max": json_number(values.max()) if values.size else 0.0,
-        "max_index": list(np.unravel_index(flat_max, shape)) if values.size else [],
+        "max_index": [int(i) for i in np.unravel_index(flat_max, shape)] if values.size else [],
         "mean": json_number(values.mean()) if values.size else 0.0,
-        "median": json_number(np.median(values)) if values.size else 0.0,
+        "median": json_number(quantile(values, 0.5)) if values.size else 0.0,
         "std": json_number(finite.std()) if finite.size else None,
-        **{f"p{q}": json_number(np.quantile(values, q / 100)) if values.size else 0.0 for q in (90, 95, 99)},
+        **{f"p{q}": json_number(quantile(values, q / 100)) if values.size else 0.0 for q in (90, 95, 99)},
     }
 
 

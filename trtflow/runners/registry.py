@@ -1,0 +1,32 @@
+"""The runner backends `run-runners` accepts, and the discriminated union of their configs.
+
+Config modules import nothing heavy at module level, so building the union is cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import lru_cache
+from typing import Annotated, Union
+
+from pydantic import Field
+
+from trtflow.runners.base import RunnerConfig
+
+BACKENDS: dict[str, str] = {
+    "onnxruntime": "trtflow.runners.onnxruntime:Config",
+    "emulated": "trtflow.runners.emulated:Config",
+    "saved": "trtflow.runners.saved:Config",
+}
+
+
+def config_type(backend: str) -> type[RunnerConfig]:
+    module_name, _, class_name = BACKENDS[backend].partition(":")
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+@lru_cache(maxsize=None)
+def runner_entry():
+    """The type of one entry under `runners:` — the config of the backend it names."""
+    configs = tuple(config_type(backend) for backend in BACKENDS)
+    return Annotated[Union[configs], Field(discriminator="backend")]

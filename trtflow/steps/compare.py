@@ -1,0 +1,72 @@
+"""`compare`: check candidate runners against a reference, tensor by tensor, in graph order.
+
+The tolerance rule is Polygraphy's (`trtflow.tensors.comparison`), and the same block is what
+`bisect-precision`'s `check:` takes. Beyond pass/fail the report says where things first went
+wrong (`first_nonfinite`, `first_divergence`, each `{tensor, node, op, runner}`), and how error
+grows layer by layer (`trtflow.tensors.report`).
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import metadata
+from typing import Any
+
+from pydantic import Field
+
+from trtflow.errors import ParamError
+from trtflow.schema.paths import InputPath
+from trtflow.steps.base import Step, StepContext, StepParams, file, value
+from trtflow.tensors.comparison import Tolerances
+
+
+class Params(Tolerances, StepParams):
+    results: InputPath = Field(description="A `run-runners` results folder.")
+    reference: str = Field(description="The runner the others are checked against.")
+    candidates: list[str] | None = Field(None, description="Runners to check (default: all others).")
+    gate: bool = Field(False, description="Exit 1 from the run when this check fails (CI).")
+
+    cosmetic = frozenset({"gate"})
+
+
+class Compare(Step):
+    """Compare runners against a reference."""
+
+    kind = "compare"
+    summary = "Check runners against a reference per tensor (Polygraphy's abs-or-rel rule); name the first bad node."
+    Params = Params
+    outputs = {
+        "report": file(".json", "passed, first_nonfinite, first_divergence, per-tensor statistics, per-runner growth."),
+        "summary": file(".md", "The report for people: verdict, firsts, worst tensors."),
+        "passed": value(True, "Whether every candidate matched the reference."),
+    }
+    version = 1
+
+    def fingerprint(self, params: Params) -> dict[str, str]:
+        return {"numpy": metadata.version("numpy")}
+
+    def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
+        from trtflow.tensors.report import build_report, summary_markdown, terminal_lines
+        from trtflow.tensors.tensor_set import TensorSet
+
+        if not TensorSet.is_tensor_set(params.results):
+            raise ParamError("results", f"{params.results} is not a results folder (give `${{steps.RUN.results}}`)")
+        results = TensorSet.open(params.results)
+        runners = list(results.runners)
+        if params.reference not in runners:
+            raise ParamError("reference", f"no runner `{params.reference}` in the results; runners: {', '.join(runners)}")
+        if results.failure(params.reference):
+            raise ParamError("reference", f"the reference failed, nothing to compare against: "
+                                          f"{results.failure(params.reference)}")
+        candidates = params.candidates if params.candidates is not None else [r for r in runners if r != params.reference]
+        unknown = [c for c in candidates if c not in runners]
+        if unknown:
+            raise ParamError("candidates", f"no runner `{unknown[0]}` in the results; runners: {', '.join(runners)}")
+        tolerances = Tolerances(**{k: getattr(params, k) for k in Tolerances.model_fields})
+        report = build_report(results, params.reference, candidates, tolerances,
+                              lambda done, total: ctx.progress(done, total, "tensors"))
+        ctx.output_path("report").write_text(json.dumps(report, indent=1))
+        ctx.output_path("summary").write_text(summary_markdown(report))
+        for line in terminal_lines(report):
+            ctx.log(line)
+        return {"passed": report["passed"]}

@@ -1,0 +1,232 @@
+"""`run-runners`: feed the same inputs to several runners and keep everything they return.
+
+`polygraphy run --onnxrt --trt --onnx-outputs mark all --save-outputs` as a step: the feeds are
+made once (generated, read from a file, or from a loader function) and stored as `inputs`; every
+runner gets exactly those feeds; what they return lands in `results`, one `.npy` per tensor per
+iteration, written as it arrives.
+
+Memory: with `outputs: all` (every computed tensor) or a long list, what ONNX Runtime returns at
+once is every requested tensor, and it keeps all of a session's graph outputs alive during a run
+even when fewer are fetched. So the requested tensors are split into slices whose estimated size
+fits `memory_budget_mb`, and each slice is run by its own session. Peak memory then follows the
+budget, not the model; the price is one more pass of the model per slice.
+
+A runner that fails — including a crash of an `isolate: true` runner — is recorded in `results`
+with its message, the other runners still run, and `compare` reports it.
+"""
+
+from __future__ import annotations
+
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from trtflow.errors import ParamError, StepError
+from trtflow.runners.base import Runner, RunnerConfig, RunnerFailed
+from trtflow.runners.registry import runner_entry
+from trtflow.schema.paths import InputPath
+from trtflow.schema.problems import did_you_mean
+from trtflow.steps.base import Step, StepContext, StepParams, folder, value
+from trtflow.tensors.inputs import DataSpec, LoaderSpec
+
+UNKNOWN_SIZE_FALLBACK = 64 << 20  # bytes assumed for a tensor whose shape inference could not tell
+
+
+class Params(StepParams):
+    model: InputPath | None = Field(None, description="The ONNX model (tapped or not) the runners run.")
+    engine: InputPath | None = Field(None, description="A TensorRT engine, for `tensorrt` runners.")
+    runners: list[runner_entry()] = Field(min_length=1, description="The runners; each needs a unique `name`.")
+    data: DataSpec | None = Field(None, description="Generated inputs (the default when no `inputs`/`loader`).")
+    inputs: InputPath | None = Field(None, description="Inputs file: .npz, folder of .npy/.npz, tensor set, Polygraphy JSON.")
+    loader: LoaderSpec | None = Field(None, description="`script.py:function` returning or yielding feed dicts.")
+    outputs: Literal["graph", "all"] | list[str] = Field(
+        "graph", description="`graph`: the model's outputs (taps included); `all`: every computed tensor; or names.")
+    memory_budget_mb: int = Field(1024, ge=1, description="Most output memory held at once; more is split into passes.")
+    warmup: int = Field(0, ge=0, description="Untimed runs of the first feed before the timed ones.")
+    iterations: int | None = Field(None, ge=1, description="Use only the first N feeds.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "Params":
+        given = [key for key in ("data", "inputs", "loader") if getattr(self, key) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give one input source, not {' and '.join(given)}")
+        names = [r.name for r in self.runners]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"runner names must be unique; repeated: {', '.join(duplicates)}")
+        return self
+
+
+def _runner_target(config: RunnerConfig, params: Params) -> Path | None:
+    if config.reads == "nothing":
+        return None
+    target = params.engine if config.reads == "engine" else params.model
+    if target is None:
+        raise ParamError(config.reads if config.reads == "engine" else "model",
+                         f"runner `{config.name}` ({config.backend}) needs `{'engine' if config.reads == 'engine' else 'model'}`")
+    return target
+
+
+def _feeds(params: Params, model) -> list[dict[str, np.ndarray]]:
+    from trtflow.tensors import inputs
+
+    specs = inputs.model_inputs(model) if model is not None else []
+    try:
+        if params.inputs is not None:
+            source = inputs.read_feeds(params.inputs)
+        elif params.loader is not None:
+            source = inputs.load_function(params.loader)
+        else:
+            source = inputs.generate(params.data or DataSpec(), specs)
+        feeds = []
+        for position, feed in enumerate(source):
+            if params.iterations is not None and position >= params.iterations:
+                break
+            feeds.append(inputs.check_feed(feed, specs, position) if specs else feed)
+    except (OSError, ValueError) as error:
+        key = "inputs" if params.inputs is not None else "loader" if params.loader is not None else "data"
+        raise ParamError(key, str(error)) from None
+    if not feeds:
+        raise ParamError("inputs", "the input source gave no feeds")
+    return feeds
+
+
+def _requested(params: Params, tensors: dict, model) -> list[str] | None:
+    from trtflow.tensors.taps import select
+
+    if params.outputs == "graph":
+        return None
+    if params.outputs == "all":
+        return select(tensors, None)
+    unknown = [n for n in params.outputs if n not in tensors]
+    if unknown:
+        raise ParamError("outputs", f"the model has no tensor `{unknown[0]}`{did_you_mean(unknown[0], list(tensors))}")
+    return list(params.outputs)
+
+
+def _slices(names: list[str], tensors: dict, budget_bytes: int) -> list[list[str]]:
+    """Consecutive slices of `names` whose estimated total size fits the budget (at least one each)."""
+    sizes = {}
+    for name in names:
+        info = tensors.get(name)
+        known = info is not None and info.shape is not None and all(isinstance(d, int) and d >= 0 for d in info.shape)
+        itemsize = np.dtype(info.dtype).itemsize if info is not None and info.dtype else 4
+        sizes[name] = int(np.prod(info.shape, dtype=np.int64)) * itemsize if known else UNKNOWN_SIZE_FALLBACK
+    slices, current, used = [], [], 0
+    for name in names:
+        if current and used + sizes[name] > budget_bytes:
+            slices.append(current)
+            current, used = [], 0
+        current.append(name)
+        used += sizes[name]
+    return slices + ([current] if current else [])
+
+
+def _with_input_shapes(model, feed: dict[str, np.ndarray]):
+    """A weightless copy of the model whose inputs have the feed's shapes, for size estimates."""
+    import onnx
+
+    pinned = onnx.ModelProto()
+    pinned.CopyFrom(model)
+    for value_info in pinned.graph.input:
+        if value_info.name in feed:
+            shape = value_info.type.tensor_type.shape
+            shape.Clear()
+            for size in feed[value_info.name].shape:
+                shape.dim.add().dim_value = size
+    return pinned
+
+
+def _make_runner(config: RunnerConfig, target: Path | None, outputs: list[str] | None) -> Runner:
+    from trtflow.runners.isolated import IsolatedRunner
+
+    return IsolatedRunner(config, target, outputs) if config.isolate else config.create(target, outputs)
+
+
+def _run_one(config: RunnerConfig, target: Path | None, slices: list[list[str] | None], feeds, warmup: int,
+             results, progress) -> dict:
+    """Run one runner over all feeds, slice by slice, writing outputs as they come; returns timings."""
+    seconds = np.zeros(len(feeds))
+    for slice_index, outputs in enumerate(slices):
+        runner = _make_runner(config, target, outputs)
+        runner.activate()
+        try:
+            for _ in range(warmup if slice_index == 0 else 0):
+                runner.infer(feeds[0])
+            for iteration, feed in enumerate(feeds):
+                started = time.perf_counter()
+                produced = runner.infer(feed)
+                seconds[iteration] += time.perf_counter() - started
+                for tensor, array in produced.items():
+                    results.add(config.name, iteration, tensor, array)
+                del produced
+                progress(slice_index * len(feeds) + iteration + 1, len(slices) * len(feeds))
+        finally:
+            runner.deactivate()
+    milliseconds = seconds * 1000
+    return {"mean_ms": round(float(milliseconds.mean()), 3), "median_ms": round(float(np.median(milliseconds)), 3),
+            "min_ms": round(float(milliseconds.min()), 3), "iterations": len(feeds), "passes": len(slices)}
+
+
+class RunRunners(Step):
+    """Run several runners on the same inputs."""
+
+    kind = "run-runners"
+    summary = "Feed the same inputs to several runners (onnxruntime, emulated, tensorrt, saved); keep every output."
+    Params = Params
+    outputs = {
+        "inputs": folder("The feeds every runner got (a tensor set; `trtflow inspect` shows it)."),
+        "results": folder("What each runner returned, per iteration and tensor (.npy + index.json)."),
+        "timings": value({"fp32": {"mean_ms": 1.0, "median_ms": 1.0, "min_ms": 1.0, "iterations": 1, "passes": 1}},
+                         "Per runner: inference time (ms) and how many passes the memory budget needed; or its error."),
+    }
+    version = 1
+
+    def fingerprint(self, params: Params) -> dict[str, str]:
+        facts = {"numpy": metadata.version("numpy")}
+        for config in params.runners:
+            facts.update(config.fingerprint())
+        return facts
+
+    def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
+        from trtflow.onnx_files import load_model
+        from trtflow.tensors.catalog import catalog
+        from trtflow.tensors.tensor_set import INPUTS, TensorSetWriter
+
+        model = load_model(params.model, load_weights=False) if params.model is not None else None
+        targets = {config.name: _runner_target(config, params) for config in params.runners}
+        feeds = _feeds(params, model)
+        inputs_set = TensorSetWriter(ctx.output_path("inputs"))
+        for iteration, feed in enumerate(feeds):
+            inputs_set.add_feed(INPUTS, iteration, feed)
+        feeds = list(inputs_set.close().feeds())  # memory-mapped from here on
+
+        tensors = catalog(_with_input_shapes(model, feeds[0])) if model is not None else {}
+        requested = _requested(params, tensors, model) if model is not None else None
+        slices = _slices(requested, tensors, params.memory_budget_mb << 20) if requested else [requested]
+        if len(slices) > 1:
+            ctx.log(f"{len(requested)} tensors over {len(slices)} passes to stay under {params.memory_budget_mb} MB")
+        shown = requested if requested is not None else [o.name for o in model.graph.output] if model is not None else []
+        results = TensorSetWriter(ctx.output_path("results"), {n: tensors[n].as_json() for n in shown if n in tensors})
+
+        timings: dict[str, dict] = {}
+        for position, config in enumerate(params.runners):
+            def progress(done: float, total: float, name=config.name, position=position) -> None:
+                ctx.progress(position + done / total, len(params.runners), name)
+
+            try:
+                timings[config.name] = _run_one(config, targets[config.name], slices, feeds, params.warmup,
+                                                results, progress)
+                results.record_runner(config.name, backend=config.backend, **timings[config.name])
+            except RunnerFailed as error:
+                timings[config.name] = {"error": str(error)}
+                results.record_runner(config.name, backend=config.backend, status="failed", error=str(error))
+                ctx.log(f"error: {error}")
+        results.close()
+        if all("error" in timing for timing in timings.values()):
+            raise StepError("every runner failed: " + "; ".join(t["error"] for t in timings.values()))
+        return {"timings": timings}

@@ -1,0 +1,69 @@
+"""`surgeon-extract`: cut the subgraph between named tensors into a standalone model.
+
+Once a comparison names the layer that goes wrong, the next question is asked on that layer alone:
+`inputs` become the new model's inputs (their dtypes and shapes inferred from the model), `outputs`
+its outputs, and everything the outputs need from those inputs is kept — like `polygraphy surgeon
+extract`.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Any
+
+from pydantic import Field
+
+from trtflow.errors import ParamError
+from trtflow.schema.paths import InputPath
+from trtflow.schema.problems import did_you_mean
+from trtflow.steps.base import Step, StepContext, StepParams, file
+
+
+class Params(StepParams):
+    model: InputPath = Field(description="The ONNX model to cut.")
+    inputs: list[str] = Field(description="Tensors that become the inputs of the extracted model.")
+    outputs: list[str] = Field(min_length=1, description="Tensors that become its outputs.")
+
+
+class SurgeonExtract(Step):
+    """Extract a subgraph."""
+
+    kind = "surgeon-extract"
+    summary = "Cut the subgraph between named tensors into a standalone model (new inputs typed and shaped)."
+    Params = Params
+    outputs = {"model": file(".onnx", "The standalone subgraph.")}
+    version = 1
+
+    def fingerprint(self, params: Params) -> dict[str, str]:
+        return {"onnx": metadata.version("onnx")}
+
+    def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
+        from onnx.utils import Extractor
+
+        from trtflow.onnx_files import load_model, name_nodes, save_model
+        from trtflow.tensors.catalog import catalog
+
+        model = load_model(params.model)
+        name_nodes(model)
+        tensors = catalog(model)
+        for param in ("inputs", "outputs"):
+            for name in getattr(params, param):
+                if name not in tensors:
+                    raise ParamError(param, f"the model has no tensor `{name}`{did_you_mean(name, list(tensors))}")
+        untyped = [name for name in params.inputs if not tensors[name].elem_type]
+        if untyped:
+            raise ParamError("inputs", f"cannot infer the dtype of {untyped}; run `load` first so shapes are inferred")
+        extractor = Extractor(model)
+        for name in params.inputs:  # types from our inference, which also covers tensors onnx left untyped
+            if name not in extractor.vimap:
+                from onnx import helper
+
+                info = tensors[name]
+                extractor.vimap[name] = helper.make_tensor_value_info(name, info.elem_type, list(info.shape or []) or None)
+        try:
+            extracted = extractor.extract_model(params.inputs, params.outputs)
+        except Exception as error:  # noqa: BLE001 - onnx raises assorted errors for impossible cuts
+            raise ParamError("inputs", f"cannot cut between {params.inputs} and {params.outputs}: {error}") from None
+        save_model(extracted, ctx.output_path("model"))
+        ctx.log(f"extracted {len(extracted.graph.node)} nodes")
+        return {}

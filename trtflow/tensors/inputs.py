@@ -1,0 +1,158 @@
+"""Where the feeds of a run come from: generated data, files, or a user's loader function.
+
+Every runner of a run gets the same feeds, so they are made once, stored as the run's `inputs`
+tensor set, and replayed to each runner from there. Three sources, as in Polygraphy:
+- `data:` generated — `seed`, `iterations`, `ranges` per input name (`"*"` is the default),
+  `shapes` for dynamic dims; dtype from the model; integer and bool inputs are drawn as integers
+  in range (bool: 0/1);
+- `inputs:` a file — `.npz` (one feed), a folder of `.npy` (one feed, file stem = input name), a
+  folder of `.npz` files (one feed each, sorted), a trtflow tensor set, or a Polygraphy JSON;
+- `loader: script.py:function` — the function returns or yields feed dicts.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from trtflow.schema.paths import InputPath
+
+Feed = dict[str, np.ndarray]
+
+
+class DataSpec(BaseModel):
+    """Generated inputs (`data:`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    seed: int = Field(1, description="Random seed; the same seed gives the same inputs on every machine.")
+    iterations: int = Field(1, ge=1, description="How many feeds to generate.")
+    ranges: dict[str, tuple[float, float]] = Field(
+        default_factory=lambda: {"*": (0.0, 1.0)},
+        description="[low, high] per input name or glob; `*` is the default. Integers are drawn in [low, high].")
+    shapes: dict[str, list[int]] = Field(default_factory=dict, description="Concrete shapes for inputs with dynamic dims.")
+
+
+class LoaderSpec(BaseModel):
+    """`loader: script.py:function` — a Python function returning or yielding feed dicts."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    script: InputPath
+    function: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            script, colon, function = value.rpartition(":")
+            if not colon or not script or not function.isidentifier():
+                raise ValueError("expected `script.py:function`")
+            return {"script": script, "function": function}
+        return value
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    name: str
+    dtype: np.dtype
+    shape: tuple  # ints, or names/None for dynamic dims
+
+
+def model_inputs(model) -> list[InputSpec]:
+    """The real inputs of a model (graph inputs that are not initializers)."""
+    import onnx
+
+    initializers = {i.name for i in model.graph.initializer}
+    specs = []
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        tensor_type = value.type.tensor_type
+        dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor_type.shape.dim)
+        specs.append(InputSpec(value.name, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)), dims))
+    return specs
+
+
+def _range(ranges: dict[str, tuple[float, float]], name: str) -> tuple[float, float]:
+    if name in ranges:
+        return ranges[name]
+    for pattern, bounds in ranges.items():
+        if pattern != "*" and fnmatch.fnmatchcase(name, pattern):
+            return bounds
+    return ranges.get("*", (0.0, 1.0))
+
+
+def _concrete_shape(spec: InputSpec, shapes: dict[str, list[int]]) -> tuple[int, ...]:
+    if spec.name in shapes:
+        return tuple(shapes[spec.name])
+    unknown = [d for d in spec.shape if not isinstance(d, int) or d <= 0]
+    if unknown:
+        raise ValueError(f"input `{spec.name}` has dynamic dims {list(spec.shape)}; give its shape with "
+                         f"`data: {{shapes: {{{spec.name}: [...]}}}}`")
+    return tuple(spec.shape)
+
+
+def generate(data: DataSpec, specs: list[InputSpec]) -> Iterator[Feed]:
+    rng = np.random.default_rng(data.seed)
+    for _ in range(data.iterations):
+        feed: Feed = {}
+        for spec in specs:
+            low, high = _range(data.ranges, spec.name)
+            shape = _concrete_shape(spec, data.shapes)
+            if spec.dtype == np.bool_:
+                feed[spec.name] = rng.integers(0, 2, shape).astype(bool)
+            elif np.issubdtype(spec.dtype, np.integer):
+                feed[spec.name] = rng.integers(int(np.ceil(low)), int(np.floor(high)) + 1, shape).astype(spec.dtype)
+            else:
+                feed[spec.name] = rng.uniform(low, high, shape).astype(spec.dtype)
+        yield feed
+
+
+def read_feeds(path: Path) -> Iterator[Feed]:
+    """Feeds from a file or folder (see the module docstring for the formats)."""
+    from trtflow.tensors import polygraphy_json
+    from trtflow.tensors.tensor_set import TensorSet
+
+    if TensorSet.is_tensor_set(path):
+        yield from TensorSet.open(path).feeds()
+    elif path.suffix == ".json":
+        yield from polygraphy_json.read_inputs(path)
+    elif path.suffix == ".npz":
+        with np.load(path, allow_pickle=False) as archive:
+            yield {name: archive[name] for name in archive.files}
+    elif path.is_dir() and sorted(path.glob("*.npz")):
+        for archive_path in sorted(path.glob("*.npz")):
+            yield from read_feeds(archive_path)
+    elif path.is_dir() and sorted(path.glob("*.npy")):
+        yield {file.stem: np.load(file, allow_pickle=False) for file in sorted(path.glob("*.npy"))}
+    else:
+        raise ValueError(f"{path}: not an input file trtflow reads (a .npz, a folder of .npy or .npz files, "
+                         "a trtflow tensor set, or a Polygraphy inputs .json)")
+
+
+def load_function(loader: LoaderSpec) -> Iterator[Feed]:
+    spec = importlib.util.spec_from_file_location(f"trtflow_loader_{loader.script.stem}", loader.script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    function = getattr(module, loader.function, None)
+    if not callable(function):
+        raise ValueError(f"{loader.script} has no function `{loader.function}`")
+    for feed in function():
+        yield {name: np.asarray(array) for name, array in feed.items()}
+
+
+def check_feed(feed: Feed, specs: list[InputSpec], position: int) -> Feed:
+    """The feed, with a clear error when it misses inputs the model needs or names ones it lacks."""
+    wanted = {s.name for s in specs}
+    missing, extra = wanted - set(feed), set(feed) - wanted
+    if missing or extra:
+        problems = ([f"missing {sorted(missing)}"] if missing else []) + ([f"unknown {sorted(extra)}"] if extra else [])
+        raise ValueError(f"feed {position}: {', '.join(problems)}; the model's inputs are {sorted(wanted)}")
+    return feed
