@@ -55,6 +55,12 @@ def mlp_chain(layers: int = 8, width: int = 16, seed: int = 0) -> onnx.ModelProt
     return make_model(nodes, [float_input("x", [4, width])], [float_input(current, [4, width])], weights)
 
 
+def elementwise_chain(length: int, shape: list[int]) -> onnx.ModelProto:
+    """Sin, Cos, Sin... on one big input: many large tensors and almost no compute."""
+    nodes = [helper.make_node("Sin" if i % 2 else "Cos", [f"t{i - 1}" if i else "x"], [f"t{i}"]) for i in range(length)]
+    return make_model(nodes, [float_input("x", shape)], [float_input(f"t{length - 1}", shape)])
+
+
 def save(model: onnx.ModelProto, path: Path) -> Path:
     onnx.save(model, str(path))
     return path

@@ -105,7 +105,10 @@ class OnnxruntimeRunner:
     def infer(self, feed: Feed) -> dict[str, np.ndarray]:
         names = [o.name for o in self.session.get_outputs()]
         wanted = {i.name for i in self.session.get_inputs()}
-        return dict(zip(names, self.session.run(names, {k: v for k, v in feed.items() if k in wanted})))
+        try:
+            return dict(zip(names, self.session.run(names, {k: v for k, v in feed.items() if k in wanted})))
+        except Exception as error:  # noqa: BLE001 - ORT raises its own untyped errors
+            raise RunnerFailed(self.name, f"failed during inference: {error}") from None
 
     def deactivate(self) -> None:
         self.session = None

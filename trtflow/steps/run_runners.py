@@ -30,7 +30,7 @@ from trtflow.runners.base import Runner, RunnerConfig, RunnerFailed
 from trtflow.runners.registry import runner_entry
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
-from trtflow.steps.base import Step, StepContext, StepParams, folder, value
+from trtflow.steps.base import Step, StepContext, StepParams, file, folder, value
 from trtflow.tensors.inputs import DataSpec, LoaderSpec
 
 UNKNOWN_SIZE_FALLBACK = 64 << 20  # bytes assumed for a tensor whose shape inference could not tell
@@ -48,6 +48,8 @@ class Params(StepParams):
     memory_budget_mb: int = Field(1024, ge=1, description="Most output memory held at once; more is split into passes.")
     warmup: int = Field(0, ge=0, description="Untimed runs of the first feed before the timed ones.")
     iterations: int | None = Field(None, ge=1, description="Use only the first N feeds.")
+    polygraphy_json: bool = Field(False, description="Also write the inputs and results as Polygraphy JSON files "
+                                                     "(`polygraphy run --load-inputs/--load-outputs` reads them).")
 
     @model_validator(mode="after")
     def _one_source(self) -> "Params":
@@ -172,6 +174,16 @@ def _run_one(config: RunnerConfig, target: Path | None, slices: list[list[str] |
             "min_ms": round(float(milliseconds.min()), 3), "iterations": len(feeds), "passes": len(slices)}
 
 
+def _write_polygraphy_files(ctx: StepContext, feeds, results, timings: dict) -> None:
+    from trtflow.tensors import polygraphy_json
+
+    polygraphy_json.write_inputs(feeds, ctx.output_path("polygraphy_inputs"))
+    ran = [r for r in results.runners if results.failure(r) is None]
+    runs = ((runner, ((results.iteration(runner, i), timings[runner]["mean_ms"] / 1000)
+                      for i in range(results.iterations(runner)))) for runner in ran)
+    polygraphy_json.write_results(runs, ctx.output_path("polygraphy_results"))
+
+
 class RunRunners(Step):
     """Run several runners on the same inputs."""
 
@@ -181,6 +193,9 @@ class RunRunners(Step):
     outputs = {
         "inputs": folder("The feeds every runner got (a tensor set; `trtflow inspect` shows it)."),
         "results": folder("What each runner returned, per iteration and tensor (.npy + index.json)."),
+        "polygraphy_inputs": file(".json", "The inputs as Polygraphy JSON (with `polygraphy_json: true`).", optional=True),
+        "polygraphy_results": file(".json", "The results as Polygraphy RunResults JSON (with `polygraphy_json: true`).",
+                                   optional=True),
         "timings": value({"fp32": {"mean_ms": 1.0, "median_ms": 1.0, "min_ms": 1.0, "iterations": 1, "passes": 1}},
                          "Per runner: inference time (ms) and how many passes the memory budget needed; or its error."),
     }
@@ -226,7 +241,9 @@ class RunRunners(Step):
                 timings[config.name] = {"error": str(error)}
                 results.record_runner(config.name, backend=config.backend, status="failed", error=str(error))
                 ctx.log(f"error: {error}")
-        results.close()
+        finished = results.close()
+        if params.polygraphy_json:
+            _write_polygraphy_files(ctx, feeds, finished, timings)
         if all("error" in timing for timing in timings.values()):
             raise StepError("every runner failed: " + "; ".join(t["error"] for t in timings.values()))
         return {"timings": timings}

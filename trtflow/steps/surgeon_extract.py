@@ -53,13 +53,14 @@ class SurgeonExtract(Step):
         untyped = [name for name in params.inputs if not tensors[name].elem_type]
         if untyped:
             raise ParamError("inputs", f"cannot infer the dtype of {untyped}; run `load` first so shapes are inferred")
-        extractor = Extractor(model)
-        for name in params.inputs:  # types from our inference, which also covers tensors onnx left untyped
-            if name not in extractor.vimap:
-                from onnx import helper
+        from onnx import helper
 
+        extractor = Extractor(model)
+        for name in (*params.inputs, *params.outputs):  # types from our inference (onnx's Extractor infers none)
+            if name not in extractor.value_infos:
                 info = tensors[name]
-                extractor.vimap[name] = helper.make_tensor_value_info(name, info.elem_type, list(info.shape or []) or None)
+                shape = list(info.shape) if info.shape is not None else None
+                extractor.value_infos[name] = helper.make_tensor_value_info(name, info.elem_type, shape)
         try:
             extracted = extractor.extract_model(params.inputs, params.outputs)
         except Exception as error:  # noqa: BLE001 - onnx raises assorted errors for impossible cuts

@@ -1,0 +1,234 @@
+"""Taps, runs and comparisons driven through `trtflow run`, the way users write them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from run_compare.models import elementwise_chain, layer_norm_overflow, mlp_chain, save
+
+DATA = "{seed: 1, iterations: 2, ranges: {'*': [60, 100]}}"
+
+
+def write_recipe(folder: Path, steps: str, name: str = "t") -> Path:
+    recipe = folder / "recipe.yaml"
+    recipe.write_text(f"trtflow: 1\nname: {name}\nsteps:\n" + textwrap.indent(textwrap.dedent(steps), "  "))
+    return recipe
+
+
+def run_recipe(trtflow, tmp_path: Path, steps: str, *extra: str):
+    recipe = write_recipe(tmp_path, steps)
+    result = trtflow("run", recipe, "--workspace", tmp_path / "ws", "--out", tmp_path / "out", "-v", *extra,
+                     cwd=tmp_path)
+    return result, tmp_path / "out" / "t"
+
+
+TAP_RUN_COMPARE = """
+taps:
+  uses: surgeon-insert-tap
+  with: {{model: model.onnx, tensors: all}}
+run:
+  uses: run-runners
+  with:
+    model: ${{steps.taps.model}}
+    data: {data}
+    runners:
+      - {{name: fp32, backend: onnxruntime}}
+      - {{name: low, backend: emulated, precision: {precision}}}
+diff:
+  uses: compare
+  gate: true
+  with: {{results: "${{steps.run.results}}", reference: fp32, atol: {tol}, rtol: {tol}}}
+"""
+
+
+def test_planted_fp16_overflow_is_named_as_first_nonfinite(trtflow, tmp_path):
+    save(layer_norm_overflow(), tmp_path / "model.onnx")
+    result, out = run_recipe(trtflow, tmp_path, TAP_RUN_COMPARE.format(data=DATA, precision="fp16", tol=1e-2))
+    assert result.returncode == 1, result.stdout + result.stderr  # the gate failed, nothing crashed
+    report = json.loads((out / "diff" / "report.json").read_text())
+    assert report["passed"] is False
+    assert report["first_nonfinite"] == {"tensor": "sumsq", "node": "sumsq", "op": "ReduceSumSquare",
+                                         "topo": 3, "runner": "low"}
+    assert "sumsq" in (out / "diff" / "summary.md").read_text()
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("precision, tol", [("fp16", 1e-2), ("bf16", 5e-2)])
+def test_clean_model_passes_at_sensible_tolerances(trtflow, tmp_path, precision, tol):
+    save(mlp_chain(layers=6), tmp_path / "model.onnx")
+    data = "{seed: 2, iterations: 2, ranges: {'*': [-1, 1]}}"
+    result, out = run_recipe(trtflow, tmp_path, TAP_RUN_COMPARE.format(data=data, precision=precision, tol=tol))
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((out / "diff" / "report.json").read_text())
+    assert report["passed"] and report["first_nonfinite"] is None and report["first_divergence"] is None
+    assert report["runners"]["low"]["tensors_checked"] == 18
+    largest = max(float(t["abs"]["max"]) for t in report["tensors"])
+    assert 0 < largest < tol  # the low precision really changed values, within tolerance
+
+
+def test_outputs_all_is_split_into_passes_under_the_memory_budget(trtflow, tmp_path):
+    save(elementwise_chain(24, [64, 1024]), tmp_path / "model.onnx")  # 24 tensors of 256 KB
+    steps = """
+    one:
+      uses: run-runners
+      with: {model: model.onnx, outputs: all, runners: [{name: fp32, backend: onnxruntime}]}
+    split:
+      uses: run-runners
+      with: {model: model.onnx, outputs: all, memory_budget_mb: 1, runners: [{name: fp32, backend: onnxruntime}]}
+    """
+    result, out = run_recipe(trtflow, tmp_path, steps)
+    assert result.returncode == 0, result.stdout + result.stderr
+    values = {step: json.loads((out / step / "values.json").read_text()) for step in ("one", "split")}
+    assert values["one"]["timings"]["fp32"]["passes"] == 1
+    assert values["split"]["timings"]["fp32"]["passes"] == 6  # 4 tensors of 256 KB per 1 MB pass
+    from trtflow.tensors.tensor_set import TensorSet
+
+    one, split = TensorSet.open(out / "one" / "results"), TensorSet.open(out / "split" / "results")
+    assert one.tensor_names("fp32") == split.tensor_names("fp32") and len(one.tensor_names("fp32")) == 24
+    for tensor in one.tensor_names("fp32"):
+        np.testing.assert_array_equal(one.load("fp32", 0, tensor), split.load("fp32", 0, tensor))
+
+
+def test_our_polygraphy_files_load_in_polygraphy(trtflow, tmp_path):
+    save(mlp_chain(layers=3), tmp_path / "model.onnx")
+    steps = """
+    run:
+      uses: run-runners
+      with: {model: model.onnx, polygraphy_json: true, data: {iterations: 2},
+             runners: [{name: fp32, backend: onnxruntime}]}
+    """
+    result, out = run_recipe(trtflow, tmp_path, steps)
+    assert result.returncode == 0, result.stdout + result.stderr
+    polygraphy = shutil.which("polygraphy", path=str(Path(sys.executable).parent))
+    checked = subprocess.run([polygraphy, "run", str(tmp_path / "model.onnx"), "--onnxrt",
+                              "--load-inputs", str(out / "run" / "polygraphy_inputs.json"),
+                              "--load-outputs", str(out / "run" / "polygraphy_results.json")],
+                             capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0 and "PASSED" in checked.stdout + checked.stderr, checked.stdout + checked.stderr
+    assert "2/2 iterations" in checked.stdout + checked.stderr
+
+
+def test_polygraphy_saved_files_work_as_inputs_and_saved_runner(trtflow, tmp_path):
+    save(layer_norm_overflow(), tmp_path / "model.onnx")
+    polygraphy = shutil.which("polygraphy", path=str(Path(sys.executable).parent))
+    saved = subprocess.run([polygraphy, "run", str(tmp_path / "model.onnx"), "--onnxrt", "--iterations", "2",
+                            "--val-range", "x:[60,100]", "--save-inputs", str(tmp_path / "in.json"),
+                            "--save-outputs", str(tmp_path / "golden.json")], capture_output=True, text=True, timeout=120)
+    assert saved.returncode == 0, saved.stdout + saved.stderr
+    steps = """
+    run:
+      uses: run-runners
+      with:
+        model: model.onnx
+        inputs: in.json
+        runners:
+          - {name: golden, backend: saved, path: golden.json}
+          - {name: fp32, backend: onnxruntime}
+          - {name: fp16, backend: emulated, precision: fp16}
+    diff:
+      uses: compare
+      with: {results: "${steps.run.results}", reference: golden, candidates: [fp32], atol: 1.0e-5, rtol: 1.0e-5}
+    diff16:
+      uses: compare
+      with: {results: "${steps.run.results}", reference: golden, candidates: [fp16], atol: 1.0e-2, rtol: 1.0e-2}
+    """
+    result, out = run_recipe(trtflow, tmp_path, steps)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads((out / "diff" / "values.json").read_text())["passed"] is True
+    report16 = json.loads((out / "diff16" / "report.json").read_text())
+    assert report16["passed"] is False and report16["first_nonfinite"]["tensor"] == "std"
+
+
+CRASHING_LIBRARY = r"""
+#include <signal.h>
+/* A custom-op library whose loading crashes the process, as a broken plugin build does. */
+__attribute__((constructor)) static void crash_on_load(void) { raise(SIGSEGV); }
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler to build the crashing library")
+def test_isolated_runner_that_segfaults_fails_alone_with_a_clear_message(trtflow, tmp_path):
+    (tmp_path / "crash.c").write_text(CRASHING_LIBRARY)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libcrash.so"), str(tmp_path / "crash.c")], check=True)
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")
+    steps = """
+    run:
+      uses: run-runners
+      with:
+        model: model.onnx
+        runners:
+          - {name: fp32, backend: onnxruntime}
+          - {name: plugin, backend: onnxruntime, isolate: true, custom_op_library: libcrash.so}
+          - {name: fp16, backend: emulated, precision: fp16, isolate: true}
+    diff:
+      uses: compare
+      gate: true
+      with: {results: "${steps.run.results}", reference: fp32, atol: 1.0e-2, rtol: 1.0e-2}
+    """
+    result, out = run_recipe(trtflow, tmp_path, steps)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "runner `plugin` crashed (signal 11, SIGSEGV)" in output
+    assert "Traceback" not in output
+    report = json.loads((out / "diff" / "report.json").read_text())
+    assert "signal 11" in report["failed_runners"]["plugin"]
+    assert report["runners"]["fp16"]["passed"] is True  # the other isolated runner ran normally
+    assert "plugin" in (out / "diff" / "summary.md").read_text()
+
+
+def test_extracted_subgraph_runs_standalone(trtflow, tmp_path):
+    save(layer_norm_overflow(), tmp_path / "model.onnx")
+    steps = """
+    cut:
+      uses: surgeon-extract
+      with: {model: model.onnx, inputs: [scaled], outputs: [std]}
+    run:
+      uses: run-runners
+      with:
+        model: ${steps.cut.model}
+        data: {ranges: {scaled: [30, 50]}}
+        runners: [{name: fp32, backend: onnxruntime}, {name: fp16, backend: emulated, precision: fp16}]
+    """
+    result, out = run_recipe(trtflow, tmp_path, steps)
+    assert result.returncode == 0, result.stdout + result.stderr
+    import onnx
+
+    cut = onnx.load(str(out / "cut" / "model.onnx"))
+    assert [i.name for i in cut.graph.input] == ["scaled"]
+    assert cut.graph.input[0].type.tensor_type.shape.dim[1].dim_value == 64
+    assert sorted(n.name for n in cut.graph.node) == ["meansq", "std", "sumsq", "var"]
+    from trtflow.tensors.tensor_set import TensorSet
+
+    results = TensorSet.open(out / "run" / "results")
+    assert np.isfinite(results.load("fp32", 0, "std")).all() and np.isinf(results.load("fp16", 0, "std")).all()
+
+
+def test_inputs_from_npz_and_loader_function(trtflow, tmp_path):
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")
+    x = np.random.default_rng(0).normal(size=(4, 16)).astype(np.float32)
+    np.savez(tmp_path / "feed.npz", x=x)
+    (tmp_path / "feeds.py").write_text("import numpy as np\n\ndef feeds():\n"
+                                       "    for i in range(3):\n        yield {'x': np.full((4, 16), i, np.float32)}\n")
+    steps = """
+    from_npz:
+      uses: run-runners
+      with: {model: model.onnx, inputs: feed.npz, runners: [{name: fp32, backend: onnxruntime}]}
+    from_loader:
+      uses: run-runners
+      with: {model: model.onnx, loader: "feeds.py:feeds", runners: [{name: fp32, backend: onnxruntime}]}
+    """
+    result, out = run_recipe(trtflow, tmp_path, steps)
+    assert result.returncode == 0, result.stdout + result.stderr
+    from trtflow.tensors.tensor_set import TensorSet
+
+    np.testing.assert_array_equal(TensorSet.open(out / "from_npz" / "inputs").load("inputs", 0, "x"), x)
+    loaded = TensorSet.open(out / "from_loader" / "inputs")
+    assert loaded.iterations("inputs") == 3 and loaded.load("inputs", 2, "x")[0, 0] == 2.0
