@@ -22,6 +22,7 @@ BUILTIN: dict[str, str] = {
     "compare": "trtflow.steps.compare:Compare",
     "build-engine": "trtflow.steps.build_engine:BuildEngine",
     "render-graph": "trtflow.steps.render_graph:RenderGraph",
+    "bisect-precision": "trtflow.steps.bisect_precision:BisectPrecision",
 }
 
 

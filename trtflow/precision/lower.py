@@ -1,0 +1,261 @@
+"""Lowering a precision plan into a real mixed-precision ONNX model, the one a deployment consumes.
+
+TensorRT 11 dropped weak typing: precision comes from the model's own types. So the answer of a
+precision search is a model in which every low-precision node really computes in FP16/BF16 and
+every kept node in FP32 (DESIGN.md, "Precision plans"). Every float32 tensor `X` gets at most
+one low version `X::<fp16|bf16|fp8>`:
+- a low node reads the low versions of its float inputs and writes the low version of its
+  outputs; a kept node, a graph output and a subgraph reading an outer value read `X` itself;
+- where a value crosses between the two worlds, one shared conversion makes the other version
+  (`Cast` for FP16/BF16); an initializer read by a low node gets a converted copy instead, so
+  kept nodes keep their FP32 weights;
+- graph inputs and outputs keep their names and types.
+Type constraints come from the ONNX schema: an input whose type cannot be low (Resize `scales`)
+stays FP32. FP8 has no arithmetic in ONNX, so an FP8 plan lowers to explicit quantization — the
+form TensorRT builds FP8 layers from: `QuantizeLinear -> DequantizeLinear` (scale 1, saturating
+E4M3) on the low nodes' activations and FP8 weights behind `DequantizeLinear`.
+
+Nodes that cannot be lowered — If/Loop/Scan (treated as one FP32 unit), custom-domain ops without
+a schema, ops whose output type comes from a `dtype` attribute — are listed by `unlowerable_nodes`;
+callers keep them in high precision (bisect-precision leaves them out of the candidates).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from trtflow.precision.emulate import FP8_MIN_OPSET, precision_sites
+from trtflow.precision.formats import FORMATS
+
+if TYPE_CHECKING:
+    import onnx
+
+    from trtflow.precision.plan import PrecisionPlan
+
+FLOAT = 1
+LOW_TYPE_NAMES = {10: "tensor(float16)", 16: "tensor(bfloat16)"}
+DTYPE_ATTRIBUTE_OPS = {"EyeLike", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
+                       "Bernoulli", "Multinomial"}
+
+
+def _opset(model: "onnx.ModelProto") -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+
+
+def _schema(node: "onnx.NodeProto", opset: int):
+    import onnx.defs
+
+    try:
+        return onnx.defs.get_schema(node.op_type, opset, node.domain or "")
+    except onnx.defs.SchemaError:
+        return None
+
+
+def unlowerable_nodes(model: "onnx.ModelProto") -> dict[str, str]:
+    """Top-level nodes `lower` keeps in FP32 whatever the plan says, with the reason (nodes must be named)."""
+    opset = _opset(model)
+    reasons = {}
+    for node in model.graph.node:
+        if any(a.HasField("g") or len(a.graphs) for a in node.attribute):
+            reasons[node.name] = f"{node.op_type} runs subgraphs: kept in high precision as one unit"
+        elif node.op_type in DTYPE_ATTRIBUTE_OPS:
+            reasons[node.name] = f"{node.op_type} takes its output type from an attribute"
+        elif _schema(node, opset) is None:
+            reasons[node.name] = f"no ONNX schema for {node.domain or 'ai.onnx'}::{node.op_type} at opset {opset}"
+    return reasons
+
+
+def _low_positions(node: "onnx.NodeProto", schema, low_type: int, float_tensors: set[str]) -> tuple[set[int], set[int]]:
+    """Which float inputs and outputs of `node` take the low type, by its schema's type constraints."""
+    allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+
+    def can_be_low(formal) -> bool:
+        return LOW_TYPE_NAMES[low_type] in allowed.get(formal.type_str, {formal.type_str})
+
+    def positions(names, formals) -> set[int]:
+        found = set()
+        for index, name in enumerate(names):
+            formal = formals[min(index, len(formals) - 1)] if formals else None
+            if name in float_tensors and formal is not None and can_be_low(formal):
+                found.add(index)
+        return found
+
+    return positions(node.input, schema.inputs), positions(node.output, schema.outputs)
+
+
+@dataclass
+class _Lowering:
+    """The nodes and initializers a lowering adds, each conversion made once."""
+
+    precision: str
+    initializers: dict[str, "onnx.TensorProto"]
+    nodes: list["onnx.NodeProto"] = field(default_factory=list)
+    new_initializers: list["onnx.TensorProto"] = field(default_factory=list)
+    made: set[str] = field(default_factory=set)
+
+    @property
+    def fmt(self):
+        return FORMATS[self.precision]
+
+    def low_name(self, tensor: str) -> str:
+        return f"{tensor}::{self.precision}"
+
+    def node(self, op: str, inputs: list[str], output: str, **attributes) -> str:
+        from onnx import helper
+
+        self.nodes.append(helper.make_node(op, inputs, [output], name=f"trtflow::{output}", **attributes))
+        self.made.add(output)
+        return output
+
+    def constant(self, name: str, values: np.ndarray) -> str:
+        from onnx import numpy_helper
+
+        if name not in self.made:
+            self.new_initializers.append(numpy_helper.from_array(values, name))
+            self.made.add(name)
+        return name
+
+    def stored(self, values: np.ndarray) -> np.ndarray:
+        """FP32 values as an array of the low type (FP8 saturates, as its Cast and TensorRT do)."""
+        import ml_dtypes
+
+        rounded = self.fmt.round(values)
+        with np.errstate(over="ignore"):
+            return rounded.astype({"fp16": np.float16, "bf16": ml_dtypes.bfloat16,
+                                   "fp8": ml_dtypes.float8_e4m3fn}[self.precision])
+
+    def low(self, tensor: str) -> str:
+        """The low version of an FP32 tensor: a converted initializer, or one shared conversion."""
+        name = self.low_name(tensor)
+        if name in self.made:
+            return name
+        if tensor in self.initializers:
+            from onnx import numpy_helper
+
+            values = numpy_helper.to_array(self.initializers[tensor])
+            if self.precision == "fp8":
+                stored = self.constant(f"{tensor}::e4m3", self.stored(values))
+                return self.node("DequantizeLinear", [stored, self._unit_scale()], name)
+            return self.constant(name, self.stored(values))
+        return self.to_low(tensor, name)
+
+    def to_low(self, tensor: str, output: str) -> str:
+        if self.precision != "fp8":
+            return self.node("Cast", [tensor], output, to=self.fmt.onnx_type)
+        zero = self.constant("trtflow::fp8_zero_point", self.stored(np.zeros((), np.float32)))
+        quantized = self.node("QuantizeLinear", [tensor, self._unit_scale(), zero], f"{output}::e4m3")
+        return self.node("DequantizeLinear", [quantized, self._unit_scale(), zero], output)
+
+    def to_high(self, low_tensor: str, output: str) -> str:
+        # FP8 values already travel as FP32 between Q/DQ pairs: the original name is an alias
+        return self.node("Identity" if self.precision == "fp8" else "Cast", [low_tensor], output,
+                         **({} if self.precision == "fp8" else {"to": FLOAT}))
+
+    def _unit_scale(self) -> str:
+        return self.constant("trtflow::unit_scale", np.ones((), np.float32))
+
+    def take(self) -> list["onnx.NodeProto"]:
+        taken, self.nodes = self.nodes, []
+        return taken
+
+
+def _retype_attributes(node: "onnx.NodeProto", lowering: _Lowering) -> None:
+    """Ops whose output type lives in an attribute: make that attribute produce the low type."""
+    from onnx import numpy_helper
+
+    for attribute in node.attribute:
+        if node.op_type == "Cast" and attribute.name == "to" and attribute.i == FLOAT:
+            attribute.i = lowering.fmt.onnx_type
+        elif attribute.name == "value" and attribute.t.data_type == FLOAT:
+            values = lowering.stored(numpy_helper.to_array(attribute.t))
+            attribute.t.CopyFrom(numpy_helper.from_array(values, attribute.t.name))
+
+
+def lower(model: "onnx.ModelProto", plan: "PrecisionPlan") -> "onnx.ModelProto":
+    """A copy of `model` computing in `plan.precision` except the nodes `plan` keeps (and unlowerable ones)."""
+    import onnx
+
+    from trtflow.onnx_files import name_nodes
+    from trtflow.precision.emulate import _at_least_opset, _drop_unread_initializers
+
+    lowered = onnx.ModelProto()
+    lowered.CopyFrom(model)
+    name_nodes(lowered)
+    if plan.precision == "fp8":
+        lowered = _at_least_opset(lowered, FP8_MIN_OPSET)
+    opset = _opset(lowered)
+    sites = {site.node: site for site in precision_sites(lowered)}
+    skipped = unlowerable_nodes(lowered)
+    low_nodes = {name for name in sites if name not in plan.keep and name not in skipped}
+    graph = lowered.graph
+    float_tensors = {name for site in sites.values() for name in site.float_inputs + site.float_outputs}
+    lowering = _Lowering(plan.precision, {t.name: t for t in graph.initializer if t.data_type == FLOAT})
+    low_written: dict[str, str] = {}  # FP32 name -> low version a low node wrote
+    rewired: list["onnx.NodeProto"] = []
+
+    def high_version(tensor: str) -> None:
+        """Make `tensor` (FP32) exist again after a low node wrote only its low version."""
+        if tensor in low_written and tensor not in lowering.made:
+            lowering.to_high(low_written[tensor], tensor)
+            rewired.extend(lowering.take())
+
+    for node in graph.node:
+        if node.name not in low_nodes:
+            for tensor in node.input:
+                high_version(tensor)
+            for sub in _subgraph_reads(node):
+                high_version(sub)
+            rewired.append(node)
+            continue
+        if plan.precision == "fp8":
+            low_inputs = {i for i, name in enumerate(node.input) if name in float_tensors}
+            low_outputs = {i for i, name in enumerate(node.output) if name in sites[node.name].float_outputs}
+        else:
+            low_inputs, low_outputs = _low_positions(node, _schema(node, opset), lowering.fmt.onnx_type, float_tensors)
+            low_outputs &= {i for i, name in enumerate(node.output) if name in sites[node.name].float_outputs}
+        for index, tensor in enumerate(node.input):
+            if index in low_inputs:
+                node.input[index] = low_written.get(tensor) or lowering.low(tensor)
+            else:
+                high_version(tensor)
+        rewired.extend(lowering.take())
+        writes = []
+        for index, tensor in enumerate(node.output):
+            if index in low_outputs:
+                low_written[tensor] = lowering.low_name(tensor)
+                node.output[index] = f"{tensor}::raw" if plan.precision == "fp8" else low_written[tensor]
+                writes.append(tensor)
+        if plan.precision != "fp8":
+            _retype_attributes(node, lowering)
+        rewired.append(node)
+        if plan.precision == "fp8":
+            for tensor in writes:
+                lowering.to_low(f"{tensor}::raw", low_written[tensor])
+            rewired.extend(lowering.take())
+    for output in graph.output:
+        high_version(output.name)
+    del graph.node[:]
+    graph.node.extend(rewired)
+    graph.initializer.extend(lowering.new_initializers)
+    _drop_unread_initializers(lowered)
+    return lowered
+
+
+def _subgraph_reads(node: "onnx.NodeProto") -> set[str]:
+    """Outer-scope names the subgraphs of `node` read (everything they read that they do not define)."""
+    from trtflow.onnx_files import iter_graphs
+
+    reads, defined = set(), set()
+    for attribute in node.attribute:
+        bodies = [attribute.g] if attribute.HasField("g") else list(attribute.graphs)
+        for body in bodies:
+            for graph in iter_graphs(body):
+                defined |= {i.name for i in graph.input} | {t.name for t in graph.initializer}
+                for inner in graph.node:
+                    reads |= set(inner.input)
+                    defined |= set(inner.output)
+    return reads - defined
+

@@ -1,0 +1,180 @@
+"""How `bisect-precision` learns whether a plan passes: a backend gives outputs, the check judges them.
+
+A backend turns a precision plan into outputs for every sample:
+- `emulated` (default): the switchable emulated model (`trtflow.precision.emulate.switchable`) is
+  built and loaded once; a plan is a mask input, so a trial is one inference per sample on an
+  already-built session — no rewrite, no session build;
+- `onnxruntime`: the plan's real mixed-precision model (`PrecisionPlan.lower`) in a new session
+  per trial, on the best provider available (CUDA users see real FP16 kernels);
+- `tensorrt`: `trtflow.trt.judge.TensorRTJudge`, one engine build per trial.
+The check is either the tolerance block of `compare` (`trtflow.tensors.comparison.Tolerances`),
+applied to every output of every sample and stopping at the first sample that fails, or a user
+command run like Polygraphy's `--check`: exit status 0 means pass.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from trtflow.tensors.comparison import Tolerances, errors, json_number, new_nonfinite
+
+if TYPE_CHECKING:
+    import onnx
+
+    from trtflow.precision.plan import PrecisionPlan
+
+Feed = dict[str, np.ndarray]
+Outputs = dict[str, np.ndarray]
+
+
+class CommandCheck(BaseModel):
+    """`check: {command: [argv...]}` — exit status 0 means the plan passes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    command: list[str] = Field(min_length=1, description=(
+        "Program and arguments, run once per trial with TRTFLOW_CANDIDATE_MODEL (the plan's mixed-precision "
+        "ONNX), TRTFLOW_CANDIDATE_RESULTS and TRTFLOW_REFERENCE_RESULTS (folders of one .npz per sample), "
+        "TRTFLOW_INPUTS (same layout) and TRTFLOW_KEEP (JSON list of kept nodes) in its environment."))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    metrics: dict
+
+
+class PlanOutputs(Protocol):
+    def outputs(self, plan: "PrecisionPlan", feeds: Sequence[Feed]) -> Iterable[Outputs]: ...
+
+
+class EmulatedOutputs:
+    """Every plan of one precision through one session of the switchable emulated model."""
+
+    def __init__(self, model: "onnx.ModelProto", precision: str):
+        from trtflow.onnx_files import save_model
+        from trtflow.precision.emulate import switchable
+        from trtflow.runners.emulated import EMULATION_SESSION_OPTIONS
+        from trtflow.runners.onnxruntime import OnnxruntimeRunner
+
+        self.switchable = switchable(model, precision)
+        self._scratch = Path(tempfile.mkdtemp(prefix="trtflow-bisect-"))
+        model_path = self._scratch / "switchable.onnx"
+        save_model(self.switchable.model, model_path)
+        self.runner = OnnxruntimeRunner("emulated", model_path, None, session_options=EMULATION_SESSION_OPTIONS)
+        self.runner.activate()
+
+    def outputs(self, plan: "PrecisionPlan", feeds: Sequence[Feed]) -> Iterable[Outputs]:
+        for feed in feeds:
+            yield self.runner.infer(self.switchable.feed(plan, feed))
+
+    def close(self) -> None:
+        import shutil
+
+        self.runner.deactivate()
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+
+class LoweredOutputs:
+    """Each plan's real mixed-precision model in ONNX Runtime (a session per plan)."""
+
+    def __init__(self, model: "onnx.ModelProto", providers: list[str] | None = None):
+        import onnxruntime
+
+        self.model = model
+        self.providers = providers or onnxruntime.get_available_providers()
+
+    def session(self, lowered: "onnx.ModelProto"):
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3
+        return onnxruntime.InferenceSession(lowered.SerializeToString(), options, providers=self.providers)
+
+    def outputs(self, plan: "PrecisionPlan", feeds: Sequence[Feed]) -> Iterable[Outputs]:
+        session = self.session(plan.lower(self.model))
+        names = [o.name for o in session.get_outputs()]
+        for feed in feeds:
+            yield dict(zip(names, session.run(names, feed)))
+
+
+def plan_outputs(backend: str, model: "onnx.ModelProto", model_path: Path, precision: str,
+                 timing_cache: Path | None, log) -> PlanOutputs:
+    if backend == "emulated":
+        return EmulatedOutputs(model, precision)
+    if backend == "onnxruntime":
+        return LoweredOutputs(model)
+    from trtflow.trt.judge import TensorRTJudge
+
+    return TensorRTJudge(model_path, timing_cache=timing_cache, log=log)
+
+
+def check_tolerances(tolerances: Tolerances, reference: Sequence[Outputs], candidates: Iterable[Outputs]) -> Verdict:
+    """Every output of every sample within tolerance; stops at the first sample that fails."""
+    worst: dict[str, Any] = {}
+    checked = 0
+    for sample, (expected, produced) in enumerate(zip(reference, candidates)):
+        checked += 1
+        for tensor, want in expected.items():
+            got = produced.get(tensor)
+            if got is None or np.shape(got) != np.shape(want):
+                return Verdict(False, {"sample": sample, "tensor": tensor, "error": "missing or reshaped output"})
+            absolute, relative = errors(want, got)
+            passed = tolerances.verdict(tensor, absolute, relative)
+            required = tolerances.statistic(absolute) if absolute.size else 0.0
+            if not passed or not required <= worst.get("abs", -1.0):  # NaN counts as the worst
+                worst = {"tensor": tensor, "sample": sample, "abs": required,
+                         "rel": tolerances.statistic(relative) if relative.size else 0.0,
+                         "new_nonfinite": new_nonfinite(want, got)}
+            if not passed:
+                return Verdict(False, _metrics(worst, checked))
+    return Verdict(True, _metrics(worst, checked))
+
+
+def _metrics(worst: dict, checked: int) -> dict:
+    return {"samples_checked": checked, "worst_tensor": worst.get("tensor"), "worst_sample": worst.get("sample"),
+            "max_abs": json_number(worst.get("abs")), "max_rel": json_number(worst.get("rel")),
+            "new_nonfinite": worst.get("new_nonfinite", 0)}
+
+
+def _write_samples(folder: Path, samples: Iterable[dict[str, np.ndarray]]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for index, sample in enumerate(samples):
+        np.savez(folder / f"{index:05d}.npz", **sample)
+    return folder
+
+
+def check_command(check: CommandCheck, plan: "PrecisionPlan", model: "onnx.ModelProto", feeds: Sequence[Feed],
+                  reference: Sequence[Outputs], candidates: Iterable[Outputs], cwd: Path) -> Verdict:
+    """Run the user's command on this plan's files; its exit status is the verdict."""
+    from trtflow.onnx_files import save_model
+
+    with tempfile.TemporaryDirectory(prefix="trtflow-check-") as scratch:
+        root = Path(scratch)
+        save_model(plan.lower(model), root / "candidate.onnx")
+        (root / "keep.json").write_text(json.dumps(sorted(plan.keep)))
+        environment = {
+            **os.environ,
+            "TRTFLOW_CANDIDATE_MODEL": str(root / "candidate.onnx"),
+            "TRTFLOW_CANDIDATE_RESULTS": str(_write_samples(root / "candidate", candidates)),
+            "TRTFLOW_REFERENCE_RESULTS": str(_write_samples(root / "reference", reference)),
+            "TRTFLOW_INPUTS": str(_write_samples(root / "inputs", feeds)),
+            "TRTFLOW_KEEP": str(root / "keep.json"),
+        }
+        try:
+            finished = subprocess.run(check.command, cwd=cwd, env=environment, capture_output=True, text=True)
+        except OSError as error:
+            from trtflow.errors import ParamError
+
+            raise ParamError("check", f"cannot run the check command {check.command[0]!r}: {error}") from None
+    tail = (finished.stdout + finished.stderr).strip().splitlines()[-3:]
+    return Verdict(finished.returncode == 0, {"exit_code": finished.returncode, "output": "\n".join(tail)})
