@@ -1,0 +1,196 @@
+"""bisect-precision through `trtflow run`: planted culprits, modes, kill/resume, replays, hopeless models."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from models import chain_model, save, varied_model
+
+CHECK_SCRIPT = """
+import os, sys, glob, numpy as np
+with open(os.environ["TRIAL_LOG"], "a") as log:
+    log.write(open(os.environ["TRTFLOW_KEEP"]).read() + "\\n")
+for ref, cand in zip(sorted(glob.glob(os.environ["TRTFLOW_REFERENCE_RESULTS"] + "/*.npz")),
+                     sorted(glob.glob(os.environ["TRTFLOW_CANDIDATE_RESULTS"] + "/*.npz"))):
+    want, got = np.load(ref), np.load(cand)
+    if not all(np.allclose(want[k], got[k], atol=0.05, rtol=0.05) for k in want.files):
+        sys.exit(1)
+"""
+
+
+def write_recipe(folder: Path, body: str, name: str = "hunt") -> Path:
+    recipe = folder / "recipe.yaml"
+    recipe.write_text(f"trtflow: 1\nname: {name}\nsteps:\n" + textwrap.indent(textwrap.dedent(body), "  "))
+    return recipe
+
+
+def hunt_step(model: str, extra: str = "", check: str = "{atol: 0.05, rtol: 0.05}") -> str:
+    return f"""
+    hunt:
+      uses: bisect-precision
+      with:
+        model: {model}
+        data: {{seed: 1, iterations: 3, ranges: {{"*": [-1, 1]}}}}
+        precision: fp16
+        check: {check}
+        {extra}
+    """
+
+
+def outputs(tmp_path: Path, recipe: str = "hunt", step: str = "hunt") -> Path:
+    return tmp_path / "out" / recipe / step
+
+
+def run(trtflow, tmp_path: Path, recipe: Path, workspace: str = "ws"):
+    return trtflow("run", recipe, "--workspace", tmp_path / workspace, "--out", tmp_path / "out", cwd=tmp_path)
+
+
+def test_minimal_finds_planted_culprits_and_writes_a_verified_mixed_model(trtflow, tmp_path):
+    model, culprits = chain_model(80, {3, 40, 77})
+    save(model, tmp_path / "chain.onnx")
+    done = run(trtflow, tmp_path, write_recipe(tmp_path, hunt_step("chain.onnx")))
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = outputs(tmp_path)
+    keep = json.loads((out / "keep.json").read_text())
+    assert {n["name"] for n in keep["nodes"]} == set(culprits)
+    assert all("fails without it" in n["reason"] and n["op"] == "BatchNormalization" for n in keep["nodes"])
+    report = json.loads((out / "report.json").read_text())
+    assert report["passed"] and report["evaluations"] == len(report["trials"]) <= 3 * 7 + 10
+    assert set(report["trials"][0]) == {"plan", "passed", "metrics", "seconds", "replayed"}
+    assert report["final"]["samples"] == "fresh"
+    assert report["final"]["emulated"]["passed"] and report["final"]["lowered_onnxruntime"]["passed"]
+    assert json.loads((out / "values.json").read_text())["passed"] is True
+
+    import onnx
+    import onnxruntime
+
+    lowered = onnx.load(str(out / "model.onnx"))
+    types = {v.name: v.type.tensor_type.elem_type for v in list(lowered.graph.input) + list(lowered.graph.output)}
+    assert types == {"x": onnx.TensorProto.FLOAT, "y": onnx.TensorProto.FLOAT}
+    weights = {t.name: t.data_type for t in lowered.graph.initializer}
+    assert all(weights[f"{c}_var"] == onnx.TensorProto.FLOAT for c in culprits)  # kept nodes' weights stay FP32
+    assert weights["node0_w::fp16"] == onnx.TensorProto.FLOAT16
+    fresh = np.random.default_rng(99).uniform(-1, 1, (2, 8)).astype(np.float32)
+    expected = onnxruntime.InferenceSession(model.SerializeToString()).run(None, {"x": fresh})[0]
+    produced = onnxruntime.InferenceSession(lowered.SerializeToString()).run(None, {"x": fresh})[0]
+    np.testing.assert_allclose(produced, expected, atol=0.05, rtol=0.05)
+    precisions = json.loads((out / "layer_precisions.json").read_text())
+    assert {n for n, p in precisions.items() if p == "fp32"} == set(culprits) and len(precisions) == 80
+
+
+@pytest.mark.parametrize("mode,direction", [("bisect", "forward"), ("linear", "reverse")])
+def test_polygraphy_modes_keep_a_prefix_or_suffix(trtflow, tmp_path, mode, direction):
+    model, _ = chain_model(30, {9})
+    save(model, tmp_path / "chain.onnx")
+    recipe = write_recipe(tmp_path, hunt_step("chain.onnx", f"mode: {mode}\n        direction: {direction}"))
+    done = run(trtflow, tmp_path, recipe)
+    assert done.returncode == 0, done.stdout + done.stderr
+    kept = [n["name"] for n in json.loads((outputs(tmp_path) / "keep.json").read_text())["nodes"]]
+    expected = [f"node{i}" for i in (range(10) if direction == "forward" else range(9, 30))]
+    assert kept == expected
+
+
+def test_hopeless_model_ends_with_a_clear_result_and_a_failed_gate(trtflow, tmp_path):
+    save(varied_model(), tmp_path / "varied.onnx")
+    never = "{command: [python, -c, 'import sys; sys.exit(1)']}"
+    recipe = write_recipe(tmp_path, hunt_step("varied.onnx", check=never).replace("uses:", "gate: true\n      uses:"))
+    done = run(trtflow, tmp_path, recipe)
+    assert done.returncode == 1, done.stdout + done.stderr  # the gate failed; no crash
+    out = outputs(tmp_path)
+    keep = json.loads((out / "keep.json").read_text())
+    assert not keep["found"] and "no plan passes" in keep["message"]
+    assert not (out / "model.onnx").exists()
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_subgraph_nodes_stay_one_high_precision_unit(trtflow, tmp_path):
+    save(varied_model(), tmp_path / "varied.onnx")
+    done = run(trtflow, tmp_path, write_recipe(tmp_path, hunt_step("varied.onnx", check="{atol: 0.01, rtol: 0.01}")))
+    assert done.returncode == 0, done.stdout + done.stderr
+    keep = json.loads((outputs(tmp_path) / "keep.json").read_text())
+    assert keep["found"]
+    reasons = {n["name"]: n["reason"] for n in keep["nodes"]}
+    assert "subgraphs" in reasons["if"]
+
+
+def slow_hunt(tmp_path: Path, model_name: str = "chain.onnx") -> Path:
+    (tmp_path / "check.py").write_text(CHECK_SCRIPT)
+    return write_recipe(tmp_path, hunt_step(model_name, check="{command: [python, check.py]}"))
+
+
+def test_sigkill_mid_search_then_rerun_repeats_no_finished_trial(trtflow, tmp_path):
+    model, culprits = chain_model(40, {7, 31})
+    save(model, tmp_path / "chain.onnx")
+    recipe = slow_hunt(tmp_path)
+    trial_log = tmp_path / "trials.log"
+    environment = {**os.environ, "TRIAL_LOG": str(trial_log)}
+    child = subprocess.Popen([sys.executable, "-m", "trtflow", "run", str(recipe), "--workspace", str(tmp_path / "ws"),
+                              "--out", str(tmp_path / "out")], cwd=tmp_path, env=environment,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    journals = tmp_path / "ws" / "journals"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        finished = [line for j in journals.glob("*.jsonl") for line in j.read_text().splitlines() if '"trial"' in line]
+        if len(finished) >= 4:
+            break
+        time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    finished_before = [json.loads(line)["trial"] for j in journals.glob("*.jsonl")
+                       for line in j.read_text().splitlines() if '"trial"' in line]
+    assert len(finished_before) >= 4
+
+    done = trtflow("run", recipe, "--workspace", tmp_path / "ws", "--out", tmp_path / "out", cwd=tmp_path,
+                   env={"TRIAL_LOG": str(trial_log)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((outputs(tmp_path) / "report.json").read_text())
+    keep = {n["name"] for n in json.loads((outputs(tmp_path) / "keep.json").read_text())["nodes"]}
+    assert keep == set(culprits)
+    assert report["replayed"] >= len(finished_before)
+    checked = [json.loads(line) for line in trial_log.read_text().splitlines()]
+    for trial in finished_before:  # a trial finished before the kill was never checked again
+        if set(trial["keep"]) != keep:  # (the answer itself is re-checked by the final verification)
+            assert checked.count(trial["keep"]) == 1
+    # checks run = trials + at most one in flight at the kill + the final verification (emulated, lowered)
+    assert len(checked) <= report["evaluations"] + 1 + 2
+
+
+def test_replay_answers_every_trial_and_a_replay_for_another_model_is_refused(trtflow, tmp_path):
+    model, culprits = chain_model(40, {12})
+    save(model, tmp_path / "chain.onnx")
+    first = tmp_path / "first"
+    first.mkdir()
+    save(model, first / "chain.onnx")
+    done = run(trtflow, first, write_recipe(first, hunt_step("chain.onnx")))
+    assert done.returncode == 0, done.stdout + done.stderr
+    replay = outputs(first) / "replay.json"
+    evaluations = json.loads((outputs(first) / "report.json").read_text())["evaluations"]
+
+    second = tmp_path / "second"
+    second.mkdir()
+    save(model, second / "chain.onnx")
+    (second / "replay.json").write_bytes(replay.read_bytes())
+    done = run(trtflow, second, write_recipe(second, hunt_step("chain.onnx", "replay: replay.json")))
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((outputs(second) / "report.json").read_text())
+    assert report["replayed"] == report["evaluations"] == evaluations
+    assert {n["name"] for n in report["keep"]} == set(culprits)
+
+    other = tmp_path / "other"
+    other.mkdir()
+    save(chain_model(40, {30})[0], other / "chain.onnx")
+    (other / "replay.json").write_bytes(replay.read_bytes())
+    done = run(trtflow, other, write_recipe(other, hunt_step("chain.onnx", "replay: replay.json")))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "replay.json was made for other inputs" in done.stdout + done.stderr
+    assert "with.model" in done.stdout + done.stderr
