@@ -339,6 +339,16 @@ def replay_export(
 
 
 @app.command()
+def inspect(path: Path = typer.Argument(..., help="A model, tensor set, Polygraphy JSON, compare report, .npz or .npy."),
+            debug: bool = DebugOption) -> None:
+    """Summarize what a file from a debug session holds."""
+    from trtflow.tensors.inspect import describe
+
+    with _errors_to_exit_codes(debug):
+        print("\n".join(describe(path)))
+
+
+@app.command()
 def doctor() -> None:
     """Versions of Python, onnx, onnxruntime, TensorRT, CUDA and the GPU, if any."""
     from rich.table import Table

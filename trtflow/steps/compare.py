@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from importlib import metadata
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -24,6 +24,8 @@ class Params(Tolerances, StepParams):
     results: InputPath = Field(description="A `run-runners` results folder.")
     reference: str = Field(description="The runner the others are checked against.")
     candidates: list[str] | None = Field(None, description="Runners to check (default: all others).")
+    metrics: list[Literal["cosine", "l2", "psnr", "snr"]] = Field(
+        ["cosine", "l2", "psnr", "snr"], description="Similarity metrics reported per tensor (they do not gate).")
     gate: bool = Field(False, description="Exit 1 from the run when this check fails (CI).")
 
     cosmetic = frozenset({"gate"})
@@ -65,6 +67,8 @@ class Compare(Step):
         tolerances = Tolerances(**{k: getattr(params, k) for k in Tolerances.model_fields})
         report = build_report(results, params.reference, candidates, tolerances,
                               lambda done, total: ctx.progress(done, total, "tensors"))
+        for tensor in report["tensors"]:
+            tensor["metrics"] = {k: v for k, v in tensor.get("metrics", {}).items() if k in params.metrics}
         ctx.output_path("report").write_text(json.dumps(report, indent=1))
         ctx.output_path("summary").write_text(summary_markdown(report))
         for line in terminal_lines(report):

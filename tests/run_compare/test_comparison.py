@@ -1,0 +1,89 @@
+"""The comparison rules (Polygraphy's abs-OR-rel), tolerance lookup, statistics and tensor files."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from trtflow.tensors import polygraphy_json
+from trtflow.tensors.comparison import Tolerances, compare_tensor
+from trtflow.tensors.tensor_set import TensorSet, TensorSetWriter
+
+REFERENCE = np.array([1.0, 100.0, 0.0, 5.0], np.float32)
+
+
+def test_elemwise_passes_an_element_within_abs_or_rel():
+    candidate = np.array([1.05, 101.0, 0.0, 5.0], np.float32)  # 1st: abs 0.05 ok; 2nd: abs 1 but rel 0.01 ok
+    assert Tolerances(atol=0.1, rtol=0.02).passes("t", REFERENCE, candidate)
+    assert not Tolerances(atol=0.1, rtol=0.001).passes("t", REFERENCE, candidate)  # 2nd fails both
+    assert not Tolerances(atol=0.01, rtol=0.02).passes("t", REFERENCE, candidate)  # 1st: abs 0.05, rel 0.05
+
+
+def test_statistic_modes_check_abs_or_rel_statistic():
+    candidate = REFERENCE + np.array([0, 0, 0, 8], np.float32)  # one large error among four
+    assert not Tolerances(atol=1, rtol=1, error_stat="max").passes("t", REFERENCE, candidate)
+    assert Tolerances(atol=2.5, rtol=0, error_stat="mean").passes("t", REFERENCE, candidate)  # mean abs = 2
+    assert Tolerances(atol=0, rtol=0, error_stat="median").passes("t", REFERENCE, candidate)
+    assert not Tolerances(atol=1, rtol=0.1, error_stat="quantile", quantile=0.9).passes("t", REFERENCE, candidate)
+
+
+def test_nan_never_passes_and_matching_infinities_do():
+    with_nan = REFERENCE.copy()
+    with_nan[0] = np.nan
+    assert not Tolerances(atol=1e9, rtol=1e9).passes("t", REFERENCE, with_nan)
+    infinite = np.array([np.inf, -np.inf], np.float32)
+    assert Tolerances(atol=0, rtol=0).passes("t", infinite, infinite.copy())
+    assert not Tolerances(atol=1e9, rtol=1e9).passes("t", np.ones(2, np.float32), infinite)
+
+
+def test_per_glob_tolerances_exact_name_first_then_globs_in_order():
+    tolerances = Tolerances(atol={"ln.sum_sq": 5.0, "ln.*": 1.0, "*": 0.1}, rtol=0.0)
+    assert tolerances.for_tensor("ln.sum_sq") == (5.0, 0.0)
+    assert tolerances.for_tensor("ln.mean") == (1.0, 0.0)
+    assert tolerances.for_tensor("proj.out") == (0.1, 0.0)
+
+
+def test_compare_tensor_reports_statistics_and_new_nonfinite_values():
+    reference = np.arange(1, 101, dtype=np.float32).reshape(10, 10)
+    candidate = reference.copy()
+    candidate[3, 7] += 10.0
+    candidate[9, 9] = np.inf
+    result = compare_tensor("t", reference, candidate, Tolerances(atol=1e-3, rtol=1e-3))
+    assert result["passed"] is False and result["new_nonfinite"] == 1
+    assert result["abs"]["max"] == "inf" and result["abs"]["max_index"] == [9, 9]
+    assert result["abs"]["median"] == 0.0 and result["nonfinite"]["candidate"] == {"nan": 0, "inf": 1}
+    assert sum(result["histogram"]["counts"]) == 100
+    clean = compare_tensor("t", reference, reference * (1 + 1e-6), Tolerances(atol=1e-3, rtol=1e-3))
+    assert clean["passed"] and clean["metrics"]["cosine"] == pytest.approx(1.0) and clean["metrics"]["snr"] > 100
+
+
+def test_shape_mismatch_fails_with_a_message():
+    result = compare_tensor("t", np.zeros((2, 3)), np.zeros((3, 2)), Tolerances())
+    assert result["passed"] is False and "differs" in result["error"]
+
+
+def test_tensor_set_round_trip_is_memory_mapped(tmp_path):
+    writer = TensorSetWriter(tmp_path / "set", {"a/b:0": {"node": "n", "op": "Relu", "topo": 1}, "c": {"topo": 0}})
+    writer.add("r", 0, "a/b:0", np.ones((2, 2), np.float16))
+    writer.add("r", 0, "c", np.arange(3))
+    writer.record_runner("crashed", status="failed", error="boom")
+    opened = writer.close()
+    assert opened.tensor_names("r") == ["c", "a/b:0"]  # topological order
+    loaded = TensorSet.open(tmp_path / "set").load("r", 0, "a/b:0")
+    assert isinstance(loaded, np.memmap) and loaded.dtype == np.float16
+    assert opened.failure("crashed") == "boom" and opened.failure("r") is None
+
+
+def test_polygraphy_json_round_trip_through_polygraphy_classes(tmp_path):
+    from polygraphy.comparator import RunResults
+    from polygraphy.json import load_json
+
+    feeds = [{"x": np.full((2, 2), i, np.float32)} for i in range(2)]
+    polygraphy_json.write_inputs(feeds, tmp_path / "in.json")
+    polygraphy_json.write_results([("ours", [({"y": f["x"] * 2}, 0.5) for f in feeds])], tmp_path / "out.json")
+    loaded_feeds = load_json(str(tmp_path / "in.json"))
+    np.testing.assert_array_equal(loaded_feeds[1]["x"], feeds[1]["x"])
+    results = RunResults.load(str(tmp_path / "out.json"))
+    assert results[0][0] == "ours" and len(results[0][1]) == 2
+    np.testing.assert_array_equal(results[0][1][1]["y"], feeds[1]["x"] * 2)
+    assert polygraphy_json.read_results(tmp_path / "out.json")["ours"][0]["y"].shape == (2, 2)
