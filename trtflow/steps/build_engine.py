@@ -115,8 +115,7 @@ class BuildEngine(Step):
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from trtflow.trt.api import TensorRT
-        from trtflow.trt.builder import BuildSettings, TimingCache, build_engine, timing_cache_name
-        from trtflow.trt.environment import fingerprint
+        from trtflow.trt.builder import BuildSettings, TimingCache, build_engine, timing_cache_file
         from trtflow.trt.log import TensorRTLog
 
         trt = TensorRT.load()  # first: a machine without TensorRT fails before any work
@@ -126,7 +125,7 @@ class BuildEngine(Step):
             tactic_sources=tuple(params.tactic_sources) if params.tactic_sources is not None else None,
             optimization_level=params.optimization_level)
         log = TensorRTLog(echo=ctx.log)
-        cache = TimingCache(ctx.state_dir("tensorrt") / timing_cache_name(fingerprint()), log) if params.timing_cache else None
+        cache = TimingCache(timing_cache_file(ctx.state_dir("tensorrt")), log) if params.timing_cache else None
         ctx.progress(0, 1, f"building with TensorRT {trt.version_text}")
         try:
             built = build_engine(params.model, settings, keep=_keep_names(params.keep) if params.keep else frozenset(),

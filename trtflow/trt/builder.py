@@ -92,10 +92,13 @@ class TimingCache:
         os.replace(temporary, self.path)  # concurrent builds: the last complete cache wins
 
 
-def timing_cache_name(fingerprint: dict[str, str]) -> str:
-    """`tensorrt-10.13.0.35-nvidia-a100-sxm4-80gb-sm8.0.cache`: one cache per TensorRT version and GPU."""
-    gpu = re.sub(r"[^a-z0-9]+", "-", fingerprint["gpu"].lower()).strip("-")
-    return f"tensorrt-{fingerprint['tensorrt']}-{gpu}-sm{fingerprint['compute_capability']}.cache"
+def timing_cache_file(state_dir: Path) -> Path:
+    """`<state>/tensorrt-10.13.0.35-nvidia-a100-sxm4-80gb-sm8.0.cache`: one per TensorRT version and GPU."""
+    from trtflow.trt.environment import fingerprint
+
+    facts = fingerprint()
+    gpu = re.sub(r"[^a-z0-9]+", "-", facts["gpu"].lower()).strip("-")
+    return state_dir / f"tensorrt-{facts['tensorrt']}-{gpu}-sm{facts['compute_capability']}.cache"
 
 
 # --- the ONNX file TensorRT parses --------------------------------------------------------------------

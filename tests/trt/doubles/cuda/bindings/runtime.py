@@ -1,0 +1,3 @@
+"""`cuda.bindings.runtime` test double."""
+
+from cuda_double import *  # noqa: F401,F403
