@@ -74,6 +74,28 @@ def test_clean_model_passes_at_sensible_tolerances(trtflow, tmp_path, precision,
     assert 0 < largest < tol  # the low precision really changed values, within tolerance
 
 
+def test_real_fp16_conversion_runs_in_onnxruntime(trtflow, tmp_path):
+    save(mlp_chain(layers=4), tmp_path / "model.onnx")
+    steps = """
+    run:
+      uses: run-runners
+      with:
+        model: model.onnx
+        data: {ranges: {'*': [-1, 1]}}
+        runners:
+          - {name: fp32, backend: onnxruntime}
+          - {name: fp16, backend: onnxruntime, precision: fp16, session_options: {graph_optimization_level: basic}}
+    diff:
+      uses: compare
+      gate: true
+      with: {results: "${steps.run.results}", reference: fp32, atol: 1.0e-2, rtol: 1.0e-2}
+    """
+    result, out = run_recipe(trtflow, tmp_path, steps)
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((out / "diff" / "report.json").read_text())
+    assert float(report["tensors"][0]["abs"]["max"]) > 0  # a different computation, within tolerance
+
+
 def test_outputs_all_is_split_into_passes_under_the_memory_budget(trtflow, tmp_path):
     save(elementwise_chain(24, [64, 1024]), tmp_path / "model.onnx")  # 24 tensors of 256 KB
     steps = """

@@ -38,18 +38,16 @@ def saved_iterations(path: Path, runner: str | None) -> tuple[str, list[dict[str
 
     if TensorSet.is_tensor_set(path):
         tensor_set = TensorSet.open(path)
-        runs = {name: None for name in tensor_set.runners if tensor_set.failure(name) is None}
-        load = lambda name: [tensor_set.iteration(name, i) for i in range(tensor_set.iterations(name))]  # noqa: E731
+        runs = {name: [tensor_set.iteration(name, i) for i in range(tensor_set.iterations(name))]
+                for name in tensor_set.runners if tensor_set.failure(name) is None}  # memory-mapped, cheap
     else:
-        results = polygraphy_json.read_results(path)
-        runs = dict.fromkeys(results)
-        load = results.__getitem__
+        runs = polygraphy_json.read_results(path)
     if runner is None and len(runs) != 1:
         raise ValueError(f"{path} holds runners {sorted(runs)}; choose one with `runner:`")
     chosen = runner if runner is not None else next(iter(runs))
     if chosen not in runs:
         raise ValueError(f"{path} has no runner `{chosen}`; it holds {sorted(runs)}")
-    return chosen, load(chosen)
+    return chosen, runs[chosen]
 
 
 @dataclass

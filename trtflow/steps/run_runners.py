@@ -66,10 +66,10 @@ class Params(StepParams):
 def _runner_target(config: RunnerConfig, params: Params) -> Path | None:
     if config.reads == "nothing":
         return None
-    target = params.engine if config.reads == "engine" else params.model
+    key = "engine" if config.reads == "engine" else "model"
+    target = getattr(params, key)
     if target is None:
-        raise ParamError(config.reads if config.reads == "engine" else "model",
-                         f"runner `{config.name}` ({config.backend}) needs `{'engine' if config.reads == 'engine' else 'model'}`")
+        raise ParamError(key, f"runner `{config.name}` ({config.backend}) needs `{key}`")
     return target
 
 

@@ -112,7 +112,8 @@ class TensorSet:
     def tensor_names(self, runner: str) -> list[str]:
         """The tensors a runner produced, in topological order (unknown tensors last, in stored order)."""
         names = list(dict.fromkeys(t for r, _, t in self.arrays if r == runner))
-        return sorted(names, key=lambda t: (self.tensors.get(t, {}).get("topo", 1 << 30), names.index(t)))
+        stored_order = {name: position for position, name in enumerate(names)}
+        return sorted(names, key=lambda t: (self.tensors.get(t, {}).get("topo", 1 << 30), stored_order[t]))
 
     def load(self, runner: str, iteration: int, tensor: str) -> np.ndarray:
         stored = self.arrays[(runner, iteration, tensor)]
