@@ -194,3 +194,18 @@ def test_replay_answers_every_trial_and_a_replay_for_another_model_is_refused(tr
     assert done.returncode == 2, done.stdout + done.stderr
     assert "replay.json was made for other inputs" in done.stdout + done.stderr
     assert "with.model" in done.stdout + done.stderr
+
+
+def test_onnxruntime_backend_judges_real_mixed_models_and_nodes_narrow_the_candidates(trtflow, tmp_path):
+    model, culprits = chain_model(24, {5, 17})
+    save(model, tmp_path / "chain.onnx")
+    done = run(trtflow, tmp_path, write_recipe(tmp_path, hunt_step("chain.onnx", "backend: onnxruntime")))
+    assert done.returncode == 0, done.stdout + done.stderr
+    keep = json.loads((outputs(tmp_path) / "keep.json").read_text())
+    assert {n["name"] for n in keep["nodes"]} == set(culprits)
+
+    excluded = write_recipe(tmp_path, hunt_step("chain.onnx", "nodes: {exclude: [node17]}"), name="narrow")
+    done = run(trtflow, tmp_path, excluded)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((outputs(tmp_path, "narrow") / "report.json").read_text())
+    assert report["candidates"] == 23 and not report["passed"]  # node17 always runs in FP16: nothing passes
