@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 import pytest
 
-from models import OVERFLOW_NODES, feed, overflow_model, reference, unsupported_model
+from trt_models import OVERFLOW_NODES, feed, overflow_model, reference, unsupported_model
 from trtflow.errors import ParamError, StepError
 from trtflow.trt.api import TensorRT, version_tuple
 from trtflow.trt.builder import BuildSettings, ShapeRange, TimingCache, build_engine

@@ -1,7 +1,7 @@
 """The `tensorrt` runner: a TensorRT engine on the GPU, next to ONNX Runtime on the same inputs.
 
-It runs an engine — `build-engine`'s output, named by `engine:` or given to `run-runners` as its
-`engine` — and never builds one: a build is a cached step of its own. Intermediate tensors are
+It runs an engine — `build-engine`'s output, given to `run-runners` as its `engine` or to the runner
+entry as its own `engine` — and never builds one: a build is a cached step of its own. Intermediate tensors are
 compared only if they are engine outputs, i.e. if the model was tapped (`surgeon-insert-tap`)
 before `build-engine`; a requested tensor the engine does not have (TensorRT drops taps on shape
 and constant tensors) is left out and listed in `missing_outputs` rather than failing the run.
@@ -26,17 +26,29 @@ ONNX_SUFFIXES = {".onnx"}
 
 
 class Config(RunnerConfig):
-    backend: Literal["tensorrt"] = "tensorrt"
-    engine: InputPath | None = Field(None, description="The engine to run (`${steps.ID.engine}` of a build-engine step); "
-                                                       "default: the engine given to run-runners.")
+    backend: Literal["tensorrt"]
+    engine: InputPath | None = Field(None, description="This runner's own engine (`${steps.ID.engine}`), e.g. to run an "
+                                                       "FP32 and an FP16 engine side by side; default: run-runners' `engine`.")
     layer_timing: bool = Field(False, description="Time every layer with TensorRT's profiler (trtexec --exportProfile "
                                                   "layout); makes each inference slower.")
 
+    @property
+    def reads(self) -> str:  # what run-runners must hand `create`: its `engine`, unless this runner names one
+        return "nothing" if self.engine is not None else "engine"
+
+    def create(self, model: Path | None, outputs: list[str] | None) -> "TensorRTRunner":
+        return TensorRTRunner(self, self.engine or model, outputs)
+
+    def fingerprint(self) -> dict[str, str]:
+        from trtflow.trt.environment import fingerprint
+
+        return fingerprint()
+
 
 class TensorRTRunner:
-    def __init__(self, config: Config, model: Path, outputs: list[str] | None):
+    def __init__(self, config: Config, engine: Path, outputs: list[str] | None):
         self.name = config.name
-        self.engine_path = Path(config.engine or model)
+        self.engine_path = Path(engine)
         self.requested = outputs
         self.layer_times = LayerTimes() if config.layer_timing else None
         self.missing_outputs: list[str] = []

@@ -59,6 +59,8 @@ class Params(StepParams):
                             "weak: builder flags and layer constraints (TensorRT <= 10); auto: weak up to 10, strong on 11.")
     constraints: Literal["obey", "prefer"] = Field(
         "obey", description="Weak typing: fail the build if a kept layer cannot run in FP32 (obey) or fall back (prefer).")
+    timing_iterations: int = Field(10, ge=0, description="Time every layer over this many inferences on generated "
+                                                         "inputs, like trtexec --exportProfile (0: no `profile`).")
 
     cosmetic = frozenset({"timing_cache"})  # changes how fast an engine builds, not what it computes
 
@@ -105,6 +107,7 @@ class BuildEngine(Step):
         "engine": file(".engine", "The serialized engine (valid for this TensorRT version and GPU)."),
         "engine_graph": file(".json", "The engine inspector's JSON (trtexec --exportLayerInfo layout) for render-graph."),
         "build_log": file(".txt", "TensorRT's build messages and what trtflow decided (typing, constrained layers)."),
+        "profile": file(".json", "Per-layer times (trtexec --exportProfile layout) for render-graph.", optional=True),
     }
     version = 1
 
@@ -135,5 +138,22 @@ class BuildEngine(Step):
             ctx.output_path("build_log").write_text(log.text(), encoding="utf-8")
         ctx.output_path("engine").write_bytes(built.serialized)
         ctx.output_path("engine_graph").write_text(json.dumps(built.engine_graph, indent=1), encoding="utf-8")
+        if params.timing_iterations:
+            self._profile(ctx, params, trt, built.serialized, settings, log)
         ctx.progress(1, 1, f"{built.typing}ly typed, {len(built.constrained)} layer(s) constrained")
         return {}
+
+    def _profile(self, ctx: StepContext, params: Params, trt, serialized: bytes, settings, log) -> None:
+        from trtflow.errors import BackendUnavailable
+        from trtflow.trt.execution import time_layers
+        from trtflow.trt.profiler import write_profile
+
+        ctx.progress(0.9, 1, f"timing layers over {params.timing_iterations} inferences")
+        try:
+            times = time_layers(trt, serialized, params.timing_iterations, log,
+                                {name: shape.opt for name, shape in settings.shapes.items()})
+        except BackendUnavailable as error:  # the engine is fine; only its timing needs cuda-python
+            log.note(f"no per-layer profile: {error}")
+        else:
+            write_profile(times, ctx.output_path("profile"))
+        ctx.output_path("build_log").write_text(log.text(), encoding="utf-8")

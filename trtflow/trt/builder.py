@@ -263,8 +263,9 @@ def build_engine(model_path: Path, settings: BuildSettings, *, keep: frozenset[s
                 log.note(f"no layer for {len(applied.unmatched)} name(s) (folded away by TensorRT's parser?): "
                          f"{', '.join(applied.unmatched[:10])}")
             constrained = applied.layers
-            log.note(f"{len(constrained)} layer(s) constrained: "
-                     + ", ".join(f"{name}={precision}" for name, precision in list(constrained.items())[:20]))
+            if precisions:
+                log.note(f"{len(constrained)} layer(s) constrained: "
+                         + ", ".join(f"{name}={precision}" for name, precision in list(constrained.items())[:20]))
         config = _configure(trt, builder, network, settings, typing, bool(constrained))
         if timing_cache is not None:
             timing_cache.attach(config)

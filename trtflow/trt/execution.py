@@ -127,3 +127,28 @@ class EngineSession:
             self.cuda.check(self.cuda.runtime.cudaStreamDestroy(self._stream), "destroy the stream")
             self._stream = None
         self.context = self.engine = None
+
+
+def time_layers(trt: TensorRT, serialized: bytes, iterations: int, log: TensorRTLog,
+                shapes: dict[str, tuple[int, ...]] | None = None) -> LayerTimes:
+    """Per-layer times of `iterations` inferences on generated inputs, as `trtexec --exportProfile`
+    measures them (timing barely depends on values): floats uniform in [-1, 1), integers zero,
+    dynamic inputs at their `shapes` (the profile's `opt`)."""
+    times = LayerTimes()
+    session = EngineSession(trt, serialized, log, times)
+    try:
+        generator = np.random.default_rng(0)
+        feed = {}
+        for name in session.inputs:
+            shape = tuple((shapes or {}).get(name) or session.engine.get_tensor_shape(name))
+            dtype = session.dtype(name)
+            values = generator.uniform(-1, 1, shape) if np.issubdtype(dtype, np.floating) or dtype.kind == "V" \
+                else np.zeros(shape)
+            feed[name] = values.astype(dtype)
+        session.infer(feed)  # warm-up, not counted
+        times.count, times.times = 0, {}
+        for _ in range(iterations):
+            session.infer(feed)
+    finally:
+        session.close()
+    return times

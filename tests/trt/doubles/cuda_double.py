@@ -7,7 +7,8 @@ host pointers trtflow passes, and reject a direction that does not match the add
 address that was never allocated, a copy past the end of an allocation or an unknown stream.
 `allocations()` lets tests check that every buffer was freed.
 
-Environment: TRTFLOW_TEST_GPU=none makes the machine GPU-less (device queries fail).
+Environment: TRTFLOW_TEST_GPU=none makes the machine GPU-less (device queries fail); any other value
+names the GPU (default "NVIDIA Test GPU").
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class cudaDeviceProp:
     __slots__ = ("name", "major", "minor", "totalGlobalMem")
 
     def __init__(self) -> None:
-        self.name = b"NVIDIA Test GPU"
+        self.name = (os.environ.get("TRTFLOW_TEST_GPU") or "NVIDIA Test GPU").encode()
         self.major, self.minor = 8, 6
         self.totalGlobalMem = 24 * 2**30
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import enum
 import json
+import os
 from typing import Any
 
 import numpy as np
@@ -29,11 +30,14 @@ import numpy as np
 import cuda_double
 
 MAGIC = b"TRTFLOW-DOUBLE-ENGINE\n"
-DEVICE = "NVIDIA Test GPU"
 
 
 class DoubleViolation(RuntimeError):
     """trtflow used the double in a way the real TensorRT would reject or ignore."""
+
+
+def _device() -> str:
+    return os.environ.get("TRTFLOW_TEST_GPU") or "NVIDIA Test GPU"
 
 
 def _expect(value: Any, kinds: Any, what: str) -> None:
@@ -520,14 +524,14 @@ class _Module:
             def create_timing_cache(self, serialized_timing_cache):
                 _expect(serialized_timing_cache, (bytes, bytearray, memoryview), "serialized_timing_cache")
                 if not serialized_timing_cache:
-                    return ITimingCache({}, DEVICE)
+                    return ITimingCache({}, _device())
                 stored = json.loads(bytes(serialized_timing_cache))
                 return ITimingCache(stored["entries"], stored["device"])
 
             def set_timing_cache(self, cache, ignore_mismatch):
                 _expect(cache, ITimingCache, "cache")
                 _expect(ignore_mismatch, bool, "ignore_mismatch")
-                if cache._device != DEVICE and not ignore_mismatch:
+                if cache._device != _device() and not ignore_mismatch:
                     return False
                 self._cache = cache
                 return True
@@ -824,6 +828,8 @@ class _Module:
         model = onnx.load_from_string(plan["onnx"])
         if plan["low_precision"]:
             model = _round_layer_outputs(model, plan)
+        elif plan["strongly_typed"]:
+            model = _store_typed_tensors(model)
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1
         options.log_severity_level = 3
@@ -896,4 +902,40 @@ def _round_layer_outputs(model: Any, plan: dict) -> Any:
                     nodes.extend(rounded(node.output[index], name))
     del model.graph.node[:]
     model.graph.node.extend(nodes)
+    return model
+
+
+def _store_typed_tensors(model: Any) -> Any:
+    """What a strongly typed engine does with a model's FP16/BF16 tensors: it stores them in that type.
+    ONNX Runtime's CPU provider would compute them in FP32 and hide overflows, so the model is run in
+    FP32 with every low-precision tensor rounded through its type (Cast pairs), initializers widened."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    lows = {TensorProto.FLOAT16, TensorProto.BFLOAT16}
+    graph = onnx.shape_inference.infer_shapes(model).graph
+    low_tensors = {v.name: v.type.tensor_type.elem_type for v in [*graph.input, *graph.value_info, *graph.output]
+                   if v.type.tensor_type.elem_type in lows}
+    for index, initializer in enumerate(model.graph.initializer):
+        if initializer.data_type in lows:
+            widened = numpy_helper.from_array(numpy_helper.to_array(initializer).astype(np.float32), initializer.name)
+            model.graph.initializer[index].CopyFrom(widened)
+    nodes = []
+    for node in model.graph.node:
+        if node.op_type == "Cast":
+            for attribute in node.attribute:
+                if attribute.name == "to" and attribute.i in lows:
+                    attribute.i = TensorProto.FLOAT
+        nodes.append(node)
+        for index, name in enumerate(node.output):
+            if name in low_tensors:
+                node.output[index] = f"{name}::wide"
+                nodes.append(helper.make_node("Cast", [node.output[index]], [f"{name}::stored"], to=low_tensors[name]))
+                nodes.append(helper.make_node("Cast", [f"{name}::stored"], [name], to=TensorProto.FLOAT))
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    del model.graph.value_info[:]
+    for value in [*model.graph.input, *model.graph.output]:
+        if value.type.tensor_type.elem_type in lows:
+            value.type.tensor_type.elem_type = TensorProto.FLOAT
     return model
