@@ -17,6 +17,7 @@ BACKENDS: dict[str, str] = {
     "onnxruntime": "trtflow.runners.onnxruntime:Config",
     "emulated": "trtflow.runners.emulated:Config",
     "saved": "trtflow.runners.saved:Config",
+    "tensorrt": "trtflow.runners.tensorrt:Config",
 }
 
 
