@@ -157,7 +157,7 @@ class BisectPrecision(Step):
         "summary": file(".md", "The report in a few lines of Markdown."),
         "layer_precisions": file(".json", "{node: precision} for weakly typed TensorRT <= 10 builds.", optional=True),
         "replay": file(".json", "The trials as a portable replay (`with: {replay: ...}` answers them elsewhere)."),
-        "passed": value(True, "A verified plan was found (gate on it)."),
+        "passed": value(True, "A plan was found and passed again on the verification samples (gate on it)."),
     }
     version = 1
     journaled = True
@@ -216,12 +216,18 @@ class BisectPrecision(Step):
         if found:
             save_model(plan.lower(model), ctx.output_path("model"))
             ctx.output_path("layer_precisions").write_text(json.dumps(plan.layer_map(model), indent=1))
+        verified = found and all(o.get("passed", True) for o in final.values() if isinstance(o, dict))
+        message = result.message
+        if found and not verified:
+            message += (" on the search samples, but it FAILS on the verification samples: the check sits at the edge "
+                        "of what this precision gives; use more samples (data.iterations) or looser tolerances")
         keep_nodes = self._keep_entries(result, trials, fixed, ops, params)
         ctx.output_path("keep").write_text(json.dumps(
-            {"precision": params.precision, "found": found, "message": result.message, "nodes": keep_nodes}, indent=1))
+            {"precision": params.precision, "found": found, "verified": verified, "message": message,
+             "nodes": keep_nodes}, indent=1))
         replayed = sum(r.origin != "run" for r in trials.records)
         report = {
-            "passed": found, "complete": result.complete, "message": result.message,
+            "passed": verified, "found": found, "complete": result.complete, "message": message,
             "mode": params.mode, "direction": params.direction if params.mode != "minimal" else None,
             "backend": params.backend, "precision": params.precision,
             "candidates": len(candidates), "fixed_high_precision": len(fixed), "samples": len(feeds),
@@ -236,8 +242,8 @@ class BisectPrecision(Step):
         ctx.output_path("report").write_text(json.dumps(report, indent=1))
         ctx.output_path("summary").write_text(_summary(report))
         self._export_replay(ctx)
-        ctx.log(result.message)
-        return {"passed": found}
+        ctx.log(message)
+        return {"passed": verified}
 
     def _backend(self, ctx: StepContext, params: Params, model):
         from trtflow.steps.bisect_judges import plan_outputs
