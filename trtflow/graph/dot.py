@@ -1,7 +1,7 @@
 """Graphviz DOT text for a graph: the portable output, and what `svg.py` hands to `dot`.
 
-Subgraph nodes are drawn inside nested clusters; a legend and the graph's notes are drawn with
-the graph so a shared SVG explains itself. Large graphs get cheaper layout settings (straight
+Subgraph nodes are drawn inside nested clusters; a legend, and the graph's notes under its title,
+are drawn with the graph so a shared SVG explains itself. Large graphs get cheaper layout settings (straight
 edges, bounded crossing minimization) so Graphviz stays within seconds instead of hours.
 """
 
@@ -21,14 +21,13 @@ def quote(text: str) -> str:
     return '"' + escaped.replace("\r", "").replace("\n", "\\n") + '"'
 
 
-def _legend(style: Style, graph: Graph) -> list[str]:
+def _legend(style: Style) -> list[str]:
     rows = "".join(
         f'<TR><TD BGCOLOR="{color}" BORDER="1" WIDTH="18"> </TD><TD ALIGN="LEFT">{html.escape(text)}</TD></TR>'
         if kind == "fill" else
         f'<TR><TD BORDER="3" COLOR="{color}" WIDTH="18"> </TD><TD ALIGN="LEFT">{html.escape(text)}</TD></TR>'
         for kind, color, text in style.legend())
-    notes = "".join(f'<TR><TD COLSPAN="2" ALIGN="LEFT">{html.escape(note)}</TD></TR>' for note in graph.notes)
-    table = f'<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="3" CELLPADDING="2">{rows}{notes}</TABLE>'
+    table = f'<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="3" CELLPADDING="2">{rows}</TABLE>'
     return ["  subgraph cluster_legend {", '    label="legend"; style="rounded"; color="#909090";',
             f"    legend [shape=plaintext, label=<{table}>];", "  }"]
 
@@ -38,7 +37,8 @@ def to_dot(graph: Graph, style: Style) -> str:
     large = len(graph.nodes) > LARGE_GRAPH_NODES
     lines = [
         f"digraph {quote(graph.name)} {{",
-        f"  label={quote(f'{graph.name} — {style.view.mode}, colored by {style.view.color_by}')}; labelloc=t;",
+        f"  label={quote(chr(10).join([f'{graph.name} — {style.view.mode}, colored by {style.view.color_by}', *graph.notes]))};"
+        " labelloc=t;",
         '  graph [rankdir=TB, fontname="Helvetica", fontsize=11, nodesep=0.25, ranksep=0.35, newrank=true'
         + (", splines=line, mclimit=0.3, nslimit=2, nslimit1=2, searchsize=10, remincross=false" if large else "")
         + "];",
@@ -55,9 +55,16 @@ def to_dot(graph: Graph, style: Style) -> str:
         look = style.look(node)
         shape = "oval" if node.kind != "op" else "box"
         styles = "filled" + (",rounded" if node.kind == "op" else "") + (",dashed" if look.dashed else "")
+        # Graphviz draws every periphery in one color: a ring on a plain node takes the ring's color,
+        # a ring on a highlighted node becomes a second outline in the highlight color.
+        border, width, rings = look.border, look.border_width, ""
+        if look.ring is not None:
+            rings = ", peripheries=2"
+            if "highlight" not in node.marks:
+                border, width = look.ring, 3.0
         return (f"{indent}{ids[name]} [id={quote(ids[name])}, label={quote(chr(10).join(look.lines))}, "
                 f"shape={shape}, style={quote(styles)}, fillcolor={quote(look.fill)}, fontcolor={quote(look.font)}, "
-                f"color={quote(look.border)}, penwidth={look.border_width:g}, tooltip={quote(look.tooltip)}];")
+                f"color={quote(border)}, penwidth={width:g}{rings}, tooltip={quote(look.tooltip)}];")
 
     def emit(scope: tuple, depth: int) -> None:
         indent = "  " * (depth + 1)
@@ -79,6 +86,6 @@ def to_dot(graph: Graph, style: Style) -> str:
         if label:
             attributes.append(f"label={quote(label)}")
         lines.append(f"  {ids[edge.source]} -> {ids[edge.target]}" + (f" [{', '.join(attributes)}]" if attributes else "") + ";")
-    lines.extend(_legend(style, graph))
+    lines.extend(_legend(style))
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -5,7 +5,8 @@ Nodes get their names from `onnx_files.name_nodes`, so the names in a compare re
 cannot handle is still drawn, without them. Subgraphs (If branches, Loop and Scan bodies) are
 expanded with their `scope`, so the detailed view draws them as clusters and the simplified view
 folds each back into the node that owns it. Initializers are not nodes: they are listed on the
-node that reads them.
+node that reads them. A node's precision is the dtype of its first floating-point (or int8) input,
+falling back to its outputs — what TensorRT reports for a layer, in ONNX terms.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
     import onnx
 
 _SHORT_DTYPES = {"FLOAT": "fp32", "FLOAT16": "fp16", "BFLOAT16": "bf16", "DOUBLE": "fp64"}
+COMPUTE_DTYPES = frozenset({"fp32", "fp16", "bf16", "fp8", "fp4", "int8", "int4", "fp64"})
+"""Dtypes a node computes in; a node's precision is its first input (else output) of one of these, so a
+Gather's int64 indices or an If's bool condition do not hide the float data they carry."""
 
 
 def dtype_name(elem_type: int) -> str | None:
@@ -102,7 +106,7 @@ class _Builder:
                     self.edges.extend(Edge(inner[out.name], node.name, out.name)
                                       for out in subgraph.output if out.name in inner)
             dtyped = [self.tensors[n] for n in (*node.input, *node.output) if n in self.tensors]
-            first = next((t for t in dtyped if t.dtype), None)
+            first = next((t for t in dtyped if t.dtype in COMPUTE_DTYPES), None) or next((t for t in dtyped if t.dtype), None)
             attributes: dict[str, Any] = {a.name: _attribute_value(a) for a in node.attribute}
             if node.domain and node.domain != "ai.onnx":
                 attributes["domain"] = node.domain

@@ -70,10 +70,10 @@ def to_html(graph: Graph, style: Style) -> str:
         look = looks[name]
         x, y, w, h = placement.boxes[name]
         nodes.append({
-            "name": node.name.partition(":")[2] if node.kind != "op" else node.name,
+            "name": node.title,
             "kind": node.kind, "op": node.op, "x": round(x, 1), "y": round(y, 1), "w": round(w, 1), "h": round(h, 1),
             "fill": look.fill, "font": look.font, "border": look.border, "bw": look.border_width,
-            "dashed": look.dashed, "lines": list(look.lines), "parts": list(node.parts),
+            "dashed": look.dashed, "ring": look.ring, "lines": list(look.lines), "parts": list(node.parts),
             "summary": _summary(node), "attributes": dict(node.attributes),
         })
     edges = [{"s": index[e.source], "t": index[e.target], "tensor": e.tensor, "label": style.edge_label(e.tensor),

@@ -44,6 +44,11 @@ class Node:
     marks: frozenset[str] = frozenset()  # highlight, first_nonfinite, first_divergence, nonfinite, focus, cut
 
     @property
+    def title(self) -> str:
+        """What the node is called on screen: a graph input or output by its tensor's name."""
+        return self.name.partition(":")[2] if self.kind != "op" else self.name
+
+    @property
     def names(self) -> tuple[str, ...]:
         """Every name a user might know this node by: its own and those of its parts."""
         return (self.name, *self.parts)

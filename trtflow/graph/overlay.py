@@ -4,9 +4,10 @@ Both name ONNX nodes and tensors. A graph node takes every name it is known by â
 fused or folded parts, the tensors it writes â€” so an overlay lands on the right node of an ONNX
 graph, of its simplified view, and of an engine whose layers fused several ONNX nodes.
 
-The compare report is read tolerantly: `tensors` may be a mapping or a list; an entry's statistics
-may sit on the entry itself or in per-runner sub-objects (the worst one counts); NaN/Inf may be
-numbers, strings, or flags and counts.
+The compare report is read tolerantly: `tensors` may be a mapping or a list (compare writes one
+entry per tensor and runner; the worst counts); statistics may be flat (`max_abs`) or compare's
+distributions (`abs: {max, mean, ...}` read as `max_abs`, `mean_abs`...), on the entry or in
+per-runner sub-objects; NaN/Inf may be numbers, strings ("inf"), flags or counts (`new_nonfinite`).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from typing import Any, Iterable
 from trtflow.errors import UsageError
 from trtflow.graph.model import Graph
 
-KNOWN_STATS = ("max_abs", "max_rel", "mean_abs", "mean_rel", "median_abs", "l2", "rmse")
+KNOWN_STATS = ("max_abs", "max_rel", "mean_abs", "mean_rel", "median_abs", "median_rel", "l2", "rmse")
+_DISTRIBUTIONS = ("abs", "rel")  # compare writes {"abs": {"max", "mean", "median", "p99"...}, "rel": {...}}
 _NONFINITE_FLAGS = ("nonfinite", "non_finite", "has_nan", "has_inf")
-_NONFINITE_COUNTS = ("nan", "inf", "nan_count", "inf_count", "nonfinite_count", "non_finite_count")
+_NONFINITE_COUNTS = ("new_nonfinite", "nonfinite_count", "non_finite_count", "nan_count", "inf_count")
 
 
 @dataclass(frozen=True)
@@ -63,15 +65,26 @@ def _number(value: Any) -> float | None:
     return None
 
 
+def _flat_stats(holder: dict) -> dict[str, float]:
+    """Numbers of one entry (or per-runner object): its own, and `max_abs`-style names for `abs.max`."""
+    stats = {key: number for key, value in holder.items() if (number := _number(value)) is not None}
+    for kind in _DISTRIBUTIONS:
+        distribution = holder.get(kind)
+        if isinstance(distribution, dict):
+            for key, value in distribution.items():
+                if (number := _number(value)) is not None:
+                    stats.setdefault(f"{key}_{kind}", number)
+    return stats
+
+
 def _stat_holders(entry: dict) -> list[dict]:
     """The entry and the per-runner objects under it that carry statistics."""
     holders = [entry]
-    for value in entry.values():
-        if isinstance(value, dict):
-            holders.append(value)
-            holders.extend(child for child in value.values() if isinstance(child, dict))
-        elif isinstance(value, list):
-            holders.extend(child for child in value if isinstance(child, dict))
+    for key, value in entry.items():
+        if key in _DISTRIBUTIONS:
+            continue
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        holders.extend(child for child in children if isinstance(child, dict))
     return holders
 
 
@@ -103,27 +116,26 @@ def read_compare_report(path: Path, stat: str = "max_abs") -> ErrorOverlay:
     report = _read_json(path, "the compare report")
     if not isinstance(report, dict):
         raise UsageError(f"{path}: not a compare report (expected a JSON object with `tensors`)")
-    raw = _entries(report)
-    present = {key for _, entry in raw for holder in _stat_holders(entry) for key in holder
-               if _number(holder.get(key)) is not None}
+    raw = [(tensor, entry, [(h, _flat_stats(h)) for h in _stat_holders(entry)]) for tensor, entry in _entries(report)]
+    present = {key for _, _, holders in raw for _, stats in holders for key in stats}
     notes = []
     chosen = stat
     if raw and stat not in present:
         chosen = next((s for s in KNOWN_STATS if s in present), stat)
         notes.append(f"the compare report has no `{stat}` statistic; showing `{chosen}`")
     entries = []
-    for tensor, entry in raw:
-        holders = _stat_holders(entry)
-        values = [v for h in holders if (v := _number(h.get(chosen))) is not None]
-        if any(_is_nonfinite(h) for h in holders):
+    for tensor, entry, holders in raw:
+        values = [stats[chosen] for _, stats in holders if chosen in stats]
+        if any(_is_nonfinite(holder) for holder, _ in holders):
             values.append(math.inf)
         worst = _worst(values)
         if worst is None:
             continue
-        stats = {k: v for k, v in entry.items() if not isinstance(v, (dict, list))}
+        shown = {k: v for k, v in entry.items() if isinstance(v, (str, bool)) or _number(v) is not None}
+        shown.update((k, v) for k, v in holders[0][1].items() if k in KNOWN_STATS)
         node = entry.get("node")
         entries.append(TensorError(tensor if isinstance(tensor, str) else None,
-                                   node if isinstance(node, str) else None, worst, stats))
+                                   node if isinstance(node, str) else None, worst, shown))
     if not raw:
         notes.append(f"the compare report {Path(path).name} lists no tensors; only its first non-finite and "
                      "first divergence are shown")

@@ -4,10 +4,12 @@ Four folds, in this order, all expressed as "node X now stands inside node Y" so
 and marks of what disappears are kept by what stays:
 1. subgraphs (If branches, Loop bodies) fold into the node that owns them;
 2. nodes computing only from constants and shapes (weight Q/DQ, Shape->Gather->Concat) disappear;
-3. pass-through layers — NoOp, format-only Reformat, Identity, Dropout — fold into their single
-   consumer (or producer), so a reformat's time is counted where it is paid;
+3. pass-through layers — NoOp, format-only Reformat, Identity, Dropout, and ONNX's data movers
+   (Reshape, Transpose, Squeeze...) — fold into their single consumer (or producer), so a
+   reformat's time is counted where it is paid;
 4. a pointwise op (Add, Relu, Q/DQ, TensorRT PointWise...) folds into its predecessor when that
-   predecessor feeds nothing else — the chains TensorRT fuses (`Conv + Add + Relu`).
+   predecessor feeds nothing else and runs in the same precision — the chains TensorRT fuses
+   (`Conv + Add + Relu`), without hiding where precision changes.
 A fold only ever contracts a chain whose inner links have one consumer, so the result stays a DAG.
 """
 
@@ -28,7 +30,10 @@ POINTWISE_OPS = frozenset({
     # TensorRT layer / parameter types
     "PointWise", "PointWiseV2", "ElementWise", "Activation", "Unary", "Scale",
 })
-PASSTHROUGH_OPS = frozenset({"NoOp", "Identity", "Dropout", "Reformat"})
+PASSTHROUGH_OPS = frozenset({
+    "NoOp", "Reformat",  # TensorRT
+    "Identity", "Dropout", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",  # ONNX: moves, no math
+})
 SHAPE_OPS = frozenset({"Shape", "Size", "Constant"})
 
 
@@ -140,7 +145,8 @@ def fold_pointwise(graph: Graph) -> Graph:
             continue
         for edge in predecessors.get(node.name, []):
             source = graph.nodes[edge.source]
-            if source.kind == "op" and {e.target for e in successors[source.name]} == {node.name}:
+            if (source.kind == "op" and source.precision == node.precision
+                    and {e.target for e in successors[source.name]} == {node.name}):
                 into[node.name] = source.name
                 break
     return merge(graph, into)

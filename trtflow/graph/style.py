@@ -10,8 +10,8 @@ the largest finite error, because errors of interest span many decades; non-fini
 
 from __future__ import annotations
 
-import hashlib
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
@@ -56,6 +56,7 @@ class Look:
     dashed: bool
     lines: tuple[str, ...]  # label text, first line is the title
     tooltip: str
+    ring: str | None = None  # color of an outer outline, or None
 
 
 def _text_on(fill: str) -> str:
@@ -73,15 +74,11 @@ def shorten(text: str, width: int = LABEL_WIDTH) -> str:
 
 
 def format_ms(ms: float) -> str:
-    return f"{ms:.3g} ms" if ms >= 0.001 else f"{ms * 1000:.3g} µs"
+    return f"{ms:.3g} ms" if ms >= 0.001 or ms == 0 else f"{ms * 1000:.3g} µs"
 
 
 def format_error(value: float) -> str:
     return "NaN" if math.isnan(value) else ("Inf" if math.isinf(value) else f"{value:.3g}")
-
-
-def op_color(op: str) -> str:
-    return OP_PALETTE[int(hashlib.sha1(op.encode()).hexdigest(), 16) % len(OP_PALETTE)]
 
 
 class Style:
@@ -93,6 +90,9 @@ class Style:
         positive = [e for e in finite if e > 0]
         self.error_range = (min(positive), max(positive)) if positive else None
         self.error_stat = next((str(n.error_stats.get("stat")) for n in graph.nodes.values() if n.error_stats), "error")
+        self.op_counts = Counter(n.op for n in graph.nodes.values() if n.kind == "op")
+        # the most common ops get distinct colors; the long tail shares grey
+        self.op_colors = {op: color for (op, _), color in zip(self.op_counts.most_common(), OP_PALETTE)}
 
     # -- nodes ---------------------------------------------------------------------------------
 
@@ -113,16 +113,16 @@ class Style:
         if node.kind != "op":
             return IO_COLOR
         if self.view.color_by == "op":
-            return op_color(node.op)
+            return self.op_colors.get(node.op, OTHER_COLOR)
         if self.view.color_by == "error":
             return self.error_color(node.error)
         return PRECISION_COLORS.get(node.precision or "", OTHER_COLOR)
 
     def lines(self, node: Node) -> tuple[str, ...]:
         if node.kind != "op":
-            tensor = self.graph.tensors.get(node.name.partition(":")[2])
+            tensor = self.graph.tensors.get(node.title)
             detail = [tensor_text(tensor)] if tensor is not None and tensor_text(tensor) else []
-            return (shorten(node.name.partition(":")[2]), node.kind, *detail)
+            return (shorten(node.title), node.kind, *detail)
         lines = [shorten(node.name), node.op + (f" · {node.precision.upper()}" if node.precision else "")]
         if self.view.mode == "detailed" and node.parts:
             shown = node.parts[:8]
@@ -144,18 +144,16 @@ class Style:
         return tuple(lines)
 
     def look(self, node: Node) -> Look:
+        """Border: highlighted (bisect's keep) or plain; ring: an outer outline for where the report
+        says things first went wrong — separate, so a kept node can also be the first NaN/Inf."""
         fill = self.fill(node)
-        border, width = "#404040", 1.0
-        if "highlight" in node.marks:
-            border, width = HIGHLIGHT_BORDER, 3.0
-        if "first_divergence" in node.marks:
-            border, width = FIRST_DIVERGENCE_BORDER, 4.0
-        if "first_nonfinite" in node.marks:
-            border, width = FIRST_NONFINITE_BORDER, 4.0
+        border, width = ("#404040", 1.0) if "highlight" not in node.marks else (HIGHLIGHT_BORDER, 3.0)
         if "focus" in node.marks:
             width = max(width, 2.5)
-        tooltip = "\n".join([node.name, node.op, *node.parts[:20]])
-        return Look(fill, _text_on(fill), border, width, "cut" in node.marks, self.lines(node), tooltip)
+        ring = (FIRST_NONFINITE_BORDER if "first_nonfinite" in node.marks
+                else FIRST_DIVERGENCE_BORDER if "first_divergence" in node.marks else None)
+        tooltip = "\n".join([node.title, node.op, *node.parts[:20]])
+        return Look(fill, _text_on(fill), border, width, "cut" in node.marks, self.lines(node), tooltip, ring)
 
     # -- edges ---------------------------------------------------------------------------------
 
@@ -177,11 +175,10 @@ class Style:
             if present - set(PRECISION_COLORS):
                 rows.append(("fill", OTHER_COLOR, "other / unknown"))
         elif self.view.color_by == "op":
-            counts: dict[str, int] = {}
-            for node in ops:
-                counts[node.op] = counts.get(node.op, 0) + 1
-            rows += [("fill", op_color(op), f"{op} ({count})")
-                     for op, count in sorted(counts.items(), key=lambda item: -item[1])[:16]]
+            rows += [("fill", self.op_colors[op], f"{op} ({count})") for op, count in self.op_counts.most_common()
+                     if op in self.op_colors]
+            if len(self.op_counts) > len(self.op_colors):
+                rows.append(("fill", OTHER_COLOR, f"{len(self.op_counts) - len(self.op_colors)} other ops"))
         else:
             if self.error_range:
                 low, high = self.error_range
@@ -192,8 +189,8 @@ class Style:
             rows.append(("fill", NO_ERROR_COLOR, "no data"))
         marks = set().union(*(n.marks for n in ops)) if ops else set()
         for mark, color, text in (("highlight", HIGHLIGHT_BORDER, "highlighted"),
-                                  ("first_nonfinite", FIRST_NONFINITE_BORDER, "first NaN/Inf"),
-                                  ("first_divergence", FIRST_DIVERGENCE_BORDER, "first divergence")):
+                                  ("first_nonfinite", FIRST_NONFINITE_BORDER, "first NaN/Inf (outer ring)"),
+                                  ("first_divergence", FIRST_DIVERGENCE_BORDER, "first divergence (outer ring)")):
             if mark in marks:
                 rows.append(("border", color, text))
         return rows

@@ -9,6 +9,7 @@ fold (simplified) -> errors and highlight -> focus -> write.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
@@ -111,11 +112,12 @@ class RenderGraph(Step):
 
         ctx.progress(0, 3, "reading the graph")
         if params.model is not None:
-            graph = from_onnx.load_onnx(params.model)
+            source, graph = params.model, from_onnx.load_onnx(params.model)
         elif params.engine_graph is not None:
-            graph = from_engine.load_layer_info(params.engine_graph)
+            source, graph = params.engine_graph, from_engine.load_layer_info(params.engine_graph)
         else:
-            graph = from_engine.inspect_engine(params.engine)
+            source, graph = params.engine, from_engine.inspect_engine(params.engine)
+        graph = replace(graph, name=f"{ctx.step_id} ({Path(source).name})")  # store files all look alike
         if params.profile is not None:
             graph = timing.with_timing(graph, timing.read_profile(params.profile))
         source_nodes = len(graph.ops())

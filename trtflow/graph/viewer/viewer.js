@@ -56,8 +56,14 @@
         "class": "node", "data-index": String(index), "data-name": node.name,
         transform: "translate(" + (node.x - node.w / 2) + "," + (node.y - node.h / 2) + ")"
       }, group);
+      if (node.ring) {
+        make("rect", {
+          x: -5, y: -5, width: node.w + 10, height: node.h + 10, rx: 9, fill: "none",
+          stroke: node.ring, "stroke-width": 3, "class": "ring"
+        }, element);
+      }
       make("rect", {
-        width: node.w, height: node.h, rx: node.kind === "op" ? 6 : node.h / 2,
+        "class": "box", width: node.w, height: node.h, rx: node.kind === "op" ? 6 : node.h / 2,
         fill: node.fill, stroke: node.border, "stroke-width": node.bw,
         "stroke-dasharray": node.dashed ? "5,3" : "none"
       }, element);
