@@ -1,0 +1,120 @@
+"""Overlays: compare's per-tensor errors, bisect's kept nodes and `focus`, landing on the right nodes
+of ONNX graphs, their simplified views and engine graphs whose layers fused the ONNX nodes."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from models import conv_block
+
+from trtflow.graph.focus import focus
+from trtflow.graph.from_engine import load_layer_info
+from trtflow.graph.from_onnx import graph_from_model
+from trtflow.graph.overlay import read_compare_report, read_highlight, with_errors, with_highlight
+from trtflow.graph.simplify import simplify
+from trtflow.graph.style import NONFINITE_COLOR, Style, View
+
+
+def compare_entry(tensor: str, node: str, runner: str, max_abs, new_nonfinite: int = 0) -> dict:
+    """One entry the way `compare` writes it: distributions under `abs`/`rel`, counts of new NaN/Inf."""
+    return {"tensor": tensor, "node": node, "op": "?", "topo": 0, "runner": runner, "passed": max_abs == 0,
+            "new_nonfinite": new_nonfinite, "nonfinite": {"reference": {"nan": 3, "inf": 0}},
+            "abs": {"max": max_abs, "mean": 0.0 if isinstance(max_abs, str) else max_abs / 4},
+            "rel": {"max": 0.5, "mean": 0.1}, "metrics": {"cosine": 0.99}}
+
+
+def write(tmp_path, document, name="report.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(document))
+    return path
+
+
+@pytest.fixture
+def report(tmp_path):
+    return write(tmp_path, {
+        "passed": False,
+        "first_nonfinite": {"tensor": "then_out", "node": "then/Relu", "op": "Relu", "runner": "fp16"},
+        "first_divergence": {"tensor": "add_out", "node": "bias_add", "op": "Add", "runner": "fp16"},
+        "tensors": [
+            compare_entry("conv_out", "conv", "fp16", 1e-4),
+            compare_entry("conv_out", "conv", "bf16", 2e-3),  # the worst runner counts
+            compare_entry("add_out", "bias_add", "fp16", 5e-2),
+            compare_entry("scaled", "scale_fp16", "fp16", 0.8),
+            compare_entry("then_out", "then/Relu", "fp16", "inf", new_nonfinite=7),
+            compare_entry("not_in_model", "ghost", "fp16", 1.0),
+        ],
+    })
+
+
+def test_compare_report_errors_land_on_nodes_worst_runner_first(report):
+    graph = with_errors(graph_from_model(conv_block()), read_compare_report(report))
+    assert graph.nodes["conv"].error == 2e-3
+    assert graph.nodes["bias_add"].error == 5e-2
+    assert graph.nodes["then/Relu"].error == math.inf and "nonfinite" in graph.nodes["then/Relu"].marks
+    assert "first_nonfinite" in graph.nodes["then/Relu"].marks
+    assert "first_divergence" in graph.nodes["bias_add"].marks
+    assert graph.nodes["conv"].error_stats["runner"] == "bf16"
+    assert any("1 tensor(s) of the compare report name nothing" in note for note in graph.notes)
+
+
+def test_errors_follow_folds_into_the_simplified_view(report):
+    graph = with_errors(simplify(graph_from_model(conv_block())), read_compare_report(report))
+    assert graph.nodes["conv"].error == 5e-2  # bias_add folded into conv: its worst part shows
+    assert {"first_nonfinite", "nonfinite"} <= graph.nodes["branch"].marks  # then/Relu lives in the If
+
+
+def test_error_colors_grow_with_the_error_and_nonfinite_is_darkest(report):
+    graph = with_errors(graph_from_model(conv_block()), read_compare_report(report))
+    style = Style(graph, View(color_by="error"))
+
+    def darkness(name: str) -> int:
+        fill = style.fill(graph.nodes[name])
+        return 765 - sum(int(fill[i:i + 2], 16) for i in (1, 3, 5))
+
+    assert darkness("conv") < darkness("bias_add") < darkness("scale_fp16")
+    assert style.fill(graph.nodes["then/Relu"]) == NONFINITE_COLOR
+    legend = [text for _, _, text in style.legend()]
+    assert "NaN / Inf" in legend
+    assert any(t.startswith("first NaN/Inf") for t in legend) and any(t.startswith("first divergence") for t in legend)
+    assert any(line.startswith("max_abs 0.8") for line in style.lines(graph.nodes["scale_fp16"]))
+
+
+def test_report_variants_are_read(tmp_path):
+    mapping = write(tmp_path, {"tensors": {
+        "add_out": {"node": "bias_add", "runners": {"fp16": {"max_abs": 0.25}, "bf16": {"max_abs": 0.5}}},
+        "conv_out": {"node": "conv", "max_abs": "nan"},
+        "scaled": {"node": "scale_fp16", "max_rel": 3.0},
+    }})
+    overlay = read_compare_report(mapping)
+    errors = {entry.node: entry.value for entry in overlay.entries}
+    assert errors["bias_add"] == 0.5 and math.isnan(errors["conv"]) and "scale_fp16" not in errors
+    only_relative = write(tmp_path, {"tensors": [{"tensor": "scaled", "node": "scale_fp16", "max_rel": 3.0}]}, "r.json")
+    overlay = read_compare_report(only_relative)
+    assert overlay.stat == "max_rel" and overlay.entries[0].value == 3.0
+    assert "no `max_abs`" in overlay.notes[0]
+
+
+def test_keep_list_highlights_fused_engine_layers(resnet, tmp_path):
+    keep = write(tmp_path, {"nodes": [{"name": "Add_6", "op": "Add", "reason": "overflow"},
+                                      {"name": "Conv_26", "op": "Conv", "reason": "drift"},
+                                      {"name": "NotThere", "op": "Mul", "reason": "?"}]}, "keep.json")
+    names = read_highlight(keep)
+    assert names == ["Add_6", "Conv_26", "NotThere"]
+    graph = with_highlight(load_layer_info(resnet.graph_path), names)
+    highlighted = {n.name for n in graph.nodes.values() if "highlight" in n.marks}
+    assert highlighted == {"Conv_5 + Add_6 + Relu_7", "Conv_26"}
+    assert any("1 of 3 highlighted" in note for note in graph.notes)
+
+
+def test_focus_keeps_the_neighbourhood_and_marks_the_cut(mobilenet):
+    graph = simplify(load_layer_info(mobilenet.graph_path))
+    focused = focus(graph, r"QuantizeLinear_854", radius=1)
+    seeds = [n.name for n in focused.nodes.values() if "focus" in n.marks]
+    assert seeds == ["QuantizeLinear_854"]
+    neighbours = {e.target for e in graph.edges if e.source == seeds[0]} | {e.source for e in graph.edges if e.target == seeds[0]}
+    assert set(focused.nodes) == {seeds[0], *neighbours}
+    assert all("cut" in focused.nodes[n].marks for n in neighbours if graph.nodes[n].kind == "op")
+    with pytest.raises(ValueError, match="no node name matches"):
+        focus(graph, "no-such-layer", radius=2)

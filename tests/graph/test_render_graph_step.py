@@ -1,0 +1,105 @@
+"""`render-graph` end to end through `trtflow run`, on the recipes users copy from pipelines/."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ENGINE_GRAPHS, REPO
+from outputs import op_nodes, viewer_data
+
+from trtflow.graph.style import HIGHLIGHT_BORDER, PRECISION_COLORS
+
+PIPELINES = REPO / "pipelines"
+
+
+def run(trtflow, recipe: Path, tmp_path: Path, *extra: str, env: dict | None = None):
+    return trtflow("run", recipe, "--workspace", tmp_path / "ws", "--out", tmp_path / "out", *extra,
+                   cwd=tmp_path, env=env)
+
+
+def summary(out: Path, step: str) -> dict:
+    return json.loads((out / step / "graph" / "summary.json").read_text())
+
+
+def test_engine_graph_recipe_renders_every_fixture_in_both_modes(trtflow, tmp_path):
+    done = run(trtflow, PIPELINES / "render-engine-graphs.yaml", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = tmp_path / "out" / "render-engine-graphs"
+    for step, stem in (("resnet", "resnet"), ("resnet-qat", "resnet-qat"), ("mobilenet-qat", "mobilenet.qat")):
+        layers = json.loads((ENGINE_GRAPHS / f"{stem}.onnx.engine.graph.json").read_text())["Layers"]
+        detailed, simplified = summary(out, f"{step}-detailed"), summary(out, step)
+        assert detailed["nodes"] == detailed["source_nodes"] == len(layers)
+        assert simplified["source_nodes"] == len(layers) > simplified["nodes"]
+        expected_files = {"graph.html", "graph.dot"} | ({"graph.svg"} if shutil.which("dot") else set())
+        assert set(detailed["files"]) == expected_files
+        assert detailed["total_timing_ms"] == pytest.approx(simplified["total_timing_ms"])
+    focused = summary(out, "mobilenet-qat-classifier")
+    assert focused["nodes"] < 10 and any(note.startswith("focus on `classifier`") for note in focused["notes"])
+
+    again = run(trtflow, PIPELINES / "render-engine-graphs.yaml", tmp_path)
+    assert again.returncode == 0 and "7 cached" in again.stdout  # nothing drawn twice
+
+
+def test_fp16_overlay_recipe_draws_errors_and_kept_nodes(trtflow, tmp_path):
+    done = run(trtflow, PIPELINES / "render-fp16-overlay.yaml", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = tmp_path / "out" / "render-fp16-overlay"
+    report = json.loads((out / "diff" / "report.json").read_text())
+    kept = {node["name"] for node in json.loads((out / "hunt" / "keep.json").read_text())["nodes"]}
+    assert report["first_nonfinite"] and kept
+
+    errors = op_nodes(viewer_data(out / "errors" / "graph" / "graph.html"))
+    assert errors[report["first_nonfinite"]["node"]]["ring"] == "#000000"
+    assert {name for name, node in errors.items() if node["border"] == HIGHLIGHT_BORDER} == kept
+    assert sum("max_abs" in " ".join(node["lines"]) for node in errors.values()) >= len(errors) - 1
+
+    mixed = op_nodes(viewer_data(out / "mixed-precision" / "graph" / "graph.html"))
+    for name in kept:
+        assert mixed[name]["fill"] == PRECISION_COLORS["fp32"]
+    assert sum(node["fill"] == PRECISION_COLORS["fp16"] for node in mixed.values()) > len(mixed) / 2
+
+    simplified = summary(out, "errors-simplified")
+    assert simplified["nodes"] < simplified["source_nodes"] and simplified["color_by"] == "error"
+
+
+def write_recipe(tmp_path: Path, render_with: str) -> Path:
+    shutil.copy(REPO / "pipelines" / "models" / "overflow_demo.onnx", tmp_path / "demo.onnx")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"""trtflow: 1
+name: graph
+steps:
+  model:
+    uses: load
+    with: {{path: demo.onnx}}
+  graph:
+    uses: render-graph
+    with: {render_with}
+""")
+    return recipe
+
+
+def test_two_sources_are_a_recipe_error(trtflow, tmp_path):
+    recipe = write_recipe(tmp_path, '{model: "${steps.model.model}", engine_graph: demo.onnx}')
+    done = run(trtflow, recipe, tmp_path)
+    assert done.returncode == 2 and "exactly one of `model`" in done.stdout + done.stderr
+
+
+def test_focus_matching_nothing_names_the_param(trtflow, tmp_path):
+    recipe = write_recipe(tmp_path, '{model: "${steps.model.model}", focus: "no_such_node"}')
+    done = run(trtflow, recipe, tmp_path)
+    assert done.returncode == 2
+    assert "focus" in done.stdout + done.stderr and "no node name matches" in done.stdout + done.stderr
+
+
+def test_svg_without_graphviz_fails_with_install_advice(trtflow, tmp_path):
+    recipe = write_recipe(tmp_path, '{model: "${steps.model.model}", formats: [svg, html]}')
+    python_only = tmp_path / "bin"
+    python_only.mkdir()
+    (python_only / "python").symlink_to(sys.executable)
+    done = run(trtflow, recipe, tmp_path, env={"PATH": str(python_only)})
+    assert done.returncode == 3
+    assert "apt-get install graphviz" in done.stdout + done.stderr
