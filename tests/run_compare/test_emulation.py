@@ -113,3 +113,21 @@ def test_fp8_on_an_old_opset_model_is_converted():
     model = identity_model(opset=13)
     out = run(PrecisionPlan("fp8").emulate(model), {"x": np.array([500, 1, 2, 3, 4, 0.3], np.float32)})["y"]
     assert out[0] == 448.0 and out[5] == np.float32(0.3125)
+
+
+def test_taps_skip_subgraph_tensors_and_list_them():
+    from trtflow.onnx_files import name_nodes
+    from trtflow.tensors.catalog import catalog
+    from trtflow.tensors.taps import mark_outputs, select, subgraph_tensors
+
+    body = helper.make_graph([helper.make_node("Neg", ["x"], ["inner"])], "then", [], [float_input("inner", [2])])
+    model = make_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                        helper.make_node("If", ["flag"], ["y"], name="branch", then_branch=body, else_branch=body)],
+                       [float_input("x", [2]), helper.make_tensor_value_info("flag", TensorProto.BOOL, [])],
+                       [float_input("y", [2])])
+    name_nodes(model)
+    tensors = catalog(model)
+    assert select(tensors, None) == ["r", "y"] and subgraph_tensors(model) == ["inner"]
+    mark_outputs(model, select(tensors, ["r*"]), tensors)
+    out = run(model, {"x": np.array([-1, 2], np.float32), "flag": np.array(True)})
+    np.testing.assert_array_equal(out["r"], [0, 2])

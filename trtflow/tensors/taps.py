@@ -43,7 +43,7 @@ def subgraph_tensors(model: "onnx.ModelProto") -> list[str]:
     from trtflow.onnx_files import iter_graphs
 
     graphs = list(iter_graphs(model.graph))[1:]
-    return [output for graph in graphs for node in graph.node for output in node.output if output]
+    return list(dict.fromkeys(output for graph in graphs for node in graph.node for output in node.output if output))
 
 
 def mark_outputs(model: "onnx.ModelProto", names: Iterable[str], tensors: dict[str, TensorInfo],
