@@ -120,38 +120,33 @@
   }
 
   function row(table, key, value) {
-    var tr = document.createElement("tr");
-    var left = document.createElement("td");
-    left.className = "key";
-    left.textContent = key;
-    var right = document.createElement("td");
-    right.textContent = typeof value === "string" ? value : JSON.stringify(value);
-    tr.appendChild(left);
-    tr.appendChild(right);
+    var tr = htmlElement("tr");
+    tr.appendChild(htmlElement("td", key, "key"));
+    tr.appendChild(htmlElement("td", typeof value === "string" ? value : JSON.stringify(value)));
     table.appendChild(tr);
   }
 
+  function htmlElement(tag, text, className) {
+    var made = document.createElement(tag);
+    if (text !== undefined) made.textContent = text;
+    if (className) made.className = className;
+    return made;
+  }
+
+  // A titled block of the side panel: a key/value table, or a list of lines.
   function section(title, entries) {
     if (!entries.length) return;
-    var heading = document.createElement("h3");
-    heading.textContent = title;
-    panel.appendChild(heading);
-    var table = document.createElement("table");
+    var table = htmlElement("table");
     entries.forEach(function (entry) { row(table, entry[0], entry[1]); });
+    panel.appendChild(htmlElement("h3", title));
     panel.appendChild(table);
   }
 
   function list(title, items) {
     if (!items.length) return;
-    var heading = document.createElement("h3");
-    heading.textContent = title;
-    panel.appendChild(heading);
-    var ul = document.createElement("ul");
-    items.forEach(function (item) {
-      var li = document.createElement("li");
-      li.textContent = item;
-      ul.appendChild(li);
-    });
+    var ul = htmlElement("ul");
+    items.forEach(function (item) { ul.appendChild(htmlElement("li", item)); });
+    panel.appendChild(htmlElement("h3", title));
     panel.appendChild(ul);
   }
 
@@ -163,9 +158,8 @@
   function showPanel(index) {
     var node = data.nodes[index];
     panel.textContent = "";
-    var heading = document.createElement("h2");
+    var heading = htmlElement("h2", node.name);
     heading.id = "panel-name";
-    heading.textContent = node.name;
     panel.appendChild(heading);
     section("node", node.summary);
     list("inputs", data.edges.filter(function (e) { return e.t === index; }).map(function (e) {
@@ -215,24 +209,15 @@
   function drawLegend() {
     var legend = document.getElementById("legend");
     data.legend.forEach(function (entry) {
-      var line = document.createElement("div");
-      line.className = "row";
-      var swatch = document.createElement("span");
-      swatch.className = "swatch";
+      var line = htmlElement("div", undefined, "row");
+      var swatch = htmlElement("span", undefined, "swatch");
       if (entry[0] === "fill") swatch.style.background = entry[1];
       else swatch.style.border = "3px solid " + entry[1];
-      var label = document.createElement("span");
-      label.textContent = entry[2];
       line.appendChild(swatch);
-      line.appendChild(label);
+      line.appendChild(htmlElement("span", entry[2]));
       legend.appendChild(line);
     });
-    data.notes.forEach(function (note) {
-      var line = document.createElement("div");
-      line.className = "note";
-      line.textContent = note;
-      legend.appendChild(line);
-    });
+    data.notes.forEach(function (note) { legend.appendChild(htmlElement("div", note, "note")); });
   }
 
   function wireInput() {
