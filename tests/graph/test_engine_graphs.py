@@ -16,7 +16,7 @@ from trtflow.errors import BackendUnavailable, UsageError
 from trtflow.graph.from_engine import graph_from_layer_info, inspect_engine, load_layer_info
 from trtflow.graph.render import write_graph
 from trtflow.graph.simplify import simplify
-from trtflow.graph.style import PRECISION_COLORS, View
+from trtflow.graph.style import PRECISION_COLORS, View, short_format
 from trtflow.graph.timing import read_profile, with_timing
 
 FORMAT_PRECISION = {"FP32": "fp32", "FP16": "fp16", "Int8": "int8"}
@@ -162,3 +162,15 @@ def test_engine_file_without_tensorrt_says_what_to_do(tmp_path):
     with pytest.raises(BackendUnavailable) as raised:
         inspect_engine(engine)
     assert "trtflow[tensorrt]" in str(raised.value) and "engine_graph" in str(raised.value)
+
+
+@pytest.mark.parametrize("text, short", [
+    ("Thirty-two wide channel vectorized row major Int8 format", "INT8 CHW32"),
+    ("Four wide channel vectorized row major Int8 format", "INT8 CHW4"),
+    ("Two wide channel vectorized row major FP16 format", "FP16 CHW2"),
+    ("Channel major FP16 format where channel % 8 == 0", "FP16 HWC8"),
+    ("Row major linear FP32", "FP32 linear"),
+    ("Row major linear BFloat16 format (kLINEAR)", "BF16 linear"),
+])
+def test_edge_labels_abbreviate_tensorrt_formats(text, short):
+    assert short_format(text) == short

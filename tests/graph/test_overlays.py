@@ -118,3 +118,12 @@ def test_focus_keeps_the_neighbourhood_and_marks_the_cut(mobilenet):
     assert all("cut" in focused.nodes[n].marks for n in neighbours if graph.nodes[n].kind == "op")
     with pytest.raises(ValueError, match="no node name matches"):
         focus(graph, "no-such-layer", radius=2)
+
+
+def test_nan_stays_the_worst_error_of_a_node(tmp_path):
+    report = write(tmp_path, {"tensors": [compare_entry("conv_out", "conv", "fp16", "nan"),
+                                          compare_entry("conv_out", "conv", "bf16", 5.0),
+                                          compare_entry("add_out", "bias_add", "fp16", 7.0)]})
+    graph = with_errors(graph_from_model(conv_block()), read_compare_report(report))
+    assert math.isnan(graph.nodes["conv"].error)
+    assert math.isnan(with_errors(simplify(graph_from_model(conv_block())), read_compare_report(report)).nodes["conv"].error)

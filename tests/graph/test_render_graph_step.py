@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import sys
@@ -103,3 +104,23 @@ def test_svg_without_graphviz_fails_with_install_advice(trtflow, tmp_path):
     done = run(trtflow, recipe, tmp_path, env={"PATH": str(python_only)})
     assert done.returncode == 3
     assert "apt-get install graphviz" in done.stdout + done.stderr
+
+
+def test_engine_file_without_tensorrt_fails_with_advice(trtflow, tmp_path):
+    if importlib.util.find_spec("tensorrt") is not None:
+        pytest.skip("TensorRT is installed here")
+    (tmp_path / "model.engine").write_bytes(b"not really an engine")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("""trtflow: 1
+name: engine
+steps:
+  model:
+    uses: load
+    with: {path: model.engine}
+  graph:
+    uses: render-graph
+    with: {engine: "${steps.model.engine}"}
+""")
+    done = run(trtflow, recipe, tmp_path)
+    assert done.returncode == 3
+    assert "trtflow[tensorrt]" in done.stdout + done.stderr and "engine_graph" in done.stdout + done.stderr

@@ -46,26 +46,6 @@ def dtype_of(text: str | None) -> str | None:
     return None
 
 
-def short_format(text: str | None) -> str:
-    """A compact form of TensorRT's format sentence for edge labels: `FP16 HWC8`, `INT8 CHW32`."""
-    if not text:
-        return ""
-    dtype = (dtype_of(text) or "").upper()
-    lowered = text.lower()
-    vector = re.search(r"channel % (\d+)", lowered)
-    wide = re.search(r"(\w+)[- ]wide channel vectorized", lowered)
-    widths = {"two": 2, "four": 4, "eight": 8, "sixteen": 16, "thirty-two": 32, "thirty two": 32}
-    if "channel major" in lowered:
-        layout = f"HWC{vector.group(1)}" if vector else "HWC"
-    elif wide:
-        layout = f"CHW{widths.get(wide.group(1), wide.group(1))}"
-    elif "row major" in lowered or "linear" in lowered:
-        layout = "linear"
-    else:
-        layout = ""
-    return " ".join(part for part in (dtype, layout) if part) or text
-
-
 def fused_parts(layer: dict) -> tuple[str, ...]:
     """The ONNX nodes a layer was built from: its Metadata, else the pieces of a fused name."""
     metadata = layer.get("Metadata")
@@ -138,7 +118,8 @@ def graph_from_layer_info(document: Any, name: str = "engine") -> Graph:
     raw_layers = [layer for layer in document["Layers"] if isinstance(layer, (dict, str))]
     io_tensors, modes = _io_tensors(document)
     notes: list[str] = []
-    if raw_layers and all(isinstance(layer, str) for layer in raw_layers):
+    names_only = bool(raw_layers) and all(isinstance(layer, str) for layer in raw_layers)
+    if names_only:
         notes.append("the engine was built with LAYER_NAMES_ONLY profiling verbosity, so the JSON has no "
                      "connections: layers are drawn in execution order; rebuild with "
                      "`--profilingVerbosity=detailed` (trtexec) for the real graph")
@@ -183,7 +164,7 @@ def graph_from_layer_info(document: Any, name: str = "engine") -> Graph:
                 edges.append(Edge(producer[tensor.name], io_node.name, tensor.name))
     for node, inputs, _ in layers:
         edges.extend(Edge(producer[t], node.name, t) for t in inputs if t in producer)
-    if notes and len(layers) > 1:  # names only: chain the layers in execution order
+    if names_only:  # no connections known: chain the layers in execution order
         edges.extend(Edge(a.name, b.name, "") for (a, _, _), (b, _, _) in zip(layers, layers[1:]))
     dangling = sorted(consumed - set(producer))
     if dangling:

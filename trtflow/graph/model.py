@@ -12,6 +12,7 @@ graph, so one parsed graph can be rendered several ways.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Literal, Mapping
@@ -59,6 +60,11 @@ class Edge:
     source: str  # node name
     target: str  # node name
     tensor: str  # tensor name; details in Graph.tensors
+
+
+def error_rank(error: float) -> tuple[bool, float]:
+    """Sort key from best to worst error: NaN is worse than any number, Inf included."""
+    return (True, 0.0) if math.isnan(error) else (False, error)
 
 
 def io_node_name(kind: NodeKind, tensor: str) -> str:

@@ -16,10 +16,10 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from trtflow.errors import UsageError
-from trtflow.graph.model import Graph
+from trtflow.graph.model import Graph, error_rank
 
 KNOWN_STATS = ("max_abs", "max_rel", "mean_abs", "mean_rel", "median_abs", "median_rel", "l2", "rmse")
 _DISTRIBUTIONS = ("abs", "rel")  # compare writes {"abs": {"max", "mean", "median", "p99"...}, "rel": {...}}
@@ -94,15 +94,6 @@ def _is_nonfinite(holder: dict) -> bool:
     return any((_number(holder.get(key)) or 0) > 0 for key in _NONFINITE_COUNTS)
 
 
-def _worst(values: Iterable[float]) -> float | None:
-    worst = None
-    for value in values:
-        if math.isnan(value):
-            return value
-        worst = value if worst is None else max(worst, value)
-    return worst
-
-
 def _entries(report: dict) -> list[tuple[str | None, dict]]:
     tensors = report.get("tensors")
     if isinstance(tensors, dict):
@@ -128,7 +119,7 @@ def read_compare_report(path: Path, stat: str = "max_abs") -> ErrorOverlay:
         values = [stats[chosen] for _, stats in holders if chosen in stats]
         if any(_is_nonfinite(holder) for holder, _ in holders):
             values.append(math.inf)
-        worst = _worst(values)
+        worst = max(values, key=error_rank, default=None)
         if worst is None:
             continue
         shown = {k: v for k, v in entry.items() if isinstance(v, (str, bool)) or _number(v) is not None}
@@ -160,7 +151,7 @@ def with_errors(graph: Graph, overlay: ErrorOverlay) -> Graph:
             unplaced += 1
             continue
         known = worst.get(target)
-        if known is None or _worst((known[0], entry.value)) != known[0]:
+        if known is None or error_rank(entry.value) > error_rank(known[0]):
             worst[target] = (entry.value, {"tensor": entry.tensor, **entry.stats})
     changes: dict[str, dict] = {}
     for name, (value, stats) in worst.items():

@@ -15,10 +15,9 @@ A fold only ever contracts a chain whose inner links have one consumer, so the r
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
-from trtflow.graph.model import Edge, Graph, Node
+from trtflow.graph.model import Edge, Graph, Node, error_rank
 
 POINTWISE_OPS = frozenset({
     # ONNX
@@ -40,12 +39,6 @@ SHAPE_OPS = frozenset({"Shape", "Size", "Constant"})
 def _is_passthrough(node: Node) -> bool:
     # A TensorRT Reformat that came from a Q/DQ node quantizes: it is real work, not plumbing.
     return node.op in PASSTHROUGH_OPS and node.attributes.get("Origin") != "QDQ"
-
-
-def _worst(a: float | None, b: float | None) -> float | None:
-    if a is None or b is None:
-        return a if b is None else b
-    return a if math.isnan(a) or (not math.isnan(b) and a >= b) else b
 
 
 def merge(graph: Graph, into: dict[str, str], notes: tuple[str, ...] = ()) -> Graph:
@@ -74,16 +67,14 @@ def merge(graph: Graph, into: dict[str, str], notes: tuple[str, ...] = ()) -> Gr
         if folded:
             timings = [n.timing_ms for n in (node, *folded) if n.timing_ms is not None]
             percents = [n.timing_percent for n in (node, *folded) if n.timing_percent is not None]
-            error = node.error
-            for member in folded:
-                error = _worst(error, member.error)
+            errors = [n.error for n in (node, *folded) if n.error is not None]
             node = replace(
                 node,
                 parts=tuple(dict.fromkeys((*node.parts, *(p for m in folded for p in m.names)))),
                 folded_ops=(*node.folded_ops, *(op for m in folded for op in (m.op, *m.folded_ops))),
                 timing_ms=sum(timings) if timings else None,
                 timing_percent=sum(percents) if percents else None,
-                error=error,
+                error=max(errors, key=error_rank, default=None),
                 marks=node.marks.union(*(m.marks for m in folded)),
             )
         nodes.append(node)

@@ -11,11 +11,12 @@ the largest finite error, because errors of interest span many decades; non-fini
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
-from trtflow.graph.from_engine import short_format
+from trtflow.graph.from_engine import dtype_of
 from trtflow.graph.model import Graph, Node, Tensor
 
 ColorBy = Literal["precision", "op", "error"]
@@ -194,6 +195,26 @@ class Style:
             if mark in marks:
                 rows.append(("border", color, text))
         return rows
+
+
+def short_format(text: str | None) -> str:
+    """A compact form of TensorRT's format sentence for edge labels: `FP16 HWC8`, `INT8 CHW32`."""
+    if not text:
+        return ""
+    dtype = (dtype_of(text) or "").upper()
+    lowered = text.lower()
+    vector = re.search(r"channel % (\d+)", lowered)
+    wide = re.search(r"([\w-]+) wide channel vectorized", lowered)
+    widths = {"two": 2, "four": 4, "eight": 8, "sixteen": 16, "thirty-two": 32}
+    if "channel major" in lowered:
+        layout = f"HWC{vector.group(1)}" if vector else "HWC"
+    elif wide:
+        layout = f"CHW{widths.get(wide.group(1), wide.group(1))}"
+    elif "row major" in lowered or "linear" in lowered:
+        layout = "linear"
+    else:
+        layout = ""
+    return " ".join(part for part in (dtype, layout) if part) or text
 
 
 def tensor_text(tensor: Tensor) -> str:
