@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from trt_doubles import DOUBLE_MODULES, DOUBLES, GENERATIONS
+from .trt_doubles import DOUBLE_MODULES, DOUBLES, GENERATIONS
 
 
 def _forget_doubles() -> None:

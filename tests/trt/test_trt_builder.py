@@ -6,13 +6,14 @@ import numpy as np
 import onnx
 import pytest
 
-from trt_models import OVERFLOW_NODES, feed, overflow_model, reference, unsupported_model
 from trtflow.errors import ParamError, StepError
 from trtflow.trt.api import TensorRT, version_tuple
 from trtflow.trt.builder import BuildSettings, ShapeRange, TimingCache, build_engine
 from trtflow.trt.execution import EngineSession
 from trtflow.trt.log import TensorRTLog
-from trt_doubles import GENERATIONS
+
+from .trt_doubles import GENERATIONS
+from .trt_models import OVERFLOW_NODES, feed, overflow_model, reference, unsupported_model
 
 FIX = frozenset({"overflow", "shrink"})
 

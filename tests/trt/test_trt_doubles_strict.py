@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-from trt_doubles import GENERATIONS
+from .trt_doubles import GENERATIONS
 
 
 def _network(trt, flags=None):
@@ -25,7 +25,7 @@ def _parsed_layer(trt, model_path):
 
 
 def test_tensorrt_11_has_no_weak_typing(use_double, tmp_path):
-    from trt_models import overflow_model
+    from .trt_models import overflow_model
 
     use_double(GENERATIONS["11.x"])
     trt = importlib.import_module("tensorrt")
@@ -47,7 +47,7 @@ def test_tensorrt_11_has_no_weak_typing(use_double, tmp_path):
 
 
 def test_tensorrt_10_strongly_typed_network_refuses_layer_precision(use_double, tmp_path):
-    from trt_models import overflow_model
+    from .trt_models import overflow_model
 
     use_double(GENERATIONS["10.x"])
     trt = importlib.import_module("tensorrt")
@@ -60,7 +60,7 @@ def test_tensorrt_10_strongly_typed_network_refuses_layer_precision(use_double, 
 
 
 def test_tensorrt_8_6_lacks_what_came_later(use_double, tmp_path):
-    from trt_models import unsupported_model
+    from .trt_models import unsupported_model
 
     use_double(GENERATIONS["8.6"])
     trt = importlib.import_module("tensorrt")

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trt_models import feed, overflow_model, reference
 from trtflow.errors import ParamError
 from trtflow.precision.plan import PrecisionPlan
 from trtflow.trt.judge import TensorRTJudge
+
+from .trt_models import feed, overflow_model, reference
 
 
 def test_one_build_per_plan_and_warm_timing_cache(trt_generation, tmp_path):

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from trt_doubles import GENERATIONS, double_env
-from trt_models import overflow_model
+from .trt_doubles import GENERATIONS, double_env
+from .trt_models import overflow_model
+
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / "pipelines" / "tensorrt-fp16.yaml"

@@ -7,10 +7,11 @@ import importlib
 import numpy as np
 import pytest
 
-from trt_models import feed, overflow_model, reference
 from trtflow.errors import StepError
 from trtflow.runners.tensorrt import Config
 from trtflow.trt.builder import BuildSettings, ShapeRange, build_engine
+
+from .trt_models import feed, overflow_model, reference
 
 
 def _engine(tmp_path, trt, **model_options):

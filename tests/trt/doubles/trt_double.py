@@ -45,6 +45,12 @@ def _expect(value: Any, kinds: Any, what: str) -> None:
         raise TypeError(f"{what}: incompatible function arguments ({type(value).__name__} given)")
 
 
+def _at(items: list, index: Any) -> Any:
+    """TensorRT's indexed getters: an int index, None when out of range."""
+    _expect(index, int, "index")
+    return items[index] if 0 <= index < len(items) else None
+
+
 def generation_namespace(version: str) -> dict[str, Any]:
     """The module namespace of the double for a full version string ("8.6.1", "10.13.0.35", "11.4.0.106")."""
     major = int(version.split(".")[0])
@@ -229,12 +235,10 @@ class _Module:
                 return len(self._outputs)
 
             def get_input(self, index):
-                _expect(index, int, "index")
-                return self._inputs[index] if 0 <= index < len(self._inputs) else None
+                return _at(self._inputs, index)
 
             def get_output(self, index):
-                _expect(index, int, "index")
-                return self._outputs[index] if 0 <= index < len(self._outputs) else None
+                return _at(self._outputs, index)
 
             def get_output_type(self, index):
                 return self._outputs[index].dtype
@@ -296,16 +300,13 @@ class _Module:
             num_outputs = property(lambda self: len(self._outputs))
 
             def get_layer(self, index):
-                _expect(index, int, "index")
-                return self._layers[index] if 0 <= index < len(self._layers) else None
+                return _at(self._layers, index)
 
             def get_input(self, index):
-                _expect(index, int, "index")
-                return self._inputs[index] if 0 <= index < len(self._inputs) else None
+                return _at(self._inputs, index)
 
             def get_output(self, index):
-                _expect(index, int, "index")
-                return self._outputs[index] if 0 <= index < len(self._outputs) else None
+                return _at(self._outputs, index)
 
             def mark_output(self, tensor):
                 _expect(tensor, ITensor, "tensor")
@@ -367,8 +368,7 @@ class _Module:
             num_errors = property(lambda self: len(self._errors))
 
             def get_error(self, index):
-                _expect(index, int, "index")
-                return self._errors[index] if 0 <= index < len(self._errors) else None
+                return _at(self._errors, index)
 
             def clear_errors(self):
                 self._errors.clear()
