@@ -4,7 +4,6 @@ matches the JSON — one node per layer, colors from the tensor formats, times f
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import re
 
@@ -12,8 +11,8 @@ import pytest
 from conftest import EngineFixture, requires_graphviz
 from outputs import op_nodes, svg_node_fills, timing_label, viewer_data
 
-from trtflow.errors import BackendUnavailable, UsageError
-from trtflow.graph.from_engine import graph_from_layer_info, inspect_engine, load_layer_info
+from trtflow.errors import UsageError
+from trtflow.graph.from_engine import graph_from_layer_info, load_layer_info
 from trtflow.graph.render import write_graph
 from trtflow.graph.simplify import simplify
 from trtflow.graph.style import PRECISION_COLORS, View, short_format
@@ -152,16 +151,6 @@ def test_not_an_engine_graph_is_a_usage_error(tmp_path):
     path.write_text('{"layers_typo": []}')
     with pytest.raises(UsageError, match="Layers"):
         load_layer_info(path)
-
-
-def test_engine_file_without_tensorrt_says_what_to_do(tmp_path):
-    if importlib.util.find_spec("tensorrt") is not None:
-        pytest.skip("TensorRT is installed here")
-    engine = tmp_path / "model.engine"
-    engine.write_bytes(b"\0" * 16)
-    with pytest.raises(BackendUnavailable) as raised:
-        inspect_engine(engine)
-    assert "trtflow[tensorrt]" in str(raised.value) and "engine_graph" in str(raised.value)
 
 
 @pytest.mark.parametrize("text, short", [

@@ -15,6 +15,8 @@ from outputs import op_nodes, viewer_data
 from trtflow.graph.style import HIGHLIGHT_BORDER, PRECISION_COLORS
 
 PIPELINES = REPO / "pipelines"
+sys.path.insert(0, str(REPO / "tests" / "trt"))  # the TensorRT doubles of each generation
+from trt_doubles import GENERATIONS, double_env  # noqa: E402
 
 
 def run(trtflow, recipe: Path, tmp_path: Path, *extra: str, env: dict | None = None):
@@ -124,3 +126,41 @@ steps:
     done = run(trtflow, recipe, tmp_path)
     assert done.returncode == 3
     assert "trtflow[tensorrt]" in done.stdout + done.stderr and "engine_graph" in done.stdout + done.stderr
+
+
+ENGINE_RECIPE = """trtflow: 1
+name: engine
+steps:
+  model:
+    uses: load
+    with: {path: demo.onnx, shapes: {x: [1, 16, 64]}}
+  engine:
+    uses: build-engine
+    with: {model: "${steps.model.model}", precision: fp16}
+  graph:
+    uses: render-graph
+    with: {engine_graph: "${steps.engine.engine_graph}", profile: "${steps.engine.profile}", mode: detailed}
+  inspected:
+    uses: render-graph
+    with: {engine: "${steps.engine.engine}", mode: detailed, highlight: [ln/ReduceSum]}
+"""
+
+
+@pytest.mark.parametrize("generation", list(GENERATIONS))
+def test_engines_built_by_each_tensorrt_generation_are_drawn(trtflow, tmp_path, generation):
+    shutil.copy(REPO / "pipelines" / "models" / "overflow_demo.onnx", tmp_path / "demo.onnx")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(ENGINE_RECIPE)
+    done = run(trtflow, recipe, tmp_path, env=double_env(GENERATIONS[generation]))
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = tmp_path / "out" / "engine"
+    document = json.loads((out / "engine" / "engine_graph.json").read_text())
+    layers = {layer["Name"] for layer in document["Layers"]}
+    profile = [r for r in json.loads((out / "engine" / "profile.json").read_text()) if "name" in r]
+
+    drawn = op_nodes(viewer_data(out / "graph" / "graph" / "graph.html"))
+    assert set(drawn) == layers
+    assert summary(out, "graph")["total_timing_ms"] == pytest.approx(sum(r["averageMs"] for r in profile), rel=1e-3)
+    inspected = op_nodes(viewer_data(out / "inspected" / "graph" / "graph.html"))
+    assert set(inspected) == layers  # the engine file, read through the inspector, is the same graph
+    assert [name for name, node in inspected.items() if node["border"] == HIGHLIGHT_BORDER] == ["ln/ReduceSum"]

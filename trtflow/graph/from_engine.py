@@ -1,4 +1,4 @@
-"""TensorRT engine graphs — the inspector's JSON, or an engine file read through TensorRT — as a Graph.
+"""TensorRT engine graphs — the engine inspector's JSON — as a Graph.
 
 Three layouts exist in the wild and all are read here: TensorRT <= 10 writes `{"Layers": [...],
 "Bindings": [names]}` (trtexec `--exportLayerInfo`, `IEngineInspector`); TensorRT 11 replaced
@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from trtflow.errors import BackendUnavailable, StepError, UsageError
+from trtflow.errors import UsageError
 from trtflow.graph.model import Edge, Graph, Node, Tensor, io_node_name
 
 # Order matters: "bfloat16" contains "float", "uint8" contains "int8".
@@ -183,27 +183,4 @@ def load_layer_info(path: Path) -> Graph:
 
 
 def _stem(path: Path) -> str:
-    name = Path(path).name
-    for suffix in (".graph.json", ".json", ".engine", ".plan"):
-        name = name.removesuffix(suffix)
-    return name
-
-
-def inspect_engine(path: Path) -> Graph:
-    """Read an engine file's layer information through TensorRT's inspector (needs TensorRT here)."""
-    try:
-        import tensorrt as trt
-    except ImportError as error:
-        raise BackendUnavailable(
-            "reading an engine file needs TensorRT, which is not installed here: install `trtflow[tensorrt]` on a "
-            "machine with a GPU, or give `engine_graph:` the layer JSON instead (build-engine's `engine_graph` "
-            "output, or `trtexec --exportLayerInfo=graph.json --profilingVerbosity=detailed`)") from error
-    logger = trt.Logger(trt.Logger.ERROR)
-    runtime = trt.Runtime(logger)
-    engine = runtime.deserialize_cuda_engine(Path(path).read_bytes())
-    if engine is None:
-        raise StepError(f"TensorRT could not deserialize {path}: it was built by another TensorRT version or "
-                        "for another GPU; rebuild it here or render its layer JSON with `engine_graph:`")
-    inspector = engine.create_engine_inspector()
-    text = inspector.get_engine_information(trt.LayerInformationFormat.JSON)
-    return graph_from_layer_info(json.loads(text), name=_stem(path))
+    return Path(path).name.removesuffix(".json").removesuffix(".graph")

@@ -19,7 +19,9 @@ from dataclasses import replace
 
 from trtflow.graph.model import Edge, Graph, Node, error_rank
 
-POINTWISE_OPS = frozenset({
+# Op sets hold lower case and are matched case-insensitively: TensorRT versions spell layer types
+# differently ("ElementWise", "Elementwise").
+POINTWISE_OPS = frozenset(op.lower() for op in {
     # ONNX
     "Add", "Sub", "Mul", "Div", "Pow", "Relu", "LeakyRelu", "PRelu", "Sigmoid", "HardSigmoid", "HardSwish",
     "Tanh", "Elu", "Selu", "Celu", "Gelu", "Erf", "Exp", "Log", "Sqrt", "Reciprocal", "Neg", "Abs", "Clip",
@@ -29,16 +31,16 @@ POINTWISE_OPS = frozenset({
     # TensorRT layer / parameter types
     "PointWise", "PointWiseV2", "ElementWise", "Activation", "Unary", "Scale",
 })
-PASSTHROUGH_OPS = frozenset({
+PASSTHROUGH_OPS = frozenset(op.lower() for op in {
     "NoOp", "Reformat",  # TensorRT
     "Identity", "Dropout", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",  # ONNX: moves, no math
 })
-SHAPE_OPS = frozenset({"Shape", "Size", "Constant"})
+SHAPE_OPS = frozenset({"shape", "size", "constant"})
 
 
 def _is_passthrough(node: Node) -> bool:
     # A TensorRT Reformat that came from a Q/DQ node quantizes: it is real work, not plumbing.
-    return node.op in PASSTHROUGH_OPS and node.attributes.get("Origin") != "QDQ"
+    return node.op.lower() in PASSTHROUGH_OPS and node.attributes.get("Origin") != "QDQ"
 
 
 def merge(graph: Graph, into: dict[str, str], notes: tuple[str, ...] = ()) -> Graph:
@@ -94,7 +96,7 @@ def hide_static(graph: Graph) -> Graph:
         if node.kind != "op":
             continue
         sources = [e.source for e in predecessors.get(node.name, [])]
-        if node.op in SHAPE_OPS or all(source in static for source in sources):
+        if node.op.lower() in SHAPE_OPS or all(source in static for source in sources):
             static.add(node.name)
     return graph.with_nodes(n for n in graph.nodes.values() if n.name not in static)
 
@@ -132,7 +134,7 @@ def fold_pointwise(graph: Graph) -> Graph:
     successors, predecessors = graph.successors(), graph.predecessors()
     into: dict[str, str] = {}
     for node in graph.ops():
-        if node.op not in POINTWISE_OPS:
+        if node.op.lower() not in POINTWISE_OPS:
             continue
         for edge in predecessors.get(node.name, []):
             source = graph.nodes[edge.source]

@@ -81,6 +81,23 @@ def _default_formats() -> list[Format]:
     return ["html", "dot", "svg"] if graphviz_version() else ["html", "dot"]
 
 
+def _inspect(engine: Path, ctx: StepContext) -> dict:
+    """The engine inspector's JSON of an engine file, through TensorRT (any supported generation)."""
+    from trtflow.errors import BackendUnavailable
+    from trtflow.trt.api import TensorRT
+    from trtflow.trt.inspector import engine_information
+    from trtflow.trt.log import TensorRTLog, make_logger
+
+    try:
+        trt = TensorRT.load()
+    except BackendUnavailable as error:
+        raise BackendUnavailable(f"{error}; or give `engine_graph:` the layer JSON instead (build-engine's "
+                                 "`engine_graph` output, or trtexec --exportLayerInfo=graph.json "
+                                 "--profilingVerbosity=detailed)") from None
+    runtime = trt.module.Runtime(make_logger(trt.module, TensorRTLog(echo=ctx.log)))
+    return engine_information(trt, runtime, Path(engine).read_bytes())
+
+
 class RenderGraph(Step):
     """Draw an ONNX model or TensorRT engine graph, colored by precision, op or error."""
 
@@ -116,7 +133,7 @@ class RenderGraph(Step):
         elif params.engine_graph is not None:
             source, graph = params.engine_graph, from_engine.load_layer_info(params.engine_graph)
         else:
-            source, graph = params.engine, from_engine.inspect_engine(params.engine)
+            source, graph = params.engine, from_engine.graph_from_layer_info(_inspect(params.engine, ctx))
         graph = replace(graph, name=f"{ctx.step_id} ({Path(source).name})")  # store files all look alike
         if params.profile is not None:
             graph = timing.with_timing(graph, timing.read_profile(params.profile))
