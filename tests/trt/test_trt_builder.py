@@ -164,3 +164,11 @@ def test_constraints_reach_every_layer_of_a_node_through_metadata(use_double, ge
     built = build_engine(tmp_path / "m.onnx", BuildSettings(precision="fp16"), keep=frozenset({"dense"}), trt=trt)
     expected = {"dense": "fp32"} if generation == "8.6" else {"dense": "fp32", "dense_1": "fp32"}
     assert built.constrained == expected
+
+
+def test_tensorrt_without_a_gpu_is_backend_unavailable(use_double, tmp_path):
+    from trtflow.errors import BackendUnavailable
+
+    use_double(GENERATIONS["10.x"], TRTFLOW_TEST_GPU="none")
+    with pytest.raises(BackendUnavailable, match=r"could not start \(CUDA initialization failure.*NVIDIA GPU visible"):
+        build_engine(overflow_model(tmp_path / "m.onnx"), BuildSettings(), trt=TensorRT.load())

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trtflow.errors import ParamError, StepError
-from trtflow.trt.api import BuildPrecision, Constraints, TensorRT, Typing
+from trtflow.errors import BackendUnavailable, ParamError, StepError
+from trtflow.trt.api import INSTALL_HINT, BuildPrecision, Constraints, TensorRT, Typing
 from trtflow.trt.constraints import constrain
 from trtflow.trt.inspector import engine_information
 from trtflow.trt.log import TensorRTLog, make_logger
@@ -129,10 +129,10 @@ def _nodes_by_index(model_file: Path) -> list[tuple[str, str]]:
     return [(node.name, node.op_type) for node in load_model(model_file, load_weights=False).graph.node]
 
 
-def _parse(trt: TensorRT, builder: Any, logger: Any, model_file: Path, typing: str,
+def _parse(trt: TensorRT, builder: Any, logger: Any, model_file: Path, mode: str,
            log: TensorRTLog) -> tuple[Any, Any]:
     """The network and its parser; the parser owns the weights, so it must outlive the build."""
-    network = builder.create_network(trt.network_flags(typing))
+    network = builder.create_network(trt.network_flags(mode))
     parser = trt.module.OnnxParser(network, logger)
     if parser.parse_from_file(str(model_file)):
         return network, parser
@@ -187,11 +187,11 @@ def _profile(trt: TensorRT, builder: Any, network: Any, shapes: dict[str, ShapeR
     return profile
 
 
-def _configure(trt: TensorRT, builder: Any, network: Any, settings: BuildSettings, typing: str,
+def _configure(trt: TensorRT, builder: Any, network: Any, settings: BuildSettings, mode: str,
                constrained: bool) -> Any:
     config = builder.create_builder_config()
     config.profiling_verbosity = trt.module.ProfilingVerbosity.DETAILED
-    if typing == "weak":
+    if mode == "weak":
         flag = trt.precision_flag(settings.precision)
         if flag is not None:
             config.set_flag(flag)
@@ -223,6 +223,49 @@ def _strong_plan(settings: BuildSettings, keep: frozenset[str], layer_precisions
     return keep | {name for name, precision in layer_precisions.items() if precision == "fp32"}
 
 
+def _model_to_parse(model_path: Path, settings: BuildSettings, mode: str, keep: frozenset[str],
+                    layer_precisions: dict[str, str]) -> "onnx.ModelProto | None":
+    """What TensorRT must parse instead of the user's file (None: the file itself): the plan's
+    lowered model for a strongly typed low-precision build, else the model with trtflow's names."""
+    if mode == "strong" and (settings.precision != "fp32" or layer_precisions):
+        kept = _strong_plan(settings, keep, layer_precisions)  # also rejects what a strong build cannot express
+        if settings.precision != "fp32":
+            return _lowered_model(model_path, settings.precision, kept)
+    return _named_model(model_path)
+
+
+def _constrain(trt: TensorRT, network: Any, keep: frozenset[str], layer_precisions: dict[str, str],
+               log: TensorRTLog) -> dict[str, str]:
+    precisions = {**{name: "fp32" for name in keep}, **layer_precisions}
+    if not precisions:
+        return {}
+    applied = constrain(network, precisions, trt)
+    if not applied.layers and not applied.skipped:
+        raise ParamError("keep" if keep else "layer_precisions",
+                         f"no layer of the network answers to {', '.join(applied.unmatched[:5])}; "
+                         "names are ONNX node names (as `load` names them) or TensorRT layer names")
+    if applied.unmatched:
+        log.note(f"no layer for {len(applied.unmatched)} name(s) (folded away by TensorRT's parser?): "
+                 f"{', '.join(applied.unmatched[:10])}")
+    log.note(f"{len(applied.layers)} layer(s) constrained: "
+             + ", ".join(f"{name}={precision}" for name, precision in list(applied.layers.items())[:20]))
+    return applied.layers
+
+
+def _builder(trt: TensorRT, logger: Any, log: TensorRTLog) -> Any:
+    try:
+        builder = trt.module.Builder(logger)
+    except Exception as error:  # noqa: BLE001 - pybind11 reports a failed factory as TypeError/RuntimeError
+        builder, reason = None, str(error)
+    else:
+        reason = "no reason given"
+    if builder is None:
+        reasons = "; ".join(log.errors()) or reason
+        raise BackendUnavailable(f"TensorRT {trt.version_text} could not start ({reasons}): is an NVIDIA GPU visible "
+                                 f"to CUDA here? {INSTALL_HINT}")
+    return builder
+
+
 def build_engine(model_path: Path, settings: BuildSettings, *, keep: frozenset[str] = frozenset(),
                  layer_precisions: dict[str, str] | None = None, timing_cache: TimingCache | None = None,
                  log: TensorRTLog | None = None, trt: TensorRT | None = None) -> BuiltEngine:
@@ -230,43 +273,23 @@ def build_engine(model_path: Path, settings: BuildSettings, *, keep: frozenset[s
     trt = trt or TensorRT.load()
     log = log or TensorRTLog()
     layer_precisions = dict(layer_precisions or {})
-    typing = trt.resolve_typing(settings.typing)
-    if typing == "weak" and trt.weak_typing_deprecated:
+    mode = trt.resolve_typing(settings.typing)
+    if mode == "weak" and trt.weak_typing_deprecated:
         log.note(f"TensorRT {trt.version_text} deprecates weak typing; `typing: strong` builds the lowered model instead")
     logger = make_logger(trt.module, log)
-    builder = trt.module.Builder(logger)
+    builder = _builder(trt, logger, log)
     with tempfile.TemporaryDirectory(prefix="trtflow-build-") as scratch:
         model_file = model_path
-        rewritten = None
-        if typing == "strong" and settings.precision != "fp32":
-            rewritten = _lowered_model(model_path, settings.precision, _strong_plan(settings, keep, layer_precisions))
-        elif typing == "strong" and layer_precisions:
-            _strong_plan(settings, keep, layer_precisions)  # reject what a strong build cannot express
-        if rewritten is None:
-            rewritten = _named_model(model_path)
+        rewritten = _model_to_parse(model_path, settings, mode, keep, layer_precisions)
         if rewritten is not None:
             from trtflow.onnx_files import save_model
 
             model_file = Path(scratch) / model_path.name
             save_model(rewritten, model_file)
-        network, parser = _parse(trt, builder, logger, model_file, typing, log)
+        network, parser = _parse(trt, builder, logger, model_file, mode, log)
         _drop_host_outputs(trt, network, log)
-        constrained: dict[str, str] = {}
-        if typing == "weak":
-            precisions = {**{name: "fp32" for name in keep}, **layer_precisions}
-            applied = constrain(network, precisions, trt)
-            if precisions and not applied.layers and not applied.skipped:
-                raise ParamError("keep" if keep else "layer_precisions",
-                                 f"no layer of the network answers to {', '.join(applied.unmatched[:5])}; "
-                                 "names are ONNX node names (as `load` names them) or TensorRT layer names")
-            if applied.unmatched:
-                log.note(f"no layer for {len(applied.unmatched)} name(s) (folded away by TensorRT's parser?): "
-                         f"{', '.join(applied.unmatched[:10])}")
-            constrained = applied.layers
-            if precisions:
-                log.note(f"{len(constrained)} layer(s) constrained: "
-                         + ", ".join(f"{name}={precision}" for name, precision in list(constrained.items())[:20]))
-        config = _configure(trt, builder, network, settings, typing, bool(constrained))
+        constrained = _constrain(trt, network, keep, layer_precisions, log) if mode == "weak" else {}
+        config = _configure(trt, builder, network, settings, mode, bool(constrained))
         if timing_cache is not None:
             timing_cache.attach(config)
         serialized = builder.build_serialized_network(network, config)
@@ -278,4 +301,4 @@ def build_engine(model_path: Path, settings: BuildSettings, *, keep: frozenset[s
         timing_cache.save()
     data = bytes(serialized)
     runtime = trt.module.Runtime(logger)
-    return BuiltEngine(data, engine_information(trt, runtime, data), typing, constrained)
+    return BuiltEngine(data, engine_information(trt, runtime, data), mode, constrained)

@@ -562,6 +562,9 @@ class _Module:
 
             def __init__(self, logger):
                 self._logger = checked_logger(logger)
+                if not cuda_double.cudaGetDeviceCount()[1]:  # what TensorRT does without a usable GPU
+                    logger.log(ILogger.Severity.ERROR, "CUDA initialization failure with error: 100")
+                    raise TypeError("pybind11::init(): factory function returned nullptr")
 
             def create_network(self, flags=0):
                 _expect(flags, int, "flags")
