@@ -57,6 +57,8 @@ class ProgressDisplay(Observer):
             if outcome.status == "skipped":
                 line += f" — {outcome.message}"
             console.print(line)
+            for notice in outcome.notices:
+                console.print(notice, markup=False, highlight=False)
             if outcome.status == "failed":
                 print(f"error: {outcome.message}", file=sys.stderr, flush=True)
 

@@ -83,3 +83,20 @@ def name_nodes(model: "onnx.ModelProto") -> dict[str, str]:
         node.name = name
         renamed[name] = original
     return renamed
+
+
+def drop_unread_initializers(model: "onnx.ModelProto") -> None:
+    """Remove top-level initializers no node (subgraphs included) or graph output reads — what a
+    rewrite leaves behind after replacing weights with converted copies."""
+    read = {name for graph in iter_graphs(model.graph) for node in graph.node for name in node.input}
+    read |= {o.name for o in model.graph.output}
+    for initializer in [t for t in model.graph.initializer if t.name not in read]:
+        model.graph.initializer.remove(initializer)
+
+
+def at_least_opset(model: "onnx.ModelProto", opset: int) -> "onnx.ModelProto":
+    """`model`, converted to `opset` when its default-domain opset is older (e.g. FP8 Casts need 19)."""
+    from onnx import version_converter
+
+    current = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), opset)
+    return model if current >= opset else version_converter.convert_version(model, opset)

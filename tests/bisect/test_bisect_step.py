@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models import chain_model, save, varied_model
+from bisect_models import chain_model, save, varied_model
 
 CHECK_SCRIPT = """
 import os, sys, glob, numpy as np

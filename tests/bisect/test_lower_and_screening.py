@@ -8,7 +8,7 @@ import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from models import chain_model, varied_model
+from bisect_models import chain_model, varied_model
 from trtflow.precision.formats import FORMATS
 from trtflow.precision.plan import PrecisionPlan
 from trtflow.precision.screening import screen, tensor_magnitudes

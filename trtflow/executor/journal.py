@@ -32,9 +32,11 @@ def _trial_key(trial: dict) -> str:
 class FileJournal:
     """`Journal` (see steps.base) backed by one JSON-lines file."""
 
-    def __init__(self, path: Path, identity: dict, replay: list[TrialRecord] | None = None):
+    def __init__(self, path: Path, identity: dict, replay: list[TrialRecord] | None = None,
+                 step_id: str = "", uses: str = ""):
         self.path = path
         self.identity = identity
+        self.step_id, self.uses = step_id, uses
         self._lock = threading.Lock()
         self._records: dict[str, TrialRecord] = {}
         for record in replay or []:
@@ -74,7 +76,7 @@ class FileJournal:
     def append(self, trial: dict, passed: bool, metrics: dict, seconds: float) -> TrialRecord:
         record = TrialRecord(trial, bool(passed), metrics, float(seconds), "run")
         with self._lock:
-            self._write({"trial": trial, "passed": record.passed, "metrics": metrics, "seconds": record.seconds})
+            self._write(_row(record))
             self._records[_trial_key(trial)] = record
         return record
 
@@ -82,12 +84,20 @@ class FileJournal:
         with self._lock:
             return list(self._records.values())
 
+    def export(self, destination: Path) -> int:
+        """Every trial this journal knows (its own and a loaded replay's) as a replay file."""
+        return write_replay([_row(r) for r in self.records()], self.step_id, self.uses, self.identity, destination)
+
     def close(self) -> None:
         self._handle.close()
 
 
+def _row(record: TrialRecord) -> dict:
+    return {"trial": record.trial, "passed": record.passed, "metrics": record.metrics, "seconds": record.seconds}
+
+
 def export_replay(journal_path: Path, step_id: str, uses: str, made_from: dict, destination: Path) -> int:
-    """Write the finished trials of a journal as a portable replay file; returns the trial count."""
+    """Write the finished trials of a journal file as a portable replay file; returns the trial count."""
     trials = []
     if journal_path.exists():
         for line in journal_path.read_text(encoding="utf-8").splitlines():
@@ -97,6 +107,10 @@ def export_replay(journal_path: Path, step_id: str, uses: str, made_from: dict, 
                 continue
             if "trial" in row:
                 trials.append(row)
+    return write_replay(trials, step_id, uses, made_from, destination)
+
+
+def write_replay(trials: list[dict], step_id: str, uses: str, made_from: dict, destination: Path) -> int:
     replay = {"trtflow_replay": REPLAY_FORMAT, "step": step_id, "uses": uses, "made_from": made_from, "trials": trials}
     destination.parent.mkdir(parents=True, exist_ok=True)
     temporary = destination.with_name(destination.name + ".tmp")

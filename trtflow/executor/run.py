@@ -52,6 +52,7 @@ class StepOutcome:
     passed: bool | None = None  # for gated steps
     gate: bool = False
     exit_code: int = 0  # for failed steps: 2 when the recipe or its inputs are wrong, else 3
+    notices: list[str] = field(default_factory=list)  # what the step had to say (kept with its entry)
 
 
 class Observer:
@@ -114,7 +115,7 @@ def _open_journal(step: PlannedStep, prepared: Prepared, workspace: Workspace, f
         path.unlink()
     replay_file = getattr(prepared.params, "replay", None)
     replayed = load_replay(Path(replay_file), keys.replay_identity(prepared.material, budget)) if replay_file else None
-    return FileJournal(path, keys.replay_identity(prepared.material, budget), replayed)
+    return FileJournal(path, keys.replay_identity(prepared.material, budget), replayed, step.id, step.kind.kind)
 
 
 def compute_step(pipeline: Pipeline, step: PlannedStep, prepared: Prepared, workspace: Workspace,
@@ -129,18 +130,20 @@ def compute_step(pipeline: Pipeline, step: PlannedStep, prepared: Prepared, work
         work_dir = store.begin(prepared.key)
         journal = _open_journal(step, prepared, workspace, force) if step.kind.journaled else None
         started = time.monotonic()
+        notices: list[str] = []
         try:
             context = StepContext(
                 step_id=step.id, work_dir=work_dir, outputs=step.kind.outputs, journal=journal,
                 state_root=workspace.state_root,
                 progress=lambda done, total=None, note="": observer.progress(step.id, done, total, note),
                 log=lambda message: observer.log(step.id, message),
+                notice=notices.append,
             )
             values = step.kind().run(context, prepared.params) or {}
             info = {"uses": step.kind.kind, "step": step.id, "recipe": pipeline.recipe.name,
                     "seconds": round(time.monotonic() - started, 3),
                     "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                    "material": prepared.material}
+                    "material": prepared.material, "notices": notices}
             return store.commit(prepared.key, work_dir, step.kind.outputs, values, info), True
         except MissingOutput as error:
             store.discard(work_dir)
@@ -241,7 +244,7 @@ def run_pipeline(pipeline: Pipeline, workspace: Workspace, options: RunOptions, 
                     entries[step.id] = entry
                     gated, passed = _gate(step, entry, params)
                     outcome = StepOutcome(step.id, "ran" if computed else "cached", seconds, entry.key,
-                                          passed=passed, gate=gated)
+                                          passed=passed, gate=gated, notices=entry.manifest.get("notices", []))
                     if options.out is not None:
                         publish(entry, options.out / pipeline.recipe.name / step.id)
                 outcomes[step.id] = outcome

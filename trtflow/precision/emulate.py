@@ -119,14 +119,14 @@ def _rewrite(model: "onnx.ModelProto", precision: PrecisionName, policy_for) -> 
     """A copy of `model` with every candidate node wired by the policy `policy_for(builder, sites)`."""
     import onnx
 
-    from trtflow.onnx_files import name_nodes
+    from trtflow.onnx_files import at_least_opset, drop_unread_initializers, name_nodes
 
     model_copy = onnx.ModelProto()
     model_copy.CopyFrom(model)
     name_nodes(model_copy)
     fmt = FORMATS[precision]
     if fmt.name == "fp8":
-        model_copy = _at_least_opset(model_copy, FP8_MIN_OPSET)
+        model_copy = at_least_opset(model_copy, FP8_MIN_OPSET)
     sites = precision_sites(model_copy)
     graph = model_copy.graph
     builder = _Builder(fmt, {t.name: t for t in graph.initializer if t.data_type == FLOAT})
@@ -154,26 +154,8 @@ def _rewrite(model: "onnx.ModelProto", precision: PrecisionName, policy_for) -> 
     del graph.node[:]
     graph.node.extend(rewired)
     graph.initializer.extend(builder.new_initializers)
-    _drop_unread_initializers(model_copy)
+    drop_unread_initializers(model_copy)
     return model_copy
-
-
-def _drop_unread_initializers(model: "onnx.ModelProto") -> None:
-    """Originals that only low-precision nodes read were replaced by rounded copies: drop them."""
-    from trtflow.onnx_files import iter_graphs
-
-    read = {name for graph in iter_graphs(model.graph) for node in graph.node for name in node.input}
-    read |= {o.name for o in model.graph.output}
-    unread = [t for t in model.graph.initializer if t.name not in read]
-    for initializer in unread:
-        model.graph.initializer.remove(initializer)
-
-
-def _at_least_opset(model: "onnx.ModelProto", opset: int) -> "onnx.ModelProto":
-    from onnx import version_converter
-
-    current = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), opset)
-    return model if current >= opset else version_converter.convert_version(model, opset)
 
 
 @dataclass

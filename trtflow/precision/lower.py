@@ -179,13 +179,13 @@ def lower(model: "onnx.ModelProto", plan: "PrecisionPlan") -> "onnx.ModelProto":
     import onnx
 
     from trtflow.onnx_files import name_nodes
-    from trtflow.precision.emulate import _at_least_opset, _drop_unread_initializers
+    from trtflow.onnx_files import at_least_opset, drop_unread_initializers
 
     lowered = onnx.ModelProto()
     lowered.CopyFrom(model)
     name_nodes(lowered)
     if plan.precision == "fp8":
-        lowered = _at_least_opset(lowered, FP8_MIN_OPSET)
+        lowered = at_least_opset(lowered, FP8_MIN_OPSET)
     opset = _opset(lowered)
     sites = {site.node: site for site in precision_sites(lowered)}
     skipped = unlowerable_nodes(lowered)
@@ -240,7 +240,7 @@ def lower(model: "onnx.ModelProto", plan: "PrecisionPlan") -> "onnx.ModelProto":
     del graph.node[:]
     graph.node.extend(rewired)
     graph.initializer.extend(lowering.new_initializers)
-    _drop_unread_initializers(lowered)
+    drop_unread_initializers(lowered)
     return lowered
 
 

@@ -75,6 +75,10 @@ class Journal(Protocol):
 
     def records(self) -> list[TrialRecord]: ...
 
+    def export(self, destination: Path) -> int:
+        """Write every known trial as a portable replay file; returns the trial count."""
+        ...
+
 
 @dataclass
 class StepContext:
@@ -84,7 +88,8 @@ class StepContext:
     journal: Journal | None = None  # set for steps with `journaled = True`
     state_root: Path | None = None  # workspace folder for state that outlives runs (timing caches)
     progress: Callable[[float, float | None, str], None] = lambda done, total, note: None
-    log: Callable[[str], None] = lambda message: None
+    log: Callable[[str], None] = lambda message: None  # detail, shown with --verbose
+    notice: Callable[[str], None] = lambda message: None  # the step's answer or a warning, always shown
 
     def output_path(self, name: str) -> Path:
         """Where output `name` must be written (`model` -> `<work_dir>/model.onnx`)."""

@@ -128,7 +128,7 @@ def check_tolerances(tolerances: Tolerances, reference: Sequence[Outputs], candi
             got = produced.get(tensor)
             if got is None or np.shape(got) != np.shape(want):
                 return Verdict(False, {"sample": sample, "tensor": tensor, "error": "missing or reshaped output"})
-            absolute, relative = errors(np.atleast_1d(want), np.atleast_1d(got))  # errors() needs rank >= 1
+            absolute, relative = errors(want, got)
             passed = tolerances.verdict(tensor, absolute, relative)
             required = tolerances.statistic(absolute) if absolute.size else 0.0
             if not passed or not required <= worst.get("abs", -1.0):  # NaN counts as the worst

@@ -25,7 +25,6 @@ import math
 import time
 from importlib import metadata
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Literal
 
 import numpy as np
@@ -97,11 +96,12 @@ class Params(StepParams):
 
 
 def _feeds(params: Params, model, data: DataSpec | None = None) -> list[dict[str, np.ndarray]]:
-    from trtflow.steps.run_runners import _feeds as collect
+    from trtflow.tensors.inputs import InputSourceError, collect_feeds
 
-    source = SimpleNamespace(inputs=None if data else params.inputs, loader=None, iterations=None,
-                             data=data or params.data)
-    return collect(source, model)
+    try:
+        return collect_feeds(model, data=data or params.data, inputs=None if data else params.inputs)
+    except InputSourceError as error:
+        raise ParamError(error.param, str(error)) from None
 
 
 def _reference_outputs(params: Params, count: int, output_names: list[str]) -> list[dict[str, np.ndarray]]:
@@ -241,8 +241,8 @@ class BisectPrecision(Step):
         }
         ctx.output_path("report").write_text(json.dumps(report, indent=1))
         ctx.output_path("summary").write_text(_summary(report))
-        self._export_replay(ctx)
-        ctx.log(message)
+        ctx.journal.export(ctx.output_path("replay"))
+        ctx.notice(message)
         return {"passed": verified}
 
     def _backend(self, ctx: StepContext, params: Params, model):
@@ -334,12 +334,6 @@ class BisectPrecision(Step):
             entries.append({"name": node, "op": ops[node], "reason": reason})
         entries += [{"name": node, "op": ops[node], "reason": why} for node, why in fixed.items()]
         return entries
-
-    @staticmethod
-    def _export_replay(ctx: StepContext) -> None:
-        from trtflow.executor.journal import export_replay
-
-        export_replay(ctx.journal.path, ctx.step_id, BisectPrecision.kind, ctx.journal.identity, ctx.output_path("replay"))
 
 
 def _summary(report: dict) -> str:

@@ -71,6 +71,5 @@ class Compare(Step):
             tensor["metrics"] = {k: v for k, v in tensor.get("metrics", {}).items() if k in params.metrics}
         ctx.output_path("report").write_text(json.dumps(report, indent=1))
         ctx.output_path("summary").write_text(summary_markdown(report))
-        for line in terminal_lines(report):
-            ctx.log(line)
+        ctx.notice("\n".join(terminal_lines(report)))
         return {"passed": report["passed"]}

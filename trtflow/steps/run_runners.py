@@ -74,27 +74,13 @@ def _runner_target(config: RunnerConfig, params: Params) -> Path | None:
 
 
 def _feeds(params: Params, model) -> list[dict[str, np.ndarray]]:
-    from trtflow.tensors import inputs
+    from trtflow.tensors.inputs import InputSourceError, collect_feeds
 
-    specs = inputs.model_inputs(model) if model is not None else []
     try:
-        if params.inputs is not None:
-            source = inputs.read_feeds(params.inputs)
-        elif params.loader is not None:
-            source = inputs.load_function(params.loader)
-        else:
-            source = inputs.generate(params.data or DataSpec(), specs)
-        feeds = []
-        for position, feed in enumerate(source):
-            if params.iterations is not None and position >= params.iterations:
-                break
-            feeds.append(inputs.check_feed(feed, specs, position) if specs else feed)
-    except (OSError, ValueError) as error:
-        key = "inputs" if params.inputs is not None else "loader" if params.loader is not None else "data"
-        raise ParamError(key, str(error)) from None
-    if not feeds:
-        raise ParamError("inputs", "the input source gave no feeds")
-    return feeds
+        return collect_feeds(model, data=params.data, inputs=params.inputs, loader=params.loader,
+                             iterations=params.iterations)
+    except InputSourceError as error:
+        raise ParamError(error.param, str(error)) from None
 
 
 def _requested(params: Params, tensors: dict, model) -> list[str] | None:
@@ -240,7 +226,7 @@ class RunRunners(Step):
             except RunnerFailed as error:
                 timings[config.name] = {"error": str(error)}
                 results.record_runner(config.name, backend=config.backend, status="failed", error=str(error))
-                ctx.log(f"error: {error}")
+                ctx.notice(f"runner `{config.name}` failed: {error}")
         finished = results.close()
         if params.polygraphy_json:
             _write_polygraphy_files(ctx, feeds, finished, timings)

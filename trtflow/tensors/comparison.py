@@ -95,8 +95,8 @@ def _pick(tolerance: Tolerance, tensor: str) -> float:
 
 def errors(reference: np.ndarray, candidate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Elementwise absolute and relative error, in float64 (bools compare by equality)."""
-    reference = np.asarray(reference)
-    candidate = np.asarray(candidate)
+    reference = np.atleast_1d(reference)  # scalars too: the masks below need arrays
+    candidate = np.atleast_1d(candidate)
     if reference.dtype == bool or candidate.dtype == bool:
         absolute = (reference != candidate).astype(np.float64)
         return absolute, absolute

@@ -156,3 +156,36 @@ def check_feed(feed: Feed, specs: list[InputSpec], position: int) -> Feed:
         problems = ([f"missing {sorted(missing)}"] if missing else []) + ([f"unknown {sorted(extra)}"] if extra else [])
         raise ValueError(f"feed {position}: {', '.join(problems)}; the model's inputs are {sorted(wanted)}")
     return feed
+
+
+class InputSourceError(ValueError):
+    """An input source that cannot give usable feeds; `param` names the `with:` key at fault."""
+
+    def __init__(self, param: str, message: str):
+        self.param = param
+        super().__init__(message)
+
+
+def collect_feeds(model, *, data: DataSpec | None = None, inputs: Path | None = None,
+                  loader: LoaderSpec | None = None, iterations: int | None = None) -> list[Feed]:
+    """The feeds of one source (`inputs`, else `loader`, else generated `data`), checked against
+    the model's inputs when a model is given."""
+    param = "inputs" if inputs is not None else "loader" if loader is not None else "data"
+    specs = model_inputs(model) if model is not None else []
+    try:
+        if inputs is not None:
+            source = read_feeds(inputs)
+        elif loader is not None:
+            source = load_function(loader)
+        else:
+            source = generate(data or DataSpec(), specs)
+        feeds = []
+        for position, feed in enumerate(source):
+            if iterations is not None and position >= iterations:
+                break
+            feeds.append(check_feed(feed, specs, position) if specs else feed)
+    except (OSError, ValueError) as error:
+        raise InputSourceError(param, str(error)) from None
+    if not feeds:
+        raise InputSourceError(param, "the input source gave no feeds")
+    return feeds

@@ -1,6 +1,6 @@
 """Trials and wall time of bisect-precision's search against its peers, on the same models and check.
 
-    python bench/bisect.py [--sizes 50,200,1000,2000] [--culprits 1,3,5] [--acmp-max 1000]
+    python bench/bisect_precision.py [--sizes 50,200,1000,2000] [--culprits 1,3,5] [--acmp-max 1000]
 
 Models: chains of Add/Mul/BatchNormalization nodes with k planted culprits anywhere (a
 BatchNormalization whose variance 1e7 overflows FP16). Check: atol = rtol = 0.05 on 4 samples.
