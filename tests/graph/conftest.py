@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,8 +11,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 ENGINE_GRAPHS = REPO / "pipelines" / "engine-graphs"
 ENGINE_STEMS = ("resnet.onnx.engine", "resnet-qat.onnx.engine", "mobilenet.qat.onnx.engine")
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/graph helpers: models, chromium
 
 
 class EngineFixture:

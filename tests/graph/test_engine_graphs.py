@@ -8,8 +8,6 @@ import json
 import re
 
 import pytest
-from conftest import EngineFixture, requires_graphviz
-from outputs import op_nodes, svg_node_fills, timing_label, viewer_data
 
 from trtflow.errors import UsageError
 from trtflow.graph.from_engine import graph_from_layer_info, load_layer_info
@@ -17,6 +15,9 @@ from trtflow.graph.render import write_graph
 from trtflow.graph.simplify import simplify
 from trtflow.graph.style import PRECISION_COLORS, View, short_format
 from trtflow.graph.timing import read_profile, with_timing
+
+from .conftest import EngineFixture, requires_graphviz
+from .outputs import op_nodes, svg_node_fills, timing_label, viewer_data
 
 FORMAT_PRECISION = {"FP32": "fp32", "FP16": "fp16", "Int8": "int8"}
 

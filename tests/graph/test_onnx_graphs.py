@@ -3,13 +3,14 @@ and the simplified view's folds (fusable chains, shape plumbing, pass-throughs, 
 
 from __future__ import annotations
 
-from models import conv_block
 
 from trtflow.graph.dot import to_dot
 from trtflow.graph.from_onnx import graph_from_model
 from trtflow.graph.model import Graph
 from trtflow.graph.simplify import simplify
 from trtflow.graph.style import Style, View
+
+from .models import conv_block
 
 
 def is_acyclic(graph: Graph) -> bool:

@@ -7,7 +7,6 @@ import json
 import math
 
 import pytest
-from models import conv_block
 
 from trtflow.graph.focus import focus
 from trtflow.graph.from_engine import load_layer_info
@@ -15,6 +14,8 @@ from trtflow.graph.from_onnx import graph_from_model
 from trtflow.graph.overlay import read_compare_report, read_highlight, with_errors, with_highlight
 from trtflow.graph.simplify import simplify
 from trtflow.graph.style import NONFINITE_COLOR, Style, View
+
+from .models import conv_block
 
 
 def compare_entry(tensor: str, node: str, runner: str, max_abs, new_nonfinite: int = 0) -> dict:

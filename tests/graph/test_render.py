@@ -8,8 +8,6 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import requires_graphviz
-from outputs import viewer_data
 
 from trtflow.errors import BackendUnavailable, StepError
 from trtflow.graph import svg
@@ -17,6 +15,9 @@ from trtflow.graph.from_engine import graph_from_layer_info
 from trtflow.graph.layout import layered_layout
 from trtflow.graph.render import write_graph
 from trtflow.graph.style import View
+
+from .conftest import requires_graphviz
+from .outputs import viewer_data
 
 HOSTILE = 'evil "name" \\ with\nnewline </script><script>alert(1)</script> & {{data}}'
 

@@ -9,14 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ENGINE_GRAPHS, REPO
-from outputs import op_nodes, viewer_data
 
 from trtflow.graph.style import HIGHLIGHT_BORDER, PRECISION_COLORS
 
+from trt.trt_doubles import GENERATIONS, double_env
+
+from .conftest import ENGINE_GRAPHS, REPO
+from .outputs import op_nodes, viewer_data
+
 PIPELINES = REPO / "pipelines"
-sys.path.insert(0, str(REPO / "tests" / "trt"))  # the TensorRT doubles of each generation
-from trt_doubles import GENERATIONS, double_env  # noqa: E402
 
 
 def run(trtflow, recipe: Path, tmp_path: Path, *extra: str, env: dict | None = None):

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from chromium import Chromium, find_chromium
-from models import conv_block
 
 from trtflow.graph.from_engine import load_layer_info
 from trtflow.graph.from_onnx import graph_from_model
@@ -16,6 +14,9 @@ from trtflow.graph.render import write_graph
 from trtflow.graph.simplify import simplify
 from trtflow.graph.style import PRECISION_COLORS, View
 from trtflow.graph.timing import read_profile, with_timing
+
+from .chromium import Chromium, find_chromium
+from .models import conv_block
 
 pytestmark = pytest.mark.skipif(find_chromium() is None,
                                 reason="Chromium is not installed (`apt-get install -y chromium`)")
