@@ -48,11 +48,11 @@ class Params(StepParams):
     layer_precisions: InputPath | dict[str, PrecisionName] | None = Field(
         None, description="{ONNX node or TensorRT layer name: precision}, or a JSON file of it.")
     shapes: dict[str, ShapeRange | list[int]] | None = Field(
-        None, description="Optimization profile: {input: {min: [...], opt: [...], max: [...]}} or {input: [fixed dims]}.")
+        None, description="Optimization profile: {input: {min: [...], opt: [...], max: [...]}}, or {input: dims} for a fixed shape.")
     workspace_mb: int | None = Field(None, gt=0, description="Workspace memory pool limit in MiB (default: TensorRT's).")
     timing_cache: bool = Field(True, description="Reuse and grow the workspace's timing cache for this TensorRT and GPU.")
     tactic_sources: list[str] | None = Field(
-        None, description="Tactic sources to allow, e.g. [edge_mask_convolutions, jit_convolutions]; [] allows none.")
+        None, description="Tactic sources to allow, e.g. edge_mask_convolutions and jit_convolutions; an empty list allows none.")
     optimization_level: int | None = Field(None, ge=0, le=5, description="Builder optimization level 0-5 (default 3).")
     typing: Literal["auto", "strong", "weak"] = Field(
         "auto", description="strong: the plan's lowered model, types decide (TensorRT >= 10; the only mode of 11); "
