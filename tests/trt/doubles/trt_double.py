@@ -641,7 +641,7 @@ class _Module:
             def create_engine_inspector(self):
                 return EngineInspector(self)
 
-        if g.weak:
+        if g.major < 10:  # the binding-index API was removed in 10.0
             ICudaEngine.num_bindings = property(lambda self: len(self._plan["io"]))
 
         class IExecutionContext:
