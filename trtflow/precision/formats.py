@@ -11,7 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
+from trtflow.lazy import lazy_import
+
+np = lazy_import("numpy")
+
 
 PrecisionName = Literal["fp16", "bf16", "fp8"]
 
@@ -52,6 +55,6 @@ class Format:
 
 FORMATS: dict[str, Format] = {
     "fp16": Format("fp16", 65504.0, 2.0**-14, 2.0**-24, 10, saturates=False),
-    "bf16": Format("bf16", float(np.float32(3.3895314e38)), 2.0**-126, 2.0**-133, 16, saturates=False),
+    "bf16": Format("bf16", 3.3895313892515355e38, 2.0**-126, 2.0**-133, 16, saturates=False),
     "fp8": Format("fp8", 448.0, 2.0**-6, 2.0**-9, 17, saturates=True),
 }

@@ -20,12 +20,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar, Literal, Protocol
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from trtflow.errors import StepError
+from trtflow.lazy import lazy_import
 
-Feed = dict[str, np.ndarray]
+np = lazy_import("numpy")
+
+Feed = dict[str, "np.ndarray"]
 
 
 class Runner(Protocol):

@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
+from trtflow.lazy import lazy_import
 from trtflow.runners.base import Feed, RunnerConfig, RunnerFailed
+
+np = lazy_import("numpy")
 
 
 def _serve(connection, config: RunnerConfig, model: Path | None, outputs: list[str] | None) -> None:

@@ -15,11 +15,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-import numpy as np
 from pydantic import Field
 
+from trtflow.lazy import lazy_import
 from trtflow.runners.base import Feed, RunnerConfig, RunnerFailed
 from trtflow.schema.paths import InputPath
+
+np = lazy_import("numpy")
 
 PROTOBUF_LIMIT = 2_000_000_000
 OPTIMIZATION_LEVELS = {"disable_all": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",

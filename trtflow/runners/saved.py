@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal
 
-import numpy as np
 from pydantic import Field
 
+from trtflow.lazy import lazy_import
 from trtflow.runners.base import Feed, RunnerConfig, RunnerFailed
 from trtflow.schema.paths import InputPath
+
+np = lazy_import("numpy")
 
 
 class Config(RunnerConfig):

@@ -14,13 +14,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 from pydantic import Field
 
 from trtflow.errors import StepError
+from trtflow.lazy import lazy_import
 from trtflow.runners.base import RunnerConfig
 from trtflow.schema.paths import InputPath
 from trtflow.trt.profiler import LayerTimes
+
+np = lazy_import("numpy")
 
 ONNX_SUFFIXES = {".onnx"}
 

@@ -22,17 +22,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from trtflow.lazy import lazy_import
 from trtflow.tensors.comparison import Tolerances, errors, json_number, new_nonfinite
+
+np = lazy_import("numpy")
 
 if TYPE_CHECKING:
     import onnx
 
     from trtflow.precision.plan import PrecisionPlan
 
-Feed = dict[str, np.ndarray]
+Feed = dict[str, "np.ndarray"]
 Outputs = dict[str, np.ndarray]
 
 

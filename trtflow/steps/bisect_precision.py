@@ -27,16 +27,18 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trtflow.errors import ParamError
+from trtflow.lazy import lazy_import
 from trtflow.precision.formats import PrecisionName
 from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, TrialRecord, file, value
 from trtflow.steps.bisect_judges import CommandCheck, Verdict
 from trtflow.tensors.comparison import Tolerances
 from trtflow.tensors.inputs import DataSpec
+
+np = lazy_import("numpy")
 
 FRESH_SEED_OFFSET = 7919  # fresh samples for the final verification: the recipe's seed plus this
 

@@ -22,16 +22,18 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 from pydantic import Field, model_validator
 
 from trtflow.errors import ParamError, StepError
+from trtflow.lazy import lazy_import
 from trtflow.runners.base import Runner, RunnerConfig, RunnerFailed
 from trtflow.runners.registry import runner_entry
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
 from trtflow.steps.base import Step, StepContext, StepParams, file, folder, value
 from trtflow.tensors.inputs import DataSpec, LoaderSpec
+
+np = lazy_import("numpy")
 
 UNKNOWN_SIZE_FALLBACK = 64 << 20  # bytes assumed for a tensor whose shape inference could not tell
 

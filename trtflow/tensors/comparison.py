@@ -17,8 +17,11 @@ import fnmatch
 import math
 from typing import Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+
+from trtflow.lazy import lazy_import
+
+np = lazy_import("numpy")
 
 ErrorStat = Literal["elemwise", "max", "mean", "median", "quantile"]
 Tolerance = float | dict[str, float]

@@ -18,12 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from trtflow.lazy import lazy_import
 from trtflow.schema.paths import InputPath
 
-Feed = dict[str, np.ndarray]
+np = lazy_import("numpy")
+
+Feed = dict[str, "np.ndarray"]
 
 
 class DataSpec(BaseModel):
