@@ -81,3 +81,9 @@ def test_layout_places_ranks_top_down_without_overlaps(mobilenet):
     for (ax, ay, aw, _), (bx, by, bw, _) in zip(boxes, boxes[1:]):
         if ay == by:
             assert bx - ax >= (aw + bw) / 2  # same rank: side by side, never on top of each other
+
+
+@requires_graphviz
+def test_svg_over_time_is_skipped_with_a_note_when_not_asked_for(tmp_path):
+    summary = write_graph(hostile_graph(), View(), ["html", "svg"], tmp_path, svg_timeout_s=1e-6, svg_optional=True)
+    assert summary["files"] == ["graph.html"] and any(note.startswith("no SVG: Graphviz did not") for note in summary["notes"])

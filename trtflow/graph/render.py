@@ -14,26 +14,37 @@ from trtflow.graph.dot import to_dot
 from trtflow.graph.html import to_html
 from trtflow.graph.model import Graph
 from trtflow.graph.style import Style, View
-from trtflow.graph.svg import render_svg
+from trtflow.graph.svg import GraphvizTimeout, render_svg
 
 Format = Literal["svg", "html", "dot"]
 
 
 def write_graph(graph: Graph, view: View, formats: Iterable[Format], folder: Path, *,
-                svg_timeout_s: float = 120.0, source_nodes: int | None = None) -> dict[str, Path]:
-    """Render `graph` into `folder` (created) as `graph.dot` / `graph.svg` / `graph.html`; returns the files."""
+                svg_timeout_s: float = 120.0, svg_optional: bool = False,
+                source_nodes: int | None = None) -> dict:
+    """Render `graph` into `folder` (created) as `graph.dot` / `graph.svg` / `graph.html`; returns the summary.
+
+    With `svg_optional`, a graph Graphviz cannot draw in time gets no SVG and a note, instead of
+    failing: the HTML viewer and DOT file are still written."""
     folder.mkdir(parents=True, exist_ok=True)
     style = Style(graph, view)
     formats = list(dict.fromkeys(formats))
     written: dict[str, Path] = {}
+    notes = list(graph.notes)
     dot_text = to_dot(graph, style) if {"dot", "svg"} & set(formats) else ""
     for fmt in formats:
         path = folder / f"graph.{fmt}"
         if fmt == "dot":
             path.write_text(dot_text, encoding="utf-8")
         elif fmt == "svg":
-            path.write_text(render_svg(dot_text, timeout_s=svg_timeout_s, node_count=len(graph.nodes)),
-                            encoding="utf-8")
+            try:
+                path.write_text(render_svg(dot_text, timeout_s=svg_timeout_s, node_count=len(graph.nodes)),
+                                encoding="utf-8")
+            except GraphvizTimeout as error:
+                if not svg_optional:
+                    raise
+                notes.append(f"no SVG: {error}")
+                continue
         else:
             path.write_text(to_html(graph, style), encoding="utf-8")
         written[fmt] = path
@@ -43,7 +54,7 @@ def write_graph(graph: Graph, view: View, formats: Iterable[Format], folder: Pat
         "edges": len(graph.edges), "inputs": sum(n.kind == "input" for n in graph.nodes.values()),
         "outputs": sum(n.kind == "output" for n in graph.nodes.values()),
         "total_timing_ms": round(graph.total_timing_ms(), 6) or None,
-        "files": sorted(p.name for p in written.values()), "notes": list(graph.notes),
+        "files": sorted(p.name for p in written.values()), "notes": notes,
     }
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    return written
+    return summary

@@ -16,6 +16,10 @@ INSTALL_GRAPHVIZ = ("install Graphviz (`apt-get install graphviz` on Debian/Ubun
                     "`brew install graphviz`, or `conda install -c conda-forge graphviz`)")
 
 
+class GraphvizTimeout(StepError):
+    """Graphviz did not lay the graph out within the time bound."""
+
+
 def graphviz_version() -> str | None:
     """`dot -V`'s answer, or None when Graphviz is not installed."""
     executable = shutil.which("dot")
@@ -38,7 +42,7 @@ def render_svg(dot_text: str, *, timeout_s: float, node_count: int) -> str:
         done = subprocess.run([executable, "-Tsvg"], input=dot_text, capture_output=True, text=True,
                               timeout=timeout_s)
     except subprocess.TimeoutExpired as error:
-        raise StepError(f"Graphviz did not lay out {node_count} nodes within {timeout_s:g} s: use "
+        raise GraphvizTimeout(f"Graphviz did not lay out {node_count} nodes within {timeout_s:g} s: use "
                         "`mode: simplified`, draw a part with `focus: {nodes: REGEX, radius: 3}`, raise "
                         "`svg_timeout_s`, or leave `svg` out of `formats:` (the HTML viewer draws any size)") from error
     if done.returncode != 0:

@@ -55,7 +55,9 @@ class Params(StepParams):
         None, description="Draw only nodes matching `nodes` (regex) and their neighbours within `radius`.")
     formats: list[Format] | None = Field(
         None, description="Files to write; default: html and dot, plus svg when Graphviz is installed.")
-    svg_timeout_s: float = Field(120.0, gt=0, description="Give up on Graphviz layout after this many seconds.")
+    svg_timeout_s: float = Field(
+        120.0, gt=0, description="Give up on Graphviz layout after this many seconds (an error when `svg` was asked "
+                                 "for in `formats`; else the SVG is skipped with a note).")
 
     @field_validator("focus", mode="before")
     @classmethod
@@ -162,9 +164,9 @@ class RenderGraph(Step):
 
             ctx.log(f"no SVG: Graphviz's `dot` is not installed; {INSTALL_GRAPHVIZ} to get one")
         ctx.progress(2, 3, f"drawing {len(graph.nodes)} nodes")
-        write_graph(graph, view, formats, Path(ctx.output_path("graph")), svg_timeout_s=params.svg_timeout_s,
-                    source_nodes=source_nodes)
-        for note in graph.notes:
+        summary = write_graph(graph, view, formats, Path(ctx.output_path("graph")), svg_timeout_s=params.svg_timeout_s,
+                              svg_optional=params.formats is None, source_nodes=source_nodes)
+        for note in summary["notes"]:
             ctx.log(note)
         ctx.progress(3, 3, "done")
         return {}
