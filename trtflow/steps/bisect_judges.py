@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from trtflow.precision.plan import PrecisionPlan
 
 Feed = dict[str, "np.ndarray"]
-Outputs = dict[str, np.ndarray]
+Outputs = dict[str, "np.ndarray"]
 
 
 class CommandCheck(BaseModel):
