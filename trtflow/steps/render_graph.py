@@ -111,11 +111,10 @@ class RenderGraph(Step):
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         facts = {"onnx": metadata.version("onnx")} if params.model is not None else {}
-        if params.engine is not None:
-            try:
-                facts["tensorrt"] = metadata.version("tensorrt")
-            except metadata.PackageNotFoundError:
-                facts["tensorrt"] = "absent"
+        if params.engine is not None:  # what the inspector reports depends on the TensorRT reading the engine
+            from trtflow.trt.environment import tensorrt_version
+
+            facts["tensorrt"] = tensorrt_version()
         if params.formats is None or "svg" in params.formats:
             from trtflow.graph.svg import graphviz_version
 
