@@ -189,7 +189,8 @@ def _failure(pipeline: Pipeline, step: PlannedStep, error: BaseException, second
         at = step.spec.source_path + ("with", error.param)
         message, code = str(pipeline.recipe.source.problem(at, f"step `{step.id}`: {error}")), error.exit_code
     elif isinstance(error, TrtflowError):
-        message, code = str(error), error.exit_code
+        named = isinstance(error, StepError) and error.step
+        message, code = (str(error) if named else f"step `{step.id}`: {error}"), error.exit_code
     else:
         message, code = f"step `{step.id}` failed: {type(error).__name__}: {error}", 3
     if debug:
