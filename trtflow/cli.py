@@ -195,6 +195,7 @@ def steps(kind: Optional[str] = typer.Argument(None, help="Describe one step kin
     """List the step kinds, or describe one: its params and outputs."""
     with _errors_to_exit_codes(False):
         from rich.table import Table
+        from rich.text import Text
 
         from trtflow.display import console
         from trtflow.schema.problems import did_you_mean
@@ -205,7 +206,7 @@ def steps(kind: Optional[str] = typer.Argument(None, help="Describe one step kin
             table.add_column("kind")
             table.add_column("what it does")
             for name in registry.kinds():
-                table.add_row(name, catalog.describe(name)["summary"])
+                table.add_row(name, Text(catalog.describe(name)["summary"]))
             console.print(table)
             return
         if not registry.exists(kind):
@@ -217,13 +218,13 @@ def steps(kind: Optional[str] = typer.Argument(None, help="Describe one step kin
             params.add_column(column)
         for param in info["params"]:
             default = "required" if param["required"] else json.dumps(param["default"])
-            params.add_row(param["name"], param["type"], default, param["description"])
+            params.add_row(*(Text(cell) for cell in (param["name"], param["type"], default, param["description"])))
         console.print(params)
         outputs = Table(title="outputs:", show_edge=False, header_style="bold", title_justify="left")
         for column in ("name", "kind", "description"):
             outputs.add_column(column)
         for output in info["outputs"]:
-            outputs.add_row(output["name"], output["kind"], output["description"])
+            outputs.add_row(*(Text(cell) for cell in (output["name"], output["kind"], output["description"])))
         console.print(outputs)
 
 

@@ -16,6 +16,7 @@ def _version(distribution: str) -> str:
 
 
 def _gpu() -> str:
+    """What the driver's own tool sees, independent of cuda-python."""
     if not shutil.which("nvidia-smi"):
         return "none found (no nvidia-smi)"
     try:
@@ -41,8 +42,10 @@ def environment_facts() -> dict[str, str]:
         facts["onnxruntime providers"] = ", ".join(onnxruntime.get_available_providers())
     except ImportError as error:
         facts["onnxruntime providers"] = f"cannot import onnxruntime: {error}"
-    facts["tensorrt"] = _version("tensorrt")
+    from trtflow.trt.environment import facts as tensorrt_facts
+
+    facts.update(tensorrt_facts())
     facts["cuda-python"] = _version("cuda-python")
-    facts["gpu"] = _gpu()
+    facts["nvidia-smi"] = _gpu()
     facts["graphviz (dot)"] = shutil.which("dot") or "not found: install Graphviz for SVG output (apt-get install graphviz)"
     return facts
