@@ -12,6 +12,13 @@ tensors (`outputs`), to keep memory under `memory_budget_mb`; a runner must ther
 exactly what it was asked for and not hold outputs between `infer` calls. A runner that cannot
 produce a requested tensor leaves it out; `run-runners` records what is missing.
 
+Optional: a runner that measures per-layer times (the `tensorrt` runner with `layer_timing: true`)
+also has `layer_profile()`. Called while the runner is active, it returns the times of the
+inferences run since `activate` or since the previous `layer_profile()` call — so a caller drops
+warm-up runs by calling it once after them — as trtexec's `--exportProfile` document (a list that
+starts with `{"count": N}`; see `trtflow.trt.profiler`), or None when nothing was measured.
+Runners without it have no profile; callers ask through `layer_profile(runner)`.
+
 Adding a backend: one module with `Config` (and its runner) plus one line in `registry.BACKENDS`.
 """
 
@@ -38,6 +45,12 @@ class Runner(Protocol):
     def infer(self, feed: Feed) -> dict[str, np.ndarray]: ...
 
     def deactivate(self) -> None: ...
+
+
+def layer_profile(runner: Runner) -> list[dict] | None:
+    """The per-layer profile of `runner`'s latest inferences, or None for runners that measure none."""
+    report = getattr(runner, "layer_profile", None)
+    return report() if report is not None else None
 
 
 class RunnerConfig(BaseModel):

@@ -3,10 +3,10 @@
 TensorRT plugins, custom-op libraries and young execution providers can segfault; in-process that
 kills the whole debug session and everything it computed. `IsolatedRunner` has the Runner shape;
 its child process builds the real runner from the (picklable) config and serves `activate`,
-`infer` and `deactivate` over a pipe. A child that dies becomes `RunnerFailed("runner `x` crashed
-(signal 11, SIGSEGV) while ...")`; an error raised in the child comes back as its message. The
-child is started with `spawn`: the executor runs steps on threads, and forking a threaded
-process is unsafe.
+`infer`, `layer_profile` (None when the real runner has none) and `deactivate` over a pipe. A
+child that dies becomes `RunnerFailed("runner `x` crashed (signal 11, SIGSEGV) while ...")`; an
+error raised in the child comes back as its message. The child is started with `spawn`: the
+executor runs steps on threads, and forking a threaded process is unsafe.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 
 from trtflow.lazy import lazy_import
-from trtflow.runners.base import Feed, RunnerConfig, RunnerFailed
+from trtflow.runners.base import Feed, RunnerConfig, RunnerFailed, layer_profile
 
 np = lazy_import("numpy")
 
@@ -40,6 +40,8 @@ def _serve(connection, config: RunnerConfig, model: Path | None, outputs: list[s
                 reply = None
             elif request == "infer":
                 reply = runner.infer(argument)
+            elif request == "layer_profile":
+                reply = layer_profile(runner)
             else:
                 runner.deactivate()
                 connection.send(("ok", None))
@@ -99,6 +101,9 @@ class IsolatedRunner:
 
     def infer(self, feed: Feed) -> dict[str, np.ndarray]:
         return self._call("infer", feed, doing="running inference")
+
+    def layer_profile(self) -> list[dict] | None:
+        return self._call("layer_profile", doing="reporting its layer times") if self._process is not None else None
 
     def deactivate(self) -> None:
         if self._process is None:

@@ -6,7 +6,8 @@ compared only if they are engine outputs, i.e. if the model was tapped (`surgeon
 before `build-engine`; a requested tensor the engine does not have (TensorRT drops taps on shape
 and constant tensors) is left out and listed in `missing_outputs` rather than failing the run.
 With `layer_timing: true` every layer is timed through TensorRT's `IProfiler`; `layer_profile()`
-returns the times in trtexec's `--exportProfile` layout for `render-graph`.
+returns the times in trtexec's `--exportProfile` layout (the Runner protocol's optional profile),
+which `run-runners` writes as its `profiles` output for `render-graph`.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ class TensorRTRunner:
         self.name = config.name
         self.engine_path = Path(engine)
         self.requested = outputs
-        self.layer_times = LayerTimes() if config.layer_timing else None
+        self.layer_timing = config.layer_timing
+        self.layer_times: LayerTimes | None = None
         self.missing_outputs: list[str] = []
         self._session: Any = None
         self._selected: list[str] = []
@@ -65,6 +67,7 @@ class TensorRTRunner:
         if self.engine_path.suffix in ONNX_SUFFIXES:
             raise StepError(f"runner `{self.name}` runs TensorRT engines, not ONNX models: build one with a "
                             "`build-engine` step and give it as `engine: ${steps.ID.engine}`")
+        self.layer_times = LayerTimes() if self.layer_timing else None
         self._session = EngineSession(TensorRT.load(), self.engine_path.read_bytes(), TensorRTLog(), self.layer_times)
         available = self._session.outputs
         if self.requested is None:
@@ -88,5 +91,12 @@ class TensorRTRunner:
             self._session = None
 
     def layer_profile(self) -> list[dict] | None:
-        """Per-layer times of the inferences so far (trtexec `--exportProfile` layout), or None."""
-        return self.layer_times.records() if self.layer_times is not None else None
+        """Per-layer times (trtexec `--exportProfile` layout) of the inferences since `activate` or the
+        previous call, or None without `layer_timing`. The profiler keeps reporting into the same
+        `LayerTimes`, so it is emptied in place."""
+        if self.layer_times is None:
+            return None
+        profile = self.layer_times.records()
+        self.layer_times.count = 0
+        self.layer_times.times.clear()
+        return profile
