@@ -13,10 +13,17 @@ budget, not the model; the price is one more pass of the model per slice.
 
 A runner that fails — including a crash of an `isolate: true` runner — is recorded in `results`
 with its message, the other runners still run, and `compare` reports it.
+
+Per-layer times: a runner that measures them (`tensorrt` with `layer_timing: true`) gets its profile
+written to `profiles/<runner>.profile.json` in trtexec's `--exportProfile` layout, which
+`render-graph` reads as its `profile` (the folder plus `profile_runner`, or the file itself). The
+profile covers the timed inferences of the first pass: warm-up runs are dropped, and later passes
+(memory-budget slices) run the same engine again, adding nothing but time.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from importlib import metadata
 from pathlib import Path
@@ -26,7 +33,7 @@ from pydantic import Field, model_validator
 
 from trtflow.errors import ParamError, StepError
 from trtflow.lazy import lazy_import
-from trtflow.runners.base import Runner, RunnerConfig, RunnerFailed
+from trtflow.runners.base import Runner, RunnerConfig, RunnerFailed, layer_profile
 from trtflow.runners.registry import runner_entry
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
@@ -36,6 +43,7 @@ from trtflow.tensors.inputs import DataSpec, LoaderSpec
 np = lazy_import("numpy")
 
 UNKNOWN_SIZE_FALLBACK = 64 << 20  # bytes assumed for a tensor whose shape inference could not tell
+PROFILE_SUFFIX = ".profile.json"  # profiles/<runner>.profile.json; render-graph finds runners by it
 
 
 class Params(StepParams):
@@ -138,15 +146,19 @@ def _make_runner(config: RunnerConfig, target: Path | None, outputs: list[str] |
 
 
 def _run_one(config: RunnerConfig, target: Path | None, slices: list[list[str] | None], feeds, warmup: int,
-             results, progress) -> dict:
-    """Run one runner over all feeds, slice by slice, writing outputs as they come; returns timings."""
+             results, progress) -> tuple[dict, list[dict] | None]:
+    """Run one runner over all feeds, slice by slice, writing outputs as they come; returns its timings
+    and the per-layer profile of the first slice's timed inferences (None if the runner has none)."""
     seconds = np.zeros(len(feeds))
+    profile = None
     for slice_index, outputs in enumerate(slices):
         runner = _make_runner(config, target, outputs)
         runner.activate()
         try:
-            for _ in range(warmup if slice_index == 0 else 0):
-                runner.infer(feeds[0])
+            if slice_index == 0 and warmup:
+                for _ in range(warmup):
+                    runner.infer(feeds[0])
+                layer_profile(runner)  # drops the warm-up runs' layer times
             for iteration, feed in enumerate(feeds):
                 started = time.perf_counter()
                 produced = runner.infer(feed)
@@ -155,11 +167,20 @@ def _run_one(config: RunnerConfig, target: Path | None, slices: list[list[str] |
                     results.add(config.name, iteration, tensor, array)
                 del produced
                 progress(slice_index * len(feeds) + iteration + 1, len(slices) * len(feeds))
+            if slice_index == 0:
+                profile = layer_profile(runner)
         finally:
             runner.deactivate()
     milliseconds = seconds * 1000
-    return {"mean_ms": round(float(milliseconds.mean()), 3), "median_ms": round(float(np.median(milliseconds)), 3),
-            "min_ms": round(float(milliseconds.min()), 3), "iterations": len(feeds), "passes": len(slices)}
+    timings = {"mean_ms": round(float(milliseconds.mean()), 3), "median_ms": round(float(np.median(milliseconds)), 3),
+               "min_ms": round(float(milliseconds.min()), 3), "iterations": len(feeds), "passes": len(slices)}
+    return timings, profile
+
+
+def _write_profile(ctx: StepContext, runner: str, profile: list[dict]) -> None:
+    folder = ctx.output_path("profiles")
+    folder.mkdir(exist_ok=True)
+    (folder / f"{runner}{PROFILE_SUFFIX}").write_text(json.dumps(profile, indent=1) + "\n", encoding="utf-8")
 
 
 def _write_polygraphy_files(ctx: StepContext, feeds, results, timings: dict) -> None:
@@ -184,10 +205,13 @@ class RunRunners(Step):
         "polygraphy_inputs": file(".json", "The inputs as Polygraphy JSON (with `polygraphy_json: true`).", optional=True),
         "polygraphy_results": file(".json", "The results as Polygraphy RunResults JSON (with `polygraphy_json: true`).",
                                    optional=True),
+        "profiles": folder("Per-layer times of each runner that measured them (`tensorrt` with `layer_timing: true`): "
+                           "<runner>.profile.json in trtexec's --exportProfile layout, for render-graph's `profile`.",
+                           optional=True),
         "timings": value({"fp32": {"mean_ms": 1.0, "median_ms": 1.0, "min_ms": 1.0, "iterations": 1, "passes": 1}},
                          "Per runner: inference time (ms) and how many passes the memory budget needed; or its error."),
     }
-    version = 1
+    version = 2  # 2: the `profiles` output
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         facts = {"numpy": metadata.version("numpy")}
@@ -222,9 +246,11 @@ class RunRunners(Step):
                 ctx.progress(position + done / total, len(params.runners), name)
 
             try:
-                timings[config.name] = _run_one(config, targets[config.name], slices, feeds, params.warmup,
-                                                results, progress)
+                timings[config.name], profile = _run_one(config, targets[config.name], slices, feeds, params.warmup,
+                                                         results, progress)
                 results.record_runner(config.name, backend=config.backend, **timings[config.name])
+                if profile is not None:
+                    _write_profile(ctx, config.name, profile)
             except RunnerFailed as error:
                 timings[config.name] = {"error": str(error)}
                 results.record_runner(config.name, backend=config.backend, status="failed", error=str(error))
