@@ -37,7 +37,11 @@ class Params(StepParams):
                           "TensorRT <= 10 `Bindings` or TensorRT 11 `I/O Tensors` layout).")
     engine: InputPath | None = Field(None, description="A TensorRT engine file, read through TensorRT's inspector.")
     profile: InputPath | None = Field(
-        None, description="Per-layer times (trtexec --exportProfile JSON) for an engine graph; joined by layer name.")
+        None, description="Per-layer times for an engine graph, joined by layer name: a trtexec --exportProfile JSON "
+                          "file (build-engine's `profile`), or run-runners' `profiles` folder.")
+    profile_runner: str | None = Field(
+        None, description="Whose profile to draw from a `profiles` folder (a runner's name); "
+                          "not needed when one runner measured layer times.")
     mode: Literal["simplified", "detailed"] = Field(
         "simplified", description="`simplified` folds pointwise chains, hides constants and reformats; "
                                   "`detailed` draws every op with fused parts, shapes and formats.")
@@ -72,6 +76,9 @@ class Params(StepParams):
                              + (f"; got {', '.join(given)}" if given else ""))
         if self.profile is not None and self.model is not None:
             raise ValueError("`profile` holds TensorRT layer times: use it with `engine_graph` or `engine`, not `model`")
+        if self.profile_runner is not None and self.profile is None:
+            raise ValueError("`profile_runner` picks a runner's layer times from `profile: ${steps.ID.profiles}`; "
+                             "give `profile`")
         if self.color_by == "error" and self.overlay is None:
             raise ValueError("`color_by: error` needs `overlay:` (a compare report)")
         return self
@@ -81,6 +88,29 @@ def _default_formats() -> list[Format]:
     from trtflow.graph.svg import graphviz_version
 
     return ["html", "dot", "svg"] if graphviz_version() else ["html", "dot"]
+
+
+def _profile_file(profile: Path, runner: str | None) -> Path:
+    """The profile to read: `profile` itself, or `runner`'s file in run-runners' `profiles` folder."""
+    from trtflow.schema.problems import did_you_mean
+    from trtflow.steps.run_runners import PROFILE_SUFFIX
+
+    if not profile.is_dir():
+        if runner is not None:
+            raise ParamError("profile_runner", "`profile_runner` picks a file from run-runners' `profiles` folder, "
+                                               f"but `profile` is the file {profile}: leave `profile_runner` out")
+        return profile
+    found = {path.name.removesuffix(PROFILE_SUFFIX): path for path in sorted(profile.glob(f"*{PROFILE_SUFFIX}"))}
+    if runner is None and len(found) == 1:
+        return next(iter(found.values()))
+    if runner is None:
+        raise ParamError("profile_runner", f"the `profile` folder holds the layer times of {len(found)} runners "
+                                           f"({', '.join(found) or 'none'}): name one with `profile_runner:`")
+    if runner not in found:
+        raise ParamError("profile_runner", f"no layer times of runner `{runner}`{did_you_mean(runner, list(found))}; "
+                                           f"the `profile` folder holds those of {', '.join(found) or 'no runner'} "
+                                           "(a `tensorrt` runner measures them with `layer_timing: true`)")
+    return found[runner]
 
 
 def _inspect(engine: Path, ctx: StepContext) -> dict:
@@ -137,7 +167,7 @@ class RenderGraph(Step):
             source, graph = params.engine, from_engine.graph_from_layer_info(_inspect(params.engine, ctx))
         graph = replace(graph, name=f"{ctx.step_id} ({Path(source).name})")  # store files all look alike
         if params.profile is not None:
-            graph = timing.with_timing(graph, timing.read_profile(params.profile))
+            graph = timing.with_timing(graph, timing.read_profile(_profile_file(params.profile, params.profile_runner)))
         source_nodes = len(graph.ops())
         ctx.progress(1, 3, "folding" if params.mode == "simplified" else "overlays")
         if params.mode == "simplified":
