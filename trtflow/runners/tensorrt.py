@@ -96,7 +96,4 @@ class TensorRTRunner:
         `LayerTimes`, so it is emptied in place."""
         if self.layer_times is None:
             return None
-        profile = self.layer_times.records()
-        self.layer_times.count = 0
-        self.layer_times.times.clear()
-        return profile
+        return self.layer_times.take()

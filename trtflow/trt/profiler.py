@@ -40,6 +40,13 @@ class LayerTimes:
                   for name, times in self.times.items()]
         return [{"count": self.count}, *layers]
 
+    def take(self) -> list[dict[str, Any]]:
+        """`records()`, then start over (the profiler keeps reporting into this same object)."""
+        taken = self.records()
+        self.count = 0
+        self.times.clear()
+        return taken
+
 
 def make_profiler(trt_module: Any, times: LayerTimes) -> Any:
     """An `IProfiler` that forwards each `report_layer_time(layer_name, ms)` to `times`.
