@@ -134,7 +134,7 @@ def compute_step(pipeline: Pipeline, step: PlannedStep, prepared: Prepared, work
         try:
             context = StepContext(
                 step_id=step.id, work_dir=work_dir, outputs=step.kind.outputs, journal=journal,
-                state_root=workspace.state_root,
+                state_root=workspace.state_root, recipe_dir=pipeline.recipe.base_dir,
                 progress=lambda done, total=None, note="": observer.progress(step.id, done, total, note),
                 log=lambda message: observer.log(step.id, message),
                 notice=notices.append,

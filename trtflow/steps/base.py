@@ -87,6 +87,7 @@ class StepContext:
     outputs: dict[str, Output]
     journal: Journal | None = None  # set for steps with `journaled = True`
     state_root: Path | None = None  # workspace folder for state that outlives runs (timing caches)
+    recipe_dir: Path | None = None  # where the recipe lives: the working folder for user commands
     progress: Callable[[float, float | None, str], None] = lambda done, total, note: None
     log: Callable[[str], None] = lambda message: None  # detail, shown with --verbose
     notice: Callable[[str], None] = lambda message: None  # the step's answer or a warning, always shown
