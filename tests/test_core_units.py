@@ -72,3 +72,32 @@ def test_node_names_are_unique_stable_and_respect_author_names():
     assert names == ["t_1", "t", "dup", "dup_1"]
     assert names == [node.name for node in second.graph.node]
     assert renamed == {"t_1": "", "dup_1": "dup"}
+
+
+def test_external_data_files_are_found_without_onnx_in_every_graph(tmp_path):
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    from trtflow.onnx_files import external_data_files
+
+    def weights(name: str, value: float):
+        return numpy_helper.from_array(np.full(4, value, np.float32), name)
+
+    branch = helper.make_graph([helper.make_node("Add", ["x", "branch.w"], ["t"])], "then", [],
+                               [helper.make_tensor_value_info("t", 1, [4])], initializer=[weights("branch.w", 3)])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [helper.make_tensor_value_info("e", 1, [4])])
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "w"], ["s"]), helper.make_node("ReduceMax", ["s"], ["m"], keepdims=0),
+         helper.make_node("Greater", ["m", "zero"], ["c"]),
+         helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=other)],
+        "g", [helper.make_tensor_value_info("x", 1, [4])], [helper.make_tensor_value_info("y", 1, [4])],
+        initializer=[weights("w", 1), numpy_helper.from_array(np.array(0, np.float32), "zero")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, str(tmp_path / "inline.onnx"))
+    assert external_data_files(tmp_path / "inline.onnx") == []
+    onnx.save_model(model, str(tmp_path / "split.onnx"), save_as_external_data=True, all_tensors_to_one_file=False,
+                    size_threshold=0)
+    assert external_data_files(tmp_path / "split.onnx") == ["branch.w", "w", "zero"]
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    assert external_data_files(tmp_path / "empty.onnx") == []

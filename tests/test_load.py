@@ -101,6 +101,29 @@ def test_model_with_external_data(trtflow, tmp_path):
     assert numpy_helper.to_array(variance)[1] == np.float32(1e7)
 
 
+def test_editing_external_weights_invalidates_the_model(trtflow, tmp_path):
+    """The weights in `ext.weights` are part of `ext.onnx`: changing only them re-runs `load`."""
+    onnx.save_model(_faulty_model(), str(tmp_path / "ext.onnx"), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="ext.weights", size_threshold=0)
+    result, out = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "ext.onnx"))
+    assert result.returncode == 0, result.stderr
+    headers = onnx.load(str(tmp_path / "ext.onnx"), load_external_data=False)
+    variance = next(t for t in headers.graph.initializer if t.name == "bn.var")
+    offset = int(next(entry.value for entry in variance.external_data if entry.key == "offset"))
+    with open(tmp_path / "ext.weights", "r+b") as weights:  # retrain one weight, leave ext.onnx as it is
+        weights.seek(offset + 4)
+        weights.write(np.float32(5.0).tobytes())
+    status = trtflow("status", tmp_path / "recipe.yaml", cwd=tmp_path)
+    assert "stale" in status.stdout and "with.path: file ext.onnx changed" in status.stdout
+    result, out = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "ext.onnx"))
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert "bn.var" not in {entry["tensor"] for entry in summary["out_of_range"]["fp16"]}
+    (tmp_path / "ext.weights").unlink()
+    missing = trtflow("run", tmp_path / "recipe.yaml", cwd=tmp_path)
+    assert missing.returncode == 2 and "ext.weights, which does not exist" in missing.stderr
+
+
 def test_unknown_input_in_shapes_is_a_located_usage_error(trtflow, tmp_path):
     onnx.save(_faulty_model(), str(tmp_path / "faulty.onnx"))
     result, _ = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "faulty.onnx").replace("scores: [3, 4]", "score: [3, 4]"))

@@ -61,6 +61,96 @@ def iter_initializers(graph: "onnx.GraphProto"):
         yield from sub.initializer
 
 
+# Protobuf field numbers on the path from a ModelProto to the tensors that can hold external data.
+_MODEL_GRAPH, _MODEL_FUNCTIONS = 7, 25
+_GRAPH_NODE, _GRAPH_INITIALIZER, _GRAPH_SPARSE_INITIALIZER = 1, 5, 15
+_FUNCTION_NODE = 7
+_NODE_ATTRIBUTE = 5
+_ATTRIBUTE_TENSOR, _ATTRIBUTE_GRAPH, _ATTRIBUTE_TENSORS, _ATTRIBUTE_GRAPHS, _ATTRIBUTE_SPARSE = 5, 6, 10, 11, 22
+_SPARSE_VALUES, _SPARSE_INDICES = 1, 2
+_TENSOR_EXTERNAL_DATA = 13
+_ENTRY_KEY, _ENTRY_VALUE = 1, 2
+
+
+def _fields(buffer: memoryview) -> Iterator[tuple[int, memoryview | None]]:
+    """(field number, payload) of each field of one protobuf message; payload only for
+    length-delimited fields, which are all this scan needs."""
+    position, end = 0, len(buffer)
+
+    def varint() -> int:
+        nonlocal position
+        result = shift = 0
+        while True:
+            byte = buffer[position]
+            position += 1
+            result |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return result
+            shift += 7
+
+    while position < end:
+        key = varint()
+        number, wire_type = key >> 3, key & 7
+        if wire_type == 0:
+            varint()
+            yield number, None
+        elif wire_type == 2:
+            length = varint()
+            yield number, buffer[position:position + length]
+            position += length
+        elif wire_type in (1, 5):
+            position += 8 if wire_type == 1 else 4
+            yield number, None
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire_type}")
+
+
+def _locations_in(message: memoryview, kind: str, found: set[str]) -> None:
+    """Collect external-data locations below a message of `kind` (model/graph/function/node/...)."""
+    children = {
+        "model": {_MODEL_GRAPH: "graph", _MODEL_FUNCTIONS: "function"},
+        "graph": {_GRAPH_NODE: "node", _GRAPH_INITIALIZER: "tensor", _GRAPH_SPARSE_INITIALIZER: "sparse"},
+        "function": {_FUNCTION_NODE: "node"},
+        "node": {_NODE_ATTRIBUTE: "attribute"},
+        "attribute": {_ATTRIBUTE_TENSOR: "tensor", _ATTRIBUTE_GRAPH: "graph", _ATTRIBUTE_TENSORS: "tensor",
+                      _ATTRIBUTE_GRAPHS: "graph", _ATTRIBUTE_SPARSE: "sparse"},
+        "sparse": {_SPARSE_VALUES: "tensor", _SPARSE_INDICES: "tensor"},
+        "tensor": {_TENSOR_EXTERNAL_DATA: "entry"},
+    }[kind]
+    for number, payload in _fields(message):
+        child = children.get(number)
+        if payload is None or child is None:
+            continue
+        if child == "entry":
+            entry = {n: bytes(p).decode("utf-8", "replace") for n, p in _fields(payload) if p is not None}
+            if entry.get(_ENTRY_KEY) == "location" and _ENTRY_VALUE in entry:
+                found.add(entry[_ENTRY_VALUE])
+        else:
+            _locations_in(payload, child, found)
+
+
+def external_data_files(path: Path) -> list[str]:
+    """The files (relative to the model's folder) that hold an ONNX model's external weights.
+
+    They are part of the model: a step reading `model.onnx` must re-run when `model.onnx.data`
+    changes, so content digests of ONNX files include them. This reads the protobuf wire format
+    directly (memory-mapped, skipping weight bytes) because importing onnx costs a second and
+    `trtflow status` must not pay it."""
+    import mmap
+
+    with open(path, "rb") as handle:
+        if handle.seek(0, 2) == 0:
+            return []
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)
+            found: set[str] = set()
+            try:
+                _locations_in(view, "model", found)
+            finally:
+                view.release()
+    return sorted(found)
+
+
 def name_nodes(model: "onnx.ModelProto") -> dict[str, str]:
     """Give every node a unique stable name, in place; returns {new name: what it was ("" if unnamed)}."""
     nodes = [node for graph in iter_graphs(model.graph) for node in graph.node]

@@ -55,13 +55,6 @@ class Dag:
                     break
         return result
 
-    def dependents(self) -> dict[str, set[str]]:
-        reverse: dict[str, set[str]] = {node: set() for node in self.nodes}
-        for node, deps in self.deps.items():
-            for dep in deps:
-                reverse[dep].add(node)
-        return reverse
-
     def upstream(self, targets: set[str]) -> set[str]:
         """`targets` and everything they need."""
         seen: set[str] = set()

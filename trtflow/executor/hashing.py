@@ -15,6 +15,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from trtflow.errors import UsageError
+
 _CHUNK = 1 << 20
 
 
@@ -41,50 +43,70 @@ def combine(entries: dict[str, str]) -> str:
     return hashlib.sha256(listing.encode()).hexdigest()
 
 
-def tree_digests(folder: Path) -> dict[str, str]:
-    return {name: file_digest(folder / name) for name in list_files(folder)}
+def _companions(path: Path) -> list[str]:
+    """Files that are part of `path`'s content though stored beside it: an ONNX model's external
+    data. Parsing the model costs an onnx import, so it happens only when the model file changed."""
+    if path.suffix.lower() != ".onnx":
+        return []
+    from trtflow.onnx_files import external_data_files
 
-
-def path_digest(path: Path) -> str:
-    return combine(tree_digests(path)) if path.is_dir() else file_digest(path)
+    try:
+        return external_data_files(path)
+    except Exception:  # noqa: BLE001 - not a readable model: the step reading it will say so
+        return []
 
 
 class StatCache:
-    """Digests of user files, remembered by (path, size, mtime_ns, inode)."""
+    """Digests of user files, remembered by (path, size, mtime_ns, inode).
+
+    An ONNX model's digest covers its external-data files too (`_companions`), so retrained
+    weights in `model.onnx.data` invalidate the steps that read `model.onnx`."""
 
     def __init__(self, database: Path):
         database.parent.mkdir(parents=True, exist_ok=True)
         self._connection = sqlite3.connect(database, timeout=60, isolation_level=None, check_same_thread=False)
         self._connection.execute(
-            "CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER,"
-            " inode INTEGER, digest TEXT)"
+            "CREATE TABLE IF NOT EXISTS files_v2 (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER,"
+            " inode INTEGER, digest TEXT, companions TEXT)"
         )
         self._lock = threading.Lock()  # steps run on several threads with --jobs
 
-    def _file(self, path: Path) -> str:
+    def _file(self, path: Path, with_companions: bool = False) -> tuple[str, list[str]]:
         with self._lock:
-            return self._file_locked(path)
+            return self._file_locked(path, with_companions)
 
-    def _file_locked(self, path: Path) -> str:
+    def _file_locked(self, path: Path, with_companions: bool) -> tuple[str, list[str]]:
         stat = path.stat()
         row = self._connection.execute(
-            "SELECT digest FROM files WHERE path = ? AND size = ? AND mtime_ns = ? AND inode = ?",
+            "SELECT digest, companions FROM files_v2 WHERE path = ? AND size = ? AND mtime_ns = ? AND inode = ?",
             (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino),
         ).fetchone()
-        if row:
-            return row[0]
+        if row and (row[1] is not None or not with_companions):
+            return row[0], json.loads(row[1] or "[]")
         digest = file_digest(path)
+        companions = _companions(path) if with_companions else None
         self._connection.execute(
-            "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)",
-            (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino, digest),
+            "INSERT OR REPLACE INTO files_v2 VALUES (?, ?, ?, ?, ?, ?)",
+            (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino, digest,
+             None if companions is None else json.dumps(companions)),
         )
-        return digest
+        return digest, companions or []
 
     def digest(self, path: Path) -> str:
         """Content digest of a user file or folder, hashing only what changed since last time."""
         if path.is_dir():
-            return combine({name: self._file(path / name) for name in list_files(path)})
-        return self._file(path)
+            return combine({name: self._file(path / name)[0] for name in list_files(path)})
+        digest, companions = self._file(path, with_companions=True)
+        if not companions:
+            return digest
+        parts = {path.name: digest}
+        for name in companions:
+            try:
+                parts[name] = self._file(path.parent / name)[0]
+            except FileNotFoundError:
+                raise UsageError(f"{path} keeps its weights in {path.parent / name}, which does not exist; "
+                                 "copy it next to the model") from None
+        return combine(parts)
 
     def close(self) -> None:
         self._connection.close()

@@ -115,7 +115,3 @@ def unescape(value: Any) -> Any:
     if isinstance(value, str):
         return value.replace("$${", "${")
     return value
-
-
-def has_references(value: Any) -> bool:
-    return any(True for _ in iter_references(value))
