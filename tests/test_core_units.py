@@ -101,3 +101,23 @@ def test_external_data_files_are_found_without_onnx_in_every_graph(tmp_path):
     assert external_data_files(tmp_path / "split.onnx") == ["branch.w", "w", "zero"]
     (tmp_path / "empty.onnx").write_bytes(b"")
     assert external_data_files(tmp_path / "empty.onnx") == []
+
+
+def test_save_model_with_external_data_leaves_the_model_usable(tmp_path):
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    from trtflow.onnx_files import save_model
+
+    weight = numpy_helper.from_array(np.arange(600, dtype=np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", 1, [600])], [helper.make_tensor_value_info("y", 1, [600])],
+                              initializer=[weight])
+    model = helper.make_model(graph)
+    save_model(model, tmp_path / "model.onnx", external_data=True)
+    assert (tmp_path / "model.onnx.data").stat().st_size == 2400
+    assert numpy_helper.to_array(model.graph.initializer[0])[599] == 599, "weights still in memory"
+    onnx.checker.check_model(model)
+    reloaded = onnx.load(str(tmp_path / "model.onnx"))
+    assert numpy_helper.to_array(reloaded.graph.initializer[0])[599] == 599

@@ -32,8 +32,12 @@ def weight_bytes(model: "onnx.ModelProto") -> int:
 
 
 def save_model(model: "onnx.ModelProto", path: Path, *, external_data: bool | None = None) -> None:
-    """Write `model` to `path`, with external data in `<name>.data` when large (or when asked)."""
+    """Write `model` to `path`, with external data in `<name>.data` when large (or when asked).
+
+    onnx moves the weights out of the in-memory model when it writes them externally; they are
+    read back, so `model` is left as it was and callers can keep using it."""
     import onnx
+    from onnx.external_data_helper import load_external_data_for_model
 
     if external_data is None:
         external_data = weight_bytes(model) > EXTERNAL_DATA_THRESHOLD
@@ -41,6 +45,7 @@ def save_model(model: "onnx.ModelProto", path: Path, *, external_data: bool | No
     if external_data:
         onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
                         location=path.name + ".data", size_threshold=1024)
+        load_external_data_for_model(model, str(path.parent))
     else:
         onnx.save_model(model, str(path))
 
