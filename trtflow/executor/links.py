@@ -2,7 +2,8 @@
 
 Each output (and its sidecars, such as `model.onnx.data`) is a symlink into the store, or a copy
 where the filesystem refuses links. Value outputs are written to `values.json`. The folder is
-built beside the old one and swapped in, so a reader never sees it half-made.
+built beside the old one and swapped in, so a reader never sees it half-made; a lock per step
+folder keeps concurrent runs sharing one `--out` from swapping at the same time.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import os
 import secrets
 import shutil
 from pathlib import Path
+
+from filelock import FileLock
 
 from trtflow.executor.store import Entry
 
@@ -43,10 +46,11 @@ def publish(entry: Entry, folder: Path) -> None:
     if values:
         (staging / "values.json").write_text(json.dumps(values, indent=1, sort_keys=True))
     old = folder.with_name(f".{folder.name}.old.{secrets.token_hex(4)}")
-    try:
-        os.rename(folder, old)
-    except FileNotFoundError:
-        old = None
-    os.rename(staging, folder)
+    with FileLock(folder.with_name(f".{folder.name}.lock")):
+        try:
+            os.rename(folder, old)
+        except FileNotFoundError:
+            old = None
+        os.rename(staging, folder)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
