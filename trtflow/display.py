@@ -46,7 +46,7 @@ class ProgressDisplay(Observer):
 
     def log(self, step_id: str, message: str) -> None:
         if self.verbose:
-            console.print(f"[dim]{step_id}:[/dim] {message}", markup=True)
+            console.print(f"{step_id}: {message}", markup=False, highlight=False, style="dim")
 
     def finished(self, outcome: StepOutcome) -> None:
         with self.lock:

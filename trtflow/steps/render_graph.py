@@ -59,6 +59,7 @@ class Params(StepParams):
         None, description="Draw only nodes matching `nodes` (regex) and their neighbours within `radius`.")
     formats: list[Format] | None = Field(
         None, description="Files to write; default: html and dot, plus svg when Graphviz is installed.")
+    title: str | None = Field(None, description="The graph's title (default: the drawn file's name).")
     svg_timeout_s: float = Field(
         120.0, gt=0, description="Give up on Graphviz layout after this many seconds (an error when `svg` was asked "
                                  "for in `formats`; else the SVG is skipped with a note).")
@@ -137,7 +138,7 @@ class RenderGraph(Step):
     summary = "Draw an ONNX model or TensorRT engine graph (DOT, SVG, offline HTML viewer) with timing and error overlays."
     Params = Params
     outputs = {"graph": folder("graph.html / graph.svg / graph.dot as asked, and summary.json (what was drawn).")}
-    version = 1
+    version = 2
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         facts = {"onnx": metadata.version("onnx")} if params.model is not None else {}
@@ -165,7 +166,7 @@ class RenderGraph(Step):
             source, graph = params.engine_graph, from_engine.load_layer_info(params.engine_graph)
         else:
             source, graph = params.engine, from_engine.graph_from_layer_info(_inspect(params.engine, ctx))
-        graph = replace(graph, name=f"{ctx.step_id} ({Path(source).name})")  # store files all look alike
+        graph = replace(graph, name=params.title or Path(source).name)
         if params.profile is not None:
             graph = timing.with_timing(graph, timing.read_profile(_profile_file(params.profile, params.profile_runner)))
         source_nodes = len(graph.ops())
@@ -191,11 +192,11 @@ class RenderGraph(Step):
         if "svg" not in formats and params.formats is None:
             from trtflow.graph.svg import INSTALL_GRAPHVIZ
 
-            ctx.log(f"no SVG: Graphviz's `dot` is not installed; {INSTALL_GRAPHVIZ} to get one")
+            ctx.notice(f"no SVG: Graphviz's `dot` is not installed; {INSTALL_GRAPHVIZ} to get one")
         ctx.progress(2, 3, f"drawing {len(graph.nodes)} nodes")
         summary = write_graph(graph, view, formats, Path(ctx.output_path("graph")), svg_timeout_s=params.svg_timeout_s,
                               svg_optional=params.formats is None, source_nodes=source_nodes)
         for note in summary["notes"]:
-            ctx.log(note)
+            ctx.notice(note)
         ctx.progress(3, 3, "done")
         return {}
