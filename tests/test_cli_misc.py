@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import REPO, write_recipe
 
 QUICKSTART = REPO / "pipelines" / "quickstart.yaml"
@@ -19,6 +21,22 @@ def test_schema_ties_each_step_kind_to_its_params(trtflow, tmp_path):
     params = schema["$defs"][load_rule["then"]["properties"]["with"]["$ref"].rsplit("/", 1)[-1]]
     assert "path" in params["required"] and params["additionalProperties"] is False
     assert any(option.get("pattern") for option in params["properties"]["shapes"]["anyOf"]), "references allowed"
+
+
+def test_every_shipped_recipe_is_valid_against_the_schema(trtflow, tmp_path):
+    """What editors see: the schema accepts our own recipes (references at any depth) and
+    rejects a misspelled key."""
+    import jsonschema
+    import yaml
+
+    schema = json.loads(trtflow("schema", cwd=tmp_path).stdout)
+    recipes = sorted((REPO / "pipelines").glob("*.yaml"))
+    assert len(recipes) >= 5
+    for recipe in recipes:
+        jsonschema.validate(yaml.safe_load(recipe.read_text()), schema)
+    with pytest.raises(jsonschema.ValidationError, match="'paht' was unexpected"):
+        jsonschema.validate({"trtflow": 1, "name": "x", "steps": {"a": {"uses": "load", "with": {"paht": "m.onnx"}}}},
+                            schema)
 
 
 def test_steps_lists_and_describes_kinds(trtflow, tmp_path):

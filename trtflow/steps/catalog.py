@@ -53,16 +53,35 @@ def describe(kind: str) -> dict[str, Any]:
             "version": step.version, "params": params, "outputs": outputs}
 
 
+def _allow_references(schema: Any) -> Any:
+    """`schema` where every value position (properties, list items, map values) also accepts a
+    `${...}` reference string, at any depth: `check: {atol: "${vars.atol}"}` is valid."""
+    if isinstance(schema, list):
+        return [_allow_references(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    result = {key: _allow_references(value) for key, value in schema.items()}
+
+    def either(value: dict) -> dict:
+        described = {"description": value["description"]} if "description" in value else {}
+        return {"anyOf": [value, _REFERENCE_SCHEMA], **described}
+
+    if isinstance(result.get("properties"), dict):
+        result["properties"] = {name: either(value) for name, value in result["properties"].items()}
+    for key in ("items", "additionalProperties"):
+        if isinstance(result.get(key), dict):
+            result[key] = either(result[key])
+    return result
+
+
 def recipe_json_schema() -> dict[str, Any]:
     schema = RecipeDocument.model_json_schema(by_alias=True)
     definitions = schema.setdefault("$defs", {})
     conditions = []
     for kind in registry.kinds():
-        params_schema = registry.get(kind).Params.model_json_schema(by_alias=True, ref_template="#/$defs/{model}")
+        params_schema = _allow_references(
+            registry.get(kind).Params.model_json_schema(by_alias=True, ref_template="#/$defs/{model}"))
         definitions.update(params_schema.pop("$defs", {}))
-        for name, prop in params_schema.get("properties", {}).items():
-            params_schema["properties"][name] = {"anyOf": [prop, _REFERENCE_SCHEMA], **(
-                {"description": prop["description"]} if "description" in prop else {})}
         definitions[f"with:{kind}"] = params_schema
         conditions.append({"if": {"properties": {"uses": {"const": kind}}, "required": ["uses"]},
                            "then": {"properties": {"with": {"$ref": f"#/$defs/with:{kind}"}}}})
