@@ -28,23 +28,60 @@ def _field_names(model: type[BaseModel]) -> list[str]:
     return [field.alias or name for name, field in model.model_fields.items()]
 
 
-def _model_at(model: type[BaseModel] | None, loc: tuple) -> type[BaseModel] | None:
-    """The pydantic model class that validates the mapping at `loc`, through fields, dicts, lists
-    and optionals; None where that is not a single model."""
-    annotation: Any = model
-    for part in loc:
-        while typing.get_origin(annotation) in (typing.Union, types.UnionType):
+def _unwrap(annotation: Any) -> Any:
+    """Strip `Annotated[...]` and `Optional`; a union of several types stays a union."""
+    while True:
+        if typing.get_origin(annotation) is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif typing.get_origin(annotation) in (typing.Union, types.UnionType):
             members = [a for a in typing.get_args(annotation) if a is not type(None)]
-            annotation = members[0] if len(members) == 1 else None
-        origin = typing.get_origin(annotation)
-        if origin in (dict, list):
+            if len(members) != 1:
+                return annotation
+            annotation = members[0]
+        else:
+            return annotation
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _tagged_member(union: Any, tag: Any) -> type[BaseModel] | None:
+    """The member of a discriminated union of models whose discriminator literal is `tag`."""
+    for member in typing.get_args(union):
+        if _is_model(member) and any(tag in typing.get_args(f.annotation) for f in member.model_fields.values()
+                                     if typing.get_origin(f.annotation) is typing.Literal):
+            return member
+    return None
+
+
+def _resolve(model: type[BaseModel] | None, loc: tuple) -> tuple[tuple, type[BaseModel] | None]:
+    """pydantic's `loc` as a recipe path (validator names and discriminated-union tags dropped),
+    and the model class validating the mapping at its end (None where that is not one model)."""
+    loc = tuple(part for part in loc if isinstance(part, int) or not (
+        "[" in part or part.startswith("function-") or part in {"list", "dict", "str", "int", "float", "bool"}))
+    annotation: Any = model
+    path: list = []
+    parts = list(loc)
+    while parts:
+        part = parts.pop(0)
+        annotation = _unwrap(annotation)
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+            member = _tagged_member(annotation, part)
+            if member is not None:  # the union tag pydantic inserts, not a key in the recipe
+                annotation = member
+                continue
+            annotation = None
+        path.append(part)
+        if typing.get_origin(annotation) in (dict, list):
             annotation = typing.get_args(annotation)[-1]
-        elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        elif _is_model(annotation):
             field = next((f for n, f in annotation.model_fields.items() if (f.alias or n) == part), None)
             annotation = getattr(field, "annotation", None)
         else:
-            return None
-    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+            annotation = None
+    annotation = _unwrap(annotation)
+    return tuple(path), (annotation if _is_model(annotation) else None)
 
 
 def _short(value: Any) -> str:
@@ -52,21 +89,15 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _clean_loc(loc: tuple) -> tuple:
-    """Drop pydantic's internal tags (union members, validator names) so the loc is a data path."""
-    return tuple(part for part in loc if isinstance(part, int) or not (
-        "[" in part or part.startswith("function-") or part in {"list", "dict", "str", "int", "float", "bool"}))
-
-
 def validation_problems(error: ValidationError, source: SourceMap, prefix: RecipePath,
                         model: type[BaseModel] | None = None) -> list[Problem]:
     problems: list[Problem] = []
     seen: set[tuple] = set()
     for item in error.errors(include_url=False):
-        loc = _clean_loc(item["loc"])
+        loc, _ = _resolve(model, item["loc"])
         kind = item["type"]
         if kind == "extra_forbidden":
-            parent = _model_at(model, loc[:-1])
+            _, parent = _resolve(model, item["loc"][:-1])
             valid = _field_names(parent) if parent else []
             hint = did_you_mean(str(loc[-1]), valid)
             expected = f"; valid keys: {', '.join(valid)}" if valid else ""
