@@ -50,7 +50,7 @@ CORPUS = [
     ("var-cycle", HEAD + "vars:\n  a: '${vars.b}'\n  b: '${vars.a}'\nsteps:\n  s: {uses: load, with: {path: m.onnx}}\n", 4, "cycle"),
     ("gate-without-passed", HEAD + "steps:\n  a:\n    uses: load\n    gate: true\n    with: {path: m.onnx}\n", 6, "`gate: true` needs"),
     ("runner-unknown-key", HEAD + "steps:\n  r:\n    uses: run-runners\n    with:\n      model: m.onnx\n      runners:\n"
-     "        - {name: a, backend: onnxruntime, precison: fp16}\n", 10, "runners[0].precison: unknown key `precison` (did you mean `precision`?)"),
+     "        - {name: a, backend: onnxruntime, precison: fp16}\n", 9, "runners[0].precison: unknown key `precison` (did you mean `precision`?)"),
     ("bad-name", "trtflow: 1\nname: 'my recipe!'\nsteps:\n  a: {uses: load, with: {path: m.onnx}}\n", 2, "name"),
 ]
 
