@@ -32,21 +32,47 @@ def _type_name(schema: dict, definitions: dict) -> str:
     return str(schema.get("type", "any"))
 
 
-def describe(kind: str) -> dict[str, Any]:
-    """A step kind's params (name, type, default, description) and outputs."""
-    step: type[Step] = registry.get(kind)
-    schema = step.Params.model_json_schema(by_alias=True)
-    definitions = schema.get("$defs", {})
+def _nested_models(schema: dict, definitions: dict) -> list[tuple[str, dict]]:
+    """(label, object schema) for each model a param holds: `check` may be `Tolerances` or
+    `CommandCheck`; `runners` is a list of one config per backend."""
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        target = definitions.get(name, {})
+        return [(name, target)] if "properties" in target else []
+    if "anyOf" in schema or "oneOf" in schema:
+        return [found for option in schema.get("anyOf", schema.get("oneOf", []))
+                for found in _nested_models(option, definitions)]
+    if schema.get("type") == "array":
+        return [(f"[] {label}", target) for label, target in _nested_models(schema.get("items", {}), definitions)]
+    return []
+
+
+def _param_rows(schema: dict, definitions: dict, prefix: str = "", depth: int = 0) -> list[dict[str, Any]]:
+    """One row per key, nested models' keys included as `parent.key` (`check.atol`, `data.seed`)."""
+    rows = []
     required = set(schema.get("required", []))
-    params = []
     for name, field_schema in schema.get("properties", {}).items():
-        params.append({
-            "name": name,
+        nested = _nested_models(field_schema, definitions) if depth < 2 else []
+        rows.append({
+            "name": prefix + name,
             "type": _type_name(field_schema, definitions),
             "required": name in required,
             "default": field_schema.get("default"),
             "description": field_schema.get("description", ""),
         })
+        for label, target in nested:
+            array = label.startswith("[] ")
+            model_name = label.removeprefix("[] ")
+            tag = f" ({model_name})" if len(nested) > 1 else ""
+            rows += _param_rows(target, definitions, f"{prefix}{name}{'[]' if array else ''}{tag}.", depth + 1)
+    return rows
+
+
+def describe(kind: str) -> dict[str, Any]:
+    """A step kind's params (name, type, default, description), nested keys included, and outputs."""
+    step: type[Step] = registry.get(kind)
+    schema = step.Params.model_json_schema(by_alias=True)
+    params = _param_rows(schema, schema.get("$defs", {}))
     outputs = [{"name": name, "kind": output.kind + (f" ({output.suffix})" if output.suffix else ""),
                 "description": output.description} for name, output in step.outputs.items()]
     return {"kind": kind, "summary": step.summary or (step.__doc__ or "").strip().split("\n")[0],
