@@ -36,9 +36,10 @@ def _nested_models(schema: dict, definitions: dict) -> list[tuple[str, dict]]:
     """(label, object schema) for each model a param holds: `check` may be `Tolerances` or
     `CommandCheck`; `runners` is a list of one config per backend."""
     if "$ref" in schema:
-        name = schema["$ref"].rsplit("/", 1)[-1]
-        target = definitions.get(name, {})
-        return [(name, target)] if "properties" in target else []
+        target = definitions.get(schema["$ref"].rsplit("/", 1)[-1], {})
+        # a discriminated member is named by its tag (`onnxruntime`), others by their title
+        tag = next((p["const"] for p in target.get("properties", {}).values() if "const" in p), None)
+        return [(str(tag or target.get("title", "?")), target)] if "properties" in target else []
     if "anyOf" in schema or "oneOf" in schema:
         return [found for option in schema.get("anyOf", schema.get("oneOf", []))
                 for found in _nested_models(option, definitions)]
