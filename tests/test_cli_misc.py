@@ -87,3 +87,11 @@ def test_set_any_recipe_value_and_cache_ls(trtflow, tmp_path):
     assert listing.returncode == 0 and "quickstart" in listing.stdout and "model" in listing.stdout
     status = trtflow("status", QUICKSTART, "--workspace", workspace, cwd=tmp_path)
     assert "with.check: false -> true" in status.stdout
+
+
+def test_cache_commands_say_when_there_is_no_workspace(trtflow, tmp_path):
+    for command in (["cache", "ls"], ["cache", "verify"], ["cache", "gc"]):
+        result = trtflow(*command, cwd=tmp_path)
+        assert result.returncode == 2 and "no trtflow workspace at" in result.stderr, command
+    missing = trtflow("cache", "ls", "--recipe", "nope.yaml", cwd=tmp_path)
+    assert missing.returncode == 2 and "nope.yaml: file not found" in missing.stderr

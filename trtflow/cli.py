@@ -237,12 +237,19 @@ def schema() -> None:
 
 
 def _cache_workspace(workspace: Optional[Path], recipe: Optional[Path]):
+    """The workspace the cache commands act on; an error, not an empty listing, when there is none."""
     from trtflow.executor.workspace import Workspace
 
     if recipe is not None:
-        return Workspace.for_recipe(recipe.absolute(), workspace)
-    chosen = workspace or os.environ.get("TRTFLOW_WORKSPACE") or Path(".trtflow")
-    return Workspace(Path(chosen).absolute())
+        if not recipe.is_file():
+            raise UsageError(f"--recipe {recipe}: file not found")
+        space = Workspace.for_recipe(recipe.absolute(), workspace)
+    else:
+        space = Workspace(Path(workspace or os.environ.get("TRTFLOW_WORKSPACE") or ".trtflow").absolute())
+    if not space.root.is_dir():
+        raise UsageError(f"no trtflow workspace at {space.root}; give --workspace DIR, or --recipe RECIPE for "
+                         "the .trtflow/ folder next to a recipe")
+    return space
 
 
 CacheRecipeOption = typer.Option(None, "--recipe", help="Use the workspace of this recipe.")
@@ -251,11 +258,15 @@ CacheRecipeOption = typer.Option(None, "--recipe", help="Use the workspace of th
 @cache_app.command("ls")
 def cache_ls(workspace: Optional[Path] = WorkspaceOption, recipe: Optional[Path] = CacheRecipeOption) -> None:
     """List store entries: key, recipe, step, kind, size, when."""
+    with _errors_to_exit_codes(False):
+        _cache_ls(_cache_workspace(workspace, recipe))
+
+
+def _cache_ls(space) -> None:
     from rich.table import Table
 
     from trtflow.display import console
 
-    space = _cache_workspace(workspace, recipe)
     table = Table(show_edge=False, header_style="bold")
     for column in ("key", "recipe", "step", "uses", "size", "created"):
         table.add_column(column)
@@ -280,7 +291,8 @@ def _human_size(size: float) -> str:
 @cache_app.command("verify")
 def cache_verify(workspace: Optional[Path] = WorkspaceOption, recipe: Optional[Path] = CacheRecipeOption) -> None:
     """Re-hash every entry; remove damaged ones so the next run recomputes them (exit 1 if any)."""
-    space = _cache_workspace(workspace, recipe)
+    with _errors_to_exit_codes(False):
+        space = _cache_workspace(workspace, recipe)
     store = space.store
     damaged = 0
     checked = 0
