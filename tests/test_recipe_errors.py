@@ -51,6 +51,8 @@ CORPUS = [
     ("gate-without-passed", HEAD + "steps:\n  a:\n    uses: load\n    gate: true\n    with: {path: m.onnx}\n", 6, "`gate: true` needs"),
     ("runner-unknown-key", HEAD + "steps:\n  r:\n    uses: run-runners\n    with:\n      model: m.onnx\n      runners:\n"
      "        - {name: a, backend: onnxruntime, precison: fp16}\n", 9, "runners[0].precison: unknown key `precison` (did you mean `precision`?)"),
+    ("value-output-as-path", HEAD + "steps:\n  a: {uses: load, with: {path: m.onnx}}\n  b:\n    uses: load\n"
+     "    with: {path: '${steps.a.kind}'}\n", 7, "`${steps.a.kind}` is a value ('onnx'), not a file"),
     ("bad-name", "trtflow: 1\nname: 'my recipe!'\nsteps:\n  a: {uses: load, with: {path: m.onnx}}\n", 2, "name"),
 ]
 

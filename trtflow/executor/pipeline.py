@@ -141,17 +141,22 @@ def build_pipeline(recipe: Recipe) -> Pipeline:
     return pipeline
 
 
-def _placeholder(pipeline: Pipeline, step_id: str, output: str) -> Any:
-    """Stands in for an output before it exists: its example value, or the reference text for paths
-    (which `InputPath` recognizes and does not look for on disk)."""
-    declared = pipeline.steps[step_id].kind.outputs[output]
-    return declared.example if declared.kind == "value" else f"${{steps.{step_id}.{output}}}"
-
-
 def _param_problems(pipeline: Pipeline, step: PlannedStep) -> list[Problem]:
-    params = pipeline.resolve_params(step, lambda step_id, output: _placeholder(pipeline, step_id, output))
+    """Validate a step's params with stand-ins for outputs that do not exist yet: a value output's
+    example value, or the reference text for a path (which `InputPath` does not look for on disk)."""
+    resolver = PathResolver(pipeline.recipe.base_dir)
+
+    def placeholder(step_id: str, output: str) -> Any:
+        declared = pipeline.steps[step_id].kind.outputs[output]
+        reference = f"${{steps.{step_id}.{output}}}"
+        if declared.kind != "value":
+            return reference
+        resolver.value_outputs[str(declared.example)] = reference
+        return declared.example
+
+    params = pipeline.resolve_params(step, placeholder)
     try:
-        pipeline.validate_params(step, params, PathResolver(pipeline.recipe.base_dir))
+        pipeline.validate_params(step, params, resolver)
     except RecipeError as error:
         return error.problems
     return []

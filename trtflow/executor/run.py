@@ -79,6 +79,7 @@ class Prepared:
 def prepare(pipeline: Pipeline, step: PlannedStep, entries: dict[str, Entry], stat_cache: StatCache) -> Prepared:
     """Resolve a step's references against finished upstream entries and compute its key."""
     artifacts: dict[str, tuple[str, str, str]] = {}
+    value_outputs: dict[str, str] = {}
 
     def output_of(step_id: str, output: str) -> Any:
         entry = entries[step_id]
@@ -87,10 +88,13 @@ def prepare(pipeline: Pipeline, step: PlannedStep, entries: dict[str, Entry], st
         resolved = entry.output_value(output)
         if entry.outputs[output]["kind"] != "value":
             artifacts[resolved] = ("artifact", entry.digest(output), f"steps.{step_id}.{output}")
+        else:
+            value_outputs[str(resolved)] = f"${{steps.{step_id}.{output}}}"
         return resolved
 
     params_dict = pipeline.resolve_params(step, output_of)
-    resolver = PathResolver(pipeline.recipe.base_dir, {path: identity[1] for path, identity in artifacts.items()})
+    resolver = PathResolver(pipeline.recipe.base_dir, {path: identity[1] for path, identity in artifacts.items()},
+                            value_outputs=value_outputs)
     params = pipeline.validate_params(step, params_dict, resolver)
     identities = dict(artifacts)
     for user_file in resolver.user_files:

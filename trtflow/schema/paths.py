@@ -23,6 +23,7 @@ class PathResolver:
     artifacts: dict[str, str] = field(default_factory=dict)  # store path -> artifact digest
     user_files: set[str] = field(default_factory=set)  # filled while validating
     used_artifacts: set[str] = field(default_factory=set)
+    value_outputs: dict[str, str] = field(default_factory=dict)  # str(value) -> the reference that gave it
 
     def resolve(self, value: Path) -> Path:
         text = str(value)
@@ -33,6 +34,9 @@ class PathResolver:
         if resolved_text in self.artifacts:
             self.used_artifacts.add(resolved_text)
             return resolved
+        if not resolved.exists() and text in self.value_outputs:
+            raise ValueError(f"`{self.value_outputs[text]}` is a value ({text!r}), not a file or folder; "
+                             "refer to one of that step's file outputs")
         if not resolved.exists():
             raise ValueError(f"file not found: {resolved} (relative paths start at the recipe's folder {self.base_dir})")
         self.user_files.add(resolved_text)
