@@ -163,3 +163,20 @@ steps:
     assert (out / "pick" / "out.txt").read_text().startswith("n=4")
     dag = trtflow("dag", recipe, "--format", "mermaid", cwd=tmp_path, env=plugin_env)
     assert "make_beta --> measure_beta" in dag.stdout and "measure_alpha --> pick" in dag.stdout
+
+
+def test_matrix_values_become_safe_folder_names(trtflow, tmp_path, plugin_env):
+    recipe = write_recipe(tmp_path, """
+trtflow: 1
+name: paths
+steps:
+  read:
+    uses: test-sleep
+    matrix: {file: [data/a.txt, "b c"]}
+    with: {text: "${matrix.file}"}
+""")
+    result = trtflow("run", recipe, cwd=tmp_path, env=plugin_env)
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "trtflow-out" / "paths"
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["read@b_c", "read@data_a.txt"]
+    assert (out / "read@data_a.txt" / "out.txt").read_text().startswith("data/a.txt")

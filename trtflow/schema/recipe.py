@@ -174,7 +174,10 @@ def _resolve_vars(raw_vars: dict[str, Any], source: SourceMap) -> dict[str, Any]
 
 
 def _matrix_suffix(values: tuple[Scalar, ...]) -> str:
-    return ",".join(json.dumps(v) if isinstance(v, bool) else str(v) for v in values)
+    """`fp16`, `fp16,8`: the values, with characters a folder name cannot hold (the id names the
+    step's output folder) replaced: `models/a.onnx` -> `models_a.onnx`."""
+    text = ",".join(json.dumps(v) if isinstance(v, bool) else str(v) for v in values)
+    return re.sub(r"[^A-Za-z0-9_.,=+-]", "_", text)
 
 
 def _expand(step_id: str, spec: StepSpec) -> list[tuple[str, dict[str, Scalar]]]:
