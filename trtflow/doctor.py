@@ -33,7 +33,6 @@ def environment_facts() -> dict[str, str]:
         "trtflow": _version("trtflow"),
         "numpy": _version("numpy"),
         "onnx": _version("onnx"),
-        "onnx-graphsurgeon": _version("onnx-graphsurgeon"),
         "onnxruntime": _version("onnxruntime"),
     }
     try:
