@@ -152,7 +152,9 @@ class Store:
         _fsync(work_dir)
         final = self.entry_path(key)
         final.parent.mkdir(parents=True, exist_ok=True)
-        if final.exists():  # a leftover without a valid manifest: move it out of the way first
+        if final.exists():
+            # an entry --force recomputed, or a leftover without a valid manifest: move it to trash
+            # first (a reader holding its files open keeps reading them; POSIX unlinks lazily)
             self._discard_tree(final)
         os.rename(work_dir, final)
         _fsync(final.parent)

@@ -17,7 +17,11 @@ from pydantic import BaseModel, ConfigDict
 
 
 class StepParams(BaseModel):
-    """Base of every step's `with:` model: unknown keys are errors, values are immutable."""
+    """Base of every step's `with:` model: unknown keys are errors, values are immutable.
+
+    Two field names mean something to the executor, for any step kind: `replay` (an `InputPath`,
+    on a `journaled` step) is loaded into the step's journal after its identity is checked, and
+    `gate` (a bool) gates the run like the step-level `gate: true`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
