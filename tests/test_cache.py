@@ -180,3 +180,25 @@ steps:
     out = tmp_path / "trtflow-out" / "paths"
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["read@b_c", "read@data_a.txt"]
     assert (out / "read@data_a.txt" / "out.txt").read_text().startswith("data/a.txt")
+
+
+def test_gc_keep_removes_what_the_recipe_no_longer_uses(trtflow, tmp_path, plugin_env):
+    recipe = write_recipe(tmp_path, """
+trtflow: 1
+name: pruned
+vars: {n: 3}
+steps:
+  hunt: {uses: test-trials, with: {trials: "${vars.n}"}}
+  note: {uses: test-sleep, with: {text: fixed}}
+""")
+    workspace = tmp_path / ".trtflow"
+    assert trtflow("run", recipe, cwd=tmp_path, env=plugin_env).returncode == 0
+    recipe.write_text(recipe.read_text().replace("n: 3", "n: 4"))
+    assert trtflow("run", recipe, cwd=tmp_path, env=plugin_env).returncode == 0
+    assert len(list(workspace.glob("store/??/*"))) == 3 and len(list(workspace.glob("journals/*.jsonl"))) == 2
+    gc = trtflow("cache", "gc", "--keep", recipe, cwd=tmp_path, env=plugin_env)
+    assert gc.returncode == 0, gc.stderr
+    assert "1 entries, 1 journals" in gc.stdout
+    assert len(list(workspace.glob("store/??/*"))) == 2 and len(list(workspace.glob("journals/*.jsonl"))) == 1
+    again = trtflow("run", recipe, cwd=tmp_path, env=plugin_env)
+    assert again.returncode == 0 and "2 cached" in again.stdout

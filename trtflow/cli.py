@@ -253,6 +253,7 @@ def _cache_workspace(workspace: Optional[Path], recipe: Optional[Path]):
 
 
 CacheRecipeOption = typer.Option(None, "--recipe", help="Use the workspace of this recipe.")
+KEEP_RUN_RECORDS = 200  # `cache gc` keeps this many of the newest run records
 
 
 @cache_app.command("ls")
@@ -318,16 +319,20 @@ def cache_gc(
     with _errors_to_exit_codes(debug):
         from trtflow.executor.status import pipeline_status
 
+        used: set[str] | None = None
+        journals: set[str] | None = None
         if keep:
             space = _cache_workspace(workspace, keep[0])
-            used: set[str] | None = set()
+            used, journals = set(), set()
             for recipe in keep:
-                pipeline = _load(recipe, [])
-                used.update(s.key for s in pipeline_status(pipeline, space) if s.state == "cached")
+                statuses = pipeline_status(_load(recipe, []), space)
+                used.update(s.key for s in statuses if s.state == "cached")
+                journals.update(s.journal_key for s in statuses if s.journal_key)
         else:
-            space, used = _cache_workspace(workspace, None), None
-        removed = space.store.collect_garbage(used)
-        print(f"removed {removed['tmp']} temporary folders and {removed['entries']} entries")
+            space = _cache_workspace(workspace, None)
+        removed = {**space.store.collect_garbage(used), **space.prune_records(KEEP_RUN_RECORDS, journals)}
+        print(f"removed {removed['tmp']} temporary folders, {removed['entries']} entries, {removed['journals']} "
+              f"journals, {removed['runs']} run records and {removed['locks']} lock files")
 
 
 @replay_app.command("export")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from trtflow.errors import TrtflowError
-from trtflow.executor.keys import describe_changes
+from trtflow.executor.keys import describe_changes, journal_key
 from trtflow.executor.pipeline import Pipeline
 from trtflow.executor.run import prepare
 from trtflow.executor.store import Entry
@@ -24,6 +24,7 @@ class StepStatus:
     state: str  # "cached" | "stale" | "never run" | "error"
     reasons: list[str] = field(default_factory=list)
     key: str | None = None
+    journal_key: str | None = None  # for journaled steps whose key is known: the journal they use
 
 
 def pipeline_status(pipeline: Pipeline, workspace: Workspace, steps: list[str] | None = None,
@@ -48,16 +49,18 @@ def pipeline_status(pipeline: Pipeline, workspace: Workspace, steps: list[str] |
                 statuses.append(StepStatus(step_id, uses, "error", [str(error)]))
                 continue
             entry = store.lookup(prepared.key)
+            journal = journal_key(prepared.material, step.kind.Params.search_budget) if step.kind.journaled else None
             if entry and step_id not in force:
                 entries[step_id] = entry
-                statuses.append(StepStatus(step_id, uses, "cached", key=prepared.key))
+                state, reasons = "cached", []
             elif step_id in force:
-                statuses.append(StepStatus(step_id, uses, "stale", ["--force"], prepared.key))
+                state, reasons = "stale", ["--force"]
             elif last:
+                state = "stale"
                 reasons = describe_changes(last, prepared.material) or ["its outputs are no longer in the store"]
-                statuses.append(StepStatus(step_id, uses, "stale", reasons, prepared.key))
             else:
-                statuses.append(StepStatus(step_id, uses, "never run", key=prepared.key))
+                state, reasons = "never run", []
+            statuses.append(StepStatus(step_id, uses, state, reasons, prepared.key, journal))
     finally:
         stat_cache.close()
     return statuses

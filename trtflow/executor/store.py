@@ -202,7 +202,12 @@ class Store:
 
     def collect_garbage(self, keep: set[str] | None) -> dict[str, int]:
         """Remove abandoned temp folders and, when `keep` is given, every entry not in it."""
-        removed = {"tmp": 0, "entries": 0}
+        removed = {"tmp": 0, "entries": 0, "locks": 0}
+        if self.locks.is_dir():  # a lock file can only go once nobody uses it; a day's age says so
+            for lock_file in self.locks.glob("*.lock"):
+                if time.time() - lock_file.stat().st_mtime > 86400 and not self.entry_path(lock_file.stem).exists():
+                    lock_file.unlink(missing_ok=True)
+                    removed["locks"] += 1
         for folder in (self.tmp, self.trash):
             if folder.is_dir():
                 for path in folder.iterdir():

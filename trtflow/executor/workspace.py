@@ -47,6 +47,22 @@ class Workspace:
     def runs(self) -> Path:
         return self.root / "runs"
 
+    def prune_records(self, keep_runs: int, journals_in_use: set[str] | None) -> dict[str, int]:
+        """Keep the newest `keep_runs` run records and, when `journals_in_use` is given, only those
+        journals: the ones no current step can resume are dead weight."""
+        removed = {"runs": 0, "journals": 0}
+        records = sorted(self.runs.glob("*.json")) if self.runs.is_dir() else []
+        for record in records[:-keep_runs] if keep_runs else records:
+            record.unlink(missing_ok=True)
+            removed["runs"] += 1
+        journals = self.root / "journals"
+        if journals_in_use is not None and journals.is_dir():
+            for journal in journals.glob("*.jsonl"):
+                if journal.stem not in journals_in_use:
+                    journal.unlink(missing_ok=True)
+                    removed["journals"] += 1
+        return removed
+
     def stat_cache(self) -> StatCache:
         return StatCache(self.root / "stat-cache.sqlite")
 
