@@ -95,3 +95,12 @@ def test_cache_commands_say_when_there_is_no_workspace(trtflow, tmp_path):
         assert result.returncode == 2 and "no trtflow workspace at" in result.stderr, command
     missing = trtflow("cache", "ls", "--recipe", "nope.yaml", cwd=tmp_path)
     assert missing.returncode == 2 and "nope.yaml: file not found" in missing.stderr
+
+
+def test_long_steps_print_progress_lines_in_logs(trtflow, tmp_path, plugin_env):
+    recipe = write_recipe(tmp_path, "trtflow: 1\nname: slow\nsteps:\n"
+                                    "  s: {uses: test-sleep, with: {text: x, seconds: 1.2, size_kb: 6}}\n")
+    result = trtflow("run", recipe, cwd=tmp_path, env={**plugin_env, "TRTFLOW_PROGRESS_SECONDS": "0.3"})
+    assert result.returncode == 0, result.stderr
+    progress = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("s: ")]
+    assert len(progress) >= 2 and all(line.endswith("/6 writing") for line in progress), result.stdout

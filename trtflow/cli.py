@@ -110,7 +110,7 @@ def run(
             _print_status(pipeline, space, only=chosen_only, force=chosen_force, dry_run=True)
             return
         options = RunOptions(force=chosen_force, only=chosen_only, jobs=jobs, out=out.absolute(), debug=debug)
-        display = ProgressDisplay(list(pipeline.order), verbose=verbose)
+        display = ProgressDisplay(verbose=verbose)
         try:
             report = run_pipeline(pipeline, space, options, display)
         finally:

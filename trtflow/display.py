@@ -1,13 +1,16 @@
 """How runs look in a terminal: a live progress row per step, then one summary table.
 
 On a terminal the rows update in place (rich); elsewhere (CI logs, pipes) each step prints one
-line when it finishes, so logs stay readable.
+line when it finishes, and a long step a progress line every $TRTFLOW_PROGRESS_SECONDS (30 by
+default), so logs stay readable and a long TensorRT bisect still shows it is alive.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
+import time
 
 from rich.console import Console
 from rich.table import Table
@@ -20,7 +23,7 @@ console = Console(stderr=False, highlight=False)
 
 
 class ProgressDisplay(Observer):
-    def __init__(self, step_ids: list[str], verbose: bool = False):
+    def __init__(self, verbose: bool = False):
         self.verbose = verbose
         self.lock = threading.Lock()
         self.live = console.is_terminal
@@ -32,17 +35,23 @@ class ProgressDisplay(Observer):
                                      console=console, transient=True)
             self.tasks = {}
             self.progress.start()
-        self.step_ids = step_ids
+        self.last_line: dict[str, float] = {}  # without a terminal: when each step last printed progress
+        self.quiet_interval = float(os.environ.get("TRTFLOW_PROGRESS_SECONDS", "30"))
 
     def started(self, step_id: str) -> None:
-        if self.live:
-            with self.lock:
+        with self.lock:
+            if self.live:
                 self.tasks[step_id] = self.progress.add_task("", total=None, step=step_id, note="")
+            self.last_line[step_id] = time.monotonic()
 
     def progress(self, step_id: str, done: float, total: float | None, note: str) -> None:
-        if self.live and step_id in self.tasks:
-            with self.lock:
+        with self.lock:
+            if self.live and step_id in self.tasks:
                 self.progress.update(self.tasks[step_id], completed=done, total=total, note=note)
+            elif not self.live and time.monotonic() - self.last_line.get(step_id, 0.0) >= self.quiet_interval:
+                self.last_line[step_id] = time.monotonic()
+                of_total = f"/{total:g}" if total else ""
+                console.print(f"        {step_id}: {done:g}{of_total} {note}", markup=False, highlight=False)
 
     def log(self, step_id: str, message: str) -> None:
         if self.verbose:
