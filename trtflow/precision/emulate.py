@@ -24,12 +24,13 @@ FP8 needs `Cast` to FLOAT8E4M3FN (opset 19); an older model is converted to opse
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from trtflow.precision.formats import FORMATS, Format, PrecisionName
+from trtflow.precision.formats import FORMATS, PrecisionName
+from trtflow.precision.graph_additions import GraphAdditions
 
 if TYPE_CHECKING:
     import onnx
@@ -75,22 +76,8 @@ class _Policy(Protocol):
     def write(self, site: Site, raw: str, output: str) -> None: ...
 
 
-@dataclass
-class _Builder:
-    """Collects the nodes and initializers a rewrite adds, creating each shared value once."""
-
-    fmt: Format
-    initializers: dict[str, "onnx.TensorProto"]
-    nodes: list["onnx.NodeProto"] = field(default_factory=list)  # flushed before the node being rewired
-    new_initializers: list["onnx.TensorProto"] = field(default_factory=list)
-    made: set[str] = field(default_factory=set)
-
-    def node(self, op: str, inputs: list[str], output: str, **attributes) -> str:
-        from onnx import helper
-
-        self.nodes.append(helper.make_node(op, inputs, [output], name=f"trtflow::{output}", **attributes))
-        self.made.add(output)
-        return output
+class _Builder(GraphAdditions):
+    """The rounding nodes and rounded initializers an emulation adds."""
 
     def rounded(self, tensor: str) -> str:
         """`tensor` stored in the low format and read back (an initializer is rounded in place)."""
@@ -100,19 +87,12 @@ class _Builder:
         if tensor in self.initializers:
             from onnx import numpy_helper
 
-            values = self.fmt.round(numpy_helper.to_array(self.initializers[tensor]))
-            self.new_initializers.append(numpy_helper.from_array(values, name))
-            self.made.add(name)
-            return name
+            return self.constant(name, self.fmt.round(numpy_helper.to_array(self.initializers[tensor])))
         return self.round(tensor, name)
 
     def round(self, tensor: str, output: str) -> str:
         low = self.node("Cast", [tensor], f"{output}::cast", to=self.fmt.onnx_type)
         return self.node("Cast", [low], output, to=FLOAT)
-
-    def take(self) -> list["onnx.NodeProto"]:
-        taken, self.nodes = self.nodes, []
-        return taken
 
 
 def _rewrite(model: "onnx.ModelProto", precision: PrecisionName, policy_for) -> "onnx.ModelProto":
@@ -199,11 +179,7 @@ class _Switched:
     def mask(self, site: Site) -> str:
         name = f"{MASK_INPUT}::{site.node}"
         if name not in self.builder.made:
-            position = f"{name}::index"
-            from onnx import numpy_helper
-
-            self.builder.new_initializers.append(numpy_helper.from_array(np.array(self.index[site.node], np.int64),
-                                                                         position))
+            position = self.builder.constant(f"{name}::index", np.array(self.index[site.node], np.int64))
             self.builder.node("Gather", [MASK_INPUT, position], name, axis=0)
         return name
 

@@ -22,13 +22,13 @@ callers keep them in high precision (bisect-precision leaves them out of the can
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from trtflow.precision.emulate import FP8_MIN_OPSET, precision_sites
 from trtflow.precision.formats import FORMATS
+from trtflow.precision.graph_additions import GraphAdditions
 
 if TYPE_CHECKING:
     import onnx
@@ -86,37 +86,15 @@ def _low_positions(node: "onnx.NodeProto", schema, low_type: int, float_tensors:
     return positions(node.input, schema.inputs), positions(node.output, schema.outputs)
 
 
-@dataclass
-class _Lowering:
-    """The nodes and initializers a lowering adds, each conversion made once."""
-
-    precision: str
-    initializers: dict[str, "onnx.TensorProto"]
-    nodes: list["onnx.NodeProto"] = field(default_factory=list)
-    new_initializers: list["onnx.TensorProto"] = field(default_factory=list)
-    made: set[str] = field(default_factory=set)
+class _Lowering(GraphAdditions):
+    """The conversions and low-type initializers a lowering adds."""
 
     @property
-    def fmt(self):
-        return FORMATS[self.precision]
+    def precision(self) -> str:
+        return self.fmt.name
 
     def low_name(self, tensor: str) -> str:
         return f"{tensor}::{self.precision}"
-
-    def node(self, op: str, inputs: list[str], output: str, **attributes) -> str:
-        from onnx import helper
-
-        self.nodes.append(helper.make_node(op, inputs, [output], name=f"trtflow::{output}", **attributes))
-        self.made.add(output)
-        return output
-
-    def constant(self, name: str, values: np.ndarray) -> str:
-        from onnx import numpy_helper
-
-        if name not in self.made:
-            self.new_initializers.append(numpy_helper.from_array(values, name))
-            self.made.add(name)
-        return name
 
     def stored(self, values: np.ndarray) -> np.ndarray:
         """FP32 values as an array of the low type (FP8 saturates, as its Cast and TensorRT do)."""
@@ -157,10 +135,6 @@ class _Lowering:
     def _unit_scale(self) -> str:
         return self.constant("trtflow::unit_scale", np.ones((), np.float32))
 
-    def take(self) -> list["onnx.NodeProto"]:
-        taken, self.nodes = self.nodes, []
-        return taken
-
 
 def _retype_attributes(node: "onnx.NodeProto", lowering: _Lowering) -> None:
     """Ops whose output type lives in an attribute: make that attribute produce the low type."""
@@ -192,7 +166,7 @@ def lower(model: "onnx.ModelProto", plan: "PrecisionPlan") -> "onnx.ModelProto":
     low_nodes = {name for name in sites if name not in plan.keep and name not in skipped}
     graph = lowered.graph
     float_tensors = {name for site in sites.values() for name in site.float_inputs + site.float_outputs}
-    lowering = _Lowering(plan.precision, {t.name: t for t in graph.initializer if t.data_type == FLOAT})
+    lowering = _Lowering(FORMATS[plan.precision], {t.name: t for t in graph.initializer if t.data_type == FLOAT})
     low_written: dict[str, str] = {}  # FP32 name -> low version a low node wrote
     rewired: list["onnx.NodeProto"] = []
 
