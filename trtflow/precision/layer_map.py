@@ -4,8 +4,9 @@ Before TensorRT 11, a plan was applied by enabling the low-precision builder fla
 `ILayer.precision` (and output types) to FP32 on the kept layers and asking the builder to obey
 the constraints. TensorRT's ONNX parser names each layer after the ONNX node it came from, so the
 map is keyed by node name (`trtflow.onnx_files.name_nodes` names); `build-engine` applies an entry to
-the layers whose name is the node's name or starts with it. Every candidate node is listed, kept
-ones as `fp32`, so the map says the whole plan, not only its exceptions.
+every layer whose metadata names the node (`[ONNX Layer: <node>]`, TensorRT 10), or else to the layer
+of exactly that name (`trtflow.trt.constraints`). Every candidate node is listed, kept ones as `fp32`,
+so the map says the whole plan, not only its exceptions.
 """
 
 from __future__ import annotations
