@@ -13,8 +13,10 @@ def chain_model(count: int, culprits: set[int], *, width: int = 8, seed: int = 0
     """`count` nodes in a chain (Add, Mul, BatchNormalization...); nodes at `culprits` break in FP16.
 
     A culprit is a BatchNormalization whose variance (1e7) and scale (sqrt(1e7)) cancel in FP32 but
-    whose variance overflows FP16, so that one node alone ruins the output. Returns (model, names of
-    the culprit nodes).
+    whose variance overflows FP16, so that one node alone ruins the output. The model is opset 13,
+    where BatchNormalization's statistics share the data's type `T`, so a low-precision node stores
+    them in FP16 (from opset 14 they are typed apart and stay FP32, and `T` admits no BF16: a BF16
+    plan leaves these nodes in FP32). Returns (model, names of the culprit nodes).
     """
     from onnx import TensorProto, helper, numpy_helper
 
@@ -42,7 +44,7 @@ def chain_model(count: int, culprits: set[int], *, width: int = 8, seed: int = 0
         current = output
     graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, width])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, width])], initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     return model, culprit_names
 

@@ -12,6 +12,7 @@ from bisect_models import chain_model, varied_model
 from trtflow.precision.formats import FORMATS
 from trtflow.precision.plan import PrecisionPlan
 from trtflow.precision.screening import screen, tensor_magnitudes
+from trtflow.precision.sites import precision_sites
 
 
 def run(model, feed):
@@ -61,8 +62,11 @@ def test_fp16_lowering_shows_the_overflow_of_a_planted_culprit():
 
 def test_layer_map_names_every_candidate():
     model, culprits = chain_model(9, {4})
-    mapping = PrecisionPlan("bf16", frozenset(culprits)).layer_map(model)
-    assert mapping == {f"node{i}": "fp32" if f"node{i}" in culprits else "bf16" for i in range(9)}
+    mapping = PrecisionPlan("fp16", frozenset(culprits)).layer_map(model)
+    assert mapping == {f"node{i}": "fp32" if f"node{i}" in culprits else "fp16" for i in range(9)}
+    batch_norms = {f"node{i}" for i in (2, 4, 5, 8)}  # opset 13 BatchNormalization: no BF16 type, not a candidate
+    assert PrecisionPlan("bf16").layer_map(model) == {f"node{i}": "bf16" for i in range(9)
+                                                      if f"node{i}" not in batch_norms}
     assert PrecisionPlan("fp16").layer_map(varied_model())["if"] == "fp32"  # subgraph nodes stay one FP32 unit
 
 
@@ -79,17 +83,15 @@ def attention_mask_model():
 
 
 def test_screening_flags_lost_constants_and_out_of_range_activations():
-    from trtflow.precision.emulate import precision_sites
-
     model = attention_mask_model()
-    sites = precision_sites(model)
-    static = screen(model, FORMATS["fp16"], sites)
+    static = screen(model, FORMATS["fp16"], precision_sites(model, "fp16"))
     assert {"apply_mask", "amplify", "restore"} <= set(static.suspects)  # float32-min mask and 2e5 overflow FP16
-    assert screen(model, FORMATS["bf16"], sites).suspects == ["apply_mask"]  # BF16 holds 2e5 but not float32-min
+    bf16 = screen(model, FORMATS["bf16"], precision_sites(model, "bf16"))
+    assert bf16.suspects == ["apply_mask"]  # BF16 holds 2e5 but not float32-min
 
     magnitudes = tensor_magnitudes(model, ["big", "masked", "y"], [{"x": np.array([0.5, 1.0], np.float32)}])
     assert magnitudes["big"].max_abs == pytest.approx(2e5)
     chain, culprits = chain_model(10, {6})
-    chain_sites = precision_sites(chain)
+    chain_sites = precision_sites(chain, "fp16")
     ranked = screen(chain, FORMATS["fp16"], chain_sites).lowering_order([s.node for s in chain_sites])
     assert ranked[-1] == culprits[0]  # the BatchNormalization variance of 1e7 is lowered last

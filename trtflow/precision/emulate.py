@@ -6,6 +6,8 @@ its outputs in the low type; a kept node reads and writes FP32. In an FP32 model
 - each low node's float inputs are rounded too, unless a low node produced them (they are
   already rounded; rounding is idempotent), and its float initializers are replaced by rounded
   copies (kept nodes sharing the initializer still read the original).
+Which inputs and outputs those are is `trtflow.precision.sites`' rule, the one `lower` follows:
+parameters the op types apart from its data (Resize `scales`, Pow's exponent) stay FP32.
 The rewrite leaves tensor names alone: a rounded output takes the original name and the node
 writes a `<name>::raw` tensor, so taps, graph outputs and subgraphs reading outer values see
 what the low-precision node stored.
@@ -17,8 +19,9 @@ Two realizations share one graph walk (`_rewrite`), so they cannot drift apart:
   inference on an already-built session. For any plan both give bit-identical outputs (tested),
   provided both run with the same session options (`runners/emulated.py` fixes them).
 
-Candidates are the top-level nodes with a float32 output. If/Loop/Scan nodes are treated as one
-unit: their explicit float inputs and outputs are rounded, their bodies run as written.
+Candidates are the top-level nodes with a float32 output the low type can hold. If/Loop/Scan
+nodes are treated as one unit: their explicit float inputs and outputs are rounded, their bodies
+run as written.
 FP8 needs `Cast` to FLOAT8E4M3FN (opset 19); an older model is converted to opset 19 first.
 """
 
@@ -31,6 +34,7 @@ import numpy as np
 
 from trtflow.precision.formats import FORMATS, PrecisionName
 from trtflow.precision.graph_additions import GraphAdditions
+from trtflow.precision.sites import Site, precision_sites
 
 if TYPE_CHECKING:
     import onnx
@@ -40,30 +44,6 @@ if TYPE_CHECKING:
 MASK_INPUT = "trtflow::low_precision"  # bool[number of candidates]: True runs that node in low precision
 FLOAT = 1  # onnx.TensorProto.FLOAT
 FP8_MIN_OPSET = 19
-
-
-@dataclass(frozen=True)
-class Site:
-    """A candidate node and the float tensors it reads and writes."""
-
-    node: str
-    float_inputs: tuple[str, ...]  # distinct names, graph order
-    float_outputs: tuple[str, ...]
-
-
-def precision_sites(model: "onnx.ModelProto") -> list[Site]:
-    """The nodes a plan can put in low precision, in graph order (nodes must be named)."""
-    from trtflow.tensors.catalog import catalog
-
-    tensors = catalog(model)
-    sites = []
-    for node in model.graph.node:
-        outputs = tuple(o for o in node.output if o and tensors[o].is_float32)
-        if not outputs:
-            continue
-        inputs = tuple(dict.fromkeys(i for i in node.input if i and i in tensors and tensors[i].is_float32))
-        sites.append(Site(node.name, inputs, outputs))
-    return sites
 
 
 class _Policy(Protocol):
@@ -107,7 +87,7 @@ def _rewrite(model: "onnx.ModelProto", precision: PrecisionName, policy_for) -> 
     fmt = FORMATS[precision]
     if fmt.name == "fp8":
         model_copy = at_least_opset(model_copy, FP8_MIN_OPSET)
-    sites = precision_sites(model_copy)
+    sites = precision_sites(model_copy, precision)
     graph = model_copy.graph
     builder = _Builder(fmt, {t.name: t for t in graph.initializer if t.data_type == FLOAT})
     policy: _Policy = policy_for(builder, sites)
@@ -118,12 +98,11 @@ def _rewrite(model: "onnx.ModelProto", precision: PrecisionName, policy_for) -> 
         if site is None or not policy.applies(site):
             rewired.append(node)
             continue
-        for index, tensor in enumerate(node.input):
-            if tensor in site.float_inputs:
-                node.input[index] = policy.read(site, tensor)
+        for index in site.reads:
+            node.input[index] = policy.read(site, node.input[index])
         finals = []
         for index, output in enumerate(node.output):
-            if output in site.float_outputs:
+            if output in site.low_outputs:
                 node.output[index] = f"{output}::raw"
                 finals.append(output)
         rewired.extend(builder.take())
@@ -161,7 +140,7 @@ def emulate(model: "onnx.ModelProto", plan: "PrecisionPlan") -> "onnx.ModelProto
 
     def fixed(builder: _Builder, sites: list[Site]) -> _FixedPlan:
         low = {s.node for s in sites if s.node not in plan.keep}
-        return _FixedPlan(builder, low, {o for s in sites if s.node in low for o in s.float_outputs})
+        return _FixedPlan(builder, low, {o for s in sites if s.node in low for o in s.low_outputs})
 
     return _rewrite(model, plan.precision, fixed)
 

@@ -26,12 +26,12 @@ def layer_map(model: "onnx.ModelProto", plan: "PrecisionPlan") -> dict[str, str]
     import onnx
 
     from trtflow.onnx_files import name_nodes
-    from trtflow.precision.emulate import precision_sites
     from trtflow.precision.lower import unlowerable_nodes
+    from trtflow.precision.sites import precision_sites
 
     named = onnx.ModelProto()
     named.CopyFrom(model)
     name_nodes(named)
     fixed = unlowerable_nodes(named)
     return {site.node: HIGH_PRECISION if site.node in plan.keep or site.node in fixed else plan.precision
-            for site in precision_sites(named)}
+            for site in precision_sites(named, plan.precision)}

@@ -10,10 +10,12 @@ one low version `X::<fp16|bf16|fp8>`:
   (`Cast` for FP16/BF16); an initializer read by a low node gets a converted copy instead, so
   kept nodes keep their FP32 weights;
 - graph inputs and outputs keep their names and types.
-Type constraints come from the ONNX schema: an input whose type cannot be low (Resize `scales`)
-stays FP32. FP8 has no arithmetic in ONNX, so an FP8 plan lowers to explicit quantization — the
-form TensorRT builds FP8 layers from: `QuantizeLinear -> DequantizeLinear` (scale 1, saturating
-E4M3) on the low nodes' activations and FP8 weights behind `DequantizeLinear`.
+Which inputs and outputs of a low node take the low type is `trtflow.precision.sites`' rule (the
+ONNX schema's type constraints), the one emulation follows: parameters typed apart from the data
+(Resize `scales` and `roi`, Pow's exponent) stay FP32. FP8 has no arithmetic in ONNX, so an FP8
+plan lowers to explicit quantization — the form TensorRT builds FP8 layers from:
+`QuantizeLinear -> DequantizeLinear` (scale 1, saturating E4M3) on the low nodes' activations
+and FP8 weights behind `DequantizeLinear`.
 
 Nodes that cannot be lowered — If/Loop/Scan (treated as one FP32 unit), custom-domain ops without
 a schema, ops whose output type comes from a `dtype` attribute — are listed by `unlowerable_nodes`;
@@ -26,9 +28,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from trtflow.precision.emulate import FP8_MIN_OPSET, precision_sites
-from trtflow.precision.formats import FORMATS
+from trtflow.precision.emulate import FP8_MIN_OPSET
 from trtflow.precision.graph_additions import GraphAdditions
+from trtflow.precision.sites import node_schema, opset_versions, precision_sites, subgraph_reads
 
 if TYPE_CHECKING:
     import onnx
@@ -36,54 +38,24 @@ if TYPE_CHECKING:
     from trtflow.precision.plan import PrecisionPlan
 
 FLOAT = 1
-LOW_TYPE_NAMES = {10: "tensor(float16)", 16: "tensor(bfloat16)"}
 DTYPE_ATTRIBUTE_OPS = {"EyeLike", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
                        "Bernoulli", "Multinomial"}
 
 
-def _opset(model: "onnx.ModelProto") -> int:
-    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
-
-
-def _schema(node: "onnx.NodeProto", opset: int):
-    import onnx.defs
-
-    try:
-        return onnx.defs.get_schema(node.op_type, opset, node.domain or "")
-    except onnx.defs.SchemaError:
-        return None
-
-
 def unlowerable_nodes(model: "onnx.ModelProto") -> dict[str, str]:
     """Top-level nodes `lower` keeps in FP32 whatever the plan says, with the reason (nodes must be named)."""
-    opset = _opset(model)
+    opsets = opset_versions(model)
     reasons = {}
     for node in model.graph.node:
         if any(a.HasField("g") or len(a.graphs) for a in node.attribute):
             reasons[node.name] = f"{node.op_type} runs subgraphs: kept in high precision as one unit"
         elif node.op_type in DTYPE_ATTRIBUTE_OPS:
             reasons[node.name] = f"{node.op_type} takes its output type from an attribute"
-        elif _schema(node, opset) is None:
-            reasons[node.name] = f"no ONNX schema for {node.domain or 'ai.onnx'}::{node.op_type} at opset {opset}"
+        elif node_schema(node, opsets) is None:
+            domain = node.domain or ""
+            reasons[node.name] = (f"no ONNX schema for {domain or 'ai.onnx'}::{node.op_type} "
+                                  f"at opset {opsets.get(domain, 1)}")
     return reasons
-
-
-def _low_positions(node: "onnx.NodeProto", schema, low_type: int, float_tensors: set[str]) -> tuple[set[int], set[int]]:
-    """Which float inputs and outputs of `node` take the low type, by its schema's type constraints."""
-    allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
-
-    def can_be_low(formal) -> bool:
-        return LOW_TYPE_NAMES[low_type] in allowed.get(formal.type_str, {formal.type_str})
-
-    def positions(names, formals) -> set[int]:
-        found = set()
-        for index, name in enumerate(names):
-            formal = formals[min(index, len(formals) - 1)] if formals else None
-            if name in float_tensors and formal is not None and can_be_low(formal):
-                found.add(index)
-        return found
-
-    return positions(node.input, schema.inputs), positions(node.output, schema.outputs)
 
 
 class _Lowering(GraphAdditions):
@@ -152,20 +124,18 @@ def lower(model: "onnx.ModelProto", plan: "PrecisionPlan") -> "onnx.ModelProto":
     """A copy of `model` computing in `plan.precision` except the nodes `plan` keeps (and unlowerable ones)."""
     import onnx
 
-    from trtflow.onnx_files import name_nodes
-    from trtflow.onnx_files import at_least_opset, drop_unread_initializers
+    from trtflow.onnx_files import at_least_opset, drop_unread_initializers, name_nodes
+    from trtflow.precision.formats import FORMATS
 
     lowered = onnx.ModelProto()
     lowered.CopyFrom(model)
     name_nodes(lowered)
     if plan.precision == "fp8":
         lowered = at_least_opset(lowered, FP8_MIN_OPSET)
-    opset = _opset(lowered)
-    sites = {site.node: site for site in precision_sites(lowered)}
+    sites = {site.node: site for site in precision_sites(lowered, plan.precision)}
     skipped = unlowerable_nodes(lowered)
     low_nodes = {name for name in sites if name not in plan.keep and name not in skipped}
     graph = lowered.graph
-    float_tensors = {name for site in sites.values() for name in site.float_inputs + site.float_outputs}
     lowering = _Lowering(FORMATS[plan.precision], {t.name: t for t in graph.initializer if t.data_type == FLOAT})
     low_written: dict[str, str] = {}  # FP32 name -> low version a low node wrote
     rewired: list["onnx.NodeProto"] = []
@@ -180,25 +150,20 @@ def lower(model: "onnx.ModelProto", plan: "PrecisionPlan") -> "onnx.ModelProto":
         if node.name not in low_nodes:
             for tensor in node.input:
                 high_version(tensor)
-            for sub in _subgraph_reads(node):
+            for sub in subgraph_reads(node):
                 high_version(sub)
             rewired.append(node)
             continue
-        if plan.precision == "fp8":
-            low_inputs = {i for i, name in enumerate(node.input) if name in float_tensors}
-            low_outputs = {i for i, name in enumerate(node.output) if name in sites[node.name].float_outputs}
-        else:
-            low_inputs, low_outputs = _low_positions(node, _schema(node, opset), lowering.fmt.onnx_type, float_tensors)
-            low_outputs &= {i for i, name in enumerate(node.output) if name in sites[node.name].float_outputs}
+        site = sites[node.name]
         for index, tensor in enumerate(node.input):
-            if index in low_inputs:
+            if index in site.reads:
                 node.input[index] = low_written.get(tensor) or lowering.low(tensor)
             else:
                 high_version(tensor)
         rewired.extend(lowering.take())
         writes = []
         for index, tensor in enumerate(node.output):
-            if index in low_outputs:
+            if tensor in site.low_outputs:
                 low_written[tensor] = lowering.low_name(tensor)
                 node.output[index] = f"{tensor}::raw" if plan.precision == "fp8" else low_written[tensor]
                 writes.append(tensor)
@@ -216,20 +181,4 @@ def lower(model: "onnx.ModelProto", plan: "PrecisionPlan") -> "onnx.ModelProto":
     graph.initializer.extend(lowering.new_initializers)
     drop_unread_initializers(lowered)
     return lowered
-
-
-def _subgraph_reads(node: "onnx.NodeProto") -> set[str]:
-    """Outer-scope names the subgraphs of `node` read (everything they read that they do not define)."""
-    from trtflow.onnx_files import iter_graphs
-
-    reads, defined = set(), set()
-    for attribute in node.attribute:
-        bodies = [attribute.g] if attribute.HasField("g") else list(attribute.graphs)
-        for body in bodies:
-            for graph in iter_graphs(body):
-                defined |= {i.name for i in graph.input} | {t.name for t in graph.initializer}
-                for inner in graph.node:
-                    reads |= set(inner.input)
-                    defined |= set(inner.output)
-    return reads - defined
 

@@ -26,7 +26,7 @@ from trtflow.precision.ranges import lost_values
 if TYPE_CHECKING:
     import onnx
 
-    from trtflow.precision.emulate import Site
+    from trtflow.precision.sites import Site
 
 
 UNDERFLOW_SCORE = 0.75  # tiny values near zero are common and rarely fatal: lowered late, but not a suspect
@@ -112,15 +112,16 @@ def screen(model: "onnx.ModelProto", fmt: Format, sites: Sequence["Site"],
     """Suspicion per candidate site, from lost constants and (when given) recorded magnitudes."""
     reasons: dict[str, list[str]] = {site.node: [] for site in sites}
     scores: dict[str, float] = {site.node: 0.0 for site in sites}
+    low_inputs = {site.node: site.low_inputs for site in sites}
     lost = lost_values(model, fmt)
     for constant in lost:
         for consumer in constant.consumers:
-            if consumer["name"] in scores:
+            if constant.tensor in low_inputs.get(consumer["name"], ()):  # a parameter read in FP32 loses nothing
                 what = f"{constant.overflow} value(s) overflow" if constant.overflow else f"{constant.underflow} value(s) flush to zero"
                 reasons[consumer["name"]].append(f"constant {constant.tensor}: {what} in {fmt.name}")
                 scores[consumer["name"]] = max(scores[consumer["name"]], 3.0 if constant.overflow else 1.5)
     for site in sites if magnitudes else ():
-        for role, tensors in (("output", site.float_outputs), ("input", site.float_inputs)):
+        for role, tensors in (("output", site.low_outputs), ("input", site.low_inputs)):
             for tensor in tensors:
                 magnitude = magnitudes.get(tensor)
                 if magnitude is None:

@@ -161,7 +161,7 @@ class BisectPrecision(Step):
         "replay": file(".json", "The trials as a portable replay (`with: {replay: ...}` answers them elsewhere)."),
         "passed": value(True, "A plan was found and passed again on the verification samples (gate on it)."),
     }
-    version = 1
+    version = 2  # 2: parameters typed apart from the data (Resize scales...) stay FP32 in every plan
     journaled = True
 
     def fingerprint(self, params: Params) -> dict[str, str]:
@@ -174,21 +174,24 @@ class BisectPrecision(Step):
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from trtflow.onnx_files import load_model, name_nodes, save_model
-        from trtflow.precision.emulate import precision_sites
         from trtflow.precision.formats import FORMATS
         from trtflow.precision.lower import unlowerable_nodes
         from trtflow.precision.plan import PrecisionPlan
         from trtflow.precision.screening import screen, tensor_magnitudes
+        from trtflow.precision.sites import precision_sites
 
         model = load_model(params.model)
         name_nodes(model)
         ops = {node.name: node.op_type for node in model.graph.node}
         feeds = _feeds(params, model)
-        sites = precision_sites(model)
+        sites = precision_sites(model, params.precision)
         fixed = unlowerable_nodes(model)
         candidates = [s.node for s in sites if s.node not in fixed and params.nodes.selects(s.node, ops[s.node])]
+        if not sites:
+            raise ParamError("precision", f"no node of this model can write its float outputs in {params.precision}: "
+                                          "the ONNX type constraints of its ops (at its opset) exclude that type")
         if not candidates:
-            raise ParamError("nodes", f"no candidate nodes: {len(sites)} node(s) compute floats, "
+            raise ParamError("nodes", f"no candidate nodes: {len(sites)} node(s) can compute in {params.precision}, "
                                       f"{len(fixed)} cannot be lowered, and `nodes` selects none of the rest")
         fixed_keep = frozenset(fixed)
         every_site = frozenset(s.node for s in sites)
@@ -201,7 +204,7 @@ class BisectPrecision(Step):
         fmt = FORMATS[params.precision]
         magnitudes = None
         if params.mode == "minimal":
-            site_tensors = [t for s in sites for t in s.float_inputs + s.float_outputs]
+            site_tensors = [t for s in sites for t in s.low_inputs + s.low_outputs]
             magnitudes = tensor_magnitudes(model, site_tensors, feeds)
         screening = screen(model, fmt, [s for s in sites if s.node in candidates], magnitudes)
 

@@ -1,0 +1,134 @@
+"""Which tensors a node in low precision reads and writes in the low type: one rule for every realization.
+
+DESIGN.md: a node in low precision reads its float inputs in the low type and writes its outputs
+in the low type. Not every float input is data, though: Resize's `scales` and `roi`, Pow's
+exponent and BatchNormalization's statistics (opset 15) are parameters the op types on their own,
+and rounding `scales = 4/3` through FP16 (1.333) turns a 3x3 image into a 3x3 output instead of
+a 4x4 one. The ONNX schema says which is which. An op computes in the type of its float outputs,
+and an input must have that type exactly when the schema binds it to the same type constraint
+(`T` in `Add(A: T, B: T) -> C: T`). Hence:
+- a float output is low when its type constraint admits the low type (LayerNormalization's `Mean`
+  is typed `U`, which excludes float16: an FP16 node still writes it in FP32);
+- a float input is low when it shares its type constraint with a low output: the schema forces it
+  to the output's type. An input typed otherwise (`scales: tensor(float)`, `roi: T2`, Pow's `T1`
+  exponent, BatchNormalization-15's `T1`/`T2` statistics) stays FP32, a parameter the op reads as
+  given — as TensorRT does (it folds BatchNormalization's statistics into FP32 weights);
+- FP8 has no ONNX arithmetic type: an FP8 plan quantizes FP32 tensors (Quantize/Dequantize), so
+  "admits the low type" means admits float and the sharing rule alone decides;
+- ops without a schema (custom domains) read and write every float tensor in the low type;
+- a tensor only ever read as a parameter is a parameter too, and so is whatever computes it: a
+  `Constant` node holding Resize's scales, or `Shape -> Cast -> Div` computing them, stays FP32
+  (TensorRT computes such shape-like values apart from the layers' precision). A tensor also
+  read as data — at a low position, by a conversion (Cast, CastLike: its input is what it
+  converts), by a node that computes no float data (Greater, Shape), by a subgraph — or never
+  read (an output) stays data. Graph outputs do not count as reads, so tapping a tensor
+  (`surgeon-insert-tap`) never changes what is rounded.
+`emulate`, the switchable model, `lower`, the screening and the layer map all take their sites from
+`precision_sites`, so what an emulated plan rounds is exactly what the lowered model stores low.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from trtflow.precision.formats import PrecisionName
+
+if TYPE_CHECKING:
+    import onnx
+
+LOW_TYPE_NAMES: dict[str, str] = {"fp16": "tensor(float16)", "bf16": "tensor(bfloat16)", "fp8": "tensor(float)"}
+CONVERSION_OPS = {"Cast", "CastLike"}  # input 0 is the data they convert, whatever its type constraint
+
+
+@dataclass(frozen=True)
+class Site:
+    """A candidate node and the float tensors it reads and writes in the low type."""
+
+    node: str
+    reads: tuple[int, ...]  # positions in the node's inputs read in the low type
+    low_inputs: tuple[str, ...]  # the tensors at those positions, distinct, graph order
+    low_outputs: tuple[str, ...]
+
+
+def opset_versions(model: "onnx.ModelProto") -> dict[str, int]:
+    """`{domain: version}` of the model's opset imports (`ai.onnx` as "")."""
+    return {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
+
+
+def node_schema(node: "onnx.NodeProto", opsets: dict[str, int]):
+    """The ONNX schema `node` is checked against, or None (unknown domain or op)."""
+    import onnx.defs
+
+    domain = node.domain or ""
+    try:
+        return onnx.defs.get_schema(node.op_type, opsets.get(domain, 1), domain)
+    except onnx.defs.SchemaError:
+        return None
+
+
+def low_positions(node: "onnx.NodeProto", schema, precision: PrecisionName,
+                  float_tensors: set[str]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Positions of the inputs and outputs `node` reads and writes in the low type (see the module docstring)."""
+    floats_in = [i for i, name in enumerate(node.input) if name in float_tensors]
+    floats_out = [i for i, name in enumerate(node.output) if name in float_tensors]
+    if schema is None:
+        return tuple(floats_in), tuple(floats_out)
+    allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+
+    def formal_type(formals, index: int) -> str | None:
+        return formals[min(index, len(formals) - 1)].type_str if formals else None  # the last may be variadic
+
+    def admits_low(type_str: str | None) -> bool:  # a constraint name, or a fixed type like tensor(float)
+        return LOW_TYPE_NAMES[precision] in allowed.get(type_str, {type_str})
+
+    outputs = tuple(i for i in floats_out if admits_low(formal_type(schema.outputs, i)))
+    data_constraints = {formal_type(schema.outputs, i) for i in outputs} & set(allowed)
+    inputs = tuple(i for i in floats_in if formal_type(schema.inputs, i) in data_constraints)
+    return inputs, outputs
+
+
+def precision_sites(model: "onnx.ModelProto", precision: PrecisionName) -> list[Site]:
+    """The nodes a plan of `precision` can put in low precision, in graph order (nodes must be named).
+
+    One pass against graph order: when a node is reached, every node reading its outputs has been
+    seen, so whether an output is a parameter (only ever read as one) is known.
+    """
+    from trtflow.tensors.catalog import catalog
+
+    tensors = catalog(model)
+    float_tensors = {name for name, info in tensors.items() if info.is_float32}
+    opsets = opset_versions(model)
+    read_as_data: set[str] = set()
+    read_as_parameter: set[str] = set()
+    sites = []
+    for node in reversed(model.graph.node):
+        reads, writes = low_positions(node, node_schema(node, opsets), precision, float_tensors)
+        data_writes = tuple(i for i in writes
+                            if node.output[i] not in read_as_parameter or node.output[i] in read_as_data)
+        for index, tensor in enumerate(node.input):
+            if not writes or (data_writes and (index in reads or (node.op_type in CONVERSION_OPS and index == 0))):
+                read_as_data.add(tensor)
+            else:  # typed apart from the data (Resize scales), or feeding a node that only computes parameters
+                read_as_parameter.add(tensor)
+        read_as_data |= subgraph_reads(node)
+        if data_writes:
+            sites.append(Site(node.name, reads, tuple(dict.fromkeys(node.input[i] for i in reads)),
+                              tuple(node.output[i] for i in data_writes)))
+    return sites[::-1]
+
+
+def subgraph_reads(node: "onnx.NodeProto") -> set[str]:
+    """Outer-scope names the subgraphs of `node` read (everything they read that they do not define)."""
+    from trtflow.onnx_files import iter_graphs
+
+    reads, defined = set(), set()
+    for attribute in node.attribute:
+        bodies = [attribute.g] if attribute.HasField("g") else list(attribute.graphs)
+        for body in bodies:
+            for graph in iter_graphs(body):
+                defined |= {i.name for i in graph.input} | {t.name for t in graph.initializer}
+                for inner in graph.node:
+                    reads |= set(inner.input)
+                    defined |= set(inner.output)
+    return reads - defined
