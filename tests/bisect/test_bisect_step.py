@@ -101,9 +101,10 @@ def test_polygraphy_modes_keep_a_prefix_or_suffix(trtflow, tmp_path, mode, direc
 
 
 def test_hopeless_model_ends_with_a_clear_result_and_a_failed_gate(trtflow, tmp_path):
-    save(varied_model(), tmp_path / "varied.onnx")
-    never = "{command: [python, -c, 'import sys; sys.exit(1)']}"
-    recipe = write_recipe(tmp_path, hunt_step("varied.onnx", check=never).replace("uses:", "gate: true\n      uses:"))
+    model, _ = chain_model(12, {4})
+    save(model, tmp_path / "chain.onnx")
+    culprit_always_low = hunt_step("chain.onnx", "nodes: {exclude: [node4]}")
+    recipe = write_recipe(tmp_path, culprit_always_low.replace("uses:", "gate: true\n      uses:"))
     done = run(trtflow, tmp_path, recipe)
     assert done.returncode == 1, done.stdout + done.stderr  # the gate failed; no crash
     out = outputs(tmp_path)
@@ -111,6 +112,51 @@ def test_hopeless_model_ends_with_a_clear_result_and_a_failed_gate(trtflow, tmp_
     assert not keep["found"] and "no plan passes" in keep["message"]
     assert not (out / "model.onnx").exists()
     assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_check_command_runs_in_the_recipe_folder_and_its_files_are_in_the_key(trtflow, tmp_path):
+    model, culprits = chain_model(12, {4})
+    save(model, tmp_path / "chain.onnx")
+    (tmp_path / "check.py").write_text(CHECK_SCRIPT)
+    recipe = write_recipe(tmp_path, """
+    model:
+      uses: load
+      with: {path: chain.onnx}
+    """ + hunt_step("${steps.model.model}", check="{command: [python, check.py], files: [check.py]}"))
+    environment = {"TRIAL_LOG": str(tmp_path / "trials.log")}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = trtflow("run", recipe, "--workspace", tmp_path / "ws", "--out", tmp_path / "out", cwd=elsewhere,
+                   env=environment)  # the model comes from the store, the run starts elsewhere: check.py is still found
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert {n["name"] for n in json.loads((outputs(tmp_path) / "keep.json").read_text())["nodes"]} == set(culprits)
+    assert "check.files does not list" not in done.stdout + done.stderr
+
+    (tmp_path / "check.py").write_text(CHECK_SCRIPT + "\n# tightened later\n")
+    status = trtflow("status", recipe, "--workspace", tmp_path / "ws", cwd=tmp_path)
+    assert "with.check.files[0]: file check.py changed" in status.stdout, status.stdout + status.stderr
+    again = trtflow("run", recipe, "--workspace", tmp_path / "ws", "--out", tmp_path / "out", cwd=tmp_path,
+                    env=environment)
+    assert again.returncode == 0 and "ran hunt" in again.stdout + again.stderr, again.stdout + again.stderr
+
+
+def test_a_check_command_that_fails_the_reference_is_a_recipe_error_with_its_output(trtflow, tmp_path):
+    model, _ = chain_model(6, {4})
+    save(model, tmp_path / "chain.onnx")
+    (tmp_path / "check.py").write_text("import sys\nprint('loading weights')\nsys.exit('no module named scorer')\n")
+    recipe = write_recipe(tmp_path, hunt_step("chain.onnx", check="{command: [python, check.py]}"))
+    done = run(trtflow, tmp_path, recipe)
+    output = done.stdout + done.stderr
+    assert done.returncode == 2, output
+    assert "steps.hunt.with.check" in output and "fails even for the FP32 model" in output
+    assert "exited with code 1" in output and "stdout: loading weights" in output
+    assert "stderr: no module named scorer" in output
+    assert "Traceback" not in output
+
+    (tmp_path / "check.py").write_text("import sys\nsys.exit(0)\n")  # the failure was not cached
+    fixed = run(trtflow, tmp_path, recipe)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "check.files does not list" in fixed.stdout + fixed.stderr  # check.py is read but not hashed: say so
 
 
 def test_subgraph_nodes_stay_one_high_precision_unit(trtflow, tmp_path):
@@ -125,7 +171,7 @@ def test_subgraph_nodes_stay_one_high_precision_unit(trtflow, tmp_path):
 
 def slow_hunt(tmp_path: Path, model_name: str = "chain.onnx") -> Path:
     (tmp_path / "check.py").write_text(CHECK_SCRIPT)
-    return write_recipe(tmp_path, hunt_step(model_name, check="{command: [python, check.py]}"))
+    return write_recipe(tmp_path, hunt_step(model_name, check="{command: [python, check.py], files: [check.py]}"))
 
 
 def test_sigkill_mid_search_then_rerun_repeats_no_finished_trial(trtflow, tmp_path):
@@ -162,7 +208,8 @@ def test_sigkill_mid_search_then_rerun_repeats_no_finished_trial(trtflow, tmp_pa
         if set(trial["keep"]) != keep:  # (the answer itself is re-checked by the final verification)
             assert checked.count(trial["keep"]) == 1
     # checks run = trials + at most one in flight at the kill + the final verification (emulated, lowered)
-    assert len(checked) <= report["evaluations"] + 1 + 2
+    # + the check of the command itself before each of the two runs' searches
+    assert len(checked) <= report["evaluations"] + 1 + 2 + 2
 
 
 def test_replay_answers_every_trial_and_a_replay_for_another_model_is_refused(trtflow, tmp_path):

@@ -9,7 +9,10 @@ A backend turns a precision plan into outputs for every sample:
 - `tensorrt`: `trtflow.trt.judge.TensorRTJudge`, one engine build per trial.
 The check is either the tolerance block of `compare` (`trtflow.tensors.comparison.Tolerances`),
 applied to every output of every sample and stopping at the first sample that fails, or a user
-command run like Polygraphy's `--check`: exit status 0 means pass.
+command run like Polygraphy's `--check`: exit status 0 means pass. The command runs in the
+recipe's folder, so `command: [python, check.py]` finds the script next to the recipe; the files
+it reads are listed in `files`, which puts their content in the step's key (the command itself is
+opaque: without `files`, editing check.py would not re-run the step).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from trtflow.lazy import lazy_import
+from trtflow.schema.paths import InputPath
 from trtflow.tensors.comparison import Tolerances, errors, json_number, new_nonfinite
 
 np = lazy_import("numpy")
@@ -39,14 +43,23 @@ Outputs = dict[str, "np.ndarray"]
 
 
 class CommandCheck(BaseModel):
-    """`check: {command: [argv...]}` — exit status 0 means the plan passes."""
+    """`check: {command: [argv...], files: [...]}` — exit status 0 means the plan passes."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     command: list[str] = Field(min_length=1, description=(
-        "Program and arguments, run once per trial with TRTFLOW_CANDIDATE_MODEL (the plan's mixed-precision "
-        "ONNX), TRTFLOW_CANDIDATE_RESULTS and TRTFLOW_REFERENCE_RESULTS (folders of one .npz per sample), "
-        "TRTFLOW_INPUTS (same layout) and TRTFLOW_KEEP (JSON list of kept nodes) in its environment."))
+        "Program and arguments, run once per trial in the recipe's folder with TRTFLOW_CANDIDATE_MODEL (the "
+        "plan's mixed-precision ONNX), TRTFLOW_CANDIDATE_RESULTS and TRTFLOW_REFERENCE_RESULTS (folders of one "
+        ".npz per sample), TRTFLOW_INPUTS (same layout) and TRTFLOW_KEEP (JSON list of kept nodes) in its "
+        "environment."))
+    files: list[InputPath] = Field(default_factory=list, description=(
+        "The scripts and data the command reads (relative to the recipe's folder): their content is part of "
+        "the step's key, so editing them re-runs the step."))
+
+    def unlisted_files(self, folder: Path) -> list[str]:
+        """Arguments naming a file in `folder` that `files` does not list (edits to them go unnoticed)."""
+        listed = {Path(f).resolve() for f in self.files}
+        return [arg for arg in self.command[1:] if (folder / arg).is_file() and (folder / arg).resolve() not in listed]
 
 
 @dataclass(frozen=True)
@@ -156,8 +169,8 @@ def _write_samples(folder: Path, samples: Iterable[dict[str, np.ndarray]]) -> Pa
 
 
 def check_command(check: CommandCheck, plan: "PrecisionPlan", model: "onnx.ModelProto", feeds: Sequence[Feed],
-                  reference: Sequence[Outputs], candidates: Iterable[Outputs], cwd: Path) -> Verdict:
-    """Run the user's command on this plan's files; its exit status is the verdict."""
+                  reference: Sequence[Outputs], candidates: Iterable[Outputs], cwd: Path | None) -> Verdict:
+    """Run the user's command (in `cwd`) on this plan's files; its exit status is the verdict."""
     from trtflow.onnx_files import save_model
 
     with tempfile.TemporaryDirectory(prefix="trtflow-check-") as scratch:
@@ -178,5 +191,11 @@ def check_command(check: CommandCheck, plan: "PrecisionPlan", model: "onnx.Model
             from trtflow.errors import ParamError
 
             raise ParamError("check", f"cannot run the check command {check.command[0]!r}: {error}") from None
-    tail = (finished.stdout + finished.stderr).strip().splitlines()[-3:]
-    return Verdict(finished.returncode == 0, {"exit_code": finished.returncode, "output": "\n".join(tail)})
+    return Verdict(finished.returncode == 0, {"exit_code": finished.returncode,
+                                              "output": _tail(finished.stdout, "stdout") + _tail(finished.stderr, "stderr")})
+
+
+def _tail(text: str, stream: str, lines: int = 5) -> str:
+    """The last lines of one output stream, labelled; empty when the stream was."""
+    kept = text.strip().splitlines()[-lines:]
+    return "".join(f"{stream}: {line[:300]}\n" for line in kept)

@@ -15,7 +15,10 @@ Candidates are the top-level nodes with float outputs, narrowed by `nodes`; a no
 candidates runs in low precision, except nodes that cannot be lowered (If/Loop/Scan, custom
 ops), which stay FP32 as one unit and are listed in `keep` with that reason. A model that fails
 the check even with every candidate in high precision, or a search that runs out of `max_trials`
-without a passing plan, ends with that result and `passed: false` — not with an error.
+without a passing plan, ends with that result and `passed: false` — not with an error. A check
+command is first run once on the FP32 model with the reference as its candidate results: if even
+that fails, the command is broken (a wrong path, a missing module), and the step stops with its
+exit code and output instead of reporting that no plan passes.
 """
 
 from __future__ import annotations
@@ -161,7 +164,7 @@ class BisectPrecision(Step):
         "replay": file(".json", "The trials as a portable replay (`with: {replay: ...}` answers them elsewhere)."),
         "passed": value(True, "A plan was found and passed again on the verification samples (gate on it)."),
     }
-    version = 2  # 2: parameters typed apart from the data (Resize scales...) stay FP32 in every plan
+    version = 2  # 2: parameters typed apart from the data (Resize scales...) stay FP32; commands run in the recipe folder
     journaled = True
 
     def fingerprint(self, params: Params) -> dict[str, str]:
@@ -199,6 +202,11 @@ class BisectPrecision(Step):
         started = time.perf_counter()
         backend = self._backend(ctx, params, model)
         reference = self._reference(params, model, backend, feeds, every_site)
+        if isinstance(params.check, CommandCheck):
+            broken = self._command_rejects_the_reference(ctx, params, model, feeds, reference, every_site)
+            if broken:
+                self._close(backend)
+                raise ParamError("check", broken)
         setup_seconds = time.perf_counter() - started
 
         fmt = FORMATS[params.precision]
@@ -209,14 +217,14 @@ class BisectPrecision(Step):
         screening = screen(model, fmt, [s for s in sites if s.node in candidates], magnitudes)
 
         def evaluate(keep: frozenset[str]) -> Verdict:
-            return self._verdict(params, PrecisionPlan(params.precision, keep), model, backend, feeds, reference)
+            return self._verdict(ctx, params, PrecisionPlan(params.precision, keep), model, backend, feeds, reference)
 
         result, trials = self._search(ctx, params, candidates, screening, evaluate, fixed_keep)
         search_seconds = sum(r.seconds for r in trials.records if r.origin == "run")
 
         found = result.keep is not None
         plan = PrecisionPlan(params.precision, (result.keep or frozenset()) | fixed_keep)
-        final = self._verify(params, model, plan, backend, every_site) if found else None
+        final = self._verify(ctx, params, model, plan, backend, every_site) if found else None
         self._close(backend)
         if found:
             save_model(plan.lower(model), ctx.output_path("model"))
@@ -271,13 +279,33 @@ class BisectPrecision(Step):
         fp32 = backend if isinstance(backend, EmulatedOutputs) else LoweredOutputs(model, ["CPUExecutionProvider"])
         return list(fp32.outputs(PrecisionPlan(params.precision, every_site), feeds))
 
-    def _verdict(self, params: Params, plan, model, backend, feeds, reference) -> Verdict:
+    def _verdict(self, ctx: StepContext, params: Params, plan, model, backend, feeds, reference) -> Verdict:
         from trtflow.steps.bisect_judges import check_command, check_tolerances
 
         candidates = backend.outputs(plan, feeds)
         if isinstance(params.check, CommandCheck):
-            return check_command(params.check, plan, model, feeds, reference, candidates, Path(params.model).parent)
+            return check_command(params.check, plan, model, feeds, reference, candidates, ctx.recipe_dir)
         return check_tolerances(params.check, reference, candidates)
+
+    def _command_rejects_the_reference(self, ctx: StepContext, params: Params, model, feeds, reference,
+                                       every_site: frozenset[str]) -> str | None:
+        """Why the check command is broken, or None: it must pass the FP32 model with the reference as its results."""
+        from trtflow.precision.plan import PrecisionPlan
+        from trtflow.steps.bisect_judges import check_command
+
+        folder = ctx.recipe_dir or Path.cwd()
+        unlisted = params.check.unlisted_files(folder)
+        if unlisted:
+            ctx.notice(f"check.command reads {', '.join(unlisted)}, which check.files does not list: editing "
+                       f"{'it' if len(unlisted) == 1 else 'them'} will not re-run this step")
+        verdict = check_command(params.check, PrecisionPlan(params.precision, every_site), model, feeds, reference,
+                                reference, ctx.recipe_dir)
+        if verdict.passed:
+            return None
+        output = verdict.metrics["output"].rstrip() or "(no output)"
+        return (f"the check command fails even for the FP32 model with the reference as its results, so it cannot "
+                f"judge any plan: {' '.join(params.check.command)} (run in {folder}) exited with code "
+                f"{verdict.metrics['exit_code']}:\n{output}")
 
     def _search(self, ctx, params: Params, candidates, screening, evaluate, fixed_keep):
         from trtflow.precision import search
@@ -293,7 +321,7 @@ class BisectPrecision(Step):
             result = strategy(candidates, trials, direction=params.direction, max_trials=params.max_trials)
         return result, trials
 
-    def _verify(self, params: Params, model, plan, backend, every_site) -> dict:
+    def _verify(self, ctx: StepContext, params: Params, model, plan, backend, every_site) -> dict:
         """The found plan again on fresh samples: with the search backend, and as the lowered model in ONNX Runtime."""
         from trtflow.steps.bisect_judges import LoweredOutputs
 
@@ -305,11 +333,11 @@ class BisectPrecision(Step):
             feeds = _feeds(params, model)
         reference = self._reference(params, model, backend, feeds, every_site)
         verified: dict[str, Any] = {"samples": "fresh" if fresh else "search (inputs came from files)", "count": len(feeds)}
-        searched = self._verdict(params, plan, model, backend, feeds, reference)
+        searched = self._verdict(ctx, params, plan, model, backend, feeds, reference)
         verified[params.backend] = {"passed": searched.passed, **searched.metrics}
         if params.backend != "onnxruntime":
             try:
-                lowered = self._verdict(params, plan, model, LoweredOutputs(model, ["CPUExecutionProvider"]),
+                lowered = self._verdict(ctx, params, plan, model, LoweredOutputs(model, ["CPUExecutionProvider"]),
                                         feeds, reference)
                 verified["lowered_onnxruntime"] = {"passed": lowered.passed, **lowered.metrics}
             except Exception as error:  # noqa: BLE001 - e.g. no BF16 kernels on ONNX Runtime's CPU provider
