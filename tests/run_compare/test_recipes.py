@@ -6,28 +6,15 @@ import json
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from run_compare.models import elementwise_chain, layer_norm_overflow, mlp_chain, save
+from run_compare.recipes import run_recipe
 
 DATA = "{seed: 1, iterations: 2, ranges: {'*': [60, 100]}}"
-
-
-def write_recipe(folder: Path, steps: str, name: str = "t") -> Path:
-    recipe = folder / "recipe.yaml"
-    recipe.write_text(f"trtflow: 1\nname: {name}\nsteps:\n" + textwrap.indent(textwrap.dedent(steps), "  "))
-    return recipe
-
-
-def run_recipe(trtflow, tmp_path: Path, steps: str, *extra: str):
-    recipe = write_recipe(tmp_path, steps)
-    result = trtflow("run", recipe, "--workspace", tmp_path / "ws", "--out", tmp_path / "out", "-v", *extra,
-                     cwd=tmp_path)
-    return result, tmp_path / "out" / "t"
 
 
 TAP_RUN_COMPARE = """

@@ -11,7 +11,7 @@ kernel is not what the ONNX graph says.
 
 from __future__ import annotations
 
-from importlib import metadata
+import json
 from pathlib import Path
 from typing import Literal
 
@@ -19,6 +19,7 @@ from pydantic import Field
 
 from trtflow.precision.formats import PrecisionName
 from trtflow.runners.base import RunnerConfig
+from trtflow.packages import installed_version
 from trtflow.runners.onnxruntime import OnnxruntimeRunner
 
 EMULATION_SESSION_OPTIONS = {"graph_optimization_level": "disable_all"}
@@ -37,4 +38,4 @@ class Config(RunnerConfig):
                                  transform=plan.emulate)
 
     def fingerprint(self) -> dict[str, str]:
-        return {"onnxruntime": metadata.version("onnxruntime"), "onnx": metadata.version("onnx")}
+        return {"onnxruntime": installed_version("onnxruntime"), "onnx": installed_version("onnx")}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import shutil
 import tempfile
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Literal
 
@@ -23,6 +22,7 @@ from trtflow.schema.paths import InputPath
 
 np = lazy_import("numpy")
 
+from trtflow.packages import installed_version
 PROTOBUF_LIMIT = 2_000_000_000
 OPTIMIZATION_LEVELS = {"disable_all": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
                        "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
@@ -48,7 +48,7 @@ class Config(RunnerConfig):
                                  transform=transform)
 
     def fingerprint(self) -> dict[str, str]:
-        return {"onnxruntime": metadata.version("onnxruntime")}
+        return {"onnxruntime": installed_version("onnxruntime")}
 
 
 @dataclass

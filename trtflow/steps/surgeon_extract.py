@@ -8,8 +8,7 @@ extract`.
 
 from __future__ import annotations
 
-from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -17,6 +16,7 @@ from trtflow.errors import ParamError
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
 from trtflow.steps.base import Step, StepContext, StepParams, file
+from trtflow.packages import installed_version
 
 
 class Params(StepParams):
@@ -35,7 +35,7 @@ class SurgeonExtract(Step):
     version = 1
 
     def fingerprint(self, params: Params) -> dict[str, str]:
-        return {"onnx": metadata.version("onnx")}
+        return {"onnx": installed_version("onnx")}
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from onnx.utils import Extractor

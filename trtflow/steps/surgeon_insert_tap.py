@@ -10,12 +10,12 @@ the model and are listed under `not_tapped`.
 from __future__ import annotations
 
 import json
-from importlib import metadata
 from typing import Any, Literal
 
 from pydantic import Field
 
 from trtflow.errors import ParamError
+from trtflow.packages import installed_version
 from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, file
 
@@ -40,7 +40,7 @@ class SurgeonInsertTap(Step):
     version = 1
 
     def fingerprint(self, params: Params) -> dict[str, str]:
-        return {"onnx": metadata.version("onnx")}
+        return {"onnx": installed_version("onnx")}
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from trtflow.onnx_files import load_model, name_nodes, save_model

@@ -1,0 +1,20 @@
+"""Running a small recipe through `trtflow run` the way users do, for the run/compare tests."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+
+def write_recipe(folder: Path, steps: str, name: str = "t") -> Path:
+    recipe = folder / "recipe.yaml"
+    recipe.write_text(f"trtflow: 1\nname: {name}\nsteps:\n" + textwrap.indent(textwrap.dedent(steps), "  "))
+    return recipe
+
+
+def run_recipe(trtflow, tmp_path: Path, steps: str, *extra: str, env: dict | None = None):
+    """`trtflow run` on `steps`; returns (the completed process, the recipe's output folder)."""
+    recipe = write_recipe(tmp_path, steps)
+    result = trtflow("run", recipe, "--workspace", tmp_path / "ws", "--out", tmp_path / "out", "-v", *extra,
+                     cwd=tmp_path, env=env)
+    return result, tmp_path / "out" / "t"
