@@ -87,6 +87,12 @@ def ops_model() -> onnx.ModelProto:
                     [floats(name, shape) for name, shape in outputs.items()], initializers)
 
 
+def sample() -> dict[str, np.ndarray]:
+    """Values FP16 rounds (1.001 * k/10), with a few flags set."""
+    return {"x": np.linspace(0.1, 0.9, 9, dtype=np.float32).reshape(1, 1, 3, 3) * np.float32(1.001),
+            "flags": np.eye(3, dtype=bool)[None, None]}
+
+
 def low_positions(rewritten: onnx.ModelProto, precision: str) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
     """Per original node: which inputs it reads through a low version, which outputs it writes through one.
 
@@ -136,8 +142,7 @@ def test_emulation_and_lowering_read_and_write_the_same_tensors_in_low_precision
 @pytest.mark.parametrize("precision", ["fp16", "bf16", "fp8"])
 def test_emulated_resize_keeps_the_reference_shape(precision):
     model = ops_model()
-    feed = {"x": np.linspace(0.1, 0.9, 9, dtype=np.float32).reshape(1, 1, 3, 3),
-            "flags": np.eye(3, dtype=bool)[None, None]}
+    feed = sample()
     session = onnxruntime.InferenceSession
     reference = dict(zip([o.name for o in model.graph.output], session(model.SerializeToString()).run(None, feed)))
     emulated_model = PrecisionPlan(precision).emulate(model)
@@ -145,6 +150,22 @@ def test_emulated_resize_keeps_the_reference_shape(precision):
                         session(emulated_model.SerializeToString()).run(None, feed)))
     for name in ("resized", "resized_by_constant", "resized_computed"):
         assert reference[name].shape == emulated[name].shape == (1, 1, 4, 4), name
+
+
+@pytest.mark.parametrize("precision", ["fp16", "fp8"])
+def test_switchable_model_rounds_what_emulate_rounds(precision):
+    from trtflow.precision.emulate import switchable
+
+    model = ops_model()
+    feed = sample()
+    switched = switchable(model, precision)
+    assert "scale_div" not in switched.nodes and "resize_computed" in switched.nodes
+    session = onnxruntime.InferenceSession(switched.model.SerializeToString())
+    names = [o.name for o in session.get_outputs()]
+    for plan in (PrecisionPlan(precision), PrecisionPlan(precision, frozenset({"pad", "layer_norm", "clip"}))):
+        expected = onnxruntime.InferenceSession(plan.emulate(model).SerializeToString()).run(names, feed)
+        for name, want, got in zip(names, expected, session.run(names, switched.feed(plan, feed))):
+            np.testing.assert_array_equal(got, want, err_msg=name)
 
 
 def test_a_tapped_parameter_is_still_a_parameter():
