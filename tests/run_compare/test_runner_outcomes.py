@@ -17,6 +17,18 @@ from run_compare.models import mlp_chain, save
 from run_compare.recipes import run_recipe, write_recipe
 
 
+def _save_with_external_data(model: onnx.ModelProto, path) -> None:
+    onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=path.name + ".data", size_threshold=0)
+
+
+def _reference_outputs(path, x: np.ndarray) -> dict[str, np.ndarray]:
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in session.get_outputs()], session.run(None, {"x": x})))
+
+
 EXTERNAL_RUN = """
 run:
   uses: run-runners
@@ -29,6 +41,45 @@ diff:
   gate: true
   with: {{results: "${{steps.run.results}}", reference: fp32, atol: 1.0e-2, rtol: 1.0e-2}}
 """
+
+
+def test_a_model_with_external_data_runs_in_onnxruntime(trtflow, tmp_path):
+    (tmp_path / "weights").mkdir()
+    _save_with_external_data(mlp_chain(layers=3), tmp_path / "weights" / "model.onnx")
+    for outputs in ("graph", "all"):  # as given, and rewritten with every tensor marked as an output
+        result, out = run_recipe(trtflow, tmp_path, EXTERNAL_RUN.format(model="weights/model.onnx", outputs=outputs))
+        assert result.returncode == 0, result.stdout + result.stderr
+        from trtflow.tensors.tensor_set import TensorSet
+
+        results = TensorSet.open(out / "run" / "results")
+        feed = TensorSet.open(out / "run" / "inputs").load("inputs", 0, "x")
+        expected = _reference_outputs(tmp_path / "weights" / "model.onnx", np.asarray(feed))
+        np.testing.assert_array_equal(results.load("fp32", 0, "act2"), expected["act2"])
+        assert len(results.tensor_names("fp32")) == (1 if outputs == "graph" else 9)
+    assert not list(tmp_path.glob("trtflow-ort-*"))
+
+
+LOW_THRESHOLD_CLI = """
+import sys
+import trtflow.onnx_files
+trtflow.onnx_files.EXTERNAL_DATA_THRESHOLD = 0  # every model a step saves gets external data, as past 1.8 GB
+from trtflow.cli import main
+sys.argv = ["trtflow", *sys.argv[1:]]
+main()
+"""
+
+
+def test_a_tapped_model_the_store_keeps_with_external_data_runs(tmp_path):
+    save(mlp_chain(layers=3), tmp_path / "model.onnx")
+    taps = "taps:\n  uses: surgeon-insert-tap\n  with: {model: model.onnx}\n"
+    recipe = write_recipe(tmp_path, taps + EXTERNAL_RUN.format(model="${steps.taps.model}", outputs="graph"))
+    result = subprocess.run([sys.executable, "-c", LOW_THRESHOLD_CLI, "run", str(recipe), "--workspace",
+                             str(tmp_path / "ws"), "--out", str(tmp_path / "out")], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "out" / "t" / "taps" / "model.onnx.data").exists()  # the store's model really has external data
+    report = json.loads((tmp_path / "out" / "t" / "diff" / "report.json").read_text())
+    assert report["runners"]["fp16"]["tensors_checked"] == 9 and not report["failed_runners"]
 
 
 ONLY_GPU_BUILD_CLI = """

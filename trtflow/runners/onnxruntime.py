@@ -4,6 +4,11 @@
 FP16, inputs and outputs keep their types). On the CPU provider ONNX Runtime computes most FP16
 ops in FP32 internally and hides overflows — use the `emulated` runner to see what a GPU sees.
 The emulated runner reuses this one with a model transform.
+
+The session gets the (rewritten) model as bytes and reads external weights from the model's own
+folder (`EXTERNAL_DATA_FOLDER`): nothing is copied or linked, so a multi-GB model costs no disk and
+no second copy in memory, and ONNX Runtime's check that external data stays inside the model's
+folder holds. Only a rewritten model over protobuf's 2 GB limit goes through a scratch file.
 """
 
 from __future__ import annotations
@@ -17,13 +22,14 @@ from typing import Any, Callable, Literal
 from pydantic import Field
 
 from trtflow.lazy import lazy_import
+from trtflow.packages import installed_version
 from trtflow.runners.base import Feed, RunnerConfig, RunnerFailed
 from trtflow.schema.paths import InputPath
 
 np = lazy_import("numpy")
 
-from trtflow.packages import installed_version
 PROTOBUF_LIMIT = 2_000_000_000
+EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"  # for a model given as bytes
 OPTIMIZATION_LEVELS = {"disable_all": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
                        "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
 
@@ -76,13 +82,21 @@ class OnnxruntimeRunner:
             setattr(options, key, value)
         if self.custom_op_library is not None:
             options.register_custom_ops_library(str(self.custom_op_library))
+        source = self._session_source()
+        if isinstance(source, bytes):
+            options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(self._folder))
         try:
-            self.session = ort.InferenceSession(self._session_source(), options, providers=self.providers)
+            self.session = ort.InferenceSession(source, options, providers=self.providers)
         except Exception as error:  # noqa: BLE001 - ORT raises its own untyped errors
             raise RunnerFailed(self.name, f"cannot create an ONNX Runtime session: {error}") from None
 
+    @property
+    def _folder(self) -> Path:
+        """The folder external data locations are relative to: the model path's own, links not followed (as onnx does)."""
+        return Path(self.model).absolute().parent
+
     def _session_source(self) -> bytes | str:
-        """The model as ORT should load it: bytes, or a scratch file when it must keep external data."""
+        """The model as ORT should load it: bytes, or a scratch file when the rewrite passes 2 GB."""
         from trtflow.onnx_files import load_model, save_model
         from trtflow.tensors.catalog import catalog
         from trtflow.tensors.taps import mark_outputs
@@ -92,16 +106,13 @@ class OnnxruntimeRunner:
             model = self.transform(model)
         if self.outputs is not None:
             mark_outputs(model, self.outputs, catalog(model), replace=True)
-        external = any(t.external_data for t in model.graph.initializer)
-        if not external and model.ByteSize() < PROTOBUF_LIMIT:
+        if model.ByteSize() < PROTOBUF_LIMIT:
             return model.SerializeToString()
+        from onnx.external_data_helper import load_external_data_for_model
+
+        load_external_data_for_model(model, str(self._folder))  # what is still on disk goes into the new file
         self._scratch = Path(tempfile.mkdtemp(prefix="trtflow-ort-"))
-        if external:  # weights stay where they are: link their files next to the rewritten graph
-            for location in {e.value for t in model.graph.initializer for e in t.external_data if e.key == "location"}:
-                (self._scratch / location).symlink_to((self.model.parent / location).resolve())
-            save_model(model, self._scratch / "model.onnx", external_data=False)
-        else:
-            save_model(model, self._scratch / "model.onnx", external_data=True)
+        save_model(model, self._scratch / "model.onnx", external_data=True)
         return str(self._scratch / "model.onnx")
 
     def infer(self, feed: Feed) -> dict[str, np.ndarray]:
