@@ -27,20 +27,46 @@ def test_statistic_modes_check_abs_or_rel_statistic():
     assert not Tolerances(atol=1, rtol=0.1, error_stat="quantile", quantile=0.9).passes("t", REFERENCE, candidate)
 
 
-def test_nan_never_passes_and_matching_infinities_do():
+def test_nan_never_passes_and_infinities_match_only_when_asked_as_in_polygraphy():
     with_nan = REFERENCE.copy()
     with_nan[0] = np.nan
     assert not Tolerances(atol=1e9, rtol=1e9).passes("t", REFERENCE, with_nan)
     infinite = np.array([np.inf, -np.inf], np.float32)
-    assert Tolerances(atol=0, rtol=0).passes("t", infinite, infinite.copy())
-    assert not Tolerances(atol=1e9, rtol=1e9).passes("t", np.ones(2, np.float32), infinite)
+    assert not Tolerances(atol=1e9, rtol=1e9).passes("t", infinite, infinite.copy())  # Polygraphy: inf - inf = NaN
+    assert Tolerances(atol=0, rtol=0, infinities_compare_equal=True).passes("t", infinite, infinite.copy())
+    flipped = Tolerances(atol=1e9, rtol=1e9, infinities_compare_equal=True)
+    assert not flipped.passes("t", infinite, infinite[::-1].copy())  # +inf vs -inf never matches
+    assert not flipped.passes("t", np.ones(2, np.float32), infinite)
 
 
-def test_per_glob_tolerances_exact_name_first_then_globs_in_order():
-    tolerances = Tolerances(atol={"ln.sum_sq": 5.0, "ln.*": 1.0, "*": 0.1}, rtol=0.0)
+def test_infinities_follow_polygraphy_comparator():
+    from polygraphy.comparator import CompareFunc, IterationResult
+
+    reference = np.array([np.inf, 1.0, -np.inf], np.float32)
+    for equal in (False, True):
+        polygraphy = CompareFunc.simple(atol=1e-3, rtol=1e-3, infinities_compare_equal=equal)
+        theirs = bool(polygraphy(IterationResult({"y": reference}, runner_name="a"),
+                                 IterationResult({"y": reference.copy()}, runner_name="b"))["y"])
+        ours = Tolerances(atol=1e-3, rtol=1e-3, infinities_compare_equal=equal).passes("y", reference, reference.copy())
+        assert ours == theirs == equal
+
+
+@pytest.mark.parametrize("atol", [{"ln.sum_sq": 5.0, "ln.*": 1.0, "*": 0.1}, {"*": 0.1, "ln.*": 1.0, "ln.sum_sq": 5.0},
+                                  {"ln.*": 1.0, "*": 0.1, "ln.sum_sq": 5.0}])
+def test_per_glob_tolerances_exact_name_then_most_specific_glob_in_any_key_order(atol):
+    tolerances = Tolerances(atol=atol, rtol=0.0)
     assert tolerances.for_tensor("ln.sum_sq") == (5.0, 0.0)
     assert tolerances.for_tensor("ln.mean") == (1.0, 0.0)
     assert tolerances.for_tensor("proj.out") == (0.1, 0.0)
+
+
+def test_glob_specificity_ties_break_alphabetically():
+    from trtflow.tensors.name_globs import matching_key, specificity
+
+    assert specificity("*") == 0 and specificity("ln.*") == 3 and specificity("l[nm].?x*") == 4
+    assert matching_key(["*", "y*", "?y*"], "yy") == "?y*"  # "?y*" pins 1 literal like "y*": alphabetical tie-break
+    assert matching_key(["y*", "*"], "ab") == "*"
+    assert matching_key(["y*"], "ab") is None
 
 
 def test_compare_tensor_reports_statistics_and_new_nonfinite_values():

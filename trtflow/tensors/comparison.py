@@ -7,19 +7,22 @@ The rule is Polygraphy's, so users moving over keep their numbers:
 - `max` / `mean` / `median` / `quantile`: the tensor passes if that statistic of the absolute error
   is <= atol OR the same statistic of the relative error is <= rtol.
 The relative error divides by |reference| (zeros replaced by a tiny epsilon, as Polygraphy does).
-Matching infinities (same sign in both) count as equal; a NaN never matches anything, so a
-statistic that comes out NaN fails.
+Infinities follow Polygraphy's default too: inf - inf is NaN, so an Inf in both runners is a
+mismatch (an overflow the reference shares is still an overflow) unless `infinities_compare_equal`
+(Polygraphy's `--infinities-compare-equal`) says same-signed infinities are equal. A NaN never
+matches anything, so a statistic that comes out NaN fails.
+Per-tensor tolerances (`{glob: number}`) pick their entry by `trtflow.tensors.name_globs.RULE`.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from trtflow.lazy import lazy_import
+from trtflow.tensors.name_globs import RULE, matching_key
 
 np = lazy_import("numpy")
 
@@ -36,20 +39,29 @@ class Tolerances(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    atol: Tolerance = Field(DEFAULT_TOLERANCE, description="Absolute tolerance: a number, or {tensor glob: number}.")
-    rtol: Tolerance = Field(DEFAULT_TOLERANCE, description="Relative tolerance: a number, or {tensor glob: number}.")
+    atol: Tolerance = Field(DEFAULT_TOLERANCE, description="Absolute tolerance: a number, or {tensor name or glob: "
+                                                           f"number}} ({RULE}; unmatched tensors get 1e-5).")
+    rtol: Tolerance = Field(DEFAULT_TOLERANCE, description="Relative tolerance: a number, or {tensor name or glob: "
+                                                           f"number}} ({RULE}; unmatched tensors get 1e-5).")
     error_stat: ErrorStat = Field("elemwise", description="Which error statistic is checked against the tolerances.")
     quantile: float = Field(0.99, gt=0, le=1, description="The quantile checked when error_stat is `quantile`.")
+    infinities_compare_equal: bool = Field(
+        False, description="Count same-signed infinities in both runners as equal; by default (as in Polygraphy) "
+                           "inf vs inf is a mismatch.")
 
     def for_tensor(self, tensor: str) -> tuple[float, float]:
-        """(atol, rtol) for one tensor: an exact name wins over globs, globs apply in the order given."""
+        """(atol, rtol) for one tensor."""
         return _pick(self.atol, tensor), _pick(self.rtol, tensor)
+
+    def errors(self, reference: np.ndarray, candidate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`errors` under this block's treatment of infinities."""
+        return errors(reference, candidate, infinities_compare_equal=self.infinities_compare_equal)
 
     def passes(self, tensor: str, reference: np.ndarray, candidate: np.ndarray) -> bool:
         """The verdict alone — the fast path for searches that judge many plans."""
         if np.shape(reference) != np.shape(candidate):
             return False
-        absolute, relative = errors(reference, candidate)
+        absolute, relative = self.errors(reference, candidate)
         return self.verdict(tensor, absolute, relative)
 
     def verdict(self, tensor: str, absolute: np.ndarray, relative: np.ndarray) -> bool:
@@ -88,16 +100,14 @@ def quantile(values: np.ndarray, q: float) -> float:
 def _pick(tolerance: Tolerance, tensor: str) -> float:
     if not isinstance(tolerance, dict):
         return float(tolerance)
-    if tensor in tolerance:
-        return float(tolerance[tensor])
-    for pattern, value in tolerance.items():
-        if fnmatch.fnmatchcase(tensor, pattern):
-            return float(value)
-    return DEFAULT_TOLERANCE
+    key = matching_key(tolerance, tensor)
+    return float(tolerance[key]) if key is not None else DEFAULT_TOLERANCE
 
 
-def errors(reference: np.ndarray, candidate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Elementwise absolute and relative error, in float64 (bools compare by equality)."""
+def errors(reference: np.ndarray, candidate: np.ndarray, *,
+           infinities_compare_equal: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Elementwise absolute and relative error, in float64 (bools compare by equality); an infinity
+    in both is NaN error (a mismatch) unless `infinities_compare_equal`, then 0 when the signs agree."""
     reference = np.atleast_1d(reference)  # scalars too: the masks below need arrays
     candidate = np.atleast_1d(candidate)
     if reference.dtype == bool or candidate.dtype == bool:
@@ -107,8 +117,8 @@ def errors(reference: np.ndarray, candidate: np.ndarray) -> tuple[np.ndarray, np
     cand = candidate.astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         absolute = np.abs(ref - cand)
-        same_infinity = np.isinf(ref) & (ref == cand)
-        absolute[same_infinity] = 0.0
+        if infinities_compare_equal:
+            absolute[np.isinf(ref) & (ref == cand)] = 0.0
         denominator = np.abs(ref)
         denominator[denominator == 0] = EPSILON
         relative = absolute / denominator
@@ -186,7 +196,7 @@ def compare_tensor(tensor: str, reference: np.ndarray, candidate: np.ndarray, to
     if reference.shape != candidate.shape:
         return {**base, "passed": False, "new_nonfinite": 0,
                 "error": f"shape {list(candidate.shape)} differs from the reference's {list(reference.shape)}"}
-    absolute, relative = errors(reference, candidate)
+    absolute, relative = tolerances.errors(reference, candidate)
     histogram = np.histogram(np.nan_to_num(absolute, nan=math.inf), bins=HISTOGRAM_EDGES)[0] if absolute.size else []
     return {
         **base,
