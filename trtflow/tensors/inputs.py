@@ -2,9 +2,11 @@
 
 Every runner of a run gets the same feeds, so they are made once, stored as the run's `inputs`
 tensor set, and replayed to each runner from there. Three sources, as in Polygraphy:
-- `data:` generated — `seed`, `iterations`, `ranges` per input name (`"*"` is the default),
-  `shapes` for dynamic dims; dtype from the model; integer and bool inputs are drawn as integers
-  in range (bool: 0/1);
+- `data:` generated — `seed`, `iterations`, `ranges` per input name or glob (`"*"` is the
+  default; `trtflow.tensors.name_globs.RULE` picks the entry), `shapes` for dynamic dims; dtype
+  from the model; integer and bool inputs are drawn as integers in range (bool: 0/1). A `ranges`
+  or `shapes` entry that names no input, or a shape that contradicts a static dim, is an error:
+  a typo there would otherwise silently run on other data than the user meant;
 - `inputs:` a file — `.npz` (one feed), a folder of `.npy` (one feed, file stem = input name), a
   folder of `.npz` files (one feed each, sorted), a trtflow tensor set, or a Polygraphy JSON;
 - `loader: script.py:function` — the function returns or yields feed dicts.
@@ -12,7 +14,6 @@ tensor set, and replayed to each runner from there. Three sources, as in Polygra
 
 from __future__ import annotations
 
-import fnmatch
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trtflow.lazy import lazy_import
 from trtflow.schema.paths import InputPath
+from trtflow.schema.problems import did_you_mean
+from trtflow.tensors.name_globs import RULE, matching_key
 
 np = lazy_import("numpy")
 
@@ -37,8 +40,9 @@ class DataSpec(BaseModel):
     iterations: int = Field(1, ge=1, description="How many feeds to generate.")
     ranges: dict[str, tuple[float, float]] = Field(
         default_factory=lambda: {"*": (0.0, 1.0)},
-        description="[low, high] per input name or glob; `*` is the default. Integers are drawn in [low, high].")
-    shapes: dict[str, list[int]] = Field(default_factory=dict, description="Concrete shapes for inputs with dynamic dims.")
+        description=f"[low, high] per input name or glob ({RULE}). Integers are drawn in [low, high].")
+    shapes: dict[str, list[int]] = Field(default_factory=dict, description="Concrete shapes for inputs with dynamic dims "
+                                                                           "(static dims must match the model's).")
 
 
 class LoaderSpec(BaseModel):
@@ -64,7 +68,7 @@ class LoaderSpec(BaseModel):
 class InputSpec:
     name: str
     dtype: np.dtype
-    shape: tuple  # ints, or names/None for dynamic dims
+    shape: tuple | None  # ints, or names/None for dynamic dims; None when even the rank is unknown
 
 
 def model_inputs(model) -> list[InputSpec]:
@@ -77,31 +81,57 @@ def model_inputs(model) -> list[InputSpec]:
         if value.name in initializers:
             continue
         tensor_type = value.type.tensor_type
-        dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor_type.shape.dim)
+        dims = (tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor_type.shape.dim)
+                if tensor_type.HasField("shape") else None)
         specs.append(InputSpec(value.name, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)), dims))
     return specs
 
 
 def _range(ranges: dict[str, tuple[float, float]], name: str) -> tuple[float, float]:
-    if name in ranges:
-        return ranges[name]
-    for pattern, bounds in ranges.items():
-        if pattern != "*" and fnmatch.fnmatchcase(name, pattern):
-            return bounds
-    return ranges.get("*", (0.0, 1.0))
+    key = matching_key(ranges, name)
+    return ranges[key] if key is not None else (0.0, 1.0)
+
+
+def _is_static(dim) -> bool:
+    return isinstance(dim, int) and dim >= 0  # 0 is a real (empty) extent; dynamic dims are names or None
+
+
+def _fits(shape: tuple | None, concrete: list[int]) -> bool:
+    """Whether a concrete shape is one the declared `shape` allows (any, when the rank is unknown)."""
+    if shape is None:
+        return True
+    return len(shape) == len(concrete) and all(not _is_static(d) or d == c for d, c in zip(shape, concrete))
 
 
 def _concrete_shape(spec: InputSpec, shapes: dict[str, list[int]]) -> tuple[int, ...]:
     if spec.name in shapes:
-        return tuple(shapes[spec.name])
-    unknown = [d for d in spec.shape if not isinstance(d, int) or d <= 0]
-    if unknown:
-        raise ValueError(f"input `{spec.name}` has dynamic dims {list(spec.shape)}; give its shape with "
+        given = list(shapes[spec.name])
+        if not _fits(spec.shape, given):
+            raise ValueError(f"`shapes` gives input `{spec.name}` the shape {given}; the model declares "
+                             f"{list(spec.shape)} (only its dynamic dims can be chosen)")
+        return tuple(given)
+    if spec.shape is None or not all(_is_static(d) for d in spec.shape):
+        declared = list(spec.shape) if spec.shape is not None else "of unknown rank"
+        raise ValueError(f"input `{spec.name}` has dynamic dims {declared}; give its shape with "
                          f"`data: {{shapes: {{{spec.name}: [...]}}}}`")
     return tuple(spec.shape)
 
 
+def _check_names(data: DataSpec, specs: list[InputSpec]) -> None:
+    """Every `shapes` name and every `ranges` glob other than `*` must reach an input."""
+    names = [spec.name for spec in specs]
+    unknown = [("shapes", name) for name in data.shapes if name not in names]
+    unknown += [("ranges", key) for key in data.ranges
+                if key != "*" and all(matching_key([key], name) is None for name in names)]
+    if unknown:
+        key, name = unknown[0]
+        listed = ", ".join(f"`{name}`" for name in names) or "none"
+        raise ValueError(f"`{key}` names `{name}`, which is no input of the model{did_you_mean(name, names)}; "
+                         f"its inputs: {listed}")
+
+
 def generate(data: DataSpec, specs: list[InputSpec]) -> Iterator[Feed]:
+    _check_names(data, specs)
     rng = np.random.default_rng(data.seed)
     for _ in range(data.iterations):
         feed: Feed = {}
@@ -151,12 +181,18 @@ def load_function(loader: LoaderSpec) -> Iterator[Feed]:
 
 
 def check_feed(feed: Feed, specs: list[InputSpec], position: int) -> Feed:
-    """The feed, with a clear error when it misses inputs the model needs or names ones it lacks."""
+    """The feed, with a clear error when it misses inputs the model needs, names ones it lacks, or has
+    a shape the model's static dims rule out (ONNX Runtime's own message would not say which feed)."""
     wanted = {s.name for s in specs}
     missing, extra = wanted - set(feed), set(feed) - wanted
     if missing or extra:
         problems = ([f"missing {sorted(missing)}"] if missing else []) + ([f"unknown {sorted(extra)}"] if extra else [])
         raise ValueError(f"feed {position}: {', '.join(problems)}; the model's inputs are {sorted(wanted)}")
+    for spec in specs:
+        shape = list(np.shape(feed[spec.name]))
+        if not _fits(spec.shape, shape):
+            raise ValueError(f"feed {position}: input `{spec.name}` has shape {shape}; the model declares "
+                             f"{list(spec.shape)}")
     return feed
 
 

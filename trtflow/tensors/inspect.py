@@ -39,7 +39,8 @@ def _model(path: Path) -> list[str]:
     opsets = ", ".join(f"{o.domain or 'ai.onnx'} {o.version}" for o in model.opset_import)
     ops = ", ".join(f"{op} {count}" for op, count in Counter(n.op_type for n in nodes).most_common(8))
     lines = [f"{path}: ONNX model, {len(nodes)} nodes, opset {opsets}", f"  ops: {ops}"]
-    lines += [f"  input {i.name}: {i.dtype} {list(i.shape)}" for i in model_inputs(model)]
+    lines += [f"  input {i.name}: {i.dtype} {list(i.shape) if i.shape is not None else '(rank unknown)'}"
+              for i in model_inputs(model)]
     lines += [f"  output {o.name}" for o in model.graph.output]
     return lines
 

@@ -70,8 +70,11 @@ class TensorSetWriter:
         self.runners.setdefault(runner, {"status": "ok"})
 
     def add_feed(self, runner: str, iteration: int, feed: dict[str, np.ndarray]) -> None:
+        """One feed; its iteration counts even when empty (a model without inputs, a run of saved runners)."""
         for tensor, array in feed.items():
             self.add(runner, iteration, tensor, array)
+        facts = self.runners.setdefault(runner, {"status": "ok"})
+        facts["iterations"] = max(facts.get("iterations", 0), iteration + 1)
 
     def record_runner(self, runner: str, **facts) -> None:
         """Status, error message, timings... of one runner."""
@@ -107,7 +110,8 @@ class TensorSet:
         return path.is_dir() and (path / INDEX).is_file()
 
     def iterations(self, runner: str) -> int:
-        return 1 + max((i for r, i, _ in self.arrays if r == runner), default=-1)
+        stored = 1 + max((i for r, i, _ in self.arrays if r == runner), default=-1)
+        return max(stored, self.runners.get(runner, {}).get("iterations", 0))
 
     def tensor_names(self, runner: str) -> list[str]:
         """The tensors a runner produced, in topological order (unknown tensors last, in stored order)."""

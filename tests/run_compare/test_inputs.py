@@ -1,0 +1,85 @@
+"""Where a run's feeds come from, through `trtflow run`: runs without a model, models without inputs
+or with empty dims, and `data` entries that name nothing or contradict the model."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+from run_compare.models import float_input, layer_norm_overflow, make_model, mlp_chain, save
+from run_compare.recipes import run_recipe
+from trtflow.tensors.tensor_set import TensorSet
+
+
+def test_models_without_inputs_or_with_an_empty_static_dim_run(trtflow, tmp_path):
+    constant = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "c")
+    save(make_model([helper.make_node("Relu", ["c"], ["y"])], [], [float_input("y", [2, 3])], [constant]),
+         tmp_path / "constant.onnx")
+    save(make_model([helper.make_node("ReduceSum", ["e"], ["s"], keepdims=1)], [float_input("e", [0, 3])],
+                    [float_input("s", [1, 1])]), tmp_path / "empty.onnx")
+    steps = """
+    constant:
+      uses: run-runners
+      with: {model: constant.onnx, runners: [{name: fp32, backend: onnxruntime}, {name: fp16, backend: emulated, precision: fp16}]}
+    empty:
+      uses: run-runners
+      with: {model: empty.onnx, data: {iterations: 2}, runners: [{name: fp32, backend: onnxruntime}]}
+    diff:
+      uses: compare
+      gate: true
+      with: {results: "${steps.constant.results}", reference: fp32}
+    """
+    result, out = run_recipe(trtflow, tmp_path, steps)
+    assert result.returncode == 0, result.stdout + result.stderr
+    np.testing.assert_array_equal(TensorSet.open(out / "constant" / "results").load("fp16", 0, "y"),
+                                  np.arange(6, dtype=np.float32).reshape(2, 3))
+    empty = TensorSet.open(out / "empty" / "results")
+    assert empty.load("fp32", 1, "s").tolist() == [[0.0]]
+    assert TensorSet.open(out / "empty" / "inputs").load("inputs", 0, "e").shape == (0, 3)
+
+
+def test_data_entries_that_name_no_input_or_contradict_the_model_are_recipe_errors(trtflow, tmp_path):
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")  # input x: [4, 16]
+    np.savez(tmp_path / "wrong.npz", x=np.zeros((2, 16), np.float32))
+    cases = [("data: {shapes: {xx: [4, 16]}}", "steps.run.with.data", "`shapes` names `xx`, which is no input of the "
+                                                                      "model (did you mean `x`?)"),
+             ("data: {ranges: {'*': [0, 1], 'inp*': [0, 5]}}", "steps.run.with.data", "`ranges` names `inp*`"),
+             ("data: {shapes: {x: [2, 16]}}", "steps.run.with.data", "the model declares [4, 16]"),
+             ("inputs: wrong.npz", "steps.run.with.inputs", "feed 0: input `x` has shape [2, 16]; the model declares "
+                                                            "[4, 16]")]
+    for source, where, says in cases:
+        result, _ = run_recipe(trtflow, tmp_path, f"""
+        run:
+          uses: run-runners
+          with: {{model: model.onnx, {source}, runners: [{{name: fp32, backend: onnxruntime}}]}}
+        """)
+        output = result.stdout + result.stderr
+        assert result.returncode == 2, output
+        assert where in output and says in output, output
+
+
+def test_the_most_specific_range_wins_whatever_the_key_order(trtflow, tmp_path):
+    names = ("x", "x_mask", "t")
+    graph_inputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [64]) for name in names]
+    nodes = [helper.make_node("Add", ["x", "x_mask"], ["s"]), helper.make_node("Add", ["s", "t"], ["y"])]
+    save(make_model(nodes, graph_inputs, [float_input("y", [64])]), tmp_path / "model.onnx")
+    steps = """
+    a:
+      uses: run-runners
+      with: {model: model.onnx, data: {ranges: {"*": [100, 101], "x*": [10, 11], "x_m*": [0, 1]}},
+             runners: [{name: fp32, backend: onnxruntime}]}
+    b:
+      uses: run-runners
+      with: {model: model.onnx, data: {ranges: {"x_m*": [0, 1], "x*": [10, 11], "*": [100, 101]}},
+             runners: [{name: fp32, backend: onnxruntime}]}
+    """
+    result, out = run_recipe(trtflow, tmp_path, steps)
+    assert result.returncode == 0, result.stdout + result.stderr
+    expected = {"x": (10, 11), "x_mask": (0, 1), "t": (100, 101)}
+    for step in ("a", "b"):
+        feeds = TensorSet.open(out / step / "inputs")
+        for name, (low, high) in expected.items():
+            values = feeds.load("inputs", 0, name)
+            assert low <= values.min() and values.max() <= high, (step, name)
