@@ -256,3 +256,26 @@ def test_onnxruntime_backend_judges_real_mixed_models_and_nodes_narrow_the_candi
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((outputs(tmp_path, "narrow") / "report.json").read_text())
     assert report["candidates"] == 23 and not report["passed"]  # node17 always runs in FP16: nothing passes
+
+
+def test_fingerprint_finds_onnxruntime_installed_as_onnxruntime_gpu(monkeypatch):
+    from importlib import metadata
+
+    from trtflow import packages
+    from trtflow.steps.bisect_precision import BisectPrecision, Params
+
+    real_version = metadata.version
+
+    def only_the_gpu_build(distribution: str) -> str:
+        if distribution == "onnxruntime":
+            raise metadata.PackageNotFoundError(distribution)
+        return "1.99.0" if distribution == "onnxruntime-gpu" else real_version(distribution)
+
+    monkeypatch.setattr(packages.metadata, "version", only_the_gpu_build)
+    monkeypatch.setattr(packages.metadata, "packages_distributions", lambda: {"onnxruntime": ["onnxruntime-gpu"]})
+    packages.installed_version.cache_clear()
+    try:
+        facts = BisectPrecision().fingerprint(Params(model="chain.onnx", check={"atol": 0.01}))
+    finally:
+        packages.installed_version.cache_clear()
+    assert facts["onnxruntime"] == "1.99.0"

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import math
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trtflow.errors import ParamError
 from trtflow.lazy import lazy_import
+from trtflow.packages import installed_version
 from trtflow.precision.formats import PrecisionName
 from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, TrialRecord, file, value
@@ -168,7 +168,7 @@ class BisectPrecision(Step):
     journaled = True
 
     def fingerprint(self, params: Params) -> dict[str, str]:
-        facts = {"onnxruntime": metadata.version("onnxruntime"), "onnx": metadata.version("onnx")}
+        facts = {"onnxruntime": installed_version("onnxruntime"), "onnx": installed_version("onnx")}
         if params.backend == "tensorrt":
             from trtflow.trt.environment import fingerprint
 
