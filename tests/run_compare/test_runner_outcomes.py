@@ -137,3 +137,60 @@ def test_installed_version_tries_distributions_then_the_module(monkeypatch):
             installed_version("no_such_module_here")
     finally:
         installed_version.cache_clear()
+
+
+def test_a_failed_reference_fails_compare_at_run_time_and_says_how_to_retry(trtflow, tmp_path):
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")
+    steps = """
+    run:
+      uses: run-runners
+      with:
+        model: model.onnx
+        runners:
+          - {name: ref, backend: onnxruntime, session_options: {no_such_option: 1}}
+          - {name: fp16, backend: emulated, precision: fp16}
+    diff:
+      uses: compare
+      with: {results: "${steps.run.results}", reference: ref}
+    """
+    result, out = run_recipe(trtflow, tmp_path, steps)
+    output = result.stdout + result.stderr
+    assert result.returncode == 3, output
+    assert "the reference failed in the run" in output and "runner `ref` has an unknown session option" in output
+    assert "failed: runner `ref`" not in output  # the runner is named once
+    assert "`--force run` on `trtflow run` runs it again" in output
+    timings = json.loads((out / "run" / "values.json").read_text())["timings"]
+    assert timings["fp16"]["iterations"] == 1 and "unknown session option" in timings["ref"]["error"]
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_a_runner_failure_is_the_same_in_process_and_isolated(trtflow, tmp_path, isolate):
+    """Without TensorRT here, a `tensorrt` runner fails alone, with or without `isolate`; the others run."""
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")
+    (tmp_path / "m.engine").write_bytes(b"not built here")
+    steps = f"""
+    run:
+      uses: run-runners
+      with:
+        model: model.onnx
+        runners:
+          - {{name: fp32, backend: onnxruntime}}
+          - {{name: trt, backend: tensorrt, engine: m.engine, isolate: {str(isolate).lower()}}}
+    """
+    result, out = run_recipe(trtflow, tmp_path, steps)
+    assert result.returncode == 0, result.stdout + result.stderr
+    timings = json.loads((out / "run" / "values.json").read_text())["timings"]
+    assert timings["fp32"]["iterations"] == 1
+    assert timings["trt"]["error"].startswith("runner `trt` failed: TensorRT is not installed here")
+    assert "install trtflow[tensorrt]" in timings["trt"]["error"]
+
+
+def test_an_onnx_file_given_as_an_engine_is_a_recipe_error(trtflow, tmp_path):
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")
+    for entry in ("engine: model.onnx, runners: [{name: trt, backend: tensorrt}]",
+                  "runners: [{name: trt, backend: tensorrt, engine: model.onnx}]"):
+        recipe = write_recipe(tmp_path, f"run:\n  uses: run-runners\n  with: {{model: model.onnx, {entry}}}\n")
+        result = trtflow("validate", recipe, cwd=tmp_path)
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert "model.onnx is an ONNX model, not a TensorRT engine" in result.stdout + result.stderr
+        assert "steps.run.with." in result.stdout + result.stderr

@@ -138,3 +138,16 @@ steps:
     assert report["passed"] is False  # the FP16 engine overflows; the FP32 one is the reference
     assert json.loads((tmp_path / "trtflow-out" / "pair" / "run" / "values.json").read_text())["timings"].keys() == {
         "trt-fp32", "trt-fp16"}
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_an_engine_without_the_requested_tensors_fails_its_runner_alone(trtflow, tmp_path, isolate):
+    """The same outcome in process and isolated: the runner fails, the run and the other runner go on."""
+    recipe = _recipe(tmp_path, BUILD_AND_RUN.replace("ranges: {\"*\": [1, 10]}}", "ranges: {\"*\": [1, 10]}}\n"
+                                                     "      outputs: [t2]")
+                     .replace("backend: tensorrt}", f"backend: tensorrt, isolate: {str(isolate).lower()}}}"))
+    result = trtflow("run", recipe, env=double_env(GENERATIONS["10.x"]), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    timings = json.loads((tmp_path / "trtflow-out" / "trt" / "run" / "values.json").read_text())["timings"]
+    assert timings["fp32"]["iterations"] == 2
+    assert timings["trt"]["error"].startswith("runner `trt` found none of the requested outputs in the engine (t2...)")

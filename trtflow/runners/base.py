@@ -24,12 +24,13 @@ Adding a backend: one module with `Config` (and its runner) plus one line in `re
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
-from typing import ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, ClassVar, Iterator, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trtflow.errors import StepError
+from trtflow.errors import StepError, TrtflowError
 from trtflow.lazy import lazy_import
 
 np = lazy_import("numpy")
@@ -78,3 +79,21 @@ class RunnerFailed(StepError):
     def __init__(self, runner: str, message: str):
         self.runner = runner
         super().__init__(f"runner `{runner}` {message}")
+
+
+def runner_failure(runner: str, error: Exception) -> RunnerFailed:
+    """`error`, raised while runner `runner` ran, as the failure the run records for it."""
+    if isinstance(error, RunnerFailed):
+        return error
+    if isinstance(error, TrtflowError):
+        return RunnerFailed(runner, f"failed: {error}")
+    return RunnerFailed(runner, f"failed: {type(error).__name__}: {error}")
+
+
+@contextmanager
+def failing_as(runner: str) -> Iterator[None]:
+    """Any exception inside becomes `runner`'s RunnerFailed."""
+    try:
+        yield
+    except Exception as error:  # noqa: BLE001 - whatever a runner raises fails that runner, isolated or not
+        raise runner_failure(runner, error) from None

@@ -19,40 +19,39 @@ from typing import Any
 
 
 from trtflow.lazy import lazy_import
-from trtflow.runners.base import Feed, RunnerConfig, RunnerFailed, layer_profile
+from trtflow.runners.base import Feed, RunnerConfig, RunnerFailed, failing_as, layer_profile
 
 np = lazy_import("numpy")
 
 
 def _serve(connection, config: RunnerConfig, model: Path | None, outputs: list[str] | None) -> None:
     """The child's loop: one request in, one reply out, until `deactivate` or the pipe closes."""
-    from trtflow.errors import TrtflowError
-
-    runner = config.create(model, outputs)
+    runner = None
     while True:
         try:
             request, argument = connection.recv()
         except EOFError:
             return
+        reply = None
         try:
-            if request == "activate":
-                runner.activate()
-                reply = None
-            elif request == "infer":
-                reply = runner.infer(argument)
-            elif request == "layer_profile":
-                reply = layer_profile(runner)
-            else:
-                runner.deactivate()
-                connection.send(("ok", None))
-                return
-        except TrtflowError as error:
+            with failing_as(config.name):
+                if request == "deactivate":
+                    if runner is not None:
+                        runner.deactivate()
+                else:
+                    runner = runner or config.create(model, outputs)
+                    if request == "activate":
+                        runner.activate()
+                    elif request == "infer":
+                        reply = runner.infer(argument)
+                    else:
+                        reply = layer_profile(runner)
+        except RunnerFailed as error:
             connection.send(("error", str(error)))
-            continue
-        except Exception as error:  # noqa: BLE001 - any failure in the child is this runner's failure
-            connection.send(("error", f"runner `{config.name}` failed: {type(error).__name__}: {error}"))
-            continue
-        connection.send(("ok", reply))
+        else:
+            connection.send(("ok", reply))
+        if request == "deactivate":
+            return
 
 
 def _signal_name(number: int) -> str:

@@ -15,11 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from trtflow.errors import StepError
 from trtflow.lazy import lazy_import
-from trtflow.runners.base import RunnerConfig
+from trtflow.runners.base import RunnerConfig, RunnerFailed
 from trtflow.schema.paths import InputPath
 from trtflow.trt.profiler import LayerTimes
 
@@ -28,12 +27,22 @@ np = lazy_import("numpy")
 ONNX_SUFFIXES = {".onnx"}
 
 
+def refuse_onnx_engine(path: Path | None) -> Path | None:
+    """`path`, unless it names an ONNX model where an engine belongs (caught when the recipe validates)."""
+    if path is not None and Path(path).suffix in ONNX_SUFFIXES:
+        raise ValueError(f"{Path(path).name} is an ONNX model, not a TensorRT engine: build one with a `build-engine` "
+                         "step and give its `${steps.ID.engine}`")
+    return path
+
+
 class Config(RunnerConfig):
     backend: Literal["tensorrt"]
     engine: InputPath | None = Field(None, description="This runner's own engine (`${steps.ID.engine}`), e.g. to run an "
                                                        "FP32 and an FP16 engine side by side; default: run-runners' `engine`.")
     layer_timing: bool = Field(False, description="Time every layer with TensorRT's profiler (trtexec --exportProfile "
                                                   "layout); makes each inference slower.")
+
+    _engine_is_an_engine = field_validator("engine")(refuse_onnx_engine)
 
     @property
     def reads(self) -> str:  # what run-runners must hand `create`: its `engine`, unless this runner names one
@@ -64,9 +73,6 @@ class TensorRTRunner:
         from trtflow.trt.execution import EngineSession
         from trtflow.trt.log import TensorRTLog
 
-        if self.engine_path.suffix in ONNX_SUFFIXES:
-            raise StepError(f"runner `{self.name}` runs TensorRT engines, not ONNX models: build one with a "
-                            "`build-engine` step and give it as `engine: ${steps.ID.engine}`")
         self.layer_times = LayerTimes() if self.layer_timing else None
         self._session = EngineSession(TensorRT.load(), self.engine_path.read_bytes(), TensorRTLog(), self.layer_times)
         available = self._session.outputs
@@ -77,9 +83,9 @@ class TensorRTRunner:
         self.missing_outputs = [name for name in self.requested if name not in available]
         if not self._selected:
             self.deactivate()
-            raise StepError(f"runner `{self.name}`: the engine has none of the requested outputs "
-                            f"({', '.join(self.requested[:5])}...); its outputs are {', '.join(available)}. "
-                            "Tap the model before build-engine to compare intermediate tensors")
+            raise RunnerFailed(self.name, f"found none of the requested outputs in the engine "
+                                          f"({', '.join(self.requested[:5])}...); its outputs are {', '.join(available)}. "
+                                          "Tap the model before build-engine to compare intermediate tensors")
 
     def infer(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         outputs = self._session.infer(feed)

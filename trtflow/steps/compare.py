@@ -3,7 +3,8 @@
 The tolerance rule is Polygraphy's (`trtflow.tensors.comparison`), and the same block is what
 `bisect-precision`'s `check:` takes. Beyond pass/fail the report says where things first went
 wrong (`first_nonfinite`, `first_divergence`, each `{tensor, node, op, runner}`), and how error
-grows layer by layer (`trtflow.tensors.report`).
+grows layer by layer (`trtflow.tensors.report`). A candidate runner that failed is reported (and
+fails the check); a reference that failed leaves nothing to check against, and fails the step.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from trtflow.errors import ParamError
+from trtflow.errors import ParamError, StepError
 from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, file, value
 from trtflow.tensors.comparison import Tolerances
@@ -58,8 +59,8 @@ class Compare(Step):
         if params.reference not in runners:
             raise ParamError("reference", f"no runner `{params.reference}` in the results; runners: {', '.join(runners)}")
         if results.failure(params.reference):
-            raise ParamError("reference", f"the reference failed, nothing to compare against: "
-                                          f"{results.failure(params.reference)}")
+            raise StepError(f"the reference failed in the run, so there is nothing to compare against: "
+                            f"{results.failure(params.reference)}")
         candidates = params.candidates if params.candidates is not None else [r for r in runners if r != params.reference]
         unknown = [c for c in candidates if c not in runners]
         if unknown:

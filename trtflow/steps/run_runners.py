@@ -29,12 +29,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from trtflow.errors import ParamError, StepError
 from trtflow.lazy import lazy_import
-from trtflow.runners.base import Runner, RunnerConfig, RunnerFailed, layer_profile
+from trtflow.runners.base import Runner, RunnerConfig, RunnerFailed, failing_as, layer_profile
 from trtflow.runners.registry import runner_entry
+from trtflow.runners.tensorrt import refuse_onnx_engine
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
 from trtflow.steps.base import Step, StepContext, StepParams, file, folder, value
@@ -60,6 +61,8 @@ class Params(StepParams):
     iterations: int | None = Field(None, ge=1, description="Use only the first N feeds.")
     polygraphy_json: bool = Field(False, description="Also write the inputs and results as Polygraphy JSON files "
                                                      "(`polygraphy run --load-inputs/--load-outputs` reads them).")
+
+    _engine_is_an_engine = field_validator("engine")(refuse_onnx_engine)
 
     @model_validator(mode="after")
     def _one_source(self) -> "Params":
@@ -151,26 +154,31 @@ def _run_one(config: RunnerConfig, target: Path | None, slices: list[list[str] |
     and the per-layer profile of the first slice's timed inferences (None if the runner has none)."""
     seconds = np.zeros(len(feeds))
     profile = None
+    name = config.name
     for slice_index, outputs in enumerate(slices):
         runner = _make_runner(config, target, outputs)
-        runner.activate()
         try:
-            if slice_index == 0 and warmup:
-                for _ in range(warmup):
-                    runner.infer(feeds[0])
-                layer_profile(runner)  # drops the warm-up runs' layer times
+            with failing_as(name):
+                runner.activate()
+                if slice_index == 0 and warmup:
+                    for _ in range(warmup):
+                        runner.infer(feeds[0])
+                    layer_profile(runner)  # drops the warm-up runs' layer times
             for iteration, feed in enumerate(feeds):
                 started = time.perf_counter()
-                produced = runner.infer(feed)
+                with failing_as(name):
+                    produced = runner.infer(feed)
                 seconds[iteration] += time.perf_counter() - started
                 for tensor, array in produced.items():
-                    results.add(config.name, iteration, tensor, array)
+                    results.add(name, iteration, tensor, array)
                 del produced
                 progress(slice_index * len(feeds) + iteration + 1, len(slices) * len(feeds))
             if slice_index == 0:
-                profile = layer_profile(runner)
+                with failing_as(name):
+                    profile = layer_profile(runner)
         finally:
-            runner.deactivate()
+            with failing_as(name):
+                runner.deactivate()
     milliseconds = seconds * 1000
     timings = {"mean_ms": round(float(milliseconds.mean()), 3), "median_ms": round(float(np.median(milliseconds)), 3),
                "min_ms": round(float(milliseconds.min()), 3), "iterations": len(feeds), "passes": len(slices)}
@@ -211,7 +219,7 @@ class RunRunners(Step):
         "timings": value({"fp32": {"mean_ms": 1.0, "median_ms": 1.0, "min_ms": 1.0, "iterations": 1, "passes": 1}},
                          "Per runner: inference time (ms) and how many passes the memory budget needed; or its error."),
     }
-    version = 2  # 2: the `profiles` output
+    version = 3  # 2: the `profiles` output; 3: inputs record their iteration count, runner errors are uniform
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         facts = {"numpy": metadata.version("numpy")}
@@ -254,7 +262,8 @@ class RunRunners(Step):
             except RunnerFailed as error:
                 timings[config.name] = {"error": str(error)}
                 results.record_runner(config.name, backend=config.backend, status="failed", error=str(error))
-                ctx.notice(f"runner `{config.name}` failed: {error}")
+                ctx.notice(f"{error}\n(recorded with this step's results, which are cached: once the cause is fixed, "
+                           f"`--force {ctx.step_id}` on `trtflow run` runs it again)")
         finished = results.close()
         if params.polygraphy_json:
             _write_polygraphy_files(ctx, feeds, finished, timings)

@@ -117,8 +117,7 @@ def summary_markdown(report: dict, limit: int = 25) -> str:
              f"error_stat={tolerances['error_stat']}.", "",
              f"- first non-finite: {_where(report['first_nonfinite'])}",
              f"- first divergence: {_where(report['first_divergence'])}"]
-    for runner, message in report["failed_runners"].items():
-        lines.append(f"- runner `{runner}` failed: {message}")
+    lines += [f"- {message}" for message in report["failed_runners"].values()]  # each names its runner
     lines += ["", "| runner | passed | tensors checked | failed | iterations |", "|---|---|---|---|---|"]
     for runner, result in report["runners"].items():
         lines.append(f"| {runner} | {'yes' if result['passed'] else 'no'} | {result['tensors_checked']} | "
@@ -140,5 +139,5 @@ def terminal_lines(report: dict) -> list[str]:
              f"first divergence: {_where(report['first_divergence'])}".replace("`", "")]
     for runner, result in report["runners"].items():
         lines.append(f"{runner:>16}: {result['tensors_failed']}/{result['tensors_checked']} tensors out of tolerance")
-    lines += [f"{runner:>16}: failed: {message}" for runner, message in report["failed_runners"].items()]
+    lines += list(report["failed_runners"].values())  # each names its runner
     return lines
