@@ -36,10 +36,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "bisect"))
 
-from models import chain_model  # noqa: E402
+from bisect_models import chain_model  # noqa: E402
 
 from trtflow.precision import search  # noqa: E402
-from trtflow.precision.emulate import precision_sites  # noqa: E402
+from trtflow.precision.sites import precision_sites  # noqa: E402
 from trtflow.precision.formats import FORMATS  # noqa: E402
 from trtflow.precision.plan import PrecisionPlan  # noqa: E402
 from trtflow.precision.screening import screen, tensor_magnitudes  # noqa: E402
@@ -52,7 +52,7 @@ CHECK = Tolerances(atol=0.05, rtol=0.05)
 def ours(model, feeds, culprits: set[str]) -> list[tuple]:
     started = time.perf_counter()
     backend = EmulatedOutputs(model, "fp16")
-    sites = precision_sites(model)
+    sites = precision_sites(model, "fp16")
     every = frozenset(s.node for s in sites)
     reference = list(backend.outputs(PrecisionPlan("fp16", every), feeds))
     setup = time.perf_counter() - started
@@ -63,7 +63,7 @@ def ours(model, feeds, culprits: set[str]) -> list[tuple]:
     rows = []
     nodes = [s.node for s in sites]
     started = time.perf_counter()
-    magnitudes = tensor_magnitudes(model, [t for s in sites for t in s.float_inputs + s.float_outputs], feeds)
+    magnitudes = tensor_magnitudes(model, [t for s in sites for t in s.low_inputs + s.low_outputs], feeds)
     screening = screen(model, FORMATS["fp16"], sites, magnitudes)
     result = search.minimal(screening.lowering_order(nodes), judge, expect_clean=not screening.suspects)
     rows.append(("minimal", result, setup + time.perf_counter() - started))
@@ -82,7 +82,7 @@ def per_trial_seconds(model, feeds) -> tuple[float, float]:
     import onnxruntime
 
     backend = EmulatedOutputs(model, "fp16")
-    nodes = [s.node for s in precision_sites(model)]
+    nodes = [s.node for s in precision_sites(model, "fp16")]
     rng = random.Random(0)
     plans = [PrecisionPlan("fp16", frozenset(rng.sample(nodes, len(nodes) // 2))) for _ in range(5)]
     started = time.perf_counter()
