@@ -191,7 +191,8 @@ def _gate(step: PlannedStep, entry: Entry, params: StepParams | None) -> tuple[b
 def _failure(pipeline: Pipeline, step: PlannedStep, error: BaseException, seconds: float, debug: bool) -> StepOutcome:
     if isinstance(error, ParamError):
         at = step.spec.source_path + ("with", error.param)
-        message, code = str(pipeline.recipe.source.problem(at, str(error))), error.exit_code
+        expansion = f" (in `{step.id}`)" if step.id != step.spec.origin else ""  # which matrix value
+        message, code = str(pipeline.recipe.source.problem(at, f"{error}{expansion}")), error.exit_code
     elif isinstance(error, TrtflowError):
         named = isinstance(error, StepError) and error.step
         message, code = (str(error) if named else f"step `{step.id}`: {error}"), error.exit_code
