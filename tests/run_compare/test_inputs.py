@@ -13,6 +13,50 @@ from run_compare.recipes import run_recipe
 from trtflow.tensors.tensor_set import TensorSet
 
 
+def test_saved_runners_alone_replay_their_iterations_without_inputs(trtflow, tmp_path):
+    save(layer_norm_overflow(), tmp_path / "model.onnx")
+    steps = """
+    run:
+      uses: run-runners
+      with:
+        model: model.onnx
+        data: {iterations: 3, ranges: {x: [60, 100]}}
+        runners: [{name: fp32, backend: onnxruntime}, {name: fp16, backend: emulated, precision: fp16}]
+    replay:
+      uses: run-runners
+      with:
+        runners:
+          - {name: golden, backend: saved, path: "${steps.run.results}", runner: fp32}
+          - {name: other, backend: saved, path: "${steps.run.results}", runner: fp16}
+    diff:
+      uses: compare
+      with: {results: "${steps.replay.results}", reference: golden, atol: 1.0e-2, rtol: 1.0e-2}
+    """
+    result, out = run_recipe(trtflow, tmp_path, steps)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "RuntimeWarning" not in output and "from node None" not in output
+    assert json.loads((out / "replay" / "values.json").read_text())["timings"]["other"]["iterations"] == 3
+    assert TensorSet.open(out / "replay" / "inputs").iterations("inputs") == 3
+    report = json.loads((out / "diff" / "report.json").read_text())
+    assert report["runners"]["other"]["iterations"] == 3 and report["first_nonfinite"]["tensor"] == "std"
+
+
+def test_a_run_without_a_model_asks_for_inputs(trtflow, tmp_path):
+    (tmp_path / "m.engine").write_bytes(b"an engine")
+    for source, param, says in (("", "inputs", "runner(s) `trt` need inputs"),
+                                ("data: {seed: 1}, ", "data", "`data` generates inputs from a model")):
+        result, _ = run_recipe(trtflow, tmp_path, f"""
+        run:
+          uses: run-runners
+          with: {{engine: m.engine, {source}runners: [{{name: trt, backend: tensorrt}}]}}
+        """)
+        output = result.stdout + result.stderr
+        assert result.returncode == 2, output
+        assert says in output and f"steps.run.with.{param}" in output
+        assert "Traceback" not in output and "RuntimeWarning" not in output
+
+
 def test_models_without_inputs_or_with_an_empty_static_dim_run(trtflow, tmp_path):
     constant = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "c")
     save(make_model([helper.make_node("Relu", ["c"], ["y"])], [], [float_input("y", [2, 3])], [constant]),

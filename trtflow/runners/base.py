@@ -33,6 +33,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from trtflow.errors import StepError, TrtflowError
 from trtflow.lazy import lazy_import
 
+if TYPE_CHECKING:
+    import onnx
+
 np = lazy_import("numpy")
 
 Feed = dict[str, "np.ndarray"]
@@ -67,6 +70,15 @@ class RunnerConfig(BaseModel):
     def create(self, model: Path | None, outputs: list[str] | None) -> Runner:
         """The runner for `model` (an ONNX file, an engine, or None for `reads = "nothing"`)."""
         raise NotImplementedError
+
+    def replayed_iterations(self) -> int | None:
+        """How many iterations this runner replays without reading its feeds (`saved`), or None for a
+        runner that computes from them. A run with no model and no inputs feeds it empty feeds."""
+        return None
+
+    def check_model(self, model: "onnx.ModelProto | None") -> None:
+        """Raise ValueError (saying what to change) when this entry cannot work with `model` (the run's
+        ONNX model without weights, or None); called before any runner starts."""
 
     def fingerprint(self) -> dict[str, str]:
         """Library versions and hardware that change this runner's outputs (part of the step key)."""

@@ -4,7 +4,8 @@ Golden outputs from another machine, a TensorRT run on a GPU box, or `polygraphy
 --save-outputs`: `path` is a trtflow tensor set (a `results` folder) or a Polygraphy JSON file,
 and `runner` picks one runner in it when it holds several. Iteration i of the run gets the saved
 iteration i; the feed is not looked at, so the run's inputs must be the ones the outputs came from
-(`inputs: <the matching inputs file>`).
+(`inputs: <the matching inputs file>`). A run of saved runners alone needs no inputs at all: it
+replays as many iterations as the longest saved set holds.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ class Config(RunnerConfig):
 
     def create(self, model: Path | None, outputs: list[str] | None) -> "SavedRunner":
         return SavedRunner(self.name, self.path, self.runner, outputs)
+
+    def replayed_iterations(self) -> int:
+        return len(saved_iterations(self.path, self.runner)[1])
 
 
 def saved_iterations(path: Path, runner: str | None) -> tuple[str, list[dict[str, np.ndarray]]]:

@@ -89,11 +89,46 @@ def _runner_target(config: RunnerConfig, params: Params) -> Path | None:
 def _feeds(params: Params, model) -> list[dict[str, np.ndarray]]:
     from trtflow.tensors.inputs import InputSourceError, collect_feeds
 
+    if model is None and params.inputs is None and params.loader is None:
+        return _empty_feeds(params)
     try:
         return collect_feeds(model, data=params.data, inputs=params.inputs, loader=params.loader,
                              iterations=params.iterations)
     except InputSourceError as error:
         raise ParamError(error.param, str(error)) from None
+
+
+def _empty_feeds(params: Params) -> list[dict]:
+    """A run with no model and no inputs: only runners that replay saved outputs can run, one empty
+    feed per iteration of the longest saved set."""
+    if params.data is not None:
+        raise ParamError("data", "`data` generates inputs from a model's input names and shapes, and this run has "
+                                 "no `model`: give `model`, or the feeds themselves with `inputs` (e.g. "
+                                 "`${steps.RUN.inputs}`, a .npz, a Polygraphy inputs JSON) or `loader`")
+    counts = {}
+    for config in params.runners:
+        try:
+            counts[config.name] = config.replayed_iterations()
+        except (OSError, ValueError) as error:
+            raise ParamError("runners", f"runner `{config.name}`: {error}") from None
+    fed = [name for name, count in counts.items() if count is None]
+    if fed:
+        raise ParamError("inputs", f"runner(s) {', '.join(f'`{name}`' for name in fed)} need inputs, and this run has "
+                                   "no `model` to generate them from: give `inputs` (e.g. `${steps.RUN.inputs}`, a .npz, "
+                                   "a Polygraphy inputs JSON) or `loader`, or give `model`")
+    longest = max(counts.values())
+    iterations = min(longest, params.iterations) if params.iterations else longest
+    if not iterations:
+        raise ParamError("runners", "the saved outputs hold no iterations")
+    return [{} for _ in range(iterations)]
+
+
+def _check_runners(params: Params, model) -> None:
+    for config in params.runners:
+        try:
+            config.check_model(model)
+        except (OSError, ValueError) as error:
+            raise ParamError("runners", f"runner `{config.name}`: {error}") from None
 
 
 def _requested(params: Params, tensors: dict, model) -> list[str] | None:
@@ -234,6 +269,7 @@ class RunRunners(Step):
 
         model = load_model(params.model, load_weights=False) if params.model is not None else None
         targets = {config.name: _runner_target(config, params) for config in params.runners}
+        _check_runners(params, model)
         feeds = _feeds(params, model)
         inputs_set = TensorSetWriter(ctx.output_path("inputs"))
         for iteration, feed in enumerate(feeds):

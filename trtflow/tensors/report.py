@@ -106,7 +106,8 @@ def _number(value) -> str:
 def _where(found: dict | None) -> str:
     if found is None:
         return "none"
-    return f"`{found['tensor']}` from node `{found['node']}` ({found['op']}) in runner `{found['runner']}`"
+    node = f" from node `{found['node']}` ({found['op']})" if found.get("node") else ""  # unknown without a model
+    return f"`{found['tensor']}`{node} in runner `{found['runner']}`"
 
 
 def summary_markdown(report: dict, limit: int = 25) -> str:
