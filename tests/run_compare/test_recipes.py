@@ -241,3 +241,35 @@ def test_inputs_from_npz_and_loader_function(trtflow, tmp_path):
     np.testing.assert_array_equal(TensorSet.open(out / "from_npz" / "inputs").load("inputs", 0, "x"), x)
     loaded = TensorSet.open(out / "from_loader" / "inputs")
     assert loaded.iterations("inputs") == 3 and loaded.load("inputs", 2, "x")[0, 0] == 2.0
+
+
+KEEP_FILE = {"precision": "fp16", "found": True, "verified": True, "message": "keep 2 of 8 node(s) in high precision",
+             "nodes": [{"name": "sumsq", "op": "ReduceSumSquare", "reason": "overflows"},
+                       {"name": "meansq", "op": "Div", "reason": "reads the overflow"}]}
+
+
+def test_emulated_keep_takes_a_keep_file_and_refuses_unknown_nodes(trtflow, tmp_path):
+    save(layer_norm_overflow(), tmp_path / "model.onnx")
+    (tmp_path / "keep.json").write_text(json.dumps(KEEP_FILE))
+    steps = """
+    run:
+      uses: run-runners
+      with:
+        model: model.onnx
+        data: {ranges: {x: [60, 100]}}
+        runners:
+          - {name: fp32, backend: onnxruntime}
+          - {name: fp16, backend: emulated, precision: fp16}
+          - {name: fixed, backend: emulated, precision: fp16, keep: KEEP}
+    diff:
+      uses: compare
+      with: {results: "${steps.run.results}", reference: fp32, atol: 1.0e-2, rtol: 1.0e-2}
+    """
+    result, out = run_recipe(trtflow, tmp_path, steps.replace("KEEP", "keep.json"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((out / "diff" / "report.json").read_text())
+    assert report["runners"]["fixed"]["passed"] is True and report["runners"]["fp16"]["passed"] is False
+    result, _ = run_recipe(trtflow, tmp_path, steps.replace("KEEP", "[sumsq, meansqq]"))
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert "steps.run.with.runners" in output and "`meansqq` (did you mean `meansq`?)" in output

@@ -19,6 +19,11 @@ warm-up runs by calling it once after them — as trtexec's `--exportProfile` do
 starts with `{"count": N}`; see `trtflow.trt.profiler`), or None when nothing was measured.
 Runners without it have no profile; callers ask through `layer_profile(runner)`.
 
+Failures: whatever a runner raises while it runs is that runner's failure (`failing_as`), in
+process exactly as in a child process (`isolate: true`), so isolation never changes an outcome.
+What can be known before anything runs — a `keep` name the model lacks — is the entry's
+`check_model`, which `run-runners` turns into a recipe error.
+
 Adding a backend: one module with `Config` (and its runner) plus one line in `registry.BACKENDS`.
 """
 

@@ -2,7 +2,9 @@
 
 ONNX Runtime's CPU provider computes most FP16 ops in FP32 and hides the overflows a GPU hits, so
 this runner runs the FP32 model rewritten by `PrecisionPlan.emulate` (every low-precision node's
-float inputs, outputs and weights rounded through the format). `keep` lists nodes that stay FP32.
+float inputs, outputs and weights rounded through the format). `keep` names the nodes that stay
+FP32: a list, or bisect-precision's keep file (`keep: ${steps.hunt.keep}`) to verify its fix on
+other inputs. A name the model lacks is an error, not a silently ignored typo.
 
 The session runs the graph op by op (`EMULATION_SESSION_OPTIONS`): fusions would compute kept
 regions differently from the switchable model `bisect-precision` judges plans with, and a fused
@@ -13,27 +15,67 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
+from trtflow.packages import installed_version
 from trtflow.precision.formats import PrecisionName
 from trtflow.runners.base import RunnerConfig
-from trtflow.packages import installed_version
 from trtflow.runners.onnxruntime import OnnxruntimeRunner
+from trtflow.schema.paths import InputPath
+from trtflow.schema.problems import did_you_mean
+
+if TYPE_CHECKING:
+    import onnx
 
 EMULATION_SESSION_OPTIONS = {"graph_optimization_level": "disable_all"}
+
+
+def keep_file_nodes(path: Path) -> frozenset[str]:
+    """The node names of bisect-precision's keep file (`{"nodes": [{"name", "op", "reason"}]}`)."""
+    try:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+        return frozenset(entry["name"] for entry in document["nodes"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{path}: not a keep file ({{\"nodes\": [{{\"name\": ...}}]}}): {error}") from None
+
+
+def node_names(model: "onnx.ModelProto") -> set[str]:
+    """Every node's name as plans use it (`name_nodes`), subgraphs included; `model` is not changed."""
+    import onnx
+
+    from trtflow.onnx_files import iter_graphs, name_nodes
+
+    named = onnx.ModelProto()
+    named.CopyFrom(model)
+    name_nodes(named)
+    return {node.name for graph in iter_graphs(named.graph) for node in graph.node}
 
 
 class Config(RunnerConfig):
     backend: Literal["emulated"]
     precision: PrecisionName = Field(description="The low-precision format to emulate: fp16, bf16 or fp8 (E4M3).")
-    keep: list[str] = Field(default_factory=list, description="Nodes that stay in FP32 (e.g. bisect-precision's keep).")
+    keep: list[str] | InputPath = Field(
+        default_factory=list, description="Nodes that stay in FP32: a list of node names, or bisect-precision's "
+                                          "keep file (`${steps.ID.keep}`).")
+
+    def kept_nodes(self) -> frozenset[str]:
+        return frozenset(self.keep) if isinstance(self.keep, list) else keep_file_nodes(self.keep)
+
+    def check_model(self, model: "onnx.ModelProto | None") -> None:
+        if model is None:
+            return
+        names = node_names(model)
+        unknown = sorted(self.kept_nodes() - names)
+        if unknown:
+            shown = ", ".join(f"`{name}`{did_you_mean(name, names)}" for name in unknown[:5])
+            raise ValueError(f"`keep` names {len(unknown)} node(s) the model does not have: {shown}")
 
     def create(self, model: Path | None, outputs: list[str] | None) -> OnnxruntimeRunner:
         from trtflow.precision.plan import PrecisionPlan
 
-        plan = PrecisionPlan(self.precision, frozenset(self.keep))
+        plan = PrecisionPlan(self.precision, self.kept_nodes())
         return OnnxruntimeRunner(self.name, model, outputs, session_options=EMULATION_SESSION_OPTIONS,
                                  transform=plan.emulate)
 

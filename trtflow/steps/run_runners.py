@@ -11,8 +11,15 @@ even when fewer are fetched. So the requested tensors are split into slices whos
 fits `memory_budget_mb`, and each slice is run by its own session. Peak memory then follows the
 budget, not the model; the price is one more pass of the model per slice.
 
-A runner that fails — including a crash of an `isolate: true` runner — is recorded in `results`
-with its message, the other runners still run, and `compare` reports it.
+A runner that fails — whatever it raised, or a crash of an `isolate: true` runner — is recorded in
+`results` with its message, the other runners still run, and `compare` reports it (a failed
+reference fails `compare`). Isolation changes where a runner runs, never the outcome. What the
+params get wrong (a `keep` node the model lacks, an engine that is an ONNX file) is a recipe error
+before anything runs. The step fails only when every runner failed.
+
+Inputs: generated from the model (`data`), or read (`inputs` / `loader`). Without a model there is
+nothing to generate from: runners that compute need `inputs`/`loader`; `saved` runners alone replay
+their iterations with empty feeds.
 
 Per-layer times: a runner that measures them (`tensorrt` with `layer_timing: true`) gets its profile
 written to `profiles/<runner>.profile.json` in trtexec's `--exportProfile` layout, which
