@@ -61,6 +61,21 @@ def elementwise_chain(length: int, shape: list[int]) -> onnx.ModelProto:
     return make_model(nodes, [float_input("x", shape)], [float_input(f"t{length - 1}", shape)])
 
 
+def if_reading_outer_weights() -> onnx.ModelProto:
+    """relu(x), then an If on `flag` whose branches add or subtract `w`, an initializer of the outer
+    graph: the branches read it from outside, which onnx's Extractor does not follow."""
+
+    def branch(op: str, output: str) -> onnx.GraphProto:
+        return helper.make_graph([helper.make_node(op, ["a", "w"], [output])], op, [], [float_input(output, [4])])
+
+    weights = numpy_helper.from_array(np.full([4], 3.0, np.float32), "w")
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("If", ["flag"], ["y"], name="choose", then_branch=branch("Add", "sum"),
+                              else_branch=branch("Sub", "difference"))]
+    inputs = [float_input("x", [4]), helper.make_tensor_value_info("flag", TensorProto.BOOL, [])]
+    return make_model(nodes, inputs, [float_input("y", [4])], [weights])
+
+
 def save(model: onnx.ModelProto, path: Path) -> Path:
     onnx.save(model, str(path))
     return path

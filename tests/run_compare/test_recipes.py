@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from run_compare.models import elementwise_chain, layer_norm_overflow, mlp_chain, save
+from run_compare.models import elementwise_chain, if_reading_outer_weights, layer_norm_overflow, mlp_chain, save
 from run_compare.recipes import run_recipe
 
 DATA = "{seed: 1, iterations: 2, ranges: {'*': [60, 100]}}"
@@ -241,6 +241,43 @@ def test_inputs_from_npz_and_loader_function(trtflow, tmp_path):
     np.testing.assert_array_equal(TensorSet.open(out / "from_npz" / "inputs").load("inputs", 0, "x"), x)
     loaded = TensorSet.open(out / "from_loader" / "inputs")
     assert loaded.iterations("inputs") == 3 and loaded.load("inputs", 2, "x")[0, 0] == 2.0
+
+
+def test_a_cut_that_leaves_an_input_behind_names_it(trtflow, tmp_path):
+    save(layer_norm_overflow(), tmp_path / "model.onnx")
+    result, out = run_recipe(trtflow, tmp_path, """
+    cut:
+      uses: surgeon-extract
+      with: {model: model.onnx, inputs: [], outputs: [sumsq]}
+    """)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert "steps.cut.with.inputs" in output and "still reads `x`" in output and "add it to `inputs`" in output
+    assert not (out / "cut").exists()
+
+
+def test_a_cut_through_an_if_keeps_the_weights_its_branches_read(trtflow, tmp_path):
+    save(if_reading_outer_weights(), tmp_path / "model.onnx")
+    result, _ = run_recipe(trtflow, tmp_path, """
+    cut:
+      uses: surgeon-extract
+      with: {model: model.onnx, inputs: [a], outputs: [y]}
+    """)
+    assert result.returncode == 2 and "still reads `flag`" in result.stdout + result.stderr
+    result, out = run_recipe(trtflow, tmp_path, """
+    cut:
+      uses: surgeon-extract
+      with: {model: model.onnx, inputs: [a, flag], outputs: [y]}
+    run:
+      uses: run-runners
+      with: {model: "${steps.cut.model}", data: {ranges: {a: [1, 2]}}, runners: [{name: fp32, backend: onnxruntime}]}
+    """)
+    assert result.returncode == 0, result.stdout + result.stderr
+    from trtflow.tensors.tensor_set import TensorSet
+
+    inputs, results = (TensorSet.open(out / "run" / name) for name in ("inputs", "results"))
+    a, flag = inputs.load("inputs", 0, "a"), bool(inputs.load("inputs", 0, "flag"))
+    np.testing.assert_allclose(results.load("fp32", 0, "y"), a + 3 if flag else a - 3)
 
 
 KEEP_FILE = {"precision": "fp16", "found": True, "verified": True, "message": "keep 2 of 8 node(s) in high precision",
