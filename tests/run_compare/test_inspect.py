@@ -1,0 +1,58 @@
+"""`trtflow inspect` on the JSON files trtflow itself writes."""
+
+from __future__ import annotations
+
+import json
+
+from run_compare.models import layer_norm_overflow, save
+from run_compare.recipes import run_recipe
+
+KEEP = [{"name": "sumsq", "op": "ReduceSumSquare", "reason": "the check fails without it (trial 3)"}]
+WRITTEN_BY_OTHER_STEPS = {  # the shapes bisect-precision, run-runners (profiles) and build-engine write
+    "keep.json": {"precision": "fp16", "found": True, "verified": True, "message": "keep 1 of 8 node(s)", "nodes": KEEP},
+    "report.json": {"passed": True, "found": True, "message": "keep 1 of 8 node(s)", "mode": "minimal",
+                    "backend": "emulated", "precision": "fp16", "candidates": 8, "evaluations": 6, "replayed": 2,
+                    "keep": KEEP, "final": {"emulated": {"passed": True, "worst_tensor": "y", "max_abs": 0.003}},
+                    "trials": []},
+    "replay.json": {"trtflow_replay": 1, "step": "hunt", "uses": "bisect-precision", "made_from": {}, "trials": [{}, {}]},
+    "layer_precisions.json": {"scale": "fp16", "sumsq": "fp32", "std": "fp16"},
+    "trt.profile.json": [{"count": 10}, {"name": "sumsq", "timeMs": 2.0, "averageMs": 0.2, "medianMs": 0.2,
+                                         "percentage": 80.0}],
+    "engine_graph.json": {"Layers": [{"Name": "sumsq", "LayerType": "Reduce"}], "Bindings": ["x", "y"]},
+}
+EXPECTED = {
+    "keep.json": ["keep file (fp16): keep 1 of 8 node(s)", "keep sumsq (ReduceSumSquare): the check fails without it"],
+    "report.json": ["bisect-precision report", "8 candidate nodes, 6 evaluations", "verified (emulated): passed"],
+    "replay.json": ["replay of step `hunt` (bisect-precision), 2 trials"],
+    "layer_precisions.json": ["layer precisions, 3 layers: fp16 2, fp32 1"],
+    "trt.profile.json": ["layer profile", "10 inferences, 1 layers", "sumsq: 0.2000 ms (80.0%)"],
+    "engine_graph.json": ["TensorRT engine graph", "Reduce 1"],
+}
+
+
+def test_inspect_summarizes_trtflow_files(trtflow, tmp_path):
+    save(layer_norm_overflow(), tmp_path / "model.onnx")
+    result, out = run_recipe(trtflow, tmp_path, """
+    model:
+      uses: load
+      with: {path: model.onnx}
+    taps:
+      uses: surgeon-insert-tap
+      with: {model: "${steps.model.model}", ops: [ReduceSumSquare, Sqrt]}
+    """)
+    assert result.returncode == 0, result.stdout + result.stderr
+    files = {"load": out / "model" / "summary.json", "taps": out / "taps" / "taps.json"}
+    expected = {"load": ["load summary of model.onnx: ONNX model, 8 nodes", "input x: float32 [2, 64]"],
+                "taps": ["taps, 2 tensors marked as outputs", "sumsq: ReduceSumSquare node sumsq (topo 3)"]}
+    for name, document in WRITTEN_BY_OTHER_STEPS.items():
+        files[name] = tmp_path / name
+        files[name].write_text(json.dumps(document))
+    expected.update(EXPECTED)
+    for kind, path in files.items():
+        shown = trtflow("inspect", path, cwd=tmp_path)
+        assert shown.returncode == 0, (kind, shown.stdout + shown.stderr)
+        for line in expected[kind]:
+            assert line in shown.stdout, (kind, shown.stdout)
+    (tmp_path / "other.json").write_text('{"something": "else"}')
+    unknown = trtflow("inspect", tmp_path / "other.json", cwd=tmp_path)
+    assert unknown.returncode == 2 and "keep files" in unknown.stdout + unknown.stderr
