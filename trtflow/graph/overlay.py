@@ -177,13 +177,12 @@ def read_highlight(source: list[str] | Path) -> list[str]:
     """Node names to outline: a list, or a JSON file — bisect's `keep` (`{"nodes": [{name, ...}]}`) or a list."""
     if not isinstance(source, Path):
         return list(source)
-    document = _read_json(source, "the highlight list")
-    if isinstance(document, dict):
-        document = document.get("nodes", document.get("keep", []))
-    if not isinstance(document, list):
-        raise UsageError(f"{source}: expected a list of node names or bisect's keep JSON ({{\"nodes\": [...]}})")
-    return [str(item.get("name")) if isinstance(item, dict) else str(item) for item in document
-            if isinstance(item, (str, dict))]
+    from trtflow.precision.plan import read_keep_file
+
+    try:
+        return sorted(read_keep_file(source))
+    except ValueError as error:
+        raise UsageError(str(error)) from None
 
 
 def with_highlight(graph: Graph, names: list[str]) -> Graph:

@@ -13,7 +13,6 @@ kernel is not what the ONNX graph says.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -21,6 +20,7 @@ from pydantic import Field
 
 from trtflow.packages import installed_version
 from trtflow.precision.formats import PrecisionName
+from trtflow.precision.plan import read_keep_file
 from trtflow.runners.base import RunnerConfig
 from trtflow.runners.onnxruntime import OnnxruntimeRunner
 from trtflow.schema.paths import InputPath
@@ -30,15 +30,6 @@ if TYPE_CHECKING:
     import onnx
 
 EMULATION_SESSION_OPTIONS = {"graph_optimization_level": "disable_all"}
-
-
-def keep_file_nodes(path: Path) -> frozenset[str]:
-    """The node names of bisect-precision's keep file (`{"nodes": [{"name", "op", "reason"}]}`)."""
-    try:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
-        return frozenset(entry["name"] for entry in document["nodes"])
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ValueError(f"{path}: not a keep file ({{\"nodes\": [{{\"name\": ...}}]}}): {error}") from None
 
 
 def node_names(model: "onnx.ModelProto") -> set[str]:
@@ -61,7 +52,7 @@ class Config(RunnerConfig):
                                           "keep file (`${steps.ID.keep}`).")
 
     def kept_nodes(self) -> frozenset[str]:
-        return frozenset(self.keep) if isinstance(self.keep, list) else keep_file_nodes(self.keep)
+        return frozenset(self.keep) if isinstance(self.keep, list) else read_keep_file(self.keep)
 
     def check_model(self, model: "onnx.ModelProto | None") -> None:
         if model is None:

@@ -66,11 +66,12 @@ class Params(StepParams):
 
 
 def _keep_names(path: Path) -> frozenset[str]:
+    from trtflow.precision.plan import read_keep_file
+
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-        return frozenset(entry["name"] if isinstance(entry, dict) else str(entry) for entry in document["nodes"])
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ParamError("keep", f"{path}: not a keep file ({{\"nodes\": [{{\"name\": ...}}]}}): {error}") from None
+        return read_keep_file(path)
+    except ValueError as error:
+        raise ParamError("keep", str(error)) from None
 
 
 def _layer_precisions(value: Path | dict[str, str] | None) -> dict[str, str]:
