@@ -5,13 +5,15 @@ from __future__ import annotations
 import platform
 import shutil
 import subprocess
-from importlib import metadata
 
 
-def _version(distribution: str) -> str:
+def _version(module: str) -> str:
+    from trtflow.errors import BackendUnavailable
+    from trtflow.packages import installed_version
+
     try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
+        return installed_version(module)
+    except BackendUnavailable:
         return "not installed"
 
 
@@ -44,7 +46,7 @@ def environment_facts() -> dict[str, str]:
     from trtflow.trt.environment import facts as tensorrt_facts
 
     facts.update(tensorrt_facts())
-    facts["cuda-python"] = _version("cuda-python")
+    facts["cuda-python"] = _version("cuda")
     facts["nvidia-smi"] = _gpu()
     facts["graphviz (dot)"] = shutil.which("dot") or "not found: install Graphviz for SVG output (apt-get install graphviz)"
     return facts

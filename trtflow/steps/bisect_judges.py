@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from trtflow.lazy import lazy_import
 from trtflow.schema.paths import InputPath
-from trtflow.tensors.comparison import Tolerances, errors, json_number, new_nonfinite
+from trtflow.tensors.comparison import Tolerances, json_number, new_nonfinite
 
 np = lazy_import("numpy")
 
@@ -143,7 +143,7 @@ def check_tolerances(tolerances: Tolerances, reference: Sequence[Outputs], candi
             got = produced.get(tensor)
             if got is None or np.shape(got) != np.shape(want):
                 return Verdict(False, {"sample": sample, "tensor": tensor, "error": "missing or reshaped output"})
-            absolute, relative = errors(want, got)
+            absolute, relative = tolerances.errors(want, got)
             passed = tolerances.verdict(tensor, absolute, relative)
             required = tolerances.statistic(absolute) if absolute.size else 0.0
             if not passed or not required <= worst.get("abs", -1.0):  # NaN counts as the worst

@@ -10,12 +10,12 @@ fails the check); a reference that failed leaves nothing to check against, and f
 from __future__ import annotations
 
 import json
-from importlib import metadata
 from typing import Any, Literal
 
 from pydantic import Field
 
 from trtflow.errors import ParamError, StepError
+from trtflow.packages import installed_version
 from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, file, value
 from trtflow.tensors.comparison import Tolerances
@@ -46,7 +46,7 @@ class Compare(Step):
     version = 2  # 2: infinities in both runners mismatch unless infinities_compare_equal (Polygraphy's default)
 
     def fingerprint(self, params: Params) -> dict[str, str]:
-        return {"numpy": metadata.version("numpy")}
+        return {"numpy": installed_version("numpy")}
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from trtflow.tensors.report import build_report, summary_markdown, terminal_lines

@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import shutil
 from collections import Counter
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
 
 from trtflow.errors import ParamError, UsageError
+from trtflow.packages import installed_version
 from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, file, value
 
@@ -128,7 +128,7 @@ class Load(Step):
     version = 1
 
     def fingerprint(self, params: Params) -> dict[str, str]:
-        return {"onnx": metadata.version("onnx")}
+        return {"onnx": installed_version("onnx")}
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         if params.path.suffix.lower() in ENGINE_SUFFIXES:

@@ -10,13 +10,13 @@ fold (simplified) -> errors and highlight -> focus -> write.
 from __future__ import annotations
 
 from dataclasses import replace
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from trtflow.errors import ParamError
+from trtflow.packages import installed_version
 from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, folder
 
@@ -141,7 +141,7 @@ class RenderGraph(Step):
     version = 2
 
     def fingerprint(self, params: Params) -> dict[str, str]:
-        facts = {"onnx": metadata.version("onnx")} if params.model is not None else {}
+        facts = {"onnx": installed_version("onnx")} if params.model is not None else {}
         if params.engine is not None:  # what the inspector reports depends on the TensorRT reading the engine
             from trtflow.trt.environment import tensorrt_version
 

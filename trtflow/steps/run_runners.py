@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,6 +39,7 @@ from pydantic import Field, field_validator, model_validator
 
 from trtflow.errors import ParamError, StepError
 from trtflow.lazy import lazy_import
+from trtflow.packages import installed_version
 from trtflow.runners.base import Runner, RunnerConfig, RunnerFailed, failing_as, layer_profile
 from trtflow.runners.registry import runner_entry
 from trtflow.runners.tensorrt import refuse_onnx_engine
@@ -264,7 +264,7 @@ class RunRunners(Step):
     version = 3  # 2: the `profiles` output; 3: inputs record their iteration count, runner errors are uniform
 
     def fingerprint(self, params: Params) -> dict[str, str]:
-        facts = {"numpy": metadata.version("numpy")}
+        facts = {"numpy": installed_version("numpy")}
         for config in params.runners:
             facts.update(config.fingerprint())
         return facts
