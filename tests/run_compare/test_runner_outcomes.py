@@ -5,6 +5,7 @@ the `onnxruntime` distribution work — all through `trtflow run`."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from importlib import metadata
@@ -158,9 +159,13 @@ def test_a_failed_reference_fails_compare_at_run_time_and_says_how_to_retry(trtf
     assert result.returncode == 3, output
     assert "the reference failed in the run" in output and "runner `ref` has an unknown session option" in output
     assert "failed: runner `ref`" not in output  # the runner is named once
-    assert "`--force run` on `trtflow run` runs it again" in output
+    assert "the next run tries `ref` again" in output
     timings = json.loads((out / "run" / "values.json").read_text())["timings"]
     assert timings["fp16"]["iterations"] == 1 and "unknown session option" in timings["ref"]["error"]
+    status = trtflow("status", tmp_path / "recipe.yaml", "--workspace", tmp_path / "ws", cwd=tmp_path)
+    assert "its last run was incomplete: runner `ref` failed" in status.stdout
+    again, _ = run_recipe(trtflow, tmp_path, steps)
+    assert again.returncode == 3 and re.search(r"ran\s+run", again.stdout), "an incomplete run is not reused"
 
 
 @pytest.mark.parametrize("isolate", [False, True])

@@ -135,19 +135,22 @@ def compute_step(pipeline: Pipeline, step: PlannedStep, prepared: Prepared, work
         journal = _open_journal(step, prepared, workspace, force) if step.kind.journaled else None
         started = time.monotonic()
         notices: list[str] = []
+        incomplete: list[str] = []
         try:
             context = StepContext(
                 step_id=step.id, work_dir=work_dir, outputs=step.kind.outputs, journal=journal,
                 state_root=workspace.state_root, recipe_dir=pipeline.recipe.base_dir,
                 progress=lambda done, total=None, note="": observer.progress(step.id, done, total, note),
                 log=lambda message: observer.log(step.id, message),
-                notice=notices.append,
+                notice=notices.append, mark_incomplete=incomplete.append,
             )
             values = step.kind().run(context, prepared.params) or {}
             info = {"uses": step.kind.kind, "step": step.id, "recipe": pipeline.recipe.name,
                     "seconds": round(time.monotonic() - started, 3),
                     "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                     "material": prepared.material, "notices": notices}
+            if incomplete:
+                info["incomplete"] = "; ".join(incomplete)
             return store.commit(prepared.key, work_dir, step.kind.outputs, values, info), True
         except MissingOutput as error:
             store.discard(work_dir)

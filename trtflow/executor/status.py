@@ -55,6 +55,8 @@ def pipeline_status(pipeline: Pipeline, workspace: Workspace, steps: list[str] |
                 state, reasons = "cached", []
             elif step_id in force:
                 state, reasons = "stale", ["--force"]
+            elif reason := store.incomplete_reason(prepared.key):
+                state, reasons = "stale", [f"its last run was incomplete: {reason}"]
             elif last:
                 state = "stale"
                 reasons = describe_changes(last, prepared.material) or ["its outputs are no longer in the store"]

@@ -96,7 +96,7 @@ class Store:
         """The committed entry for `key`, if it is whole (manifest readable, file sizes as recorded)."""
         path = self.entry_path(key)
         manifest = self._manifest(key)
-        if manifest is None:
+        if manifest is None or manifest.get("incomplete"):
             return None
         for name, meta in manifest["files"].items():
             try:
@@ -105,6 +105,10 @@ class Store:
             except OSError:
                 return None
         return Entry(key, path, manifest)
+
+    def incomplete_reason(self, key: str) -> str | None:
+        """Why the entry for `key` was committed as not reusable, if it was."""
+        return (self._manifest(key) or {}).get("incomplete")
 
     def begin(self, key: str) -> Path:
         """A fresh private folder for a step to write into."""

@@ -95,6 +95,9 @@ class StepContext:
     progress: Callable[[float, float | None, str], None] = lambda done, total, note: None
     log: Callable[[str], None] = lambda message: None  # detail, shown with --verbose
     notice: Callable[[str], None] = lambda message: None  # the step's answer or a warning, always shown
+    mark_incomplete: Callable[[str], None] = lambda reason: None
+    """Say the outputs are usable by this run but must not be reused: the next run recomputes the
+    step (e.g. a runner crashed and the others' results are kept for diagnosis)."""
 
     def output_path(self, name: str) -> Path:
         """Where output `name` must be written (`model` -> `<work_dir>/model.onnx`)."""

@@ -305,8 +305,8 @@ class RunRunners(Step):
             except RunnerFailed as error:
                 timings[config.name] = {"error": str(error)}
                 results.record_runner(config.name, backend=config.backend, status="failed", error=str(error))
-                ctx.notice(f"{error}\n(recorded with this step's results, which are cached: once the cause is fixed, "
-                           f"`--force {ctx.step_id}` on `trtflow run` runs it again)")
+                ctx.notice(f"{error}\n(recorded with this step's results; the next run tries `{config.name}` again)")
+                ctx.mark_incomplete(f"runner `{config.name}` failed")
         finished = results.close()
         if params.polygraphy_json:
             _write_polygraphy_files(ctx, feeds, finished, timings)
