@@ -40,11 +40,11 @@ def test_nan_never_passes_and_infinities_match_only_when_asked_as_in_polygraphy(
 
 
 def test_infinities_follow_polygraphy_comparator():
-    from polygraphy.comparator import CompareFunc, IterationResult
+    from polygraphy.comparator import IterationResult, SimpleCompareFunc
 
     reference = np.array([np.inf, 1.0, -np.inf], np.float32)
     for equal in (False, True):
-        polygraphy = CompareFunc.simple(atol=1e-3, rtol=1e-3, infinities_compare_equal=equal)
+        polygraphy = SimpleCompareFunc(atol=1e-3, rtol=1e-3, infinities_compare_equal=equal)
         theirs = bool(polygraphy(IterationResult({"y": reference}, runner_name="a"),
                                  IterationResult({"y": reference.copy()}, runner_name="b"))["y"])
         ours = Tolerances(atol=1e-3, rtol=1e-3, infinities_compare_equal=equal).passes("y", reference, reference.copy())
