@@ -67,7 +67,7 @@ class ProgressDisplay(Observer):
                 line += f" — {outcome.message}"
             console.print(line)
             for notice in outcome.notices:
-                console.print(notice, markup=False, highlight=False)
+                console.print(notice, markup=False, highlight=False, soft_wrap=True)
             if outcome.status == "failed":
                 print(f"error: {outcome.message}", file=sys.stderr, flush=True)
 

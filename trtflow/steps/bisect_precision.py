@@ -43,6 +43,7 @@ from trtflow.tensors.inputs import DataSpec
 
 np = lazy_import("numpy")
 
+NODES_NAMED_IN_NOTICE = 8  # the run's printed answer names this many kept nodes; keep.json has all
 FRESH_SEED_OFFSET = 7919  # fresh samples for the final verification: the recipe's seed plus this
 
 
@@ -255,7 +256,10 @@ class BisectPrecision(Step):
         ctx.output_path("report").write_text(json.dumps(report, indent=1))
         ctx.output_path("summary").write_text(_summary(report))
         ctx.journal.export(ctx.output_path("replay"))
-        ctx.notice(message)
+        named = ", ".join(entry["name"] for entry in keep_nodes[:NODES_NAMED_IN_NOTICE])
+        more = f" and {len(keep_nodes) - NODES_NAMED_IN_NOTICE} more" if len(keep_nodes) > NODES_NAMED_IN_NOTICE else ""
+        verdict = "verified on fresh samples" if verified else "NOT verified"
+        ctx.notice(f"{message}: {named}{more} ({verdict}; {result.evaluations} trials)" if keep_nodes else message)
         return {"passed": verified}
 
     def _backend(self, ctx: StepContext, params: Params, model):
