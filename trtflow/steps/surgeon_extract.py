@@ -60,12 +60,10 @@ class SurgeonExtract(Step):
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from onnx.utils import Extractor
 
-        from trtflow.onnx_files import load_model, name_nodes, save_model
-        from trtflow.tensors.catalog import catalog
+        from trtflow.onnx_files import save_model
+        from trtflow.tensors.catalog import load_cataloged
 
-        model = load_model(params.model)
-        name_nodes(model)
-        tensors = catalog(model)
+        model, tensors = load_cataloged(params.model)
         for param in ("inputs", "outputs"):
             for name in getattr(params, param):
                 if name not in tensors:

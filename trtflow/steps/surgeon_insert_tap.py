@@ -43,13 +43,11 @@ class SurgeonInsertTap(Step):
         return {"onnx": installed_version("onnx")}
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
-        from trtflow.onnx_files import load_model, name_nodes, save_model
-        from trtflow.tensors.catalog import catalog
+        from trtflow.onnx_files import save_model
+        from trtflow.tensors.catalog import load_cataloged
         from trtflow.tensors.taps import mark_outputs, select, subgraph_tensors
 
-        model = load_model(params.model)
-        name_nodes(model)
-        tensors = catalog(model)
+        model, tensors = load_cataloged(params.model)
         patterns = None if params.tensors == "all" else params.tensors
         chosen = select(tensors, patterns, params.ops, params.exclude)
         if not chosen:

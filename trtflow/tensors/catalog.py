@@ -11,6 +11,8 @@ model of any size (even over protobuf's 2 GB limit) is inferred without copying 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -103,3 +105,12 @@ def catalog(model: "onnx.ModelProto") -> dict[str, TensorInfo]:
             tensors[output] = TensorInfo(output, node.name, node.op_type, index, elem_type,
                                          _shape(found) if found is not None else None)
     return tensors
+
+
+def load_cataloged(path: Path) -> tuple["onnx.ModelProto", dict[str, TensorInfo]]:
+    """A model read for surgery: loaded with its weights, every node named, every tensor cataloged."""
+    from trtflow.onnx_files import load_model, name_nodes
+
+    model = load_model(path)
+    name_nodes(model)
+    return model, catalog(model)
