@@ -11,9 +11,8 @@ model of any size (even over protobuf's 2 GB limit) is inferred without copying 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
