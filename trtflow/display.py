@@ -27,28 +27,33 @@ class ProgressDisplay(Observer):
         self.verbose = verbose
         self.lock = threading.Lock()
         self.live = console.is_terminal
-        if self.live:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-            self.progress = Progress(SpinnerColumn(), TextColumn("{task.fields[step]:<24}"), BarColumn(),
-                                     MofNCompleteColumn(), TextColumn("{task.fields[note]}"), TimeElapsedColumn(),
-                                     console=console, transient=True)
-            self.tasks = {}
-            self.progress.start()
+        self.bars = None  # rich's live progress, made when a step first reports progress (cached steps never do)
+        self.tasks: dict[str, int] = {}
         self.last_line: dict[str, float] = {}  # without a terminal: when each step last printed progress
         self.quiet_interval = float(os.environ.get("TRTFLOW_PROGRESS_SECONDS", "30"))
 
     def started(self, step_id: str) -> None:
         with self.lock:
-            if self.live:
-                self.tasks[step_id] = self.progress.add_task("", total=None, step=step_id, note="")
             self.last_line[step_id] = time.monotonic()
+
+    def _bar(self, step_id: str) -> int:
+        if self.bars is None:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self.bars = Progress(SpinnerColumn(), TextColumn("{task.fields[step]:<24}"), BarColumn(),
+                                 MofNCompleteColumn(), TextColumn("{task.fields[note]}"), TimeElapsedColumn(),
+                                 console=console, transient=True)
+            self.bars.start()
+        if step_id not in self.tasks:
+            self.tasks[step_id] = self.bars.add_task("", total=None, step=step_id, note="")
+        return self.tasks[step_id]
 
     def progress(self, step_id: str, done: float, total: float | None, note: str) -> None:
         with self.lock:
-            if self.live and step_id in self.tasks:
-                self.progress.update(self.tasks[step_id], completed=done, total=total, note=note)
-            elif not self.live and time.monotonic() - self.last_line.get(step_id, 0.0) >= self.quiet_interval:
+            if self.live:
+                task = self._bar(step_id)
+                self.bars.update(task, completed=done, total=total, note=note)
+            elif time.monotonic() - self.last_line.get(step_id, 0.0) >= self.quiet_interval:
                 self.last_line[step_id] = time.monotonic()
                 of_total = f"/{total:g}" if total else ""
                 console.print(f"        {step_id}: {done:g}{of_total} {note}", markup=False, highlight=False)
@@ -59,8 +64,8 @@ class ProgressDisplay(Observer):
 
     def finished(self, outcome: StepOutcome) -> None:
         with self.lock:
-            if self.live and outcome.step_id in self.tasks:
-                self.progress.remove_task(self.tasks.pop(outcome.step_id))
+            if outcome.step_id in self.tasks:
+                self.bars.remove_task(self.tasks.pop(outcome.step_id))
             style = STATUS_STYLE.get(outcome.status, "")
             line = f"[{style}]{outcome.status:>7}[/{style}] {outcome.step_id} ({outcome.seconds:.2f}s)"
             if outcome.status == "skipped":
@@ -72,8 +77,8 @@ class ProgressDisplay(Observer):
                 print(f"error: {outcome.message}", file=sys.stderr, flush=True)
 
     def close(self) -> None:
-        if self.live:
-            self.progress.stop()
+        if self.bars is not None:
+            self.bars.stop()
 
 
 def print_report(report: RunReport) -> None:
