@@ -83,6 +83,33 @@ def test_compare_tensor_reports_statistics_and_new_nonfinite_values():
     assert clean["passed"] and clean["metrics"]["cosine"] == pytest.approx(1.0) and clean["metrics"]["snr"] > 100
 
 
+@pytest.mark.parametrize("error_stat, quantile", [("median", 0.99), ("quantile", 0.75), ("mean", 0.99), ("max", 0.99)])
+def test_reported_quantiles_and_checked_statistic_are_numpys(error_stat, quantile):
+    # one partition serves every quantile; each must still be exactly numpy's (linear interpolation)
+    rng = np.random.default_rng(0)
+    reference = rng.normal(size=(7, 301)).astype(np.float32)
+    candidate = reference + rng.normal(scale=1e-3, size=reference.shape).astype(np.float32)
+    tolerances = Tolerances(atol=1e-3, rtol=1e-3, error_stat=error_stat, quantile=quantile)
+    result = compare_tensor("t", reference, candidate, tolerances)
+    absolute = np.abs(reference.astype(np.float64) - candidate.astype(np.float64))
+    for name, q in {"median": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}.items():
+        assert result["abs"][name] == pytest.approx(float(np.quantile(absolute, q)), rel=1e-12)
+    expected = {"median": np.quantile(absolute, 0.5), "quantile": np.quantile(absolute, quantile),
+                "mean": absolute.mean(), "max": absolute.max()}[error_stat]
+    assert result["required"]["atol"] == pytest.approx(float(expected), rel=1e-12)
+    assert result["required"]["atol"] == pytest.approx(tolerances.statistic(absolute), rel=1e-12)
+    assert result["passed"] == tolerances.passes("t", reference, candidate)
+
+
+def test_quantiles_of_errors_with_infinities_take_the_value_above_instead_of_nan():
+    reference = np.ones(10, np.float32)
+    candidate = reference.copy()
+    candidate[-3:] = np.inf  # the top 30% of errors are infinite: linear interpolation there gives inf - inf
+    result = compare_tensor("t", reference, candidate, Tolerances(error_stat="quantile", quantile=0.9))
+    assert result["abs"]["median"] == 0.0 and result["abs"]["p90"] == "inf" and result["abs"]["p99"] == "inf"
+    assert result["required"]["atol"] == "inf" and result["passed"] is False
+
+
 def test_shape_mismatch_fails_with_a_message():
     result = compare_tensor("t", np.zeros((2, 3)), np.zeros((3, 2)), Tolerances())
     assert result["passed"] is False and "differs" in result["error"]

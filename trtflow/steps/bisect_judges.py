@@ -144,11 +144,11 @@ def check_tolerances(tolerances: Tolerances, reference: Sequence[Outputs], candi
             if got is None or np.shape(got) != np.shape(want):
                 return Verdict(False, {"sample": sample, "tensor": tensor, "error": "missing or reshaped output"})
             absolute, relative = tolerances.errors(want, got)
-            passed = tolerances.verdict(tensor, absolute, relative)
-            required = tolerances.statistic(absolute) if absolute.size else 0.0
-            if not passed or not required <= worst.get("abs", -1.0):  # NaN counts as the worst
-                worst = {"tensor": tensor, "sample": sample, "abs": required,
-                         "rel": tolerances.statistic(relative) if relative.size else 0.0,
+            required = ((tolerances.statistic(absolute), tolerances.statistic(relative)) if absolute.size
+                        else (0.0, 0.0))
+            passed = tolerances.verdict(tensor, absolute, relative, required)
+            if not passed or not required[0] <= worst.get("abs", -1.0):  # NaN counts as the worst
+                worst = {"tensor": tensor, "sample": sample, "abs": required[0], "rel": required[1],
                          "new_nonfinite": new_nonfinite(want, got)}
             if not passed:
                 return Verdict(False, _metrics(worst, checked))

@@ -17,7 +17,7 @@ Per-tensor tolerances (`{glob: number}`) pick their entry by `trtflow.tensors.na
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -64,8 +64,10 @@ class Tolerances(BaseModel):
         absolute, relative = self.errors(reference, candidate)
         return self.verdict(tensor, absolute, relative)
 
-    def verdict(self, tensor: str, absolute: np.ndarray, relative: np.ndarray) -> bool:
-        """Polygraphy's rule applied to precomputed errors (see `errors`)."""
+    def verdict(self, tensor: str, absolute: np.ndarray, relative: np.ndarray,
+                statistics: tuple[float, float] | None = None) -> bool:
+        """Polygraphy's rule applied to precomputed errors (see `errors`); `statistics` are their checked
+        statistics (`self.statistic` of each) when the caller has them already."""
         atol, rtol = self.for_tensor(tensor)
         if absolute.size == 0:
             return True
@@ -73,7 +75,7 @@ class Tolerances(BaseModel):
             with np.errstate(invalid="ignore"):
                 mismatch = ~(absolute <= atol) & ~(relative <= rtol)  # NaN compares False: a mismatch
             return not bool(mismatch.any())
-        abs_stat, rel_stat = self.statistic(absolute), self.statistic(relative)
+        abs_stat, rel_stat = statistics if statistics is not None else (self.statistic(absolute), self.statistic(relative))
         return bool(abs_stat <= atol or rel_stat <= rtol)  # NaN fails both
 
     def statistic(self, values: np.ndarray) -> float:
@@ -82,19 +84,23 @@ class Tolerances(BaseModel):
             return float(values.max())
         if self.error_stat == "mean":
             return float(values.mean())
-        if self.error_stat == "median":
-            return quantile(values, 0.5)
-        return quantile(values, self.quantile)
+        return quantiles(values, [self.checked_quantile])[0]
+
+    @property
+    def checked_quantile(self) -> float | None:
+        """The quantile `error_stat` checks (0.5 for `median`), or None when it checks no quantile."""
+        return {"median": 0.5, "quantile": self.quantile}.get(self.error_stat)
 
 
-def quantile(values: np.ndarray, q: float) -> float:
-    """The q-quantile, linearly interpolated; when infinities make that NaN (inf - inf), the nearest
+def quantiles(values: np.ndarray, qs: Sequence[float]) -> list[float]:
+    """The q-quantiles, linearly interpolated, from one partition of `values` (a tensor of millions of
+    errors costs one pass, not one per quantile). Where infinities make one NaN (inf - inf), the nearest
     value above instead — an error distribution with infinities has an infinite tail, not a NaN."""
     with np.errstate(invalid="ignore"):
-        result = float(np.quantile(values, q))
-    if np.isnan(result) and not np.isnan(values).any():
-        result = float(np.quantile(values, q, method="higher"))
-    return result
+        result = np.quantile(values, qs)
+    if np.isnan(result).any() and not np.isnan(values).any():
+        result = np.where(np.isnan(result), np.quantile(values, qs, method="higher"), result)
+    return [float(r) for r in result]
 
 
 def _pick(tolerance: Tolerance, tensor: str) -> float:
@@ -139,17 +145,35 @@ def json_number(value: float | int | None) -> float | int | str | None:
     return value
 
 
-def _distribution(values: np.ndarray, shape: tuple[int, ...]) -> dict:
-    finite = values[np.isfinite(values)]
-    flat_max = int(np.nanargmax(values)) if values.size and not np.isnan(values).all() else 0
+REPORTED_QUANTILES = {"median": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
+
+
+def _distribution(values: np.ndarray, shape: tuple[int, ...], tolerances: Tolerances) -> tuple[dict, float]:
+    """The reported statistics of an error array, and the one `tolerances` checks (their quantiles
+    come from one partition of `values`)."""
+    if not values.size:
+        return {"max": 0.0, "max_index": [], "mean": 0.0, "median": 0.0, "std": None,
+                **{name: 0.0 for name in REPORTED_QUANTILES if name != "median"}}, 0.0
+    finite = _where_finite(values)
+    flat_max = int(np.nanargmax(values)) if not np.isnan(values).all() else 0
+    checked_quantile = tolerances.checked_quantile
+    wanted = list(REPORTED_QUANTILES.values()) + ([checked_quantile] if checked_quantile is not None else [])
+    found = quantiles(values, wanted)
+    maximum, mean = float(values.max()), float(values.mean())
+    checked = found[-1] if checked_quantile is not None else (mean if tolerances.error_stat == "mean" else maximum)
     return {
-        "max": json_number(values.max()) if values.size else 0.0,
-        "max_index": [int(i) for i in np.unravel_index(flat_max, shape)] if values.size else [],
-        "mean": json_number(values.mean()) if values.size else 0.0,
-        "median": json_number(quantile(values, 0.5)) if values.size else 0.0,
+        "max": json_number(maximum),
+        "max_index": [int(i) for i in np.unravel_index(flat_max, shape)],
+        "mean": json_number(mean),
+        "median": json_number(found[0]),
         "std": json_number(finite.std()) if finite.size else None,
-        **{f"p{q}": json_number(quantile(values, q / 100)) if values.size else 0.0 for q in (90, 95, 99)},
-    }
+        **{name: json_number(value) for name, value in zip(list(REPORTED_QUANTILES)[1:], found[1:])},
+    }, checked
+
+
+def _where_finite(values: np.ndarray) -> np.ndarray:
+    finite = np.isfinite(values)
+    return values if finite.all() else values[finite]
 
 
 def _metrics(reference: np.ndarray, candidate: np.ndarray) -> dict:
@@ -157,7 +181,8 @@ def _metrics(reference: np.ndarray, candidate: np.ndarray) -> dict:
     ref = reference.astype(np.float64).ravel()
     cand = candidate.astype(np.float64).ravel()
     both = np.isfinite(ref) & np.isfinite(cand)
-    ref, cand = ref[both], cand[both]
+    if not both.all():  # copying out the finite positions costs as much as the metrics themselves
+        ref, cand = ref[both], cand[both]
     error = ref - cand
     error_energy = float(np.dot(error, error))
     signal_energy = float(np.dot(ref, ref))
@@ -198,14 +223,15 @@ def compare_tensor(tensor: str, reference: np.ndarray, candidate: np.ndarray, to
                 "error": f"shape {list(candidate.shape)} differs from the reference's {list(reference.shape)}"}
     absolute, relative = tolerances.errors(reference, candidate)
     histogram = np.histogram(np.nan_to_num(absolute, nan=math.inf), bins=HISTOGRAM_EDGES)[0] if absolute.size else []
+    (abs_distribution, abs_checked), (rel_distribution, rel_checked) = (
+        _distribution(absolute, reference.shape, tolerances), _distribution(relative, reference.shape, tolerances))
     return {
         **base,
-        "passed": tolerances.verdict(tensor, absolute, relative),
+        "passed": tolerances.verdict(tensor, absolute, relative, (abs_checked, rel_checked)),
         "new_nonfinite": new_nonfinite(reference, candidate),
-        "abs": _distribution(absolute, reference.shape),
-        "rel": _distribution(relative, reference.shape),
-        "required": {"atol": json_number(tolerances.statistic(absolute)) if absolute.size else 0.0,
-                     "rtol": json_number(tolerances.statistic(relative)) if relative.size else 0.0},
+        "abs": abs_distribution,
+        "rel": rel_distribution,
+        "required": {"atol": json_number(abs_checked), "rtol": json_number(rel_checked)},
         "histogram": {"edges": [json_number(e) for e in HISTOGRAM_EDGES], "counts": [int(c) for c in histogram]},
         "metrics": _metrics(reference, candidate) if reference.dtype != bool else {},
     }
