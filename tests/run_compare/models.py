@@ -61,6 +61,21 @@ def elementwise_chain(length: int, shape: list[int]) -> onnx.ModelProto:
     return make_model(nodes, [float_input("x", shape)], [float_input(f"t{length - 1}", shape)])
 
 
+def reshaped_chain(length: int, shape: list[int], computed: bool) -> onnx.ModelProto:
+    """`elementwise_chain` behind a Reshape of x to its own shape, read from a constant, or (`computed`)
+    from Abs(Shape(x)): shape inference cannot follow Abs, so every tensor after it has unknown dims,
+    as in exported transformers whose reshape targets are computed from Shape."""
+    if computed:
+        target = [helper.make_node("Shape", ["x"], ["dims"]), helper.make_node("Abs", ["dims"], ["target"])]
+    else:
+        target = [helper.make_node("Constant", [], ["target"], value=numpy_helper.from_array(np.array(shape, np.int64)))]
+    chain = elementwise_chain(length, shape).graph.node
+    reshape = helper.make_node("Reshape", ["x", "target"], ["reshaped"])
+    chain[0].input[0] = "reshaped"
+    return make_model([*target, reshape, *chain], [float_input("x", ["batch", *shape[1:]])],
+                      [float_input(f"t{length - 1}", ["d0", "d1", "d2"])])
+
+
 def if_reading_outer_weights() -> onnx.ModelProto:
     """relu(x), then an If on `flag` whose branches add or subtract `w`, an initializer of the outer
     graph: the branches read it from outside, which onnx's Extractor does not follow."""

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from run_compare.models import elementwise_chain, if_reading_outer_weights, layer_norm_overflow, mlp_chain, save
+from run_compare.models import (elementwise_chain, if_reading_outer_weights, layer_norm_overflow, mlp_chain,
+                                reshaped_chain, save)
 from run_compare.recipes import run_recipe
 
 DATA = "{seed: 1, iterations: 2, ranges: {'*': [60, 100]}}"
@@ -81,6 +82,24 @@ def test_real_fp16_conversion_runs_in_onnxruntime(trtflow, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads((out / "diff" / "report.json").read_text())
     assert float(report["tensors"][0]["abs"]["max"]) > 0  # a different computation, within tolerance
+
+
+def test_tensors_of_unknown_shape_are_sized_from_their_inputs_not_counted_64_mb_each(trtflow, tmp_path):
+    # exported transformers compute reshape targets at run time: shape inference cannot size what follows
+    save(reshaped_chain(24, [1, 64, 1024], computed=False), tmp_path / "constant.onnx")
+    save(reshaped_chain(24, [1, 64, 1024], computed=True), tmp_path / "computed.onnx")
+    run = """
+    {name}:
+      uses: run-runners
+      with: {{model: {name}.onnx, outputs: all, memory_budget_mb: 1, data: {{shapes: {{x: [1, 64, 1024]}}}},
+             runners: [{{name: fp32, backend: onnxruntime}}]}}
+    """
+    result, out = run_recipe(trtflow, tmp_path, run.format(name="constant") + run.format(name="computed"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    passes = {name: json.loads((out / name / "values.json").read_text())["timings"]["fp32"]["passes"]
+              for name in ("constant", "computed")}
+    assert 1 < passes["constant"] < 24  # 256 KB tensors, 1 MB per pass
+    assert passes["computed"] == passes["constant"]
 
 
 def test_outputs_all_is_split_into_passes_under_the_memory_budget(trtflow, tmp_path):
