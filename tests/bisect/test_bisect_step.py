@@ -100,6 +100,17 @@ def test_polygraphy_modes_keep_a_prefix_or_suffix(trtflow, tmp_path, mode, direc
     assert kept == expected
 
 
+def test_bisect_mode_keeps_nothing_on_a_model_that_needs_nothing(trtflow, tmp_path):
+    # Polygraphy's bisect never asks about keeping no node, so it would answer "keep the first 1"
+    model, _ = chain_model(30, set())
+    save(model, tmp_path / "chain.onnx")
+    done = run(trtflow, tmp_path, write_recipe(tmp_path, hunt_step("chain.onnx", "mode: bisect")))
+    assert done.returncode == 0, done.stdout + done.stderr
+    keep = json.loads((outputs(tmp_path) / "keep.json").read_text())
+    assert keep["found"] and keep["nodes"] == [] and "can run in low precision" in keep["message"]
+    assert "can run in low precision" in done.stdout
+
+
 def test_hopeless_model_ends_with_a_clear_result_and_a_failed_gate(trtflow, tmp_path):
     model, _ = chain_model(12, {4})
     save(model, tmp_path / "chain.onnx")

@@ -64,6 +64,17 @@ def test_minimal_when_nothing_is_needed_and_when_nothing_passes():
     assert hopeless.evaluations <= math.ceil(math.log2(302))
 
 
+@pytest.mark.parametrize("mode", ["bisect", "linear"])
+def test_prefix_searches_answer_none_kept_when_the_model_needs_nothing(mode):
+    # Polygraphy's bisect never asks about keeping no node and would answer "keep the first 1"
+    search = {"bisect": bisect, "linear": linear}[mode]
+    for count in (1, 2, 120):
+        result = search(names(count), lambda keep: True)
+        assert result.keep == frozenset() and "can run in low precision" in result.message
+    needs_first = search(names(120), lambda keep: "n0" in keep)
+    assert needs_first.keep == {"n0"} and needs_first.message == "keep the first 1 node(s) in high precision"
+
+
 def test_minimal_is_one_minimal_for_judges_that_are_not_culprit_sets():
     nodes = names(120)
     weights = {node: (i * 37 % 11) / 10 for i, node in enumerate(nodes)}
@@ -129,6 +140,9 @@ def test_bisect_and_linear_ask_what_polygraphy_asks(mode, direction):
                 return culprits <= set(selected)
 
             asked, good = polygraphy_answer(marker_class, count, direction, judge_count)
+            if mode == "bisect" and good == 1 and 0 not in asked:
+                asked.append(0)  # Polygraphy assumes keeping none fails; we ask
+                good = 0 if judge(frozenset()) else 1
             result = search(nodes, judge, direction=direction)
             sizes = [len(t.keep) for t in result.trials]
             assert sizes == list(dict.fromkeys(asked))  # same plans, in the same order (repeats memoized)

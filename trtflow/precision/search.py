@@ -9,7 +9,9 @@ and shared by every backend.
 - `bisect` and `linear` reproduce Polygraphy's `debug precision` (`BisectMarker`, `LinearMarker`
   in polygraphy/tools/debug/subtool/precision.py) step for step: they keep a prefix (`forward`)
   or suffix (`reverse`) of the candidates in high precision and answer with its length, for users
-  who expect those numbers.
+  who expect those numbers. One departure: Polygraphy's bisect assumes that keeping no node fails
+  and never asks, so on a model that needs nothing kept it answers "keep the first 1". When the
+  search ends there, `bisect` asks that one more plan, and answers 0 when it passes.
 - `minimal` searches arbitrary node sets. Nodes are lowered in the order given (least suspicious
   first); each round binary-searches the longest prefix of the still-undecided nodes that can be
   lowered together with everything already lowered, which names the next node that must stay.
@@ -100,8 +102,9 @@ def _marker_result(trials: _Trials, nodes: Sequence[str], good: int, direction: 
     if good > len(nodes):
         return SearchResult(None, trials.trials, True, "no plan passes: the check fails even with every candidate in high precision")
     which = "first" if direction == "forward" else "last"
-    return SearchResult(_prefix(nodes, good, direction), trials.trials, True,
-                        f"keep the {which} {good} node(s) in high precision")
+    message = (f"keep the {which} {good} node(s) in high precision" if good
+               else f"every one of the {len(nodes)} node(s) can run in low precision")
+    return SearchResult(_prefix(nodes, good, direction), trials.trials, True, message)
 
 
 def bisect(nodes: Sequence[str], judge: Judge, *, direction: Direction = "forward",
@@ -121,6 +124,8 @@ def bisect(nodes: Sequence[str], judge: Judge, *, direction: Direction = "forwar
             if next_marked == marked or abs(good - bad) <= 1 or next_marked > total:
                 break
             marked = next_marked
+        if good == 1 and bad == 0 and trials(frozenset()):  # Polygraphy's untested assumption, tested
+            good = 0
     except TrialBudgetExhausted:
         return trials.stopped("bisect")
     return _marker_result(trials, nodes, good, direction)
