@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -112,8 +113,10 @@ def test_outputs_all_is_split_into_passes_under_the_memory_budget(trtflow, tmp_p
       uses: run-runners
       with: {model: model.onnx, outputs: all, memory_budget_mb: 1, runners: [{name: fp32, backend: onnxruntime}]}
     """
-    result, out = run_recipe(trtflow, tmp_path, steps)
+    result, out = run_recipe(trtflow, tmp_path, steps, env={"TRTFLOW_PROGRESS_SECONDS": "0"})
     assert result.returncode == 0, result.stdout + result.stderr
+    progress = re.findall(r"^\s+split: ([\d.e+-]+/[\d.e+-]+) fp32$", result.stdout, re.MULTILINE)
+    assert progress and all(re.fullmatch(r"[1-6]/6", line) for line in progress), progress  # inferences done
     values = {step: json.loads((out / step / "values.json").read_text()) for step in ("one", "split")}
     assert values["one"]["timings"]["fp32"]["passes"] == 1
     assert values["split"]["timings"]["fp32"]["passes"] == 6  # 4 tensors of 256 KB per 1 MB pass

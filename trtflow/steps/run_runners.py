@@ -316,8 +316,8 @@ class RunRunners(Step):
 
         timings: dict[str, dict] = {}
         for position, config in enumerate(params.runners):
-            def progress(done: float, total: float, name=config.name, position=position) -> None:
-                ctx.progress(position + done / total, len(params.runners), name)
+            def progress(done: int, total: int, name=config.name, position=position) -> None:  # inferences
+                ctx.progress(position * total + done, len(params.runners) * total, name)
 
             try:
                 timings[config.name], profile = _run_one(config, targets[config.name], slices, feeds, params.warmup,
