@@ -118,6 +118,61 @@ def precision_sites(model: "onnx.ModelProto", precision: PrecisionName) -> list[
     return sites[::-1]
 
 
+@dataclass(frozen=True)
+class OpsetHeld:
+    """Nodes that compute float data but stay high precision in every plan because the model's
+    opset gives their op no low type, while a later opset does (ONNX admitted bfloat16 for Conv,
+    pooling, InstanceNormalization, LSTM and GRU only in opset 22; TensorRT runs them in BF16 at
+    any opset). A plan cannot put them low without an invalid model, so users are told instead."""
+
+    ops: dict[str, int]  # op type -> how many nodes
+    opset: int  # the model's default-domain opset
+    since: int  # the earliest opset whose schemas admit the low type for all of these ops
+
+    @property
+    def count(self) -> int:
+        return sum(self.ops.values())
+
+    def describe(self, precision: PrecisionName) -> str:
+        ops = ", ".join(f"{count} {op}" for op, count in self.ops.items())
+        return (f"{ops} node(s) stay FP32 in {precision}: ONNX admits {LOW_TYPE_NAMES[precision][7:-1]} for "
+                f"{'this op' if len(self.ops) == 1 else 'these ops'} only from opset {self.since} and the model is "
+                f"opset {self.opset} (re-export it at opset {self.since} to put them in {precision})")
+
+    def as_json(self) -> dict:
+        return {"nodes": self.count, "ops": self.ops, "opset": self.opset, "since": self.since}
+
+
+def held_by_opset(model: "onnx.ModelProto", precision: PrecisionName) -> OpsetHeld | None:
+    """The top-level nodes a newer opset would let `precision` reach (see `OpsetHeld`), or None."""
+    import onnx.defs
+
+    from trtflow.tensors.catalog import catalog
+
+    reached = {site.node for site in precision_sites(model, precision)}
+    float_tensors = {name for name, info in catalog(model).items() if info.is_float32}
+    opsets = opset_versions(model)
+    ops: dict[str, int] = {}
+    since = 0
+    for node in model.graph.node:
+        if node.name in reached or node.domain not in ("", "ai.onnx") or node.op_type in CONVERSION_OPS:
+            continue
+        try:
+            version = onnx.defs.get_schema(node.op_type, "").since_version
+        except onnx.defs.SchemaError:
+            continue
+        if not low_positions(node, onnx.defs.get_schema(node.op_type, version, ""), precision, float_tensors)[1]:
+            continue
+        while version > opsets.get("", 1):  # walk back to the first version admitting the low type
+            older = onnx.defs.get_schema(node.op_type, version - 1, "")
+            if not low_positions(node, older, precision, float_tensors)[1]:
+                break
+            version = older.since_version
+        ops[node.op_type] = ops.get(node.op_type, 0) + 1
+        since = max(since, version)
+    return OpsetHeld(ops, opsets.get("", 1), since) if ops else None
+
+
 def subgraph_reads(node: "onnx.NodeProto") -> set[str]:
     """Outer-scope names the subgraphs of `node` read (everything they read that they do not define)."""
     from trtflow.onnx_files import iter_graphs

@@ -165,7 +165,8 @@ class BisectPrecision(Step):
         "replay": file(".json", "The trials as a portable replay (`with: {replay: ...}` answers them elsewhere)."),
         "passed": value(True, "A plan was found and passed again on the verification samples (gate on it)."),
     }
-    version = 2  # 2: parameters typed apart from the data (Resize scales...) stay FP32; commands run in the recipe folder
+    version = 3  # 2: parameters typed apart from the data (Resize scales...) stay FP32; commands run in the recipe folder;
+    # 3: the report says which nodes the opset holds in FP32 (`held_by_opset`)
     journaled = True
 
     def fingerprint(self, params: Params) -> dict[str, str]:
@@ -182,7 +183,7 @@ class BisectPrecision(Step):
         from trtflow.precision.lower import unlowerable_nodes
         from trtflow.precision.plan import PrecisionPlan
         from trtflow.precision.screening import screen, tensor_magnitudes
-        from trtflow.precision.sites import precision_sites
+        from trtflow.precision.sites import held_by_opset, precision_sites
 
         model = load_model(params.model)
         name_nodes(model)
@@ -199,6 +200,9 @@ class BisectPrecision(Step):
                                       f"{len(fixed)} cannot be lowered, and `nodes` selects none of the rest")
         fixed_keep = frozenset(fixed)
         every_site = frozenset(s.node for s in sites)
+        held = held_by_opset(model, params.precision)
+        if held is not None:
+            ctx.notice(held.describe(params.precision))
 
         started = time.perf_counter()
         backend = self._backend(ctx, params, model)
@@ -245,6 +249,8 @@ class BisectPrecision(Step):
             "mode": params.mode, "direction": params.direction if params.mode != "minimal" else None,
             "backend": params.backend, "precision": params.precision,
             "candidates": len(candidates), "fixed_high_precision": len(fixed), "samples": len(feeds),
+            "held_by_opset": held.as_json() if held is not None else None,
+            "held_by_opset_note": held.describe(params.precision) if held is not None else None,
             "evaluations": result.evaluations, "replayed": replayed,
             "seconds": {"setup": round(setup_seconds, 4), "trials": round(search_seconds, 4),
                         "per_trial": round(search_seconds / max(1, result.evaluations - replayed), 6)},
@@ -387,6 +393,8 @@ def _summary(report: dict) -> str:
             if isinstance(outcome, dict):
                 state = outcome.get("skipped") or ("pass" if outcome["passed"] else "FAIL")
                 lines.append(f"- {name}: {state}")
+    if report["held_by_opset_note"]:
+        lines += ["", f"Not searched: {report['held_by_opset_note']}."]
     suspects = report["screening"]["suspects"]
     if suspects:
         lines += ["", f"Screening suspected {len(suspects)} node(s): "

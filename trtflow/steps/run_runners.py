@@ -138,6 +138,24 @@ def _check_runners(params: Params, model) -> None:
             raise ParamError("runners", f"runner `{config.name}`: {error}") from None
 
 
+def _notice_opset_held_nodes(ctx: StepContext, params: Params, model) -> None:
+    """Emulated runners leave FP32 what the model's opset gives no low type (Conv in BF16 before
+    opset 22): say so, or a clean BF16 comparison of a CNN would hide that its convolutions never ran low."""
+    from trtflow.onnx_files import name_nodes
+    from trtflow.precision.sites import held_by_opset
+
+    precisions = {config.name: config.precision for config in params.runners
+                  if config.backend == "emulated"}
+    if model is None or not precisions:
+        return
+    name_nodes(model)
+    for precision in dict.fromkeys(precisions.values()):
+        held = held_by_opset(model, precision)
+        if held is not None:
+            runners = ", ".join(f"`{name}`" for name, p in precisions.items() if p == precision)
+            ctx.notice(f"runner {runners}: {held.describe(precision)}")
+
+
 def _requested(params: Params, tensors: dict, model) -> list[str] | None:
     from trtflow.tensors.taps import select
 
@@ -299,6 +317,7 @@ class RunRunners(Step):
         model = load_model(params.model, load_weights=False) if params.model is not None else None
         targets = {config.name: _runner_target(config, params) for config in params.runners}
         _check_runners(params, model)
+        _notice_opset_held_nodes(ctx, params, model)
         feeds = _feeds(params, model)
         inputs_set = TensorSetWriter(ctx.output_path("inputs"))
         for iteration, feed in enumerate(feeds):
