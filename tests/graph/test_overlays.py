@@ -66,6 +66,23 @@ def test_errors_follow_folds_into_the_simplified_view(report):
     assert {"first_nonfinite", "nonfinite"} <= graph.nodes["branch"].marks  # then/Relu lives in the If
 
 
+def test_report_tensors_of_nodes_the_simplified_view_hides_are_told_apart_from_unknown_ones(tmp_path):
+    # an exported transformer's compare report is mostly Shape/Gather/Concat tensors, one entry per runner each
+    entries = [compare_entry(tensor, node, runner, 0.0) for runner in ("fp16", "bf16", "ort16")
+               for tensor, node in (("shape", "shape_of"), ("batch", "take_batch"), ("new_shape", "new_shape"),
+                                    ("conv_out", "conv"), ("nowhere", "ghost"))]
+    report = write(tmp_path, {"passed": True, "tensors": entries,
+                              "first_divergence": {"tensor": "batch", "node": "take_batch", "runner": "fp16"}},
+                   name="shapes.json")
+    graph = with_errors(simplify(graph_from_model(conv_block())), read_compare_report(report))
+    assert "shape_of" not in graph.nodes and "conv" in graph.nodes
+    assert "3 tensor(s) of the compare report come from constant or shape-only nodes this view hides" in graph.notes[-3]
+    assert "1 tensor(s) of the compare report name nothing in this graph (e.g. `nowhere`)" in graph.notes[-2]
+    assert "first divergence (`take_batch`) is a constant or shape-only node this view hides" in graph.notes[-1]
+    shown = with_errors(simplify(graph_from_model(conv_block()), show_constants=True), read_compare_report(report))
+    assert not any("view hides" in note for note in shown.notes)
+
+
 def test_error_colors_grow_with_the_error_and_nonfinite_is_darkest(report):
     graph = with_errors(graph_from_model(conv_block()), read_compare_report(report))
     style = Style(graph, View(color_by="error"))

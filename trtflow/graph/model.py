@@ -80,6 +80,7 @@ class Graph:
     edges: tuple[Edge, ...]
     tensors: Mapping[str, Tensor]
     notes: tuple[str, ...] = ()  # things the user should know (fallbacks taken, data not found)
+    hidden: frozenset[str] = frozenset()  # names of nodes (and their tensors) a view left out, e.g. constants
 
     # -- reading ------------------------------------------------------------------------------
 

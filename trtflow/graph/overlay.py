@@ -144,11 +144,12 @@ def with_errors(graph: Graph, overlay: ErrorOverlay) -> Graph:
     """Each node's worst error over the tensors mapped to it, and the first non-finite / divergence marks."""
     index = graph.name_index()
     worst: dict[str, tuple[float, dict]] = {}
-    unplaced = 0
+    hidden, unknown = set(), set()  # tensors (entries repeat a tensor once per runner)
     for entry in overlay.entries:
         target = index.get(entry.node or "") or index.get(entry.tensor or "")
         if target is None:
-            unplaced += 1
+            in_view = entry.node in graph.hidden or entry.tensor in graph.hidden
+            (hidden if in_view else unknown).add(entry.tensor or entry.node or "")
             continue
         known = worst.get(target)
         if known is None or error_rank(entry.value) > error_rank(known[0]):
@@ -158,15 +159,20 @@ def with_errors(graph: Graph, overlay: ErrorOverlay) -> Graph:
         marks = graph.nodes[name].marks | ({"nonfinite"} if not math.isfinite(value) else set())
         changes[name] = {"error": value, "error_stats": {"stat": overlay.stat, **stats}, "marks": marks}
     notes = list(overlay.notes)
-    if unplaced:
-        notes.append(f"{unplaced} tensor(s) of the compare report name nothing in this graph")
+    if hidden:
+        notes.append(f"{len(hidden)} tensor(s) of the compare report come from constant or shape-only nodes this "
+                     "view hides (`show_constants: true` draws them)")
+    if unknown:
+        notes.append(f"{len(unknown)} tensor(s) of the compare report name nothing in this graph "
+                     f"(e.g. `{sorted(unknown)[0]}`)")
     for mark, where in (("first_nonfinite", overlay.first_nonfinite), ("first_divergence", overlay.first_divergence)):
         if where is None:
             continue
         target = index.get(str(where.get("node") or "")) or index.get(str(where.get("tensor") or ""))
         if target is None:
+            where_hidden = where.get("node") in graph.hidden or where.get("tensor") in graph.hidden
             notes.append(f"the report's {mark.replace('_', ' ')} (`{where.get('node') or where.get('tensor')}`) "
-                         "is not in this graph")
+                         + ("is a constant or shape-only node this view hides" if where_hidden else "is not in this graph"))
             continue
         current = changes.setdefault(target, {})
         current["marks"] = current.get("marks", graph.nodes[target].marks) | {mark}

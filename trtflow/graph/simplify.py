@@ -98,7 +98,10 @@ def hide_static(graph: Graph) -> Graph:
         sources = [e.source for e in predecessors.get(node.name, [])]
         if node.op.lower() in SHAPE_OPS or all(source in static for source in sources):
             static.add(node.name)
-    return graph.with_nodes(n for n in graph.nodes.values() if n.name not in static)
+    names = {name for node in static for name in graph.nodes[node].names}
+    names |= {edge.tensor for edge in graph.edges if edge.source in static}
+    return replace(graph.with_nodes(n for n in graph.nodes.values() if n.name not in static),
+                   hidden=graph.hidden | names)
 
 
 def fold_passthrough(graph: Graph) -> Graph:

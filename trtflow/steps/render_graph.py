@@ -138,7 +138,7 @@ class RenderGraph(Step):
     summary = "Draw an ONNX model or TensorRT engine graph (DOT, SVG, offline HTML viewer) with timing and error overlays."
     Params = Params
     outputs = {"graph": folder("graph.html / graph.svg / graph.dot as asked, and summary.json (what was drawn).")}
-    version = 2
+    version = 3  # 3: overlay notes tell tensors of hidden constant/shape nodes from unknown ones
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         facts = {"onnx": installed_version("onnx")} if params.model is not None else {}
