@@ -199,3 +199,34 @@ def test_an_onnx_file_given_as_an_engine_is_a_recipe_error(trtflow, tmp_path):
         assert result.returncode == 2, result.stdout + result.stderr
         assert "model.onnx is an ONNX model, not a TensorRT engine" in result.stdout + result.stderr
         assert "steps.run.with." in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("too_large", ["weights", "graph"])
+def test_a_session_past_protobufs_limit_loads_from_a_scratch_file(tmp_path, monkeypatch, too_large):
+    """Weights over the limit go to a scratch file without trying to serialize; a graph that only
+    turns out too large when serialized (weights just under) falls back to it too."""
+    from google.protobuf.message import EncodeError
+
+    import trtflow.runners.onnxruntime as runner_module
+
+    save(mlp_chain(layers=3), tmp_path / "model.onnx")
+    x = np.random.default_rng(0).normal(size=(4, 16)).astype(np.float32)
+    expected = _reference_outputs(tmp_path / "model.onnx", x)
+    if too_large == "weights":
+        monkeypatch.setattr(runner_module, "PROTOBUF_LIMIT", 1)
+    else:
+        serialize, refused = onnx.ModelProto.SerializeToString, []
+
+        def refuse_once(self, **kwargs):  # the session source's attempt fails; writing the scratch file works
+            if not refused:
+                refused.append(True)
+                raise EncodeError("Failed to serialize proto")
+            return serialize(self, **kwargs)
+
+        monkeypatch.setattr(onnx.ModelProto, "SerializeToString", refuse_once)
+    runner = runner_module.OnnxruntimeRunner("fp32", tmp_path / "model.onnx", None)
+    runner.activate()
+    scratch = runner._scratch
+    np.testing.assert_array_equal(runner.infer({"x": x})["act2"], expected["act2"])
+    runner.deactivate()
+    assert scratch is not None and not scratch.exists()

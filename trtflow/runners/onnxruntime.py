@@ -97,7 +97,9 @@ class OnnxruntimeRunner:
 
     def _session_source(self) -> bytes | str:
         """The model as ORT should load it: bytes, or a scratch file when the rewrite passes 2 GB."""
-        from trtflow.onnx_files import load_model, save_model
+        from google.protobuf.message import EncodeError
+
+        from trtflow.onnx_files import load_model, save_model, weight_bytes
         from trtflow.tensors.catalog import catalog
         from trtflow.tensors.taps import mark_outputs
 
@@ -106,8 +108,11 @@ class OnnxruntimeRunner:
             model = self.transform(model)
         if self.outputs is not None:
             mark_outputs(model, self.outputs, catalog(model), replace=True)
-        if model.ByteSize() < PROTOBUF_LIMIT:
-            return model.SerializeToString()
+        if weight_bytes(model) < PROTOBUF_LIMIT:  # cheap; ByteSize() would serialize the whole model once more
+            try:
+                return model.SerializeToString()
+            except EncodeError:  # weights just under the limit, the rest of the graph over it
+                pass
         from onnx.external_data_helper import load_external_data_for_model
 
         load_external_data_for_model(model, str(self._folder))  # what is still on disk goes into the new file
