@@ -168,6 +168,26 @@ def test_switchable_model_rounds_what_emulate_rounds(precision):
             np.testing.assert_array_equal(got, want, err_msg=name)
 
 
+def test_the_search_session_reads_its_weights_from_file_and_judges_as_emulate_does():
+    """The switchable model holds every weight twice; the search session reads them from its scratch
+    file and the in-memory model lets them go, rather than holding reloaded, re-serialized copies."""
+    from trtflow.precision.screening import tensor_magnitudes
+    from trtflow.steps.bisect_judges import EmulatedOutputs
+
+    model, feed = ops_model(), sample()
+    backend = EmulatedOutputs(model, "fp16")
+    assert backend.switchable.model.graph.initializer and not any(
+        t.raw_data for t in backend.switchable.model.graph.initializer if len(t.external_data))
+    plan = PrecisionPlan("fp16", frozenset({"pad", "clip"}))
+    got = next(iter(backend.outputs(plan, [feed])))
+    backend.close()
+    session = onnxruntime.InferenceSession(plan.emulate(model).SerializeToString())
+    for name, want in zip([o.name for o in session.get_outputs()], session.run(None, feed)):
+        np.testing.assert_array_equal(got[name], want, err_msg=name)
+    fp32 = onnxruntime.InferenceSession(model.SerializeToString()).run(["resized"], feed)[0]
+    assert tensor_magnitudes(model, ["resized"], [feed])["resized"].max_abs == float(np.abs(fp32).max()) > 0
+
+
 def test_a_tapped_parameter_is_still_a_parameter():
     model = ops_model()
     model.graph.output.append(helper.make_tensor_value_info("computed_scales", TensorProto.FLOAT, None))
