@@ -25,6 +25,7 @@ from trtflow.executor.hashing import combine, file_digest, list_files
 from trtflow.steps.base import Output
 
 MANIFEST = "manifest.json"
+VALUES = "values.json"
 MANIFEST_FORMAT = 1
 
 
@@ -118,7 +119,13 @@ class Store:
 
     def commit(self, key: str, work_dir: Path, outputs: dict[str, Output], values: dict[str, Any],
                info: dict[str, Any]) -> Entry:
-        """Seal `work_dir` as the entry for `key` (see the module docstring for why in this order)."""
+        """Seal `work_dir` as the entry for `key` (see the module docstring for why in this order).
+
+        Value outputs are also written to `values.json`, so the entry folder — which the output
+        links point at — holds every output a user looks for."""
+        published = {name: values[name] for name, output in outputs.items() if output.kind == "value" and name in values}
+        if published:
+            (work_dir / VALUES).write_text(json.dumps(published, indent=1, sort_keys=True))
         all_files = list_files(work_dir)
         files: dict[str, dict] = {}
         for name in all_files:
