@@ -270,13 +270,16 @@ def test_a_precision_no_node_can_compute_in_is_a_clear_recipe_error(trtflow, tmp
 
 
 def conv_net(opset: int) -> onnx.ModelProto:
-    """Conv -> Relu -> MaxPool -> Conv: ONNX admits bfloat16 for Conv and MaxPool only from opset 22."""
+    """Conv -> Relu -> Pow(2) -> MaxPool -> Conv: ONNX admits bfloat16 for Conv and MaxPool only from
+    opset 22; the Constant exponent is a parameter, never low, whatever the opset."""
     rng = np.random.default_rng(0)
     weights = [numpy_helper.from_array(rng.normal(0, 0.3, (4, c, 3, 3)).astype(np.float32), f"w{i}")
                for i, c in enumerate((3, 4))]
     nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], name="conv0", pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c0"], ["r0"], name="relu0"),
-             helper.make_node("MaxPool", ["r0"], ["p0"], name="pool0", kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Constant", [], ["two"], name="two", value=constant("two", 2.0)),  # a parameter
+             helper.make_node("Pow", ["r0", "two"], ["sq"], name="square"),
+             helper.make_node("MaxPool", ["sq"], ["p0"], name="pool0", kernel_shape=[2, 2], strides=[2, 2]),
              helper.make_node("Conv", ["p0", "w1"], ["y"], name="conv1", pads=[1, 1, 1, 1])]
     model = helper.make_model(helper.make_graph(nodes, "convnet", [floats("x", [1, 3, 8, 8])], [floats("y", None)],
                                                 weights), opset_imports=[helper.make_opsetid("", opset)])
@@ -290,8 +293,8 @@ def test_bf16_nodes_an_old_opset_holds_in_fp32_are_named_by_run_runners_and_bise
     from trtflow.precision.sites import held_by_opset
 
     old, new = conv_net(17), conv_net(22)
-    assert {s.node for s in precision_sites(old, "bf16")} == {"relu0"}
-    assert {s.node for s in precision_sites(new, "bf16")} == {"conv0", "relu0", "pool0", "conv1"}
+    assert {s.node for s in precision_sites(old, "bf16")} == {"relu0", "square"}
+    assert {s.node for s in precision_sites(new, "bf16")} == {"conv0", "relu0", "square", "pool0", "conv1"}
     held = held_by_opset(old, "bf16")
     assert held.ops == {"Conv": 2, "MaxPool": 1} and (held.opset, held.since) == (17, 22)
     assert held_by_opset(new, "bf16") is None and held_by_opset(old, "fp16") is None
@@ -314,4 +317,4 @@ def test_bf16_nodes_an_old_opset_holds_in_fp32_are_named_by_run_runners_and_bise
     assert f"runner `low`: {said}" in result.stdout and result.stdout.count(said) == 2
     report = json.loads((tmp_path / "out" / "cnn" / "hunt" / "report.json").read_text())
     assert report["held_by_opset"] == {"nodes": 3, "ops": {"Conv": 2, "MaxPool": 1}, "opset": 17, "since": 22}
-    assert report["candidates"] == 1 and "Not searched: 2 Conv" in (tmp_path / "out" / "cnn" / "hunt" / "summary.md").read_text()
+    assert report["candidates"] == 2 and "Not searched: 2 Conv" in (tmp_path / "out" / "cnn" / "hunt" / "summary.md").read_text()

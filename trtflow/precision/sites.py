@@ -157,10 +157,10 @@ def held_by_opset(model: "onnx.ModelProto", precision: PrecisionName) -> OpsetHe
     for node in model.graph.node:
         if node.name in reached or node.domain not in ("", "ai.onnx") or node.op_type in CONVERSION_OPS:
             continue
-        try:
-            version = onnx.defs.get_schema(node.op_type, "").since_version
-        except onnx.defs.SchemaError:
-            continue
+        current = node_schema(node, opsets)
+        if current is None or low_positions(node, current, precision, float_tensors)[1]:
+            continue  # unknown op, or the opset admits the low type and the node stays high for another reason
+        version = onnx.defs.get_schema(node.op_type, "").since_version
         if not low_positions(node, onnx.defs.get_schema(node.op_type, version, ""), precision, float_tensors)[1]:
             continue
         while version > opsets.get("", 1):  # walk back to the first version admitting the low type
