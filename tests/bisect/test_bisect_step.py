@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -178,6 +179,10 @@ def test_subgraph_nodes_stay_one_high_precision_unit(trtflow, tmp_path):
     assert keep["found"]
     reasons = {n["name"]: n["reason"] for n in keep["nodes"]}
     assert "subgraphs" in reasons["if"]
+    assert set(reasons) == {"if"} and "can run in low precision" in keep["message"]
+    # the search's answer names no node, then what never runs low is said apart (not "...: if")
+    assert re.search(re.escape(keep["message"]) + r" \(verified on fresh samples; \d+ trials\)\n"
+                     r"1 node\(s\) stay in high precision in every plan: if \(subgraphs", done.stdout), done.stdout
 
 
 def slow_hunt(tmp_path: Path, model_name: str = "chain.onnx") -> Path:

@@ -262,10 +262,13 @@ class BisectPrecision(Step):
         ctx.output_path("report").write_text(json.dumps(report, indent=1))
         ctx.output_path("summary").write_text(_summary(report))
         ctx.journal.export(ctx.output_path("replay"))
-        named = ", ".join(entry["name"] for entry in keep_nodes[:NODES_NAMED_IN_NOTICE])
-        more = f" and {len(keep_nodes) - NODES_NAMED_IN_NOTICE} more" if len(keep_nodes) > NODES_NAMED_IN_NOTICE else ""
         verdict = "verified on fresh samples" if verified else "NOT verified"
-        ctx.notice(f"{message}: {named}{more} ({verdict}; {result.evaluations} trials)" if keep_nodes else message)
+        searched = [entry["name"] for entry in keep_nodes if entry["name"] not in fixed]
+        notice = f"{message}{_named(searched)} ({verdict}; {result.evaluations} trials)" if found else message
+        if fixed:  # not the search's answer: these never run low, so they must not read as "kept by the search"
+            notice += (f"\n{len(fixed)} node(s) stay in high precision in every plan{_named(list(fixed))} "
+                       "(subgraphs, attribute-typed outputs or ops without a schema: keep.json says which)")
+        ctx.notice(notice)
         return {"passed": verified}
 
     def _backend(self, ctx: StepContext, params: Params, model):
@@ -377,6 +380,14 @@ class BisectPrecision(Step):
             entries.append({"name": node, "op": ops[node], "reason": reason})
         entries += [{"name": node, "op": ops[node], "reason": why} for node, why in fixed.items()]
         return entries
+
+
+def _named(nodes: list[str]) -> str:
+    """`: a, b, c and 3 more` for a notice; empty for no nodes."""
+    if not nodes:
+        return ""
+    more = f" and {len(nodes) - NODES_NAMED_IN_NOTICE} more" if len(nodes) > NODES_NAMED_IN_NOTICE else ""
+    return ": " + ", ".join(nodes[:NODES_NAMED_IN_NOTICE]) + more
 
 
 def _summary(report: dict) -> str:
