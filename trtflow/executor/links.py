@@ -9,6 +9,7 @@ atomic, so concurrent runs sharing one `--out` never see a half-made folder.
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import shutil
@@ -26,9 +27,12 @@ def publish(entry: Entry, folder: Path) -> None:
         os.symlink(entry.path, fresh, target_is_directory=True)
     except OSError:  # no symlinks on this filesystem
         shutil.copytree(entry.path, fresh)
-    if folder.is_symlink() or not folder.exists():
-        os.replace(fresh, folder)
+    try:
+        os.replace(fresh, folder)  # over a symlink, nothing or an empty folder: atomic
         return
+    except OSError as error:
+        if error.errno not in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+            raise
     # a real folder (a copy, or an older layout) cannot be replaced atomically: swap under a lock
     old = folder.with_name(f".{folder.name}.old.{secrets.token_hex(4)}")
     with FileLock(folder.with_name(f".{folder.name}.lock")):
@@ -37,5 +41,9 @@ def publish(entry: Entry, folder: Path) -> None:
         except FileNotFoundError:
             old = None
         os.replace(fresh, folder)
-    if old is not None:
+    if old is None:
+        return
+    if old.is_symlink():  # another run linked it while this one waited for the lock
+        old.unlink()
+    else:
         shutil.rmtree(old, ignore_errors=True)
