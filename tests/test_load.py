@@ -101,6 +101,36 @@ def test_model_with_external_data(trtflow, tmp_path):
     assert numpy_helper.to_array(variance)[1] == np.float32(1e7)
 
 
+def test_a_model_with_large_weights_is_stored_with_them_external(trtflow, tmp_path):
+    """Real models (a ResNet-50 is 100 MB) keep their weights out of the stored graphs, so the
+    steps that only read the graph (taps, the FP32 session, drawing) do not parse them."""
+    width, layers = 1024, 24  # 96 MB of weights
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.normal(0, 0.03, (width, width)).astype(np.float32), f"w{i}")
+               for i in range(layers)]
+    nodes = [helper.make_node("MatMul", [f"h{i}" if i else "x", f"w{i}"], [f"h{i + 1}"]) for i in range(layers)]
+    graph = helper.make_graph(nodes, "big", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, width])],
+                              [helper.make_tensor_value_info(f"h{layers}", TensorProto.FLOAT, [2, width])], weights)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "big.onnx"))
+    steps = """
+  taps: {uses: surgeon-insert-tap, with: {model: "${steps.model.model}"}}
+  run:
+    uses: run-runners
+    with: {model: "${steps.taps.model}", runners: [{name: fp32, backend: onnxruntime}]}
+"""
+    result, out = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "big.onnx").replace(", shapes: {scores: [3, 4]}", "")
+                       + steps)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for step in ("model", "taps"):
+        stored = out.parent / step / "model.onnx"
+        assert stored.stat().st_size < 1 << 20 and (out.parent / step / "model.onnx.data").exists()
+        assert len(onnx.load(str(stored)).graph.initializer) == layers  # weights found through the out link
+    from trtflow.tensors.tensor_set import TensorSet
+
+    results = TensorSet.open(out.parent / "run" / "results")
+    assert len(results.tensor_names("fp32")) == layers and not results.failure("fp32")
+
+
 def test_editing_external_weights_invalidates_the_model(trtflow, tmp_path):
     """The weights in `ext.weights` are part of `ext.onnx`: changing only them re-runs `load`."""
     onnx.save_model(_faulty_model(), str(tmp_path / "ext.onnx"), save_as_external_data=True,

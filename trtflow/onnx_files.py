@@ -7,7 +7,10 @@ exporter already made unique; a clash gets a numeric suffix in graph order. The 
 gets the same names, so a name in a report means the same node on every machine.
 
 Models over 2 GB cannot be one protobuf, so `save_model` writes external data
-(`<file>.data` beside it) when the weights are large or when asked.
+(`<file>.data` beside it) when the weights are large or when asked. "Large" starts well below
+2 GB: most readers only need the graph (`load_weights=False` — taps, the FP32 runner's session,
+drawing, size estimates), and inline weights make each of them parse and re-serialize every byte
+(an exported BERT-base, 440 MB inline: 3.5 s per ONNX Runtime session; external: 0.5 s).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import TYPE_CHECKING, Iterator
 if TYPE_CHECKING:
     import onnx
 
-EXTERNAL_DATA_THRESHOLD = 1_800_000_000  # bytes of weights above which a model is saved with external data
+EXTERNAL_DATA_THRESHOLD = 64 << 20  # bytes of weights above which a model is saved with external data
 
 
 def load_model(path: Path, *, load_weights: bool = True) -> "onnx.ModelProto":
