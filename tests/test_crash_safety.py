@@ -116,3 +116,38 @@ def test_damaged_entry_is_not_a_hit_even_without_verify(trtflow, tmp_path, plugi
     rerun = trtflow("run", recipe, cwd=tmp_path, env=plugin_env)
     assert rerun.returncode == 0
     assert [line.split()[1] for line in ledger_lines(plugin_env)].count("quick") == 2
+
+
+def test_an_unwritable_workspace_or_out_folder_is_a_usage_error(trtflow, tmp_path, plugin_env):
+    recipe = write_recipe(tmp_path, SLOW.replace("seconds: 4, size_kb: 400", "size_kb: 8"))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    for args, option in ((["--workspace", blocker / "ws"], "--workspace DIR"), (["--out", blocker / "out"], "--out DIR")):
+        result = trtflow("run", recipe, *args, cwd=tmp_path, env=plugin_env)
+        assert result.returncode == 2, result.stderr
+        assert f"cannot create {blocker}" in result.stderr and option in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+    assert ledger_lines(plugin_env) == []
+
+
+def test_a_full_disk_fails_the_step_cleanly_and_says_so(trtflow, tmp_path, plugin_env):
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)], capture_output=True)
+    if mounted.returncode != 0:
+        import pytest
+
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        recipe = write_recipe(tmp_path, SLOW.replace("seconds: 4, size_kb: 400", "size_kb: 400"))
+        workspace = small / "ws"
+        result = trtflow("run", recipe, "--workspace", workspace, cwd=tmp_path, env=plugin_env)
+        assert result.returncode == 3, result.stdout + result.stderr
+        assert "step `slow`: the disk is full" in result.stderr and f"workspace {workspace}" in result.stderr
+        assert "Traceback" not in result.stdout + result.stderr
+        assert re.search(r"ran\s+quick", result.stdout) and re.search(r"skipped\s+after", result.stdout)
+        verify = trtflow("cache", "verify", "--workspace", workspace, cwd=tmp_path)
+        assert verify.returncode == 0 and "verified 1 entries: 0 damaged" in verify.stdout
+        assert not list((workspace / "store" / "tmp").iterdir())
+    finally:
+        subprocess.run(["umount", str(small)], capture_output=True)

@@ -65,7 +65,20 @@ def _load(recipe: Path, overrides: list[str]):
 def _workspace(recipe: Path, workspace: Optional[Path]):
     from trtflow.executor.workspace import Workspace
 
-    return Workspace.for_recipe(recipe.absolute(), workspace)
+    space = Workspace.for_recipe(recipe.absolute(), workspace)
+    _writable_folder(space.root, "--workspace DIR (or $TRTFLOW_WORKSPACE)")
+    return space
+
+
+def _writable_folder(folder: Path, option: str) -> None:
+    """Create `folder` or say plainly why it cannot be written, before any step runs: a read-only
+    or missing mount would otherwise surface as an OSError from deep inside the executor."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"cannot create {folder} ({error.strerror}); give {option} on a disk you can write to") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write to {folder} (read-only, or no permission); give {option} on a disk you can write to")
 
 
 def _step_ids(pipeline, names: list[str], option: str) -> set[str]:
@@ -109,6 +122,7 @@ def run(
         if dry_run:
             _print_status(pipeline, space, only=chosen_only, force=chosen_force, dry_run=True)
             return
+        _writable_folder(out.absolute(), "--out DIR")
         options = RunOptions(force=chosen_force, only=chosen_only, jobs=jobs, out=out.absolute(), debug=debug)
         display = ProgressDisplay(verbose=verbose)
         try:

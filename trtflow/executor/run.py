@@ -9,6 +9,7 @@ are reported as skipped.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -191,8 +192,16 @@ def _gate(step: PlannedStep, entry: Entry, params: StepParams | None) -> tuple[b
     return gated, passed
 
 
-def _failure(pipeline: Pipeline, step: PlannedStep, error: BaseException, seconds: float, debug: bool) -> StepOutcome:
-    if isinstance(error, ParamError):
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _failure(pipeline: Pipeline, step: PlannedStep, error: BaseException, seconds: float, debug: bool,
+             workspace: Workspace) -> StepOutcome:
+    if isinstance(error, OSError) and error.errno in DISK_FULL:  # its half-written output is gone: say what to do
+        message, code = (f"step `{step.id}`: the disk is full ({error.strerror}); free space on the disk of "
+                         f"the workspace {workspace.root} (or give --workspace DIR elsewhere) and run again: "
+                         "finished steps are cached"), 3
+    elif isinstance(error, ParamError):
         at = step.spec.source_path + ("with", error.param)
         expansion = f" (in `{step.id}`)" if step.id != step.spec.origin else ""  # which matrix value
         message, code = str(pipeline.recipe.source.problem(at, f"{error}{expansion}")), error.exit_code
@@ -248,7 +257,7 @@ def run_pipeline(pipeline: Pipeline, workspace: Workspace, options: RunOptions, 
                 try:
                     entry, computed, params = future.result()
                 except Exception as error:  # noqa: BLE001 - every failure becomes a recorded outcome
-                    outcome = _failure(pipeline, step, error, seconds, options.debug)
+                    outcome = _failure(pipeline, step, error, seconds, options.debug, workspace)
                 else:
                     entries[step.id] = entry
                     gated, passed = _gate(step, entry, params)
@@ -268,9 +277,15 @@ def run_pipeline(pipeline: Pipeline, workspace: Workspace, options: RunOptions, 
 
 
 def _write_record(pipeline: Pipeline, workspace: Workspace, report: RunReport) -> None:
-    workspace.runs.mkdir(parents=True, exist_ok=True)
+    """Keep a record of the run; a full disk loses the record, not the report of what ran."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     record = {"recipe": pipeline.recipe.name, "file": str(pipeline.recipe.file), "seconds": round(report.seconds, 3),
               "exit_code": report.exit_code, "steps": [asdict(o) for o in report.outcomes]}
     path = workspace.runs / f"{stamp}-{pipeline.recipe.name}-{os.getpid()}.json"
-    path.write_text(json.dumps(record, indent=1))
+    try:
+        workspace.runs.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record, indent=1))
+    except OSError as error:
+        if error.errno not in DISK_FULL:
+            raise
+        path.unlink(missing_ok=True)

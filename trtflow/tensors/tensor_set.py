@@ -13,8 +13,11 @@ outputs in memory, and read back memory-mapped, so comparing two 10 GB sets does
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
+import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -65,7 +68,14 @@ class TensorSetWriter:
         self._taken.add(relative)
         path = self.folder / relative
         path.parent.mkdir(parents=True, exist_ok=True)
-        np.save(path, array, allow_pickle=False)
+        try:
+            np.save(path, array, allow_pickle=False)
+        except OSError as error:
+            # numpy reports a short write as "N requested and M written", without the errno that
+            # lets the executor tell the user the disk is full
+            if error.errno is None and shutil.disk_usage(path.parent).free < array.nbytes:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from error
+            raise
         self.arrays.append(StoredArray(runner, iteration, tensor, relative, str(array.dtype), list(array.shape)))
         self.runners.setdefault(runner, {"status": "ok"})
 
