@@ -54,6 +54,10 @@ CORPUS = [
     ("value-output-as-path", HEAD + "steps:\n  a: {uses: load, with: {path: m.onnx}}\n  b:\n    uses: load\n"
      "    with: {path: '${steps.a.kind}'}\n", 7, "`${steps.a.kind}` is a value ('onnx'), not a file"),
     ("bad-name", "trtflow: 1\nname: 'my recipe!'\nsteps:\n  a: {uses: load, with: {path: m.onnx}}\n", 2, "name"),
+    ("negative-tolerance", HEAD + "steps:\n  a: {uses: load, with: {path: m.onnx}}\n  r:\n    uses: run-runners\n"
+     "    with: {model: '${steps.a.model}', runners: [{name: a, backend: onnxruntime}]}\n  d:\n    uses: compare\n"
+     "    with: {results: '${steps.r.results}', reference: a, atol: -1.0e-3}\n", 10,
+     "steps.d.with.atol: Input should be greater than or equal to 0, got -0.001"),
 ]
 
 

@@ -54,3 +54,19 @@ def test_infinities_in_both_runners_mismatch_unless_asked_as_in_polygraphy(trtfl
     assert default["tensors"][0]["nonfinite"]["reference"]["inf"] == 4  # +inf in both runners
     assert default["passed"] is False
     assert json.loads((out / "equal" / "report.json").read_text())["passed"] is True
+
+
+def test_a_tolerance_key_that_names_no_tensor_is_a_recipe_error(trtflow, tmp_path):
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")  # output act1
+    result, out = run_recipe(trtflow, tmp_path, """
+    run:
+      uses: run-runners
+      with: {model: model.onnx, runners: [{name: fp32, backend: onnxruntime}, {name: bf16, backend: emulated, precision: bf16}]}
+    diff:
+      uses: compare
+      with: {results: "${steps.run.results}", reference: fp32, atol: 1.0e-2, rtol: {"*": 1.0e-2, "act_1": 0.5}}
+    """)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert "steps.diff.with.rtol: `act_1` names no compared tensor (did you mean `act1`?)" in output, output
+    assert "Traceback" not in output and not (out / "diff").exists()

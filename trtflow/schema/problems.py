@@ -59,7 +59,8 @@ def _resolve(model: type[BaseModel] | None, loc: tuple) -> tuple[tuple, type[Bas
     """pydantic's `loc` as a recipe path (validator names and discriminated-union tags dropped),
     and the model class validating the mapping at its end (None where that is not one model)."""
     loc = tuple(part for part in loc if isinstance(part, int) or not (
-        "[" in part or part.startswith("function-") or part in {"list", "dict", "str", "int", "float", "bool"}))
+        "[" in part or part.startswith(("function-", "constrained-"))
+        or part in {"list", "dict", "str", "int", "float", "bool"}))
     annotation: Any = model
     path: list = []
     parts = list(loc)

@@ -16,6 +16,7 @@ from pydantic import Field
 
 from trtflow.errors import ParamError, StepError
 from trtflow.packages import installed_version
+from trtflow.schema.problems import did_you_mean
 from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, file, value
 from trtflow.tensors.comparison import Tolerances
@@ -66,6 +67,12 @@ class Compare(Step):
         if unknown:
             raise ParamError("candidates", f"no runner `{unknown[0]}` in the results; runners: {', '.join(runners)}")
         tolerances = Tolerances(**{k: getattr(params, k) for k in Tolerances.model_fields})
+        compared = results.tensor_names(params.reference)
+        unmatched = tolerances.unmatched_keys(compared)
+        if unmatched:
+            param, key = unmatched[0]
+            raise ParamError(param, f"`{key}` names no compared tensor{did_you_mean(key, compared)}; the "
+                                    f"{len(compared)} compared: {', '.join(compared[:8])}{' ...' if len(compared) > 8 else ''}")
         report = build_report(results, params.reference, candidates, tolerances,
                               lambda done, total: ctx.progress(done, total, "tensors"))
         for tensor in report["tensors"]:

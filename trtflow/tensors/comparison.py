@@ -17,7 +17,7 @@ Per-tensor tolerances (`{glob: number}`) pick their entry by `trtflow.tensors.na
 from __future__ import annotations
 
 import math
-from typing import Literal, Sequence
+from typing import Annotated, Iterable, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,7 +27,8 @@ from trtflow.tensors.name_globs import RULE, matching_key
 np = lazy_import("numpy")
 
 ErrorStat = Literal["elemwise", "max", "mean", "median", "quantile"]
-Tolerance = float | dict[str, float]
+NonNegative = Annotated[float, Field(ge=0)]
+Tolerance = NonNegative | dict[str, NonNegative]
 
 DEFAULT_TOLERANCE = 1e-5  # Polygraphy's default atol and rtol
 EPSILON = 2.220446049250313e-16  # added to zero reference values before dividing (Polygraphy's choice)
@@ -52,6 +53,13 @@ class Tolerances(BaseModel):
     def for_tensor(self, tensor: str) -> tuple[float, float]:
         """(atol, rtol) for one tensor."""
         return _pick(self.atol, tensor), _pick(self.rtol, tensor)
+
+    def unmatched_keys(self, tensors: Iterable[str]) -> list[tuple[str, str]]:
+        """(`atol` or `rtol`, key) for each per-tensor key other than `*` that names none of `tensors`:
+        a typo there would silently leave the tensors it meant on the 1e-5 default."""
+        tensors = list(tensors)
+        return [(param, key) for param in ("atol", "rtol") if isinstance(tolerance := getattr(self, param), dict)
+                for key in tolerance if key != "*" and all(matching_key([key], name) is None for name in tensors)]
 
     def errors(self, reference: np.ndarray, candidate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """`errors` under this block's treatment of infinities."""
