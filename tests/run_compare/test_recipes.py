@@ -332,3 +332,20 @@ def test_emulated_keep_takes_a_keep_file_and_refuses_unknown_nodes(trtflow, tmp_
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
     assert "steps.run.with.runners" in output and "`meansqq` (did you mean `meansq`?)" in output
+
+
+@pytest.mark.parametrize("selector,words", [
+    ("tensors: [sumsq, sum_sq]", "steps.taps.with.tensors: `sum_sq` names no tensor the model computes (did you mean `sumsq`?)"),
+    ("tensors: [x]", "`x` names no tensor the model computes (a graph input or initializer"),
+    ("ops: [Div, ReduceSumsquare]", "steps.taps.with.ops: the model has no `ReduceSumsquare` node (did you mean `ReduceSumSquare`?)"),
+])
+def test_a_tap_selector_that_selects_nothing_is_a_recipe_error(trtflow, tmp_path, selector, words):
+    save(layer_norm_overflow(), tmp_path / "model.onnx")
+    result, out = run_recipe(trtflow, tmp_path, f"""
+    taps:
+      uses: surgeon-insert-tap
+      with: {{model: model.onnx, {selector}}}
+    """)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2 and words in output, output
+    assert "Traceback" not in output and not (out / "taps").exists()

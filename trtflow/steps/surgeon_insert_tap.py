@@ -10,14 +10,18 @@ the model and are listed under `not_tapped`.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
 from trtflow.errors import ParamError
 from trtflow.packages import installed_version
+from trtflow.schema.problems import did_you_mean
 from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, file
+
+if TYPE_CHECKING:
+    from trtflow.tensors.catalog import TensorInfo
 
 
 class Params(StepParams):
@@ -49,11 +53,11 @@ class SurgeonInsertTap(Step):
 
         model, tensors = load_cataloged(params.model)
         patterns = None if params.tensors == "all" else params.tensors
+        _check_selectors(tensors, patterns, params.ops)
         chosen = select(tensors, patterns, params.ops, params.exclude)
         if not chosen:
-            raise ParamError("tensors", f"no computed tensor matches tensors={params.tensors!r}, ops={params.ops}, "
-                                        f"exclude={params.exclude}; the model computes {sum(t.node is not None for t in tensors.values())} "
-                                        "tensors (graph inputs and initializers cannot be tapped)")
+            raise ParamError("tensors", "`tensors`, `ops` and `exclude` together select no tensor to tap: each "
+                                        "selects some, but no tensor passes all three")
         mark_outputs(model, chosen, tensors)
         save_model(model, ctx.output_path("model"))
         taps = {"taps": [{"tensor": name, **tensors[name].as_json()} for name in chosen],
@@ -61,3 +65,20 @@ class SurgeonInsertTap(Step):
         ctx.output_path("taps").write_text(json.dumps(taps, indent=1))
         ctx.log(f"tapped {len(chosen)} tensors")
         return {}
+
+
+def _check_selectors(tensors: dict[str, TensorInfo], patterns: list[str] | None, ops: list[str] | None) -> None:
+    """Every tensor name or glob and every op type must select something: a typo would otherwise
+    silently leave a tensor untapped, and `compare` would never look at it."""
+    from trtflow.tensors.taps import select
+
+    computed = [name for name, info in tensors.items() if info.node is not None]
+    for pattern in patterns or ():
+        if not select(tensors, [pattern]):
+            why = (" (a graph input or initializer: the model does not compute it)" if pattern in tensors
+                   else did_you_mean(pattern, computed))
+            raise ParamError("tensors", f"`{pattern}` names no tensor the model computes{why}")
+    model_ops = sorted({info.op for info in tensors.values() if info.op})
+    for op in ops or ():
+        if op not in model_ops:
+            raise ParamError("ops", f"the model has no `{op}` node{did_you_mean(op, model_ops)}; its ops: {', '.join(model_ops)}")
