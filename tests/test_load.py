@@ -162,11 +162,17 @@ def test_unknown_input_in_shapes_is_a_located_usage_error(trtflow, tmp_path):
     assert "no input `score`; inputs: scores" in result.stderr
 
 
-def test_invalid_model_file_is_a_clear_error(trtflow, tmp_path):
-    (tmp_path / "junk.onnx").write_bytes(b"\x08\x07this is not protobuf" * 20)
-    result, _ = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "junk.onnx"))
+@pytest.mark.parametrize("content", ["junk", "truncated", "text"])
+@pytest.mark.parametrize("check", ["true", "false"])
+def test_invalid_model_file_is_a_clear_error(trtflow, tmp_path, content, check):
+    whole = (REPO / "pipelines" / "models" / "overflow_demo.onnx").read_bytes()
+    (tmp_path / "junk.onnx").write_bytes({"junk": b"\x08\x07this is not protobuf" * 20, "truncated": whole[:3000],
+                                          "text": b"hello world\n"}[content])
+    result, _ = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "junk.onnx").replace("shapes:", f"check: {check}, shapes:"))
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "junk.onnx" in result.stderr and "Traceback" not in result.stderr
+    assert "recipe.yaml:7:" in result.stderr and "steps.model.with.path" in result.stderr, result.stderr
+    assert "junk.onnx: not an ONNX model, or a truncated one" in result.stderr, result.stderr
+    assert "check: false" not in result.stderr and "Traceback" not in result.stderr  # no advice that cannot help
     assert not list((tmp_path / ".trtflow" / "store").glob("??/*"))
 
 

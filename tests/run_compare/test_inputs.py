@@ -87,12 +87,14 @@ def test_models_without_inputs_or_with_an_empty_static_dim_run(trtflow, tmp_path
 def test_data_entries_that_name_no_input_or_contradict_the_model_are_recipe_errors(trtflow, tmp_path):
     save(mlp_chain(layers=2), tmp_path / "model.onnx")  # input x: [4, 16]
     np.savez(tmp_path / "wrong.npz", x=np.zeros((2, 16), np.float32))
+    np.savez(tmp_path / "float64.npz", x=np.zeros((4, 16)))  # numpy's default dtype, not the model's
     cases = [("data: {shapes: {xx: [4, 16]}}", "steps.run.with.data", "`shapes` names `xx`, which is no input of the "
                                                                       "model (did you mean `x`?)"),
              ("data: {ranges: {'*': [0, 1], 'inp*': [0, 5]}}", "steps.run.with.data", "`ranges` names `inp*`"),
              ("data: {shapes: {x: [2, 16]}}", "steps.run.with.data", "the model declares [4, 16]"),
              ("inputs: wrong.npz", "steps.run.with.inputs", "feed 0: input `x` has shape [2, 16]; the model declares "
-                                                            "[4, 16]")]
+                                                            "[4, 16]"),
+             ("inputs: float64.npz", "steps.run.with.inputs", "feed 0: input `x` is float64; the model takes float32")]
     for source, where, says in cases:
         result, _ = run_recipe(trtflow, tmp_path, f"""
         run:

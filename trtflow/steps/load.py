@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from trtflow.errors import ParamError, UsageError
+from trtflow.errors import ParamError
 from trtflow.packages import installed_version
 from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, file, value
@@ -148,16 +148,20 @@ class Load(Step):
         from trtflow.onnx_files import load_model, name_nodes
 
         ctx.progress(0, 4, "reading")
+        # read first: `check: false` is no advice for a file that is not ONNX at all, or truncated
+        try:
+            model = load_model(params.path)
+        except DecodeError:
+            raise ParamError("path", f"{params.path}: not an ONNX model, or a truncated one (protobuf cannot "
+                                     "parse it); export or copy it again") from None
+        except (OSError, ValueError) as error:
+            raise ParamError("path", f"{params.path}: cannot read the ONNX model: {error}") from None
         if params.check:
             try:
                 onnx.checker.check_model(str(params.path), full_check=params.check == "full")
             except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, DecodeError) as error:
-                raise UsageError(f"{params.path}: not a valid ONNX model: {str(error).strip()} "
-                                 "(set `check: false` on the load step to load it anyway)") from None
-        try:
-            model = load_model(params.path)
-        except (DecodeError, OSError, ValueError) as error:
-            raise UsageError(f"{params.path}: cannot read the ONNX model: {error}") from None
+                raise ParamError("path", f"{params.path}: not a valid ONNX model: {str(error).strip()} "
+                                         "(set `check: false` on the load step to load it anyway)") from None
         ctx.progress(1, 4, "naming nodes")
         renamed = name_nodes(model)
         if params.shapes:

@@ -182,7 +182,8 @@ def load_function(loader: LoaderSpec) -> Iterator[Feed]:
 
 def check_feed(feed: Feed, specs: list[InputSpec], position: int) -> Feed:
     """The feed, with a clear error when it misses inputs the model needs, names ones it lacks, or has
-    a shape the model's static dims rule out (ONNX Runtime's own message would not say which feed)."""
+    a shape the model's static dims rule out or another dtype (ONNX Runtime's own message would not
+    say which feed, and would fail the step rather than point at `inputs:`)."""
     wanted = {s.name for s in specs}
     missing, extra = wanted - set(feed), set(feed) - wanted
     if missing or extra:
@@ -193,6 +194,10 @@ def check_feed(feed: Feed, specs: list[InputSpec], position: int) -> Feed:
         if not _fits(spec.shape, shape):
             raise ValueError(f"feed {position}: input `{spec.name}` has shape {shape}; the model declares "
                              f"{list(spec.shape)}")
+        dtype = np.asarray(feed[spec.name]).dtype
+        if dtype != spec.dtype:  # numpy's default float64 is the usual culprit; no runner would convert it
+            raise ValueError(f"feed {position}: input `{spec.name}` is {dtype}; the model takes {spec.dtype} "
+                             f"(save it with `.astype(np.{spec.dtype})`)")
     return feed
 
 
