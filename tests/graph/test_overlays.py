@@ -83,6 +83,17 @@ def test_report_tensors_of_nodes_the_simplified_view_hides_are_told_apart_from_u
     assert not any("view hides" in note for note in shown.notes)
 
 
+def test_highlighted_nodes_the_simplified_view_hides_are_told_apart_from_unknown_ones():
+    # bisect keeps the Constant of a BERT float32-min attention mask: it exists, the simplified view hides it
+    graph = with_highlight(simplify(graph_from_model(conv_block())), ["shape_of", "conv", "ghost"])
+    assert "highlight" in graph.nodes["conv"].marks
+    assert ("1 of 3 highlighted name(s) are constant or shape-only nodes this view hides (e.g. `shape_of`; "
+            "`show_constants: true` draws them)") in graph.notes
+    assert "1 of 3 highlighted name(s) are not in this graph (e.g. `ghost`)" in graph.notes
+    shown = with_highlight(simplify(graph_from_model(conv_block()), show_constants=True), ["shape_of"])
+    assert "highlight" in shown.nodes["shape_of"].marks and not any("highlighted" in note for note in shown.notes)
+
+
 def test_error_colors_grow_with_the_error_and_nonfinite_is_darkest(report):
     graph = with_errors(graph_from_model(conv_block()), read_compare_report(report))
     style = Style(graph, View(color_by="error"))

@@ -195,6 +195,12 @@ def with_highlight(graph: Graph, names: list[str]) -> Graph:
     index = graph.name_index()
     targets = {index[name] for name in names if name in index}
     missing = [name for name in names if name not in index]
-    notes = [f"{len(missing)} of {len(names)} highlighted name(s) are not in this graph (e.g. `{missing[0]}`)"] \
-        if missing else []
+    hidden = [name for name in missing if name in graph.hidden]  # bisect keeps a float32-min mask's Constant
+    unknown = [name for name in missing if name not in graph.hidden]
+    notes = []
+    if hidden:
+        notes.append(f"{len(hidden)} of {len(names)} highlighted name(s) are constant or shape-only nodes this view "
+                     f"hides (e.g. `{hidden[0]}`; `show_constants: true` draws them)")
+    if unknown:
+        notes.append(f"{len(unknown)} of {len(names)} highlighted name(s) are not in this graph (e.g. `{unknown[0]}`)")
     return graph.updated({t: {"marks": graph.nodes[t].marks | {"highlight"}} for t in targets}, notes=notes)
