@@ -106,3 +106,26 @@ def test_every_problem_reported_at_once(trtflow, recipe_folder):
     result = trtflow("validate", recipe, cwd=recipe_folder)
     assert result.returncode == 2
     assert f"{recipe}:5:" in result.stderr and f"{recipe}:8:" in result.stderr
+
+
+HUNT = HEAD + "steps:\n  h:\n    uses: bisect-precision\n    with:\n      model: m.onnx\n      check: CHECK\n"
+
+
+@pytest.mark.parametrize("check,expected", [
+    # a tolerance block with a bad number is not also told it lacks the command form's `command`
+    ("{atol: abc}", ["steps.h.with.check.atol: Input should be a valid number, unable to parse string as a number;"
+                     " or input should be a valid dictionary, got 'abc'"]),
+    ("{atol: {'ln.*': abc}}", ["steps.h.with.check.atol.ln.*: Input should be a valid number"]),
+    ("{atol: -1}", ["steps.h.with.check.atol: Input should be greater than or equal to 0, got -1"]),
+    ("{command: run.sh}", ["steps.h.with.check.command: Input should be a valid list, got 'run.sh'"]),
+    ("{comand: [run.sh]}", ["steps.h.with.check.comand: unknown key `comand` (did you mean `command`?)"]),
+    ("5", ["steps.h.with.check: Input should be a mapping of keys to values, got 5"]),
+])
+def test_a_value_of_a_union_is_told_about_the_form_it_is_closest_to(trtflow, recipe_folder, check, expected):
+    recipe = write_recipe(recipe_folder, HUNT.replace("CHECK", check), "union.yaml")
+    result = trtflow("validate", recipe, cwd=recipe_folder)
+    assert result.returncode == 2
+    problems = result.stderr.removeprefix("error: ").strip().splitlines()
+    said = [problem.split(": ", 1)[1] for problem in problems]
+    assert len(said) == len(expected) and all(s.startswith(e) for s, e in zip(said, expected)), result.stderr
+    assert f"{recipe}:8:" in result.stderr and "Tolerances" not in result.stderr and "CommandCheck" not in result.stderr

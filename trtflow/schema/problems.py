@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -55,25 +56,59 @@ def _tagged_member(union: Any, tag: Any) -> type[BaseModel] | None:
     return None
 
 
-def _resolve(model: type[BaseModel] | None, loc: tuple) -> tuple[tuple, type[BaseModel] | None]:
-    """pydantic's `loc` as a recipe path (validator names and discriminated-union tags dropped),
-    and the model class validating the mapping at its end (None where that is not one model)."""
-    loc = tuple(part for part in loc if isinstance(part, int) or not (
-        "[" in part or part.startswith(("function-", "constrained-"))
-        or part in {"list", "dict", "str", "int", "float", "bool"}))
+_TYPE_LABELS = {"list", "dict", "str", "int", "float", "bool"}
+
+
+def _is_type_label(part: Any) -> bool:
+    """pydantic's name for a type or validator in `loc` (`float`, `dict[str,float]`, `function-after[...]`)."""
+    return isinstance(part, str) and ("[" in part or part.startswith(("function-", "constrained-")) or part in _TYPE_LABELS)
+
+
+def _union_member(union: Any, label: str) -> Any:
+    """The member of an untagged union that pydantic names `label` in `loc` (None when unclear)."""
+    name = label.split("[")[0]
+    for member in typing.get_args(union):
+        if getattr(typing.get_origin(member) or member, "__name__", None) == name:
+            return member
+    return None
+
+
+@dataclass(frozen=True)
+class _Located:
+    """One pydantic error placed in the recipe: its path, the model validating the mapping at its end,
+    the union branches it went down (`(path, member)` each) and, at a union, every member model."""
+
+    path: tuple
+    model: type[BaseModel] | None
+    branches: tuple[tuple[tuple, str], ...]
+    alternatives: tuple[type[BaseModel], ...]
+
+
+def _resolve(model: type[BaseModel] | None, loc: tuple) -> _Located:
+    """pydantic's `loc` as a recipe path: validator names, type labels and union members dropped
+    from the path (union members are kept as branches, so errors of members not taken can be set aside)."""
     annotation: Any = model
     path: list = []
-    parts = list(loc)
-    while parts:
-        part = parts.pop(0)
+    branches: list[tuple[tuple, str]] = []
+    alternatives: tuple[type[BaseModel], ...] = ()
+    for part in loc:
         annotation = _unwrap(annotation)
         if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+            alternatives = tuple(m for m in typing.get_args(annotation) if _is_model(m))
             member = _tagged_member(annotation, part)
             if member is not None:  # the union tag pydantic inserts, not a key in the recipe
                 annotation = member
                 continue
+            member = _union_member(annotation, part) if isinstance(part, str) else None
+            if member is not None or _is_type_label(part):
+                branches.append((tuple(path), part))
+                annotation = member
+                continue
             annotation = None
+        elif _is_type_label(part):
+            continue
         path.append(part)
+        alternatives = ()
         if typing.get_origin(annotation) in (dict, list):
             annotation = typing.get_args(annotation)[-1]
         elif _is_model(annotation):
@@ -82,7 +117,30 @@ def _resolve(model: type[BaseModel] | None, loc: tuple) -> tuple[tuple, type[Bas
         else:
             annotation = None
     annotation = _unwrap(annotation)
-    return tuple(path), (annotation if _is_model(annotation) else None)
+    return _Located(tuple(path), annotation if _is_model(annotation) else None, tuple(branches), alternatives)
+
+
+def _closest_branches(located: list[tuple[dict, _Located]]) -> dict[tuple, set[str]]:
+    """At each union in the recipe, the members the value comes closest to matching.
+
+    pydantic reports every member's errors, so `check: {atol: abc}` would also be told it lacks
+    `command`. A member that recognizes the value's keys (fewer unknown, then fewer missing keys) is
+    closer, then one whose type the value has (`-1` is a number, out of range, not a bad mapping),
+    then one whose errors lie deeper (the value got further into it); ties keep them all.
+    """
+    scores: dict[tuple, dict[str, list[int]]] = {}
+    for item, where in located:
+        for at, member in where.branches:
+            score = scores.setdefault(at, {}).setdefault(member, [0, 0, 0, 0])
+            score[0] += item["type"] == "extra_forbidden"
+            score[1] += item["type"] == "missing"
+            score[2] += item["type"].endswith(("_type", "_parsing"))  # not even of the member's type
+            score[3] = min(score[3], -len(where.path))
+    closest = {}
+    for at, members in scores.items():
+        best = min(members.values())
+        closest[at] = {member for member, score in members.items() if score == best}
+    return closest
 
 
 def _short(value: Any) -> str:
@@ -92,29 +150,32 @@ def _short(value: Any) -> str:
 
 def validation_problems(error: ValidationError, source: SourceMap, prefix: RecipePath,
                         model: type[BaseModel] | None = None) -> list[Problem]:
-    problems: list[Problem] = []
-    seen: set[tuple] = set()
-    for item in error.errors(include_url=False):
-        loc, _ = _resolve(model, item["loc"])
-        kind = item["type"]
+    located = [(item, _resolve(model, item["loc"])) for item in error.errors(include_url=False)]
+    closest = _closest_branches(located)
+    located = [(item, where) for item, where in located
+               if all(member in closest[at] for at, member in where.branches)]
+    problems: dict[tuple, Problem] = {}  # by path and kind: tied union members say what each expected, once
+    for item, where in located:
+        loc, kind = where.path, item["type"]
         if kind == "extra_forbidden":
-            _, parent = _resolve(model, item["loc"][:-1])
-            valid = _field_names(parent) if parent else []
-            hint = did_you_mean(str(loc[-1]), valid)
+            parent = _resolve(model, item["loc"][:-1])
+            valid = _field_names(parent.model) if parent.model else []
+            other_forms = [name for member in parent.alternatives for name in _field_names(member)]
+            hint = did_you_mean(str(loc[-1]), valid + other_forms)
             expected = f"; valid keys: {', '.join(valid)}" if valid else ""
-            message = f"unknown key `{loc[-1]}`{hint}{expected}"
-            problem = source.problem(prefix + loc, message, key=True)
+            identity, message = (loc, kind), f"unknown key `{loc[-1]}`{hint}{expected}"
+            problems.setdefault(identity, source.problem(prefix + loc, message, key=True))
         elif kind == "missing":
-            problem = source.problem(prefix + loc[:-1], f"missing required key `{loc[-1]}`")
+            problems.setdefault((loc, kind), source.problem(prefix + loc[:-1], f"missing required key `{loc[-1]}`"))
         else:
-            text = item["msg"]
-            if kind not in {"value_error", "assertion_error"}:
-                text += f", got {_short(item.get('input'))}"
-            elif text.startswith("Value error, "):
+            text = "Input should be a mapping of keys to values" if kind == "model_type" else item["msg"]  # not a class name
+            if text.startswith("Value error, "):
                 text = text[len("Value error, "):]
-            problem = source.problem(prefix + loc, text)
-        identity = (problem.path, problem.message)
-        if identity not in seen:  # unions report the same miss once per member
-            seen.add(identity)
-            problems.append(problem)
-    return problems
+            got = f", got {_short(item.get('input'))}" if kind not in {"value_error", "assertion_error"} else ""
+            earlier = problems.get((loc, "value"))
+            if earlier is None:
+                problems[(loc, "value")] = source.problem(prefix + loc, text + got)
+            elif text not in earlier.message:
+                said = earlier.message.removesuffix(got)
+                problems[(loc, "value")] = source.problem(prefix + loc, f"{said}; or {text[0].lower()}{text[1:]}{got}")
+    return list(problems.values())
