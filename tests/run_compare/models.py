@@ -91,6 +91,17 @@ def if_reading_outer_weights() -> onnx.ModelProto:
     return make_model(nodes, inputs, [float_input("y", [4])], [weights])
 
 
+def batch_first_head(steps: int = 5, batch: int = 2, width: int = 8, classes: int = 4) -> onnx.ModelProto:
+    """A batch-first RNN's Linear head: time-major `[T, B, C]` transposed to `[B, T, C]`, then MatMul
+    (ONNX Runtime 1.32's CPU provider crashes on this pattern in FP16 unless NCHWc is left out)."""
+    rng = np.random.default_rng(0)
+    weight = numpy_helper.from_array(rng.standard_normal((width, classes)).astype(np.float32), "head.weight")
+    nodes = [helper.make_node("Transpose", ["x"], ["batch_first"], name="to_batch_first", perm=[1, 0, 2]),
+             helper.make_node("MatMul", ["batch_first", "head.weight"], ["y"], name="head")]
+    return make_model(nodes, [float_input("x", [steps, batch, width])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, steps, classes])], [weight])
+
+
 def save(model: onnx.ModelProto, path: Path) -> Path:
     onnx.save(model, str(path))
     return path

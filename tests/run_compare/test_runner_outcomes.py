@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 import pytest
 
-from run_compare.models import mlp_chain, save
+from run_compare.models import batch_first_head, mlp_chain, save
 from run_compare.recipes import run_recipe, write_recipe
 
 
@@ -189,6 +189,28 @@ def test_a_runner_failure_is_the_same_in_process_and_isolated(trtflow, tmp_path,
     assert timings["fp32"]["iterations"] == 1
     assert timings["trt"]["error"].startswith("runner `trt` failed: TensorRT is not installed here")
     assert "install trtflow[tensorrt]" in timings["trt"]["error"]
+
+
+def test_a_real_fp16_transpose_matmul_runs_in_onnxruntime_and_bisect_lowers_it(trtflow, tmp_path):
+    """ONNX Runtime's NCHWc pass crashed the process on the lowered FP16 model of a batch-first LSTM head:
+    the `onnxruntime` fp16 runner failed, and bisect-precision died while verifying its plan."""
+    save(batch_first_head(), tmp_path / "model.onnx")
+    steps = """
+    run:
+      uses: run-runners
+      with:
+        model: model.onnx
+        runners: [{name: fp32, backend: onnxruntime}, {name: ort16, backend: onnxruntime, precision: fp16, isolate: true}]
+    diff: {uses: compare, with: {results: "${steps.run.results}", reference: fp32, atol: 0.05, rtol: 0.05}}
+    hunt:
+      uses: bisect-precision
+      with: {model: model.onnx, backend: onnxruntime, check: {atol: 0.05, rtol: 0.05}}
+    """
+    result, out = run_recipe(trtflow, tmp_path, steps)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads((out / "diff" / "values.json").read_text())["passed"]
+    report = json.loads((out / "hunt" / "report.json").read_text())
+    assert report["found"] and report["final"]["onnxruntime"]["passed"]
 
 
 def test_an_onnx_file_given_as_an_engine_is_a_recipe_error(trtflow, tmp_path):

@@ -9,6 +9,11 @@ The session gets the (rewritten) model as bytes and reads external weights from 
 folder (`EXTERNAL_DATA_FOLDER`): nothing is copied or linked, so a multi-GB model costs no disk and
 no second copy in memory, and ONNX Runtime's check that external data stays inside the model's
 folder holds. Only a rewritten model over protobuf's 2 GB limit goes through a scratch file.
+
+A lowered (FP16) model's session leaves out ONNX Runtime's NCHWc layout pass
+(`LOWERED_MODEL_DISABLED_OPTIMIZERS`): on the CPU provider it kills the process with SIGSEGV on an
+FP16 `Transpose -> MatMul` (ONNX Runtime 1.32; a batch-first LSTM/GRU feeding a Linear head). The
+pass only re-lays FP32 convolutions, so the lowered model computes the same numbers without it.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ PROTOBUF_LIMIT = 2_000_000_000
 EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"  # for a model given as bytes
 OPTIMIZATION_LEVELS = {"disable_all": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
                        "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
+LOWERED_MODEL_DISABLED_OPTIMIZERS = ["NchwcTransformer"]
 
 
 class Config(RunnerConfig):
@@ -44,14 +50,14 @@ class Config(RunnerConfig):
     custom_op_library: InputPath | None = Field(None, description="A shared library of custom ops to register.")
 
     def create(self, model: Path | None, outputs: list[str] | None) -> "OnnxruntimeRunner":
-        transform = None
+        transform, disabled_optimizers = None, []
         if self.precision == "fp16":
             from trtflow.precision.plan import PrecisionPlan
 
-            transform = PrecisionPlan("fp16").lower
+            transform, disabled_optimizers = PrecisionPlan("fp16").lower, LOWERED_MODEL_DISABLED_OPTIMIZERS
         return OnnxruntimeRunner(self.name, model, outputs, providers=self.providers,
                                  session_options=self.session_options, custom_op_library=self.custom_op_library,
-                                 transform=transform)
+                                 transform=transform, disabled_optimizers=disabled_optimizers)
 
     def fingerprint(self) -> dict[str, str]:
         return {"onnxruntime": installed_version("onnxruntime")}
@@ -66,6 +72,7 @@ class OnnxruntimeRunner:
     session_options: dict[str, Any] = field(default_factory=dict)
     custom_op_library: Path | None = None
     transform: Callable | None = None  # ModelProto -> ModelProto, applied before outputs are marked
+    disabled_optimizers: list[str] = field(default_factory=list)  # ONNX Runtime graph transformers to skip
     session: Any = None
     _scratch: Path | None = None
 
@@ -86,7 +93,8 @@ class OnnxruntimeRunner:
         if isinstance(source, bytes):
             options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(self._folder))
         try:
-            self.session = ort.InferenceSession(source, options, providers=self.providers)
+            self.session = ort.InferenceSession(source, options, providers=self.providers,
+                                                disabled_optimizers=self.disabled_optimizers)
         except Exception as error:  # noqa: BLE001 - ORT raises its own untyped errors
             raise RunnerFailed(self.name, f"cannot create an ONNX Runtime session: {error}") from None
 

@@ -116,9 +116,12 @@ class LoweredOutputs:
     def session(self, lowered: "onnx.ModelProto"):
         import onnxruntime
 
+        from trtflow.runners.onnxruntime import LOWERED_MODEL_DISABLED_OPTIMIZERS
+
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
-        return onnxruntime.InferenceSession(lowered.SerializeToString(), options, providers=self.providers)
+        return onnxruntime.InferenceSession(lowered.SerializeToString(), options, providers=self.providers,
+                                            disabled_optimizers=LOWERED_MODEL_DISABLED_OPTIMIZERS)
 
     def outputs(self, plan: "PrecisionPlan", feeds: Sequence[Feed]) -> Iterable[Outputs]:
         session = self.session(plan.lower(self.model))
