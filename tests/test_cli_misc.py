@@ -45,11 +45,12 @@ def test_steps_lists_and_describes_kinds(trtflow, tmp_path):
     detail = trtflow("steps", "load", cwd=tmp_path)
     assert detail.returncode == 0
     assert "path" in detail.stdout and "required" in detail.stdout and "summary" in detail.stdout
-    nested = trtflow("steps", "bisect-precision", cwd=tmp_path, env={"COLUMNS": "250"})
+    nested = trtflow("steps", "bisect-precision", cwd=tmp_path, env={"COLUMNS": "80"})  # no key cut short
     for key in ("data.seed", "check (Tolerances).atol", "check (CommandCheck).command", "nodes.exclude"):
         assert key in nested.stdout, key
-    runners = trtflow("steps", "run-runners", cwd=tmp_path, env={"COLUMNS": "250"})
+    runners = trtflow("steps", "run-runners", cwd=tmp_path, env={"COLUMNS": "80"})
     assert "runners[] (onnxruntime).providers" in runners.stdout
+    assert "infinities_compare_equal" in trtflow("steps", "compare", cwd=tmp_path, env={"COLUMNS": "80"}).stdout
     typo = trtflow("steps", "lod", cwd=tmp_path)
     assert typo.returncode == 2 and "did you mean `load`" in typo.stderr
 

@@ -188,7 +188,7 @@ def _print_status(pipeline, space, only=None, force=frozenset(), dry_run=False) 
     steps = [s for s in pipeline.order if only is None or s in pipeline.dag.upstream(only)]
     table = Table(show_edge=False, header_style="bold")
     for column in ("step", "uses", "state", "why"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")  # names are never cut short to fit the terminal
     for status in pipeline_status(pipeline, space, steps, force):
         state = status.state if not dry_run or status.state in ("cached", "error") else "would run"
         table.add_row(status.step_id, status.uses, state, "\n".join(status.reasons))
@@ -217,7 +217,7 @@ def steps(kind: Optional[str] = typer.Argument(None, help="Describe one step kin
 
         if kind is None:
             table = Table(show_edge=False, header_style="bold")
-            table.add_column("kind")
+            table.add_column("kind", overflow="fold")
             table.add_column("what it does")
             for name in registry.kinds():
                 table.add_row(name, Text(catalog.describe(name)["summary"]))
@@ -227,19 +227,22 @@ def steps(kind: Optional[str] = typer.Argument(None, help="Describe one step kin
             raise UsageError(f"no step kind `{kind}`{did_you_mean(kind, registry.kinds())}; kinds: {', '.join(registry.kinds())}")
         info = catalog.describe(kind)
         console.print(f"[bold]{kind}[/bold] (version {info['version']}): {info['summary']}\n")
-        params = Table(title="with:", show_edge=False, header_style="bold", title_justify="left")
-        for column in ("key", "type", "default", "description"):
-            params.add_column(column)
+        # entries, not a table: a table cuts long keys (`infinities_compare_equal`) to fit 80 columns
+        console.print("[bold]with:[/bold]")
         for param in info["params"]:
-            default = "required" if param["required"] else json.dumps(param["default"])
-            params.add_row(*(Text(cell) for cell in (param["name"], param["type"], default, param["description"])))
-        console.print(params)
-        outputs = Table(title="outputs:", show_edge=False, header_style="bold", title_justify="left")
-        for column in ("name", "kind", "description"):
-            outputs.add_column(column)
+            default = "required" if param["required"] else f"default {json.dumps(param['default'])}"
+            _print_entry(console, param["name"], f"{param['type']}, {default}", param["description"])
+        console.print("\n[bold]outputs:[/bold]")
         for output in info["outputs"]:
-            outputs.add_row(*(Text(cell) for cell in (output["name"], output["kind"], output["description"])))
-        console.print(outputs)
+            _print_entry(console, output["name"], output["kind"], output["description"])
+
+
+def _print_entry(console, name: str, what: str, description: str) -> None:
+    from rich.padding import Padding
+    from rich.text import Text
+
+    console.print(Padding(Text.assemble((name, "bold cyan"), "  ", (what, "dim")), (0, 0, 0, 2)))
+    console.print(Padding(Text(description), (0, 0, 0, 6)))
 
 
 @app.command()
@@ -284,7 +287,7 @@ def _cache_ls(space) -> None:
 
     table = Table(show_edge=False, header_style="bold")
     for column in ("key", "recipe", "step", "uses", "size", "created"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     total = 0
     for entry in space.store.entries():
         size = sum(meta["size"] for meta in entry.manifest.get("files", {}).values())

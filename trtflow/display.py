@@ -83,7 +83,7 @@ class ProgressDisplay(Observer):
 
 def print_report(report: RunReport) -> None:
     table = Table(title=None, show_edge=False, header_style="bold")
-    table.add_column("step")
+    table.add_column("step", overflow="fold")
     table.add_column("status")
     table.add_column("seconds", justify="right")
     table.add_column("gate")
