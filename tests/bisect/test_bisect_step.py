@@ -65,6 +65,9 @@ def test_minimal_finds_planted_culprits_and_writes_a_verified_mixed_model(trtflo
     keep = json.loads((out / "keep.json").read_text())
     assert {n["name"] for n in keep["nodes"]} == set(culprits)
     assert all("fails without it" in n["reason"] and n["op"] == "BatchNormalization" for n in keep["nodes"])
+    for node in keep["nodes"]:  # the evidence, for people: the statistic checked, 4 significant digits
+        shown = re.search(r"\(trial \d+: \S+ max abs error (\S+)\)$", node["reason"]).group(1)
+        assert shown == f"{float(shown):.4g}", node
     report = json.loads((out / "report.json").read_text())
     assert report["passed"] and report["evaluations"] == len(report["trials"]) <= 3 * 7 + 10
     assert set(report["trials"][0]) == {"plan", "passed", "metrics", "seconds", "replayed"}

@@ -140,3 +140,15 @@ def test_polygraphy_json_round_trip_through_polygraphy_classes(tmp_path):
     assert results[0][0] == "ours" and len(results[0][1]) == 2
     np.testing.assert_array_equal(results[0][1][1]["y"], feeds[1]["x"] * 2)
     assert polygraphy_json.read_results(tmp_path / "out.json")["ours"][0]["y"].shape == (2, 2)
+
+
+@pytest.mark.parametrize("error_stat,named", [("elemwise", "max"), ("median", "median"), ("quantile", "p95")])
+def test_a_check_names_the_statistic_it_used(error_stat, named):
+    from trtflow.steps.bisect_judges import check_tolerances
+    from trtflow.tensors.comparison import worst_error
+
+    want = {"t": np.linspace(0, 1, 101, dtype=np.float32)}
+    got = {"t": want["t"] + np.float32(1 / 3)}
+    verdict = check_tolerances(Tolerances(atol=1, rtol=1, error_stat=error_stat, quantile=0.95), [want], [got])
+    assert verdict.passed and verdict.metrics["statistic"] == named
+    assert worst_error(verdict.metrics) == f"t {named} abs error 0.3333"

@@ -38,7 +38,7 @@ from trtflow.precision.formats import PrecisionName
 from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, TrialRecord, file, value
 from trtflow.steps.bisect_judges import CommandCheck, Verdict
-from trtflow.tensors.comparison import Tolerances
+from trtflow.tensors.comparison import Tolerances, worst_error
 from trtflow.tensors.inputs import DataSpec
 
 np = lazy_import("numpy")
@@ -372,8 +372,7 @@ class BisectPrecision(Step):
             if evidence is not None:
                 index, record = by_keep[tuple(sorted(evidence.keep))]
                 metrics = record.metrics
-                worst = (f": {metrics['worst_tensor']} max abs error {metrics['max_abs']}"
-                         if metrics.get("worst_tensor") else "")
+                worst = f": {worst_error(metrics)}" if metrics.get("worst_tensor") else ""
                 reason = f"the check fails without it (trial {index + 1}{worst})"
             else:
                 reason = f"{params.mode} search ({params.direction}): {result.message}"

@@ -139,6 +139,13 @@ def errors(reference: np.ndarray, candidate: np.ndarray, *,
     return absolute, relative
 
 
+def worst_error(metrics: dict) -> str:
+    """`ln.sum_sq median abs error 0.5645`: a check's worst tensor for people, in the statistic it checked."""
+    value = metrics.get("max_abs")
+    shown = f"{value:.4g}" if isinstance(value, (int, float)) else str(value)
+    return f"{metrics.get('worst_tensor')} {metrics.get('statistic', 'max')} abs error {shown}"
+
+
 def json_number(value: float | int | None) -> float | int | str | None:
     """JSON has no NaN or infinity: they are written as the strings "nan", "inf", "-inf"."""
     if value is None:

@@ -16,6 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from trtflow.errors import UsageError
+from trtflow.tensors.comparison import worst_error
 
 
 def _array_line(name: str, array: np.ndarray) -> str:
@@ -98,7 +99,7 @@ def _bisect_report(path: Path, data: dict) -> list[str]:
     for checked, verdict in (data.get("final") or {}).items():
         if isinstance(verdict, dict) and "passed" in verdict:
             lines.append(f"  verified ({checked}): {'passed' if verdict['passed'] else 'FAILED'}, worst "
-                         f"{verdict.get('worst_tensor')} max abs error {verdict.get('max_abs')}")
+                         f"{worst_error(verdict)}")
     return lines
 
 
