@@ -201,3 +201,19 @@ def test_checker_modes(trtflow, tmp_path, check):
     onnx.save(_faulty_model(), str(tmp_path / "faulty.onnx"))
     result, _ = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "faulty.onnx").replace("shapes:", f"check: {check}, shapes:"))
     assert result.returncode == 0, result.stderr
+
+
+def test_lost_values_counts_exactly_at_the_edges_of_the_format():
+    """Weights inside a format's range skip the elementwise rounding; the edges must still count right."""
+    from trtflow.precision.formats import FORMATS
+    from trtflow.precision.ranges import lost_values
+
+    in_range = np.array([65504.0, -65519.0, 2.0**-24, -2.0**-24 * 0.51], np.float32)  # round to ±max / min subnormal
+    lost = np.array([65520.0, 2.0**-26, 1.0, 0.0], np.float32)  # +inf, flushed to zero, fine, zero stays zero
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Add", ["in_range", "lost"], ["y"], name="add")], "edges", [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        initializer=[numpy_helper.from_array(in_range, "in_range"), numpy_helper.from_array(lost, "lost")]))
+    [found] = lost_values(model, FORMATS["fp16"])
+    assert (found.tensor, found.overflow, found.underflow) == ("lost", 1, 1)
+    assert lost_values(model, FORMATS["bf16"]) == []
