@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -70,6 +71,17 @@ steps:
     assert '"a" -> "b";' in dot.stdout and '"b" -> "c";' in dot.stdout and dot.stdout.startswith('digraph "g"')
     bad = trtflow("dag", recipe, "--format", "png", cwd=tmp_path, env=plugin_env)
     assert bad.returncode == 2
+    awkward = write_recipe(tmp_path, """
+trtflow: 1
+name: g
+steps:
+  end: {uses: test-sleep}
+  a-b: {uses: test-sleep, after: [end]}
+  a_b: {uses: test-sleep, after: [a-b]}
+""", "awkward.yaml")
+    mermaid = trtflow("dag", awkward, "--format", "mermaid", cwd=tmp_path, env=plugin_env).stdout.splitlines()
+    assert mermaid == ["graph TD", '  s0["end<br/>test-sleep"]', '  s1["a-b<br/>test-sleep"]', '  s2["a_b<br/>test-sleep"]',
+                       "  s0 --> s1", "  s1 --> s2"]
 
 
 def test_doctor_reports_versions(trtflow, tmp_path):
@@ -77,6 +89,8 @@ def test_doctor_reports_versions(trtflow, tmp_path):
     assert result.returncode == 0
     for component in ("onnxruntime", "tensorrt", "gpu", "CPUExecutionProvider"):
         assert component in result.stdout
+    if importlib.util.find_spec("tensorrt") is None:  # what to do, brackets and all (not eaten as markup)
+        assert "not installed: install trtflow[tensorrt] on a machine with an NVIDIA GPU" in " ".join(result.stdout.split())
 
 
 def test_set_any_recipe_value_and_cache_ls(trtflow, tmp_path):

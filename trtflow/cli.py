@@ -155,11 +155,13 @@ def dag(
         pipeline = _load(recipe, overrides)
         lines = []
         if fmt == "mermaid":
+            # ids by position: step names may be Mermaid keywords (`end`) or differ only in `-`/`_`
+            node_id = {step_id: f"s{index}" for index, step_id in enumerate(pipeline.order)}
             lines.append("graph TD")
             for step_id in pipeline.order:
-                lines.append(f'  {_node_id(step_id)}["{step_id}<br/>{pipeline.steps[step_id].kind.kind}"]')
+                lines.append(f'  {node_id[step_id]}["{step_id}<br/>{pipeline.steps[step_id].kind.kind}"]')
             for step_id in pipeline.order:
-                lines += [f"  {_node_id(d)} --> {_node_id(step_id)}" for d in sorted(pipeline.dag.deps[step_id])]
+                lines += [f"  {node_id[d]} --> {node_id[step_id]}" for d in sorted(pipeline.dag.deps[step_id])]
         elif fmt == "dot":
             lines.append(f'digraph "{pipeline.recipe.name}" {{\n  rankdir=TB;\n  node [shape=box];')
             for step_id in pipeline.order:
@@ -175,12 +177,9 @@ def dag(
         print("\n".join(lines))
 
 
-def _node_id(step_id: str) -> str:
-    return "".join(c if c.isalnum() else "_" for c in step_id)
-
-
 def _print_status(pipeline, space, only=None, force=frozenset(), dry_run=False) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     from trtflow.display import console
     from trtflow.executor.status import pipeline_status
@@ -191,7 +190,7 @@ def _print_status(pipeline, space, only=None, force=frozenset(), dry_run=False) 
         table.add_column(column, overflow="fold")  # names are never cut short to fit the terminal
     for status in pipeline_status(pipeline, space, steps, force):
         state = status.state if not dry_run or status.state in ("cached", "error") else "would run"
-        table.add_row(status.step_id, status.uses, state, "\n".join(status.reasons))
+        table.add_row(*map(Text, (status.step_id, status.uses, state, "\n".join(status.reasons))))  # `[fp32]` is no markup
     console.print(table)
 
 
@@ -208,6 +207,7 @@ def status(recipe: Path = RecipeArg, overrides: list[str] = SetOption, workspace
 def steps(kind: Optional[str] = typer.Argument(None, help="Describe one step kind in full.")) -> None:
     """List the step kinds, or describe one: its params and outputs."""
     with _errors_to_exit_codes(False):
+        from rich.markup import escape
         from rich.table import Table
         from rich.text import Text
 
@@ -226,7 +226,7 @@ def steps(kind: Optional[str] = typer.Argument(None, help="Describe one step kin
         if not registry.exists(kind):
             raise UsageError(f"no step kind `{kind}`{did_you_mean(kind, registry.kinds())}; kinds: {', '.join(registry.kinds())}")
         info = catalog.describe(kind)
-        console.print(f"[bold]{kind}[/bold] (version {info['version']}): {info['summary']}\n")
+        console.print(f"[bold]{kind}[/bold] (version {info['version']}): {escape(info['summary'])}\n")
         # entries, not a table: a table cuts long keys (`infinities_compare_equal`) to fit 80 columns
         console.print("[bold]with:[/bold]")
         for param in info["params"]:
@@ -282,6 +282,7 @@ def cache_ls(workspace: Optional[Path] = WorkspaceOption, recipe: Optional[Path]
 
 def _cache_ls(space) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     from trtflow.display import console
 
@@ -292,8 +293,9 @@ def _cache_ls(space) -> None:
     for entry in space.store.entries():
         size = sum(meta["size"] for meta in entry.manifest.get("files", {}).values())
         total += size
-        table.add_row(entry.key[:12], entry.manifest.get("recipe", "?"), entry.manifest.get("step", "?"),
-                      entry.manifest.get("uses", "?"), _human_size(size), entry.manifest.get("created", "(no manifest)"))
+        table.add_row(*map(Text, (entry.key[:12], entry.manifest.get("recipe", "?"), entry.manifest.get("step", "?"),
+                                  entry.manifest.get("uses", "?"), _human_size(size),
+                                  entry.manifest.get("created", "(no manifest)"))))
     console.print(table)
     console.print(f"{space.store.root}: {_human_size(total)}")
 
@@ -387,6 +389,7 @@ def inspect(path: Path = typer.Argument(..., help="A model, tensor set, Polygrap
 def doctor() -> None:
     """Versions of Python, onnx, onnxruntime, TensorRT, CUDA and the GPU, if any."""
     from rich.table import Table
+    from rich.text import Text
 
     from trtflow.display import console
     from trtflow.doctor import environment_facts
@@ -395,7 +398,7 @@ def doctor() -> None:
     table.add_column("component")
     table.add_column("found")
     for name, found in environment_facts().items():
-        table.add_row(name, found)
+        table.add_row(Text(name), Text(found))  # `trtflow[tensorrt]` is no markup
     console.print(table)
 
 

@@ -13,6 +13,7 @@ import threading
 import time
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from trtflow.executor.run import Observer, RunReport, StepOutcome
@@ -67,9 +68,9 @@ class ProgressDisplay(Observer):
             if outcome.step_id in self.tasks:
                 self.bars.remove_task(self.tasks.pop(outcome.step_id))
             style = STATUS_STYLE.get(outcome.status, "")
-            line = f"[{style}]{outcome.status:>7}[/{style}] {outcome.step_id} ({outcome.seconds:.2f}s)"
+            line = f"[{style}]{outcome.status:>7}[/{style}] {escape(outcome.step_id)} ({outcome.seconds:.2f}s)"
             if outcome.status == "skipped":
-                line += f" — {outcome.message}"
+                line += f" — {escape(outcome.message)}"
             console.print(line)
             for notice in outcome.notices:
                 console.print(notice, markup=False, highlight=False, soft_wrap=True)
@@ -90,7 +91,7 @@ def print_report(report: RunReport) -> None:
     for outcome in report.outcomes:
         style = STATUS_STYLE.get(outcome.status, "")
         gate = "" if not outcome.gate else ("passed" if outcome.passed else "FAILED")
-        table.add_row(outcome.step_id, f"[{style}]{outcome.status}[/{style}]", f"{outcome.seconds:.2f}", gate)
+        table.add_row(escape(outcome.step_id), f"[{style}]{outcome.status}[/{style}]", f"{outcome.seconds:.2f}", gate)
     console.print(table)
     counts = {s: sum(o.status == s for o in report.outcomes) for s in STATUS_STYLE}
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)

@@ -27,8 +27,8 @@ from typing import Any, Literal
 import numpy as np
 
 from trtflow.errors import BackendUnavailable, ParamError
+from trtflow.trt.environment import INSTALL_HINT
 
-INSTALL_HINT = "install trtflow[tensorrt] on a machine with an NVIDIA GPU"
 MINIMUM_VERSION = (8, 6)
 
 Typing = Literal["auto", "strong", "weak"]

@@ -17,6 +17,7 @@ from functools import lru_cache
 from importlib import metadata
 
 NOT_INSTALLED = "not installed"
+INSTALL_HINT = "install trtflow[tensorrt] on a machine with an NVIDIA GPU"
 NO_GPU = "none"
 
 # pip's "tensorrt" metapackage and its CUDA-specific siblings; the Debian/tarball wheels are "tensorrt" too.
@@ -101,7 +102,8 @@ def fingerprint() -> dict[str, str]:
 def facts() -> dict[str, str]:
     """Everything `trtflow doctor` shows about TensorRT and CUDA."""
     found = cuda()
-    shown = {"tensorrt": tensorrt_version(),
+    version = tensorrt_version()
+    shown = {"tensorrt": f"{version}: {INSTALL_HINT}" if version == NOT_INSTALLED else version,
              "cuda driver": found.driver if found else f"unknown (cuda-python {NOT_INSTALLED})",
              "cuda runtime": found.runtime if found else f"unknown (cuda-python {NOT_INSTALLED})"}
     if found and found.gpu:
