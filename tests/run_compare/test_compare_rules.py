@@ -8,6 +8,8 @@ import json
 import numpy as np
 from onnx import helper, numpy_helper
 
+from trtflow.tensors.comparison import Tolerances, compare_tensor
+
 from run_compare.models import float_input, make_model, mlp_chain, save
 from run_compare.recipes import run_recipe
 
@@ -53,7 +55,22 @@ def test_infinities_in_both_runners_mismatch_unless_asked_as_in_polygraphy(trtfl
     default = json.loads((out / "default" / "report.json").read_text())
     assert default["tensors"][0]["nonfinite"]["reference"]["inf"] == 4  # +inf in both runners
     assert default["passed"] is False
+    assert default["runners"]["again"]["tensors_failed_on_shared_infinities"] == 1
+    hint = "again: 1 of its 1 failed tensor(s) differ only by the same ±inf in both runners (`infinities_compare_equal"
+    assert hint in result.stdout and hint in (out / "default" / "summary.md").read_text()
     assert json.loads((out / "equal" / "report.json").read_text())["passed"] is True
+
+
+def test_a_tensor_with_shared_infinities_and_a_real_error_is_not_put_down_to_the_infinities():
+    # a GPT-2 causal mask filled with -inf: the masked positions match, one visible score does not
+    tolerances = Tolerances(atol=1e-3, rtol=1e-3)
+    reference = np.array([0.5, -np.inf, -np.inf, 0.25], np.float32)
+    same_mask = compare_tensor("scores", reference, reference.copy(), tolerances)
+    assert not same_mask["passed"] and same_mask["only_shared_infinities"]
+    off = compare_tensor("scores", reference, np.array([0.6, -np.inf, -np.inf, 0.25], np.float32), tolerances)
+    assert not off["passed"] and not off["only_shared_infinities"]
+    flipped = compare_tensor("scores", reference, np.array([0.5, np.inf, -np.inf, 0.25], np.float32), tolerances)
+    assert not flipped["passed"] and not flipped["only_shared_infinities"]
 
 
 def test_a_tolerance_key_that_names_no_tensor_is_a_recipe_error(trtflow, tmp_path):

@@ -44,7 +44,8 @@ class Compare(Step):
         "summary": file(".md", "The report for people: verdict, firsts, worst tensors."),
         "passed": value(True, "Whether every candidate matched the reference."),
     }
-    version = 2  # 2: infinities in both runners mismatch unless infinities_compare_equal (Polygraphy's default)
+    version = 3  # 2: infinities in both runners mismatch unless infinities_compare_equal (Polygraphy's default)
+    # 3: failed tensors that differ only by ±inf both runners hold are counted and told
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         return {"numpy": installed_version("numpy")}

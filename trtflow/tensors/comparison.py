@@ -227,6 +227,17 @@ def new_nonfinite(reference: np.ndarray, candidate: np.ndarray) -> int:
     return int((~np.isfinite(candidate) & np.isfinite(np.asarray(reference, dtype=np.float64))).sum())
 
 
+def _passes_with_equal_infinities(tensor: str, reference: np.ndarray, candidate: np.ndarray,
+                                  tolerances: Tolerances) -> bool:
+    """Whether a failed tensor fails only because both runners hold the same ±inf (a GPT-2 causal mask
+    filled with -inf, identical in every runner): worth telling, since Polygraphy's default rule calls
+    it a mismatch and `infinities_compare_equal` is the way out."""
+    if tolerances.infinities_compare_equal or not np.issubdtype(reference.dtype, np.floating) \
+            or not np.isinf(reference).any():
+        return False
+    return tolerances.model_copy(update={"infinities_compare_equal": True}).passes(tensor, reference, candidate)
+
+
 def compare_tensor(tensor: str, reference: np.ndarray, candidate: np.ndarray, tolerances: Tolerances) -> dict:
     """Everything `compare` reports about one tensor of one iteration (JSON-ready)."""
     reference, candidate = np.asarray(reference), np.asarray(candidate)
@@ -240,9 +251,11 @@ def compare_tensor(tensor: str, reference: np.ndarray, candidate: np.ndarray, to
     histogram = np.histogram(np.nan_to_num(absolute, nan=math.inf), bins=HISTOGRAM_EDGES)[0] if absolute.size else []
     (abs_distribution, abs_checked), (rel_distribution, rel_checked) = (
         _distribution(absolute, reference.shape, tolerances), _distribution(relative, reference.shape, tolerances))
+    passed = tolerances.verdict(tensor, absolute, relative, (abs_checked, rel_checked))
     return {
         **base,
-        "passed": tolerances.verdict(tensor, absolute, relative, (abs_checked, rel_checked)),
+        "passed": passed,
+        "only_shared_infinities": not passed and _passes_with_equal_infinities(tensor, reference, candidate, tolerances),
         "new_nonfinite": new_nonfinite(reference, candidate),
         "abs": abs_distribution,
         "rel": rel_distribution,

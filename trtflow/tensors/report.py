@@ -43,6 +43,8 @@ def compare_runner(results: TensorSet, reference: str, candidate: str, tolerance
         worst = max(range(iterations), key=lambda i: _severity(per_iteration[i]))
         entry = {**_locate(tensor, candidate, results), **per_iteration[worst],
                  "passed": all(r["passed"] for r in per_iteration),
+                 "only_shared_infinities": any(r.get("only_shared_infinities") for r in per_iteration)
+                 and all(r["passed"] or r.get("only_shared_infinities") for r in per_iteration),
                  "new_nonfinite": sum(r["new_nonfinite"] for r in per_iteration),
                  "failed_iterations": [i for i, r in enumerate(per_iteration) if not r["passed"]],
                  "worst_iteration": worst}
@@ -58,6 +60,7 @@ def compare_runner(results: TensorSet, reference: str, candidate: str, tolerance
         "iterations": iterations,
         "tensors_checked": len(common),
         "tensors_failed": sum(not t["passed"] for t in tensors),
+        "tensors_failed_on_shared_infinities": sum(bool(t.get("only_shared_infinities")) for t in tensors),
         "missing": missing,
         "first_nonfinite": first_nonfinite,
         "first_divergence": first_divergence,
@@ -119,6 +122,7 @@ def summary_markdown(report: dict, limit: int = 25) -> str:
              f"- first non-finite: {_where(report['first_nonfinite'])}",
              f"- first divergence: {_where(report['first_divergence'])}"]
     lines += [f"- {message}" for message in report["failed_runners"].values()]  # each names its runner
+    lines += [f"- {line}" for line in _shared_infinities_lines(report)]
     lines += ["", "| runner | passed | tensors checked | failed | iterations |", "|---|---|---|---|---|"]
     for runner, result in report["runners"].items():
         lines.append(f"| {runner} | {'yes' if result['passed'] else 'no'} | {result['tensors_checked']} | "
@@ -133,6 +137,15 @@ def summary_markdown(report: dict, limit: int = 25) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _shared_infinities_lines(report: dict) -> list[str]:
+    """Runners whose failures are partly ±inf the reference holds too (Polygraphy counts inf vs inf as a
+    mismatch), with the switch that counts them equal."""
+    return [f"{runner}: {result['tensors_failed_on_shared_infinities']} of its {result['tensors_failed']} failed "
+            "tensor(s) differ only by the same ±inf in both runners (`infinities_compare_equal: true` counts "
+            "those equal)" for runner, result in report["runners"].items()
+            if result.get("tensors_failed_on_shared_infinities")]
+
+
 def terminal_lines(report: dict) -> list[str]:
     """A compact summary for the run log."""
     lines = [f"{'PASSED' if report['passed'] else 'FAILED'} against `{report['reference']}`",
@@ -140,5 +153,6 @@ def terminal_lines(report: dict) -> list[str]:
              f"first divergence: {_where(report['first_divergence'])}".replace("`", "")]
     for runner, result in report["runners"].items():
         lines.append(f"{runner:>16}: {result['tensors_failed']}/{result['tensors_checked']} tensors out of tolerance")
+    lines += _shared_infinities_lines(report)
     lines += list(report["failed_runners"].values())  # each names its runner
     return lines
