@@ -95,3 +95,20 @@ def test_screening_flags_lost_constants_and_out_of_range_activations():
     chain_sites = precision_sites(chain, "fp16")
     ranked = screen(chain, FORMATS["fp16"], chain_sites).lowering_order([s.node for s in chain_sites])
     assert ranked[-1] == culprits[0]  # the BatchNormalization variance of 1e7 is lowered last
+
+
+def test_a_weight_with_a_stray_tiny_value_is_no_suspect_but_a_lost_epsilon_is():
+    # a trained (or random) ResNet-50 has a Conv weight below FP16's subnormals in most layers: harmless
+    weight = np.full((64, 16), 0.05, np.float32)
+    weight[3, 7] = 2e-8
+    nodes = [helper.make_node("MatMul", ["x", "weight"], ["projected"], name="project"),
+             helper.make_node("Add", ["projected", "epsilon"], ["y"], name="add_epsilon")]
+    graph = helper.make_graph(nodes, "stray", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16])],
+                              [numpy_helper.from_array(weight, "weight"),
+                               numpy_helper.from_array(np.array(1e-12, np.float32), "epsilon")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    screening = screen(model, FORMATS["fp16"], precision_sites(model, "fp16"))
+    assert screening.suspects == ["add_epsilon"]
+    assert 0 < screening.suspicions["project"].score < 1  # still lowered after the nodes nothing is said of
+

@@ -44,6 +44,7 @@ class LostValues:
     underflow: int  # non-zero values that become zero
     max_abs: float
     min_abs_nonzero: float | None
+    size: int  # how many values the constant holds: a few of millions flushed is not a LayerNorm epsilon lost
 
 
 def iter_constants(model: "onnx.ModelProto") -> Iterator[tuple[str, str, np.ndarray]]:
@@ -111,7 +112,8 @@ def lost_values(model: "onnx.ModelProto", fmt: Format) -> list[LostValues]:
         overflow = int(fmt.overflows(as_float).sum())
         underflow = int(fmt.underflows(as_float).sum())
         if overflow or underflow:
-            found.append(LostValues(name, source, readers.get(name, []), overflow, underflow, max_abs or 0.0, min_abs))
+            found.append(LostValues(name, source, readers.get(name, []), overflow, underflow, max_abs or 0.0, min_abs,
+                                    int(values.size)))
     return sorted(found, key=lambda lost: (-lost.overflow, -lost.underflow, lost.tensor))
 
 

@@ -6,7 +6,8 @@ every later round). Two cheap sources of suspicion, the ones ModelOpt AutoCast r
 that here they only order the search, and every answer is still verified by trials:
 - constants: initializers and Constant nodes whose values the format turns into ±inf (or
   saturates) or flushes to zero — a float32-min attention mask, a BatchNormalization variance of
-  1e7 (`trtflow.precision.ranges.lost_values`);
+  1e7, an epsilon of 1e-12 (`trtflow.precision.ranges.lost_values`); a weight that loses a stray
+  value or two to zero is only lowered late (`UNDERFLOW_SHARE`);
 - magnitudes: one FP32 run over the samples records each tensor's largest and smallest non-zero
   magnitude; a node whose inputs or outputs exceed the format's range (or fall below its normal
   range) is suspect.
@@ -30,6 +31,11 @@ if TYPE_CHECKING:
 
 
 UNDERFLOW_SCORE = 0.75  # tiny values near zero are common and rarely fatal: lowered late, but not a suspect
+# A constant is a suspect for underflow when at least this share of its values flush to zero (an epsilon,
+# a scale): a trained convolution's weights keep a few stray values below FP16's subnormals in every
+# layer, and lose nothing by them — counting those made every CNN a suspect and cost the search its
+# one-trial answer for a model that is fine in low precision.
+UNDERFLOW_SHARE = 0.01
 
 
 @dataclass
@@ -133,7 +139,9 @@ def screen(model: "onnx.ModelProto", fmt: Format, sites: Sequence["Site"],
             if constant.tensor in low_inputs.get(consumer["name"], ()):  # a parameter read in FP32 loses nothing
                 what = f"{constant.overflow} value(s) overflow" if constant.overflow else f"{constant.underflow} value(s) flush to zero"
                 reasons[consumer["name"]].append(f"constant {constant.tensor}: {what} in {fmt.name}")
-                scores[consumer["name"]] = max(scores[consumer["name"]], 3.0 if constant.overflow else 1.5)
+                score = 3.0 if constant.overflow else 1.5 if constant.underflow >= UNDERFLOW_SHARE * constant.size \
+                    else UNDERFLOW_SCORE
+                scores[consumer["name"]] = max(scores[consumer["name"]], score)
     for site in sites if magnitudes else ():
         for role, tensors in (("output", site.low_outputs), ("input", site.low_inputs)):
             for tensor in tensors:

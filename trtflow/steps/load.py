@@ -125,7 +125,7 @@ class Load(Step):
         "summary": file(".json", "Opset, op histogram, I/O, constant ranges, values out of FP16/BF16 range by node."),
         "kind": value("onnx", "`onnx` or `engine`: what was loaded."),
     }
-    version = 1
+    version = 2  # 2: out_of_range entries give the constant's `size`
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         return {"onnx": installed_version("onnx")}
