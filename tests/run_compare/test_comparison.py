@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from trtflow.tensors import polygraphy_json
-from trtflow.tensors.comparison import Tolerances, compare_tensor
+from trtflow.tensors.comparison import HISTOGRAM_EDGES, Tolerances, compare_tensor, error_histogram
 from trtflow.tensors.tensor_set import TensorSet, TensorSetWriter
 
 REFERENCE = np.array([1.0, 100.0, 0.0, 5.0], np.float32)
@@ -152,3 +152,10 @@ def test_a_check_names_the_statistic_it_used(error_stat, named):
     verdict = check_tolerances(Tolerances(atol=1, rtol=1, error_stat=error_stat, quantile=0.95), [want], [got])
     assert verdict.passed and verdict.metrics["statistic"] == named
     assert worst_error(verdict.metrics) == f"t {named} abs error 0.3333"
+
+
+def test_error_histogram_bins_as_numpy_does_with_nan_and_inf_in_the_last_bin():
+    absolute = np.array([0.0, 1e-9, 1e-8, 5e-4, 1e-3, 99.0, 100.0, 1e30, np.inf, np.nan])
+    expected = np.histogram(np.nan_to_num(absolute, nan=np.inf), bins=HISTOGRAM_EDGES)[0]
+    assert error_histogram(absolute).tolist() == expected.tolist()
+    assert error_histogram(absolute)[-1] == 4  # 100, 1e30, inf, NaN

@@ -186,6 +186,14 @@ def _distribution(values: np.ndarray, shape: tuple[int, ...], tolerances: Tolera
     }, checked
 
 
+def error_histogram(absolute: np.ndarray) -> np.ndarray:
+    """Counts of `absolute` per `HISTOGRAM_EDGES` bin ([low, high), the last one holding inf and NaN).
+    Each value is placed by a search among the 13 edges: np.histogram sorts the whole array for
+    uneven bins, the largest cost of comparing a ResNet-50's tapped tensors."""
+    bins = np.searchsorted(np.array(HISTOGRAM_EDGES), absolute.ravel(), side="right") - 1  # NaN sorts past inf
+    return np.bincount(np.minimum(bins, len(HISTOGRAM_EDGES) - 2), minlength=len(HISTOGRAM_EDGES) - 1)
+
+
 def _where_finite(values: np.ndarray) -> np.ndarray:
     finite = np.isfinite(values)
     return values if finite.all() else values[finite]
@@ -248,7 +256,7 @@ def compare_tensor(tensor: str, reference: np.ndarray, candidate: np.ndarray, to
         return {**base, "passed": False, "new_nonfinite": 0,
                 "error": f"shape {list(candidate.shape)} differs from the reference's {list(reference.shape)}"}
     absolute, relative = tolerances.errors(reference, candidate)
-    histogram = np.histogram(np.nan_to_num(absolute, nan=math.inf), bins=HISTOGRAM_EDGES)[0] if absolute.size else []
+    histogram = error_histogram(absolute) if absolute.size else []
     (abs_distribution, abs_checked), (rel_distribution, rel_checked) = (
         _distribution(absolute, reference.shape, tolerances), _distribution(relative, reference.shape, tolerances))
     passed = tolerances.verdict(tensor, absolute, relative, (abs_checked, rel_checked))
