@@ -142,6 +142,17 @@ def test_polygraphy_json_round_trip_through_polygraphy_classes(tmp_path):
     assert polygraphy_json.read_results(tmp_path / "out.json")["ours"][0]["y"].shape == (2, 2)
 
 
+def test_polygraphy_json_keeps_scalars_scalars(tmp_path):
+    # a Loop's trip count input and a ReduceSum(keepdims=0) feeding an If: Polygraphy refused to compare () with (1,)
+    from polygraphy.comparator import RunResults
+    from polygraphy.json import load_json
+
+    polygraphy_json.write_inputs([{"n": np.array(3, np.int64)}], tmp_path / "in.json")
+    polygraphy_json.write_results([("ours", [({"total": np.array(2.5, np.float32)}, 0.1)])], tmp_path / "out.json")
+    assert load_json(str(tmp_path / "in.json"))[0]["n"].shape == ()
+    assert RunResults.load(str(tmp_path / "out.json"))[0][1][0]["total"].shape == ()
+
+
 @pytest.mark.parametrize("error_stat,named", [("elemwise", "max"), ("median", "median"), ("quantile", "p95")])
 def test_a_check_names_the_statistic_it_used(error_stat, named):
     from trtflow.steps.bisect_judges import check_tolerances

@@ -26,7 +26,7 @@ TYPE_MARKER = "polygraphy_class"
 
 def _encode_array(array: np.ndarray) -> str:
     buffer = io.BytesIO()
-    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+    np.save(buffer, np.asarray(array, order="C"), allow_pickle=False)  # ascontiguousarray makes a scalar (1,)
     return json.dumps({"array": base64.b64encode(buffer.getvalue()).decode(), TYPE_MARKER: "ndarray"})
 
 
