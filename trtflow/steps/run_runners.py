@@ -301,7 +301,8 @@ class RunRunners(Step):
         "timings": value({"fp32": {"mean_ms": 1.0, "median_ms": 1.0, "min_ms": 1.0, "iterations": 1, "passes": 1}},
                          "Per runner: inference time (ms) and how many passes the memory budget needed; or its error."),
     }
-    version = 3  # 2: the `profiles` output; 3: inputs record their iteration count, runner errors are uniform
+    version = 4  # 2: the `profiles` output; 3: inputs record their iteration count, runner errors are uniform;
+    # 4: scalars stay scalars in the Polygraphy JSON files
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         facts = {"numpy": installed_version("numpy")}
