@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -349,3 +350,19 @@ def test_a_tap_selector_that_selects_nothing_is_a_recipe_error(trtflow, tmp_path
     output = result.stdout + result.stderr
     assert result.returncode == 2 and words in output, output
     assert "Traceback" not in output and not (out / "taps").exists()
+
+
+@pytest.mark.parametrize("error_stat, named", [("elemwise", "max"), ("median", "median")])
+def test_summary_shows_the_statistic_the_verdict_checked(trtflow, tmp_path, error_stat, named):
+    save(layer_norm_overflow(), tmp_path / "model.onnx")
+    steps = TAP_RUN_COMPARE.format(data=DATA, precision="fp16", tol=1e-2).replace(
+        "rtol: 0.01}", f"rtol: 0.01, error_stat: {error_stat}}}")
+    result, out = run_recipe(trtflow, tmp_path, steps)
+    assert result.returncode == 1, result.stdout + result.stderr
+    report = json.loads((out / "diff" / "report.json").read_text())
+    summary = (out / "diff" / "summary.md").read_text()
+    assert f"| runner | {named} abs | {named} rel | max abs |" in summary
+    shown = next(line for line in summary.splitlines() if line.startswith("| 7 | y |"))  # finite, out of tolerance
+    required = next(t["required"] for t in report["tensors"] if t["tensor"] == "y")
+    assert shown.split(" | ")[5:7] == [f"{required['atol']:.3g}", f"{required['rtol']:.3g}"]
+    assert 0 < required["atol"] < math.inf

@@ -166,10 +166,8 @@ def check_tolerances(tolerances: Tolerances, reference: Sequence[Outputs], candi
 def _metrics(worst: dict, checked: int, tolerances: Tolerances) -> dict:
     """The worst tensor and its errors; `max_abs`/`max_rel` hold the statistic the check used (named
     in `statistic`), the largest over tensors and samples."""
-    statistic = {"elemwise": "max", "quantile": f"p{tolerances.quantile * 100:g}"}.get(tolerances.error_stat,
-                                                                                       tolerances.error_stat)
     return {"samples_checked": checked, "worst_tensor": worst.get("tensor"), "worst_sample": worst.get("sample"),
-            "statistic": statistic, "max_abs": json_number(worst.get("abs")), "max_rel": json_number(worst.get("rel")),
+            "statistic": tolerances.statistic_name, "max_abs": json_number(worst.get("abs")), "max_rel": json_number(worst.get("rel")),
             "new_nonfinite": worst.get("new_nonfinite", 0)}
 
 

@@ -95,6 +95,11 @@ class Tolerances(BaseModel):
         return quantiles(values, [self.checked_quantile])[0]
 
     @property
+    def statistic_name(self) -> str:
+        """What `statistic` computes, for people: `max`, `mean`, `median` or `p95`."""
+        return {"elemwise": "max", "quantile": f"p{self.quantile * 100:g}"}.get(self.error_stat, self.error_stat)
+
+    @property
     def checked_quantile(self) -> float | None:
         """The quantile `error_stat` checks (0.5 for `median`), or None when it checks no quantile."""
         return {"median": 0.5, "quantile": self.quantile}.get(self.error_stat)

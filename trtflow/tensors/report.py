@@ -128,12 +128,14 @@ def summary_markdown(report: dict, limit: int = 25) -> str:
         lines.append(f"| {runner} | {'yes' if result['passed'] else 'no'} | {result['tensors_checked']} | "
                      f"{result['tensors_failed']} | {result['iterations']} |")
     rows = [t for t in report["tensors"] if not t["passed"]][:limit] or report["tensors"][:limit]
-    lines += ["", "| # | tensor | node | op | runner | max abs | mean rel | NaN/Inf new | passed |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    checked = Tolerances.model_validate(tolerances).statistic_name  # what the verdict compared with atol/rtol
+    lines += ["", f"| # | tensor | node | op | runner | {checked} abs | {checked} rel | max abs | NaN/Inf new | passed |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for t in rows:
+        required = t.get("required", {})
         lines.append(f"| {t['topo']} | {t['tensor']} | {t['node']} | {t['op']} | {t['runner']} | "
-                     f"{_number(t.get('abs', {}).get('max'))} | {_number(t.get('rel', {}).get('mean'))} | "
-                     f"{t['new_nonfinite']} | {'yes' if t['passed'] else 'no'} |")
+                     f"{_number(required.get('atol'))} | {_number(required.get('rtol'))} | "
+                     f"{_number(t.get('abs', {}).get('max'))} | {t['new_nonfinite']} | {'yes' if t['passed'] else 'no'} |")
     return "\n".join(lines) + "\n"
 
 
