@@ -372,7 +372,7 @@ def replay_export(
         if len(chosen) != 1:
             raise UsageError(f"`{step}` is a matrix step; export one of: {', '.join(chosen)}")
         count = export_step_replay(pipeline, _workspace(recipe, workspace), chosen[0], output)
-        print(f"wrote {count} trials to {output}")
+        print(f"wrote {count} trial{'s' * (count != 1)} to {output}")
 
 
 @app.command()

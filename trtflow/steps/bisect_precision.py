@@ -265,7 +265,7 @@ class BisectPrecision(Step):
         ctx.journal.export(ctx.output_path("replay"))
         verdict = "verified on fresh samples" if verified else "NOT verified"
         searched = [entry["name"] for entry in keep_nodes if entry["name"] not in fixed]
-        notice = f"{message}{_named(searched)} ({verdict}; {result.evaluations} trials)" if found else message
+        notice = f"{message}{_named(searched)} ({verdict}; {result.evaluations} trial{'s' * (result.evaluations != 1)})" if found else message
         if fixed:  # not the search's answer: these never run low, so they must not read as "kept by the search"
             notice += (f"\n{len(fixed)} node(s) stay in high precision in every plan{_named(list(fixed))} "
                        "(subgraphs, attribute-typed outputs or ops without a schema: keep.json says which)")
