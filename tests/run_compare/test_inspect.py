@@ -56,3 +56,18 @@ def test_inspect_summarizes_trtflow_files(trtflow, tmp_path):
     (tmp_path / "other.json").write_text('{"something": "else"}')
     unknown = trtflow("inspect", tmp_path / "other.json", cwd=tmp_path)
     assert unknown.returncode == 2 and "keep files" in unknown.stdout + unknown.stderr
+
+
+def test_inspect_model_gives_output_types_and_lists_at_most_twenty(trtflow, tmp_path):
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"]) for i in range(25)]
+    outputs = [helper.make_tensor_value_info(f"t{i + 1}", TensorProto.FLOAT, [2, "n"]) for i in range(24)]
+    outputs.insert(0, helper.ValueInfoProto(name="t25"))  # as a tap of a tensor shape inference could not type
+    graph = helper.make_graph(nodes, "wide", [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [2, "n"])], outputs)
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "wide.onnx")
+    shown = trtflow("inspect", tmp_path / "wide.onnx", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    listed = [line.strip() for line in shown.stdout.splitlines() if line.strip().startswith("output ")]
+    assert listed == ["output t25: type not declared"] + [f"output t{i + 1}: float32 [2, 'n']" for i in range(19)]
+    assert "... and 5 more outputs" in shown.stdout

@@ -73,18 +73,19 @@ class InputSpec:
 
 def model_inputs(model) -> list[InputSpec]:
     """The real inputs of a model (graph inputs that are not initializers)."""
+    initializers = {i.name for i in model.graph.initializer}
+    return [value_spec(value) for value in model.graph.input if value.name not in initializers]
+
+
+def value_spec(value) -> InputSpec:
+    """A graph input's or output's name, dtype and shape; only for tensors whose element type the
+    model declares."""
     import onnx
 
-    initializers = {i.name for i in model.graph.initializer}
-    specs = []
-    for value in model.graph.input:
-        if value.name in initializers:
-            continue
-        tensor_type = value.type.tensor_type
-        dims = (tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor_type.shape.dim)
-                if tensor_type.HasField("shape") else None)
-        specs.append(InputSpec(value.name, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)), dims))
-    return specs
+    tensor_type = value.type.tensor_type
+    dims = (tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor_type.shape.dim)
+            if tensor_type.HasField("shape") else None)
+    return InputSpec(value.name, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)), dims)
 
 
 def _range(ranges: dict[str, tuple[float, float]], name: str) -> tuple[float, float]:

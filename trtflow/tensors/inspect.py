@@ -42,10 +42,25 @@ def _model(path: Path) -> list[str]:
     opsets = ", ".join(f"{o.domain or 'ai.onnx'} {o.version}" for o in model.opset_import)
     ops = ", ".join(f"{op} {count}" for op, count in Counter(n.op_type for n in nodes).most_common(8))
     lines = [f"{path}: ONNX model, {len(nodes)} nodes, opset {opsets}", f"  ops: {ops}"]
-    lines += [f"  input {i.name}: {i.dtype} {list(i.shape) if i.shape is not None else '(rank unknown)'}"
-              for i in model_inputs(model)]
-    lines += [f"  output {o.name}" for o in model.graph.output]
+    lines += [f"  input {_spec_line(i)}" for i in model_inputs(model)]
+    outputs = model.graph.output
+    lines += [f"  output {_output_line(o)}" for o in outputs[:OUTPUTS_LISTED]]
+    if len(outputs) > OUTPUTS_LISTED:  # a tapped model has one per tensor
+        lines.append(f"  ... and {len(outputs) - OUTPUTS_LISTED} more outputs")
     return lines
+
+
+OUTPUTS_LISTED = 20
+
+
+def _spec_line(spec) -> str:
+    return f"{spec.name}: {spec.dtype} {list(spec.shape) if spec.shape is not None else '(rank unknown)'}"
+
+
+def _output_line(value) -> str:
+    from trtflow.tensors.inputs import value_spec
+
+    return _spec_line(value_spec(value)) if value.type.tensor_type.elem_type else f"{value.name}: type not declared"
 
 
 def _tensor_set(path: Path) -> list[str]:
