@@ -129,3 +129,25 @@ def test_the_most_specific_range_wins_whatever_the_key_order(trtflow, tmp_path):
         for name, (low, high) in expected.items():
             values = feeds.load("inputs", 0, name)
             assert low <= values.min() and values.max() <= high, (step, name)
+
+
+def test_a_shapes_glob_reaches_every_input_with_dynamic_dims(trtflow, tmp_path):
+    graph_inputs = [helper.make_tensor_value_info("input_ids", TensorProto.FLOAT, ["batch", "seq"]),
+                    helper.make_tensor_value_info("attention_mask", TensorProto.FLOAT, ["batch", "seq"]),
+                    helper.make_tensor_value_info("scale", TensorProto.FLOAT, [1])]
+    nodes = [helper.make_node("Mul", ["input_ids", "attention_mask"], ["masked"]),
+             helper.make_node("Mul", ["masked", "scale"], ["y"])]
+    save(make_model(nodes, graph_inputs, [float_input("y", ["batch", "seq"])]), tmp_path / "model.onnx")
+    steps = """
+    run:
+      uses: run-runners
+      with: {model: model.onnx, data: {shapes: {"*": [2, 8]}}, runners: [{name: fp32, backend: onnxruntime}]}
+    """
+    result, out = run_recipe(trtflow, tmp_path, steps)
+    assert result.returncode == 0, result.stdout + result.stderr
+    feeds = TensorSet.open(out / "run" / "inputs")
+    assert {name: feeds.load("inputs", 0, name).shape for name in ("input_ids", "attention_mask", "scale")} == \
+        {"input_ids": (2, 8), "attention_mask": (2, 8), "scale": (1,)}  # the static input keeps its shape
+    result, _ = run_recipe(trtflow, tmp_path, steps.replace('{"*": [2, 8]}', '{"*": [2, 8], "att*": [2, 8, 1]}'))
+    output = result.stdout + result.stderr
+    assert result.returncode == 2 and "gives input `attention_mask` the shape [2, 8, 1] (by `att*`)" in output, output

@@ -3,7 +3,8 @@
 Every runner of a run gets the same feeds, so they are made once, stored as the run's `inputs`
 tensor set, and replayed to each runner from there. Three sources, as in Polygraphy:
 - `data:` generated — `seed`, `iterations`, `ranges` per input name or glob (`"*"` is the
-  default; `trtflow.tensors.name_globs.RULE` picks the entry), `shapes` for dynamic dims; dtype
+  default; `trtflow.tensors.name_globs.RULE` picks the entry), `shapes` for dynamic dims (names
+  or globs, the same way); dtype
   from the model; integer and bool inputs are drawn as integers in range (bool: 0/1). A `ranges`
   or `shapes` entry that names no input, or a shape that contradicts a static dim, is an error:
   a typo there would otherwise silently run on other data than the user meant;
@@ -41,8 +42,9 @@ class DataSpec(BaseModel):
     ranges: dict[str, tuple[float, float]] = Field(
         default_factory=lambda: {"*": (0.0, 1.0)},
         description=f"[low, high] per input name or glob ({RULE}). Integers are drawn in [low, high].")
-    shapes: dict[str, list[int]] = Field(default_factory=dict, description="Concrete shapes for inputs with dynamic dims "
-                                                                           "(static dims must match the model's).")
+    shapes: dict[str, list[int]] = Field(default_factory=dict, description="Concrete shapes for inputs with dynamic dims, "
+                                         "per input name or glob (a glob reaches only inputs with dynamic dims; "
+                                         "static dims must match the model's).")
 
 
 class LoaderSpec(BaseModel):
@@ -105,13 +107,19 @@ def _fits(shape: tuple | None, concrete: list[int]) -> bool:
 
 
 def _concrete_shape(spec: InputSpec, shapes: dict[str, list[int]]) -> tuple[int, ...]:
-    if spec.name in shapes:
-        given = list(shapes[spec.name])
+    """The shape `shapes` gives the input by name, else by glob; a glob only reaches inputs with
+    dynamic dims (`"*": [1, 128]` shapes every [batch, sequence] input of a transformer and
+    leaves its static inputs as they are)."""
+    static = spec.shape is not None and all(_is_static(d) for d in spec.shape)
+    key = spec.name if spec.name in shapes else (None if static else matching_key(shapes, spec.name))
+    if key is not None:
+        given = list(shapes[key])
         if not _fits(spec.shape, given):
-            raise ValueError(f"`shapes` gives input `{spec.name}` the shape {given}; the model declares "
+            raise ValueError(f"`shapes` gives input `{spec.name}` the shape {given}"
+                             f"{'' if key == spec.name else f' (by `{key}`)'}; the model declares "
                              f"{list(spec.shape)} (only its dynamic dims can be chosen)")
         return tuple(given)
-    if spec.shape is None or not all(_is_static(d) for d in spec.shape):
+    if not static:
         declared = list(spec.shape) if spec.shape is not None else "of unknown rank"
         raise ValueError(f"input `{spec.name}` has dynamic dims {declared}; give its shape with "
                          f"`data: {{shapes: {{{spec.name}: [...]}}}}`")
@@ -119,11 +127,10 @@ def _concrete_shape(spec: InputSpec, shapes: dict[str, list[int]]) -> tuple[int,
 
 
 def _check_names(data: DataSpec, specs: list[InputSpec]) -> None:
-    """Every `shapes` name and every `ranges` glob other than `*` must reach an input."""
+    """Every `shapes` and `ranges` name or glob other than `*` must reach an input."""
     names = [spec.name for spec in specs]
-    unknown = [("shapes", name) for name in data.shapes if name not in names]
-    unknown += [("ranges", key) for key in data.ranges
-                if key != "*" and all(matching_key([key], name) is None for name in names)]
+    unknown = [(field, key) for field, keys in (("shapes", data.shapes), ("ranges", data.ranges)) for key in keys
+               if key != "*" and all(matching_key([key], name) is None for name in names)]
     if unknown:
         key, name = unknown[0]
         listed = ", ".join(f"`{name}`" for name in names) or "none"
