@@ -253,3 +253,25 @@ def test_a_session_past_protobufs_limit_loads_from_a_scratch_file(tmp_path, monk
     np.testing.assert_array_equal(runner.infer({"x": x})["act2"], expected["act2"])
     runner.deactivate()
     assert scratch is not None and not scratch.exists()
+
+
+@pytest.mark.parametrize("session_options, arena", [({}, False), ({"enable_cpu_mem_arena": True}, True)])
+def test_sessions_run_without_the_cpu_memory_arena_unless_asked(tmp_path, session_options, arena):
+    """ONNX Runtime's arena keeps a session's largest run (hundreds of taps) and grows by doubling; trtflow's
+    sessions go without it by default, `session_options` turns it back on, and the outputs are the same."""
+    import trtflow.runners.onnxruntime as runner_module
+    from trtflow.runners.emulated import Config as EmulatedConfig
+
+    save(mlp_chain(layers=3), tmp_path / "model.onnx")
+    x = np.random.default_rng(0).normal(size=(4, 16)).astype(np.float32)
+    expected = _reference_outputs(tmp_path / "model.onnx", x)
+    runner = runner_module.OnnxruntimeRunner("fp32", tmp_path / "model.onnx", None, session_options=session_options)
+    runner.activate()
+    assert runner.session.get_session_options().enable_cpu_mem_arena is arena
+    np.testing.assert_array_equal(runner.infer({"x": x})["act2"], expected["act2"])
+    runner.deactivate()
+    emulated = EmulatedConfig(name="fp16", backend="emulated", precision="fp16").create(tmp_path / "model.onnx", None)
+    emulated.activate()
+    assert emulated.session.get_session_options().enable_cpu_mem_arena is False
+    emulated.deactivate()
+    assert runner_module.new_session_options().enable_cpu_mem_arena is False

@@ -109,9 +109,10 @@ def tensor_magnitudes(model: "onnx.ModelProto", tensors: Iterable[str], feeds: I
     for tensor in wanted:
         if tensor not in existing:
             probed.graph.output.append(onnx.helper.make_tensor_value_info(tensor, onnx.TensorProto.FLOAT, None))
-    options = onnxruntime.SessionOptions()
+    from trtflow.runners.onnxruntime import new_session_options
+
+    options = new_session_options()
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 3
     scratch = tempfile.mkdtemp(prefix="trtflow-probe-")
     try:
         onnx.save_model(probed, f"{scratch}/probe.onnx", save_as_external_data=True, all_tensors_to_one_file=True,

@@ -14,6 +14,12 @@ A lowered (FP16) model's session leaves out ONNX Runtime's NCHWc layout pass
 (`LOWERED_MODEL_DISABLED_OPTIMIZERS`): on the CPU provider it kills the process with SIGSEGV on an
 FP16 `Transpose -> MatMul` (ONNX Runtime 1.32; a batch-first LSTM/GRU feeding a Linear head). The
 pass only re-lays FP32 convolutions, so the lowered model computes the same numbers without it.
+
+Sessions start without ONNX Runtime's CPU memory arena (`new_session_options`; a runner's
+`session_options: {enable_cpu_mem_arena: true}` turns it back on). The arena never gives memory back
+while its session lives and grows by doubling, so a session that returns hundreds of tapped tensors,
+or a switchable emulated model judged over a whole search, kept its largest run's memory and more
+(a BERT-base's bisect-precision peaked at 4.8 GB with it, 3.8 GB without). Outputs are the same bytes.
 """
 
 from __future__ import annotations
@@ -38,6 +44,16 @@ EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"  #
 OPTIMIZATION_LEVELS = {"disable_all": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
                        "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
 LOWERED_MODEL_DISABLED_OPTIMIZERS = ["NchwcTransformer"]
+
+
+def new_session_options():
+    """The onnxruntime.SessionOptions every trtflow session starts from: quiet, no CPU memory arena."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.enable_cpu_mem_arena = False
+    return options
 
 
 class Config(RunnerConfig):
@@ -79,8 +95,7 @@ class OnnxruntimeRunner:
     def activate(self) -> None:
         import onnxruntime as ort
 
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
+        options = new_session_options()
         for key, value in self.session_options.items():
             if key == "graph_optimization_level":
                 value = getattr(ort.GraphOptimizationLevel, OPTIMIZATION_LEVELS.get(str(value), str(value)))

@@ -116,10 +116,9 @@ class LoweredOutputs:
     def session(self, lowered: "onnx.ModelProto"):
         import onnxruntime
 
-        from trtflow.runners.onnxruntime import LOWERED_MODEL_DISABLED_OPTIMIZERS
+        from trtflow.runners.onnxruntime import LOWERED_MODEL_DISABLED_OPTIMIZERS, new_session_options
 
-        options = onnxruntime.SessionOptions()
-        options.log_severity_level = 3
+        options = new_session_options()
         return onnxruntime.InferenceSession(lowered.SerializeToString(), options, providers=self.providers,
                                             disabled_optimizers=LOWERED_MODEL_DISABLED_OPTIMIZERS)
 
