@@ -121,3 +121,41 @@ def test_save_model_with_external_data_leaves_the_model_usable(tmp_path):
     onnx.checker.check_model(model)
     reloaded = onnx.load(str(tmp_path / "model.onnx"))
     assert numpy_helper.to_array(reloaded.graph.initializer[0])[599] == 599
+
+
+def test_opset_conversion_leaves_large_weights_out_of_the_converter_and_matches_it():
+    """`at_least_opset` converts a weightless copy (the converter held five copies of the weights) and
+    gives the converter's own answer: same nodes, inputs and initializers, weights in their order."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, numpy_helper, version_converter
+
+    from trtflow.onnx_files import at_least_opset
+
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.normal(size=(16, 64)).astype(np.float32), "w1"),
+               numpy_helper.from_array(np.array([1], np.int64), "small"),
+               numpy_helper.from_array(rng.normal(size=(64, 8)).astype(np.float32), "w2")]
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"),
+         helper.make_node("Relu", ["h"], ["r"], name="relu"),
+         helper.make_node("MatMul", ["r", "w2"], ["m"], name="mm2"),
+         helper.make_node("ReduceSum", ["m"], ["y"], name="sum", axes=[1], keepdims=1),
+         helper.make_node("Unsqueeze", ["y"], ["z"], name="unsq", axes=[0])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)], producer_name="test")
+    model.ir_version = 8
+    expected = version_converter.convert_version(model, 19)
+    converted = at_least_opset(model, 19)
+    assert [o.version for o in converted.opset_import if o.domain == ""] == [19]
+    assert list(converted.graph.node) == list(expected.graph.node)
+    assert list(converted.graph.input) == list(expected.graph.input)
+    assert list(converted.graph.output) == list(expected.graph.output)
+    assert converted.producer_name == "test"
+    assert sorted(t.SerializeToString() for t in converted.graph.initializer) == \
+        sorted(t.SerializeToString() for t in expected.graph.initializer)
+    names = [t.name for t in converted.graph.initializer]
+    assert names.index("w1") < names.index("w2")
+    onnx.checker.check_model(converted)
+    assert at_least_opset(model, 12) is model

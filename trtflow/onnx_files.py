@@ -192,9 +192,56 @@ def drop_unread_initializers(model: "onnx.ModelProto") -> None:
         model.graph.initializer.remove(initializer)
 
 
+CONVERTED_INITIALIZER_BYTES = 1024  # larger initializers bypass the version converter (it only rewires nodes)
+
+
+def _copy_fields(target, source, skip: str) -> None:
+    for descriptor, value in source.ListFields():
+        if descriptor.name == skip:
+            continue
+        if isinstance(value, (list, tuple)) or hasattr(value, "extend"):
+            getattr(target, descriptor.name).extend(value)
+        elif descriptor.message_type is not None:
+            getattr(target, descriptor.name).CopyFrom(value)
+        else:
+            setattr(target, descriptor.name, value)
+
+
 def at_least_opset(model: "onnx.ModelProto", opset: int) -> "onnx.ModelProto":
-    """`model`, converted to `opset` when its default-domain opset is older (e.g. FP8 Casts need 19)."""
+    """`model`, converted to `opset` when its default-domain opset is older (e.g. FP8 Casts need 19).
+
+    The converter works on a serialized model and parses its answer back: given the weights, it
+    held five more copies of them (an exported BERT-base's FP8 emulation peaked at 3.7 GB). Its
+    adapters rewire nodes and add small constants; they never read a weight. So it converts the
+    model with its large initializers as typed graph inputs (small ones, e.g. shape constants,
+    stay), and the weights are copied once into the converted model, in their original order."""
+    import onnx
     from onnx import version_converter
 
     current = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), opset)
-    return model if current >= opset else version_converter.convert_version(model, opset)
+    if current >= opset:
+        return model
+    graph = model.graph
+    large = {t.name for t in graph.initializer if t.ByteSize() > CONVERTED_INITIALIZER_BYTES}
+    light = onnx.ModelProto()
+    _copy_fields(light, model, skip="graph")
+    _copy_fields(light.graph, graph, skip="initializer")
+    light.graph.initializer.extend(t for t in graph.initializer if t.name not in large)
+    declared = {i.name for i in graph.input}
+    light.graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                             for t in graph.initializer if t.name in large and t.name not in declared)
+    converted = version_converter.convert_version(light, opset)
+    if not large:
+        return converted
+    added_inputs = large - declared
+    inputs = [i for i in converted.graph.input if i.name not in added_inputs]
+    del converted.graph.input[:]
+    converted.graph.input.extend(inputs)
+    made = {t.name: t for t in converted.graph.initializer}
+    ordered = [t if t.name in large else made.pop(t.name) for t in graph.initializer if t.name in large or t.name in made]
+    ordered += made.values()  # constants the adapters added
+    result = onnx.ModelProto()
+    _copy_fields(result, converted, skip="graph")
+    _copy_fields(result.graph, converted.graph, skip="initializer")
+    result.graph.initializer.extend(ordered)
+    return result
