@@ -12,10 +12,15 @@ iteration's statistics are reported). Walking tensors in topological order then 
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from trtflow.tensors.comparison import Tolerances, compare_tensor
 from trtflow.tensors.tensor_set import TensorSet
+
+
+COMPARE_THREADS = min(2, os.cpu_count() or 1)  # numpy lets go of the GIL in the heavy parts; each holds a tensor's errors
 
 
 def _severity(result: dict) -> tuple:
@@ -37,23 +42,27 @@ def compare_runner(results: TensorSet, reference: str, candidate: str, tolerance
     common = [t for t in reference_tensors if t in candidate_tensors]
     iterations = min(results.iterations(reference), results.iterations(candidate))
     tensors, first_nonfinite, first_divergence = [], None, None
-    for position, tensor in enumerate(common):
-        per_iteration = [compare_tensor(tensor, results.load(reference, i, tensor), results.load(candidate, i, tensor),
-                                        tolerances) for i in range(iterations)]
-        worst = max(range(iterations), key=lambda i: _severity(per_iteration[i]))
-        entry = {**_locate(tensor, candidate, results), **per_iteration[worst],
-                 "passed": all(r["passed"] for r in per_iteration),
-                 "only_shared_infinities": any(r.get("only_shared_infinities") for r in per_iteration)
-                 and all(r["passed"] or r.get("only_shared_infinities") for r in per_iteration),
-                 "new_nonfinite": sum(r["new_nonfinite"] for r in per_iteration),
-                 "failed_iterations": [i for i, r in enumerate(per_iteration) if not r["passed"]],
-                 "worst_iteration": worst}
-        tensors.append(entry)
-        if first_nonfinite is None and entry["new_nonfinite"]:
-            first_nonfinite = _locate(tensor, candidate, results)
-        if first_divergence is None and not entry["passed"]:
-            first_divergence = _locate(tensor, candidate, results)
-        progress(position + 1, len(common))
+
+    def every_iteration(tensor: str) -> list[dict]:
+        return [compare_tensor(tensor, results.load(reference, i, tensor), results.load(candidate, i, tensor),
+                               tolerances) for i in range(iterations)]
+
+    with ThreadPoolExecutor(COMPARE_THREADS) as pool:  # results come back in order: firsts stay topological
+        for position, (tensor, per_iteration) in enumerate(zip(common, pool.map(every_iteration, common))):
+            worst = max(range(iterations), key=lambda i: _severity(per_iteration[i]))
+            entry = {**_locate(tensor, candidate, results), **per_iteration[worst],
+                     "passed": all(r["passed"] for r in per_iteration),
+                     "only_shared_infinities": any(r.get("only_shared_infinities") for r in per_iteration)
+                     and all(r["passed"] or r.get("only_shared_infinities") for r in per_iteration),
+                     "new_nonfinite": sum(r["new_nonfinite"] for r in per_iteration),
+                     "failed_iterations": [i for i, r in enumerate(per_iteration) if not r["passed"]],
+                     "worst_iteration": worst}
+            tensors.append(entry)
+            if first_nonfinite is None and entry["new_nonfinite"]:
+                first_nonfinite = _locate(tensor, candidate, results)
+            if first_divergence is None and not entry["passed"]:
+                first_divergence = _locate(tensor, candidate, results)
+            progress(position + 1, len(common))
     missing = [t for t in reference_tensors if t not in candidate_tensors]
     return {
         "passed": bool(common) and all(t["passed"] for t in tensors),
