@@ -192,7 +192,7 @@ def drop_unread_initializers(model: "onnx.ModelProto") -> None:
         model.graph.initializer.remove(initializer)
 
 
-CONVERTED_INITIALIZER_BYTES = 1024  # larger initializers bypass the version converter (it only rewires nodes)
+SMALL_INITIALIZER_BYTES = 1024  # smaller initializers stay in a graph-only copy: the shape constants readers need
 
 
 def _copy_fields(target, source, skip: str) -> None:
@@ -207,22 +207,17 @@ def _copy_fields(target, source, skip: str) -> None:
             setattr(target, descriptor.name, value)
 
 
-def at_least_opset(model: "onnx.ModelProto", opset: int) -> "onnx.ModelProto":
-    """`model`, converted to `opset` when its default-domain opset is older (e.g. FP8 Casts need 19).
+def graph_only_copy(model: "onnx.ModelProto") -> tuple["onnx.ModelProto", set[str]]:
+    """The model with its large initializers turned into typed graph inputs, and their names.
 
-    The converter works on a serialized model and parses its answer back: given the weights, it
-    held five more copies of them (an exported BERT-base's FP8 emulation peaked at 3.7 GB). Its
-    adapters rewire nodes and add small constants; they never read a weight. So it converts the
-    model with its large initializers as typed graph inputs (small ones, e.g. shape constants,
-    stay), and the weights are copied once into the converted model, in their original order."""
+    Shape inference and the version converter work on a serialized model: given the weights, they
+    hold several more copies of them (and refuse a model over protobuf's 2 GB limit). Neither reads
+    a weight, so they get this copy: types stay, bytes go; small initializers (shape constants) stay.
+    """
     import onnx
-    from onnx import version_converter
 
-    current = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), opset)
-    if current >= opset:
-        return model
     graph = model.graph
-    large = {t.name for t in graph.initializer if t.ByteSize() > CONVERTED_INITIALIZER_BYTES}
+    large = {t.name for t in graph.initializer if t.external_data or t.ByteSize() > SMALL_INITIALIZER_BYTES}
     light = onnx.ModelProto()
     _copy_fields(light, model, skip="graph")
     _copy_fields(light.graph, graph, skip="initializer")
@@ -230,10 +225,27 @@ def at_least_opset(model: "onnx.ModelProto", opset: int) -> "onnx.ModelProto":
     declared = {i.name for i in graph.input}
     light.graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
                              for t in graph.initializer if t.name in large and t.name not in declared)
+    return light, large
+
+
+def at_least_opset(model: "onnx.ModelProto", opset: int) -> "onnx.ModelProto":
+    """`model`, converted to `opset` when its default-domain opset is older (e.g. FP8 Casts need 19).
+
+    Given the weights, the converter held five more copies of them (an exported BERT-base's FP8
+    emulation peaked at 3.7 GB); it converts the `graph_only_copy`, and the weights are copied once
+    into the converted model, in their original order."""
+    import onnx
+    from onnx import version_converter
+
+    current = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), opset)
+    if current >= opset:
+        return model
+    graph = model.graph
+    light, large = graph_only_copy(model)
     converted = version_converter.convert_version(light, opset)
     if not large:
         return converted
-    added_inputs = large - declared
+    added_inputs = large - {i.name for i in graph.input}
     inputs = [i for i in converted.graph.input if i.name not in added_inputs]
     del converted.graph.input[:]
     converted.graph.input.extend(inputs)

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trtflow.onnx_files import graph_only_copy, load_model, name_nodes
+
 if TYPE_CHECKING:
     import onnx
 
 Dim = int | str | None
-INLINE_INITIALIZER_BYTES = 1024  # smaller initializers stay, so shape inference can read shape constants
 
 
 @dataclass(frozen=True)
@@ -49,24 +50,8 @@ class TensorInfo:
                 "shape": list(self.shape) if self.shape is not None else None}
 
 
-def _type_only_copy(model: "onnx.ModelProto") -> "onnx.ModelProto":
-    """The model with its large initializers turned into typed graph inputs (types stay, bytes go)."""
-    import onnx
-
-    graph = model.graph
-    small = [t for t in graph.initializer if len(t.raw_data) <= INLINE_INITIALIZER_BYTES and not t.external_data]
-    small_names = {t.name for t in small}
-    light = onnx.ModelProto(ir_version=model.ir_version, opset_import=model.opset_import, functions=model.functions)
-    light.graph.name = graph.name
-    for field in ("node", "input", "output", "value_info"):
-        getattr(light.graph, field).extend(getattr(graph, field))
-    light.graph.initializer.extend(small)
-    light.graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
-                             for t in graph.initializer if t.name not in small_names)
-    return light
-
-
-def _shape(type_proto) -> tuple[Dim, ...] | None:
+def declared_shape(type_proto) -> tuple[Dim, ...] | None:
+    """A TypeProto's dims: ints, names (or None) for dynamic dims; None when even the rank is unknown."""
     tensor_type = type_proto.tensor_type
     if not tensor_type.HasField("shape"):
         return None
@@ -80,7 +65,7 @@ def catalog(model: "onnx.ModelProto") -> dict[str, TensorInfo]:
     """
     import onnx
 
-    light = _type_only_copy(model)
+    light, _ = graph_only_copy(model)
     try:
         inferred = onnx.shape_inference.infer_shapes(light, strict_mode=False, data_prop=True).graph
     except Exception:  # noqa: BLE001 - custom ops or broken models: fall back to the types the file declares
@@ -89,7 +74,7 @@ def catalog(model: "onnx.ModelProto") -> dict[str, TensorInfo]:
     graph = model.graph
     tensors: dict[str, TensorInfo] = {}
     for value in graph.input:
-        tensors[value.name] = TensorInfo(value.name, None, None, -1, value.type.tensor_type.elem_type, _shape(value.type))
+        tensors[value.name] = TensorInfo(value.name, None, None, -1, value.type.tensor_type.elem_type, declared_shape(value.type))
     for initializer in graph.initializer:
         tensors.setdefault(initializer.name, TensorInfo(initializer.name, None, None, -1, initializer.data_type,
                                                         tuple(initializer.dims)))
@@ -102,14 +87,12 @@ def catalog(model: "onnx.ModelProto") -> dict[str, TensorInfo]:
             if node.op_type == "Constant" and not elem_type:
                 elem_type = next((a.t.data_type for a in node.attribute if a.name == "value"), 0)
             tensors[output] = TensorInfo(output, node.name, node.op_type, index, elem_type,
-                                         _shape(found) if found is not None else None)
+                                         declared_shape(found) if found is not None else None)
     return tensors
 
 
 def load_cataloged(path: Path) -> tuple["onnx.ModelProto", dict[str, TensorInfo]]:
     """A model read for surgery: loaded with its weights, every node named, every tensor cataloged."""
-    from trtflow.onnx_files import load_model, name_nodes
-
     model = load_model(path)
     name_nodes(model)
     return model, catalog(model)

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from trtflow.lazy import lazy_import
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
+from trtflow.tensors.catalog import declared_shape
 from trtflow.tensors.name_globs import RULE, matching_key
 
 np = lazy_import("numpy")
@@ -84,10 +85,8 @@ def value_spec(value) -> InputSpec:
     model declares."""
     import onnx
 
-    tensor_type = value.type.tensor_type
-    dims = (tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor_type.shape.dim)
-            if tensor_type.HasField("shape") else None)
-    return InputSpec(value.name, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)), dims)
+    elem_type = value.type.tensor_type.elem_type
+    return InputSpec(value.name, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)), declared_shape(value.type))
 
 
 def _range(ranges: dict[str, tuple[float, float]], name: str) -> tuple[float, float]:
