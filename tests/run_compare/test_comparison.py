@@ -170,3 +170,15 @@ def test_error_histogram_bins_as_numpy_does_with_nan_and_inf_in_the_last_bin():
     expected = np.histogram(np.nan_to_num(absolute, nan=np.inf), bins=HISTOGRAM_EDGES)[0]
     assert error_histogram(absolute).tolist() == expected.tolist()
     assert error_histogram(absolute)[-1] == 4  # 100, 1e30, inf, NaN
+
+
+def test_a_tensor_the_candidate_lacks_is_listed_missing_not_compared(tmp_path):
+    # what a TensorRT engine that dropped a tap (shape and constant tensors) leaves compare with
+    from trtflow.tensors.report import compare_runner
+    from trtflow.tensors.tensor_set import TensorSetWriter
+
+    writer = TensorSetWriter(tmp_path / "results")
+    for runner, tensors in (("ref", ("shape", "y")), ("trt", ("y",))):
+        writer.add_feed(runner, 0, {name: np.ones(3, np.float32) for name in tensors})
+    result = compare_runner(writer.close(), "ref", "trt", Tolerances())
+    assert result["missing"] == ["shape"] and result["tensors_checked"] == 1 and result["passed"]

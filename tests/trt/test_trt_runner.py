@@ -37,12 +37,11 @@ def test_runs_an_engine_and_frees_every_buffer(trt, tmp_path):
     assert cuda.allocations() == {}
 
 
-def test_requested_outputs_the_engine_lacks_are_listed_not_fatal(trt, tmp_path):
+def test_requested_outputs_the_engine_lacks_are_left_out_not_fatal(trt, tmp_path):
     runner = Config(name="trt", backend="tensorrt").create(_engine(tmp_path, trt), ["y", "t2"])
     runner.activate()
     try:
-        assert set(runner.infer(feed())) == {"y"}
-        assert runner.missing_outputs == ["t2"]
+        assert set(runner.infer(feed())) == {"y"}  # t2 is left out; compare lists it as missing
     finally:
         runner.deactivate()
     nothing = Config(name="trt", backend="tensorrt").create(tmp_path / "m.engine", ["t2"])

@@ -4,7 +4,8 @@ It runs an engine — `build-engine`'s output, given to `run-runners` as its `en
 entry as its own `engine` — and never builds one: a build is a cached step of its own. Intermediate tensors are
 compared only if they are engine outputs, i.e. if the model was tapped (`surgeon-insert-tap`)
 before `build-engine`; a requested tensor the engine does not have (TensorRT drops taps on shape
-and constant tensors) is left out and listed in `missing_outputs` rather than failing the run.
+and constant tensors) is left out rather than failing the run; `compare` lists it among the
+runner's `missing` tensors.
 With `layer_timing: true` every layer is timed through TensorRT's `IProfiler`; `layer_profile()`
 returns the times in trtexec's `--exportProfile` layout (the Runner protocol's optional profile),
 which `run-runners` writes as its `profiles` output for `render-graph`.
@@ -64,7 +65,6 @@ class TensorRTRunner:
         self.requested = outputs
         self.layer_timing = config.layer_timing
         self.layer_times: LayerTimes | None = None
-        self.missing_outputs: list[str] = []
         self._session: Any = None
         self._selected: list[str] = []
 
@@ -80,7 +80,6 @@ class TensorRTRunner:
             self._selected = list(available)
             return
         self._selected = [name for name in self.requested if name in available]
-        self.missing_outputs = [name for name in self.requested if name not in available]
         if not self._selected:
             self.deactivate()
             raise RunnerFailed(self.name, f"found none of the requested outputs in the engine "
