@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
+from trtflow.ort_sessions import new_session_options
 from trtflow.precision.formats import Format
 from trtflow.precision.ranges import lost_values
 
@@ -109,8 +110,6 @@ def tensor_magnitudes(model: "onnx.ModelProto", tensors: Iterable[str], feeds: I
     for tensor in wanted:
         if tensor not in existing:
             probed.graph.output.append(onnx.helper.make_tensor_value_info(tensor, onnx.TensorProto.FLOAT, None))
-    from trtflow.runners.onnxruntime import new_session_options
-
     options = new_session_options()
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
     scratch = tempfile.mkdtemp(prefix="trtflow-probe-")

@@ -10,16 +10,9 @@ folder (`EXTERNAL_DATA_FOLDER`): nothing is copied or linked, so a multi-GB mode
 no second copy in memory, and ONNX Runtime's check that external data stays inside the model's
 folder holds. Only a rewritten model over protobuf's 2 GB limit goes through a scratch file.
 
-A lowered (FP16) model's session leaves out ONNX Runtime's NCHWc layout pass
-(`LOWERED_MODEL_DISABLED_OPTIMIZERS`): on the CPU provider it kills the process with SIGSEGV on an
-FP16 `Transpose -> MatMul` (ONNX Runtime 1.32; a batch-first LSTM/GRU feeding a Linear head). The
-pass only re-lays FP32 convolutions, so the lowered model computes the same numbers without it.
-
-Sessions start without ONNX Runtime's CPU memory arena (`new_session_options`; a runner's
-`session_options: {enable_cpu_mem_arena: true}` turns it back on). The arena never gives memory back
-while its session lives and grows by doubling, so a session that returns hundreds of tapped tensors,
-or a switchable emulated model judged over a whole search, kept its largest run's memory and more
-(a BERT-base's bisect-precision peaked at 4.8 GB with it, 3.8 GB without). Outputs are the same bytes.
+Sessions start from `trtflow.ort_sessions` (no CPU memory arena; a runner's `session_options:
+{enable_cpu_mem_arena: true}` turns it back on), and a lowered model's leaves out the pass that
+crashes on FP16.
 """
 
 from __future__ import annotations
@@ -33,6 +26,7 @@ from typing import Any, Callable, Literal
 from pydantic import Field
 
 from trtflow.lazy import lazy_import
+from trtflow.ort_sessions import LOWERED_MODEL_DISABLED_OPTIMIZERS, new_session_options
 from trtflow.packages import installed_version
 from trtflow.runners.base import Feed, RunnerConfig, RunnerFailed
 from trtflow.schema.paths import InputPath
@@ -43,17 +37,6 @@ PROTOBUF_LIMIT = 2_000_000_000
 EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"  # for a model given as bytes
 OPTIMIZATION_LEVELS = {"disable_all": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
                        "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
-LOWERED_MODEL_DISABLED_OPTIMIZERS = ["NchwcTransformer"]
-
-
-def new_session_options():
-    """The onnxruntime.SessionOptions every trtflow session starts from: quiet, no CPU memory arena."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.enable_cpu_mem_arena = False
-    return options
 
 
 class Config(RunnerConfig):

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from trtflow.lazy import lazy_import
+from trtflow.ort_sessions import LOWERED_MODEL_DISABLED_OPTIMIZERS, new_session_options
 from trtflow.schema.paths import InputPath
 from trtflow.tensors.comparison import Tolerances, json_number, new_nonfinite
 
@@ -115,8 +116,6 @@ class LoweredOutputs:
 
     def session(self, lowered: "onnx.ModelProto"):
         import onnxruntime
-
-        from trtflow.runners.onnxruntime import LOWERED_MODEL_DISABLED_OPTIMIZERS, new_session_options
 
         options = new_session_options()
         return onnxruntime.InferenceSession(lowered.SerializeToString(), options, providers=self.providers,

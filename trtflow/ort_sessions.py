@@ -1,0 +1,26 @@
+"""How trtflow opens every ONNX Runtime session: runners, bisect's judges and the screening probe.
+
+Sessions start without ONNX Runtime's CPU memory arena. The arena never gives memory back while
+its session lives and grows by doubling, so a session that returns hundreds of tapped tensors, or a
+switchable emulated model judged over a whole search, kept its largest run's memory and more (a
+BERT-base's bisect-precision peaked at 4.8 GB with it, 3.8 GB without). Outputs are the same bytes.
+
+A lowered (FP16) model's session leaves out ONNX Runtime's NCHWc layout pass
+(`LOWERED_MODEL_DISABLED_OPTIMIZERS`): on the CPU provider it kills the process with SIGSEGV on an
+FP16 `Transpose -> MatMul` (ONNX Runtime 1.32; a batch-first LSTM/GRU feeding a Linear head). The
+pass only re-lays FP32 convolutions, so the lowered model computes the same numbers without it.
+"""
+
+from __future__ import annotations
+
+LOWERED_MODEL_DISABLED_OPTIMIZERS = ["NchwcTransformer"]
+
+
+def new_session_options():
+    """The onnxruntime.SessionOptions every trtflow session starts from: quiet, no CPU memory arena."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.enable_cpu_mem_arena = False
+    return options
