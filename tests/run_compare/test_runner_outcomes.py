@@ -274,4 +274,6 @@ def test_sessions_run_without_the_cpu_memory_arena_unless_asked(tmp_path, sessio
     emulated.activate()
     assert emulated.session.get_session_options().enable_cpu_mem_arena is False
     emulated.deactivate()
-    assert runner_module.new_session_options().enable_cpu_mem_arena is False
+    from trtflow.ort_sessions import new_session_options
+
+    assert new_session_options().enable_cpu_mem_arena is False  # the screening probe's and bisect judges' too
