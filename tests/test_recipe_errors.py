@@ -129,3 +129,82 @@ def test_a_value_of_a_union_is_told_about_the_form_it_is_closest_to(trtflow, rec
     said = [problem.split(": ", 1)[1] for problem in problems]
     assert len(said) == len(expected) and all(s.startswith(e) for s, e in zip(said, expected)), result.stderr
     assert f"{recipe}:8:" in result.stderr and "Tolerances" not in result.stderr and "CommandCheck" not in result.stderr
+
+
+def _alias_bomb(levels: int) -> str:
+    """Ten aliases per level: `levels` lines of YAML stand for 10**(levels+1) values."""
+    lines = [HEAD + "vars:", "  a0: &a0 [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]"]
+    lines += [f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\nsteps:\n  a: {uses: load, with: {path: m.onnx}}\n"
+
+
+@pytest.mark.parametrize("text,words", [
+    (_alias_bomb(9), "more than 100,000 values once its YAML aliases"),
+    (HEAD + "vars:\n  loop: &loop [1, *loop]\nsteps:\n  a: {uses: load, with: {path: m.onnx}}\n",
+     "vars.loop[1]: a YAML alias refers to the anchor that contains it"),
+    (HEAD + "vars:\n  deep: " + "[" * 2000 + "]" * 2000 + "\nsteps:\n  a: {uses: load, with: {path: m.onnx}}\n",
+     "nested more than 100 levels deep"),
+], ids=["alias-bomb", "alias-cycle", "deep-nesting"])
+def test_a_recipe_too_large_to_build_is_refused_quickly(trtflow, recipe_folder, text, words):
+    recipe = write_recipe(recipe_folder, text, "huge.yaml")
+    result = trtflow("validate", recipe, cwd=recipe_folder, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert f"{recipe}:4:" in result.stderr and words in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_anchors_aliases_and_merges_still_work(trtflow, recipe_folder):
+    text = HEAD + ("vars:\n  base: &base {seed: 1, iterations: 2}\n  data: {<<: *base, seed: 3}\n  again: *base\n"
+                   "steps:\n  a: &load {uses: load, with: {path: m.onnx}}\n  b: *load\n")
+    recipe = write_recipe(recipe_folder, text, "aliases.yaml")
+    result = trtflow("validate", recipe, cwd=recipe_folder)
+    assert result.returncode == 0, result.stderr
+    assert "ok (2 steps: a, b)" in result.stdout
+
+
+TEN = "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]"
+
+
+@pytest.mark.parametrize("steps,line,words", [
+    ("  a:\n    uses: load\n    matrix: {" + ", ".join(f"k{i}: {TEN}" for i in range(10)) + "}\n    with: {path: m.onnx}\n",
+     6, "steps.a.matrix: this matrix expands `a` to 10 x 10 x 10 x 10 x 10 x 10 x 10 x 10 x 10 x 10 = "
+        "10,000,000,000 steps, over the limit of 10,000 steps per recipe"),
+    ("".join(f"  {name}:\n    uses: load\n    matrix: {{i: {TEN}, j: {TEN}, k: {TEN}}}\n    with: {{path: m.onnx}}\n"
+             for name in "abcdefghijk"),
+     3, "steps: the matrices expand the recipe to 11,000 steps, over the limit of 10,000 steps per recipe"),
+], ids=["one-matrix", "all-matrices"])
+def test_a_matrix_over_the_step_limit_is_refused_before_it_is_expanded(trtflow, recipe_folder, steps, line, words):
+    recipe = write_recipe(recipe_folder, HEAD + "steps:\n" + steps, "matrix.yaml")
+    result = trtflow("validate", recipe, cwd=recipe_folder, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert f"{recipe}:{line}:" in result.stderr and words in result.stderr, result.stderr
+
+
+def test_validate_reports_problems_of_every_stage_at_once(trtflow, recipe_folder):
+    text = HEAD + """vars:
+  data: {seed: 1}
+  x: ${vars.nope}
+steps:
+  a: {uses: load, with: {path: '${vars.modle}'}}
+  b: {uses: load, with: {path: m.onnx, check: '${vars.x}'}}
+  c: {uses: load, with: {path: '${steps.a.modle}'}}
+  d: {uses: load, with: {path: '${model}'}}
+  e: {uses: load, with: {path: '${steps.f.model}'}}
+  f: {uses: load, with: {path: '${steps.e.model}'}}
+  g: {uses: load, with: {path: m.onnx, check: notabool}}
+"""
+    recipe = write_recipe(recipe_folder, text, "every.yaml")
+    result = trtflow("validate", recipe, "--set", "seed=2", cwd=recipe_folder)
+    assert result.returncode == 2
+    expected = [
+        "--set seed: no var `seed`",
+        f"{recipe}:5:6: vars.x: unknown var `nope`",
+        f"{recipe}:7:32: steps.a.with.path: unknown var `modle`",
+        f"{recipe}:8:47: steps.b.with.check: var `x` is invalid (see the problem at vars.x)",
+        f"{recipe}:9:32: steps.c.with.path: step `a` (load) has no output `modle`",
+        f"{recipe}:10:32: steps.d.with.path: cannot read reference `${{model}}`",
+        f"{recipe}:11:3: steps.e: steps depend on each other in a cycle: e -> f -> e",
+        f"{recipe}:13:47: steps.g.with.check: Input should be",
+    ]
+    problems = result.stderr.removeprefix("error: ").strip().splitlines()
+    assert len(problems) == len(expected) and all(p.startswith(e) for p, e in zip(problems, expected)), result.stderr

@@ -27,7 +27,9 @@ app.add_typer(cache_app, name="cache")
 app.add_typer(replay_app, name="replay")
 
 RecipeArg = typer.Argument(..., help="The recipe file (YAML).", show_default=False)
-SetOption = typer.Option([], "--set", help="Override a var (NAME=VALUE) or any value (steps.ID.with.KEY=VALUE); VALUE is YAML.")
+SetOption = typer.Option([], "--set", help=(
+    "Override a var: NAME=VALUE replaces it whole (a mapping var too), NAME.KEY=VALUE sets one key of a mapping "
+    "var and keeps the others; or any step value: steps.ID.with.KEY=VALUE. VALUE is YAML."))
 WorkspaceOption = typer.Option(None, "--workspace", help="Cache folder [default: .trtflow/ next to the recipe, or $TRTFLOW_WORKSPACE].")
 DebugOption = typer.Option(False, "--debug", help="Show Python tracebacks.")
 

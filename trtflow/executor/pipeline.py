@@ -73,8 +73,9 @@ def _bind(recipe: Recipe, name: str, referrer: RecipeStep) -> str:
 
 
 def build_pipeline(recipe: Recipe) -> Pipeline:
+    """Check everything that can be known before running; raise every problem, the recipe's own too."""
     source = recipe.source
-    problems: list[Problem] = []
+    problems: list[Problem] = list(recipe.problems)
     kinds: dict[str, type[Step]] = {}
     for step in recipe.steps.values():
         if registry.exists(step.uses):
@@ -91,7 +92,14 @@ def build_pipeline(recipe: Recipe) -> Pipeline:
     for step in recipe.steps.values():
         bindings: dict[str, str] = {}
         deps[step.id] = set()
-        for at, reference in step_references(step):
+        if step.problems:
+            problems.extend(p for p in step.problems if p not in problems)  # once for all matrix expansions
+            broken.add(step.id)
+        try:
+            references = step_references(step)
+        except BadReference:  # a malformed reference, among the step's problems already
+            references = []
+        for at, reference in references:
             try:
                 target = _bind(recipe, reference.name, step)
             except BadReference as error:

@@ -4,12 +4,17 @@
 references substituted and matrix steps expanded (`hunt@fp16`, `hunt@bf16`); `${steps...}`
 references stay as text, because only the executor knows step outputs. Step params (`with:`)
 are checked later against each step kind's own model.
+
+Problems found once the document has its shape (a bad `--set`, an unknown var) do not stop
+loading: they travel with the `Recipe`, so the pipeline checks can add theirs and `validate`
+reports every mistake at once.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +29,7 @@ from trtflow.schema.refs import BadReference, Reference, iter_references, substi
 from trtflow.schema.source import RecipePath, SourceMap, read_yaml_file
 
 RECIPE_VERSION = 1
+MAX_STEPS = 10_000  # steps in one recipe once matrices are expanded; refused before expanding
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_-]*$"
 
 Scalar = str | int | float | bool
@@ -86,6 +92,7 @@ class RecipeStep:
     gate: bool
     origin: str  # the id as written in the file, for error positions
     matrix: dict[str, Scalar] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)  # substituting vars/matrix; params left unchecked
 
     @property
     def source_path(self) -> RecipePath:
@@ -101,14 +108,21 @@ class Recipe:
     steps: dict[str, RecipeStep]
     matrix_groups: dict[str, list[str]]  # origin id -> expanded ids, for matrix steps only
     source: SourceMap
+    problems: list[Problem] = field(default_factory=list)  # of `--set` and vars, not yet raised
 
     @property
     def base_dir(self) -> Path:
         return self.file.parent
 
 
-def _apply_overrides(data: dict, overrides: list[str], source: SourceMap) -> None:
-    """`--set NAME=VALUE` sets a var; `--set steps.ID.with.KEY=VALUE` any recipe value. VALUE is YAML."""
+def _apply_overrides(data: dict, overrides: list[str], source: SourceMap) -> list[Problem]:
+    """Apply `--set` overrides to the parsed document and return the problems. VALUE is YAML.
+
+    `NAME=VALUE` replaces var NAME whole (a mapping var too); `NAME.KEY=VALUE` (or
+    `vars.NAME.KEY=VALUE`) sets one key inside a mapping var and keeps the others;
+    `steps.ID.with.KEY=VALUE` sets any step value. The var or step must exist; keys below it are
+    created, since a default left out of the recipe is a natural thing to set.
+    """
     problems = []
     for override in overrides:
         name, equals, text = override.partition("=")
@@ -120,31 +134,38 @@ def _apply_overrides(data: dict, overrides: list[str], source: SourceMap) -> Non
         except yaml.YAMLError as error:
             problems.append(Problem(f"--set {name}: value is not valid YAML ({error})"))
             continue
-        path = name.split(".") if name.startswith(("vars.", "steps.")) else ["vars", name]
+        path = name.split(".")
+        if path[0] not in ("vars", "steps"):
+            path = ["vars", *path]
+        variables = data.get("vars") if isinstance(data.get("vars"), dict) else {}
+        if path[0] == "vars" and path[1:2] and path[1] not in variables:
+            problems.append(Problem(
+                f"--set {name}: no var `{path[1]}` in {source.file}{did_you_mean(path[1], list(variables))}; "
+                f"vars: {', '.join(variables) or '(none)'}"))
+            continue
         target = data
         for depth, part in enumerate(path[:-1]):
-            child = target.get(part) if isinstance(target, dict) else None
-            if child is None and depth >= 3:  # creating keys under steps.ID.with is allowed
+            child = target.get(part)
+            if child is None and depth >= 2:  # below vars.NAME or steps.ID
                 child = target[part] = {}
             if not isinstance(child, dict):
-                problems.append(Problem(f"--set {name}: `{'.'.join(path[:depth + 1])}` does not exist in {source.file}"))
+                where = ".".join(path[:depth + 1])
+                problems.append(Problem(
+                    f"--set {name}: `{where}` does not exist in {source.file}" if child is None else
+                    f"--set {name}: `{where}` is {child!r}, not a mapping; set it whole with --set {where}=VALUE"))
                 break
             target = child
         else:
-            if path[0] == "vars" and path[-1] not in target:
-                problems.append(Problem(
-                    f"--set {name}: no var `{path[-1]}` in {source.file}{did_you_mean(path[-1], list(target))}; "
-                    f"vars: {', '.join(target) or '(none)'}"))
-                continue
             target[path[-1]] = value
-    if problems:
-        raise RecipeError(problems)
+    return problems
 
 
-def _resolve_vars(raw_vars: dict[str, Any], source: SourceMap) -> dict[str, Any]:
-    """Vars may refer to other vars; resolve them in dependency order and report cycles."""
+def _resolve_vars(raw_vars: dict[str, Any], source: SourceMap) -> tuple[dict[str, Any], dict[str, Problem]]:
+    """Vars may refer to other vars; resolve them in dependency order and report cycles.
+
+    Returns the values and, by var name, the problem of each var that cannot be resolved."""
     resolved: dict[str, Any] = {}
-    problems: list[Problem] = []
+    problems: dict[str, Problem] = {}
 
     def value_of(name: str, chain: tuple[str, ...]) -> Any:
         if name in resolved:
@@ -166,11 +187,9 @@ def _resolve_vars(raw_vars: dict[str, Any], source: SourceMap) -> dict[str, Any]
         try:
             value_of(name, ())
         except BadReference as error:
-            problems.append(source.problem(("vars", name), str(error)))
+            problems[name] = source.problem(("vars", name), str(error))
             resolved.setdefault(name, raw_vars[name])
-    if problems:
-        raise RecipeError(problems)
-    return resolved
+    return resolved, problems
 
 
 def _matrix_suffix(values: tuple[Scalar, ...]) -> str:
@@ -189,7 +208,11 @@ def _expand(step_id: str, spec: StepSpec) -> list[tuple[str, dict[str, Scalar]]]
 
 
 def load_recipe(path: Path | str, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
-    """Read, validate and expand a recipe file; every problem found is raised at once."""
+    """Read, validate and expand a recipe file.
+
+    A document of the wrong shape raises every problem found at once; later problems (`--set`,
+    vars, references in `with:`) are left on the recipe and its steps for `build_pipeline` to
+    raise with its own. A matrix over `MAX_STEPS` raises before anything is expanded."""
     path = Path(path).absolute()
     data, source = read_yaml_file(path)
     if data is None:
@@ -202,19 +225,19 @@ def load_recipe(path: Path | str, overrides: list[str] | tuple[str, ...] = ()) -
     if data["trtflow"] != RECIPE_VERSION:
         raise RecipeError(source.problem(("trtflow",), (
             f"recipe language version {data['trtflow']!r} is not supported; this trtflow reads `trtflow: {RECIPE_VERSION}`")))
-    _apply_overrides(data, list(overrides), source)
+    problems = _apply_overrides(data, list(overrides), source)
     try:
         document = RecipeDocument.model_validate(data)
     except ValidationError as error:
-        raise RecipeError(validation_problems(error, source, (), RecipeDocument)) from None
+        raise RecipeError(problems + validation_problems(error, source, (), RecipeDocument)) from None
 
-    variables = _resolve_vars(document.vars, source)
-    problems: list[Problem] = []
+    variables, var_problems = _resolve_vars(document.vars, source)
+    problems += var_problems.values()
+    oversized = _oversized_matrices(document.steps, source)
+    if oversized:
+        raise RecipeError(problems + oversized)
     steps: dict[str, RecipeStep] = {}
     groups: dict[str, list[str]] = {}
-
-    def report(at: RecipePath, message: str) -> None:
-        problems.append(source.problem(at, message))
 
     for origin, spec in document.steps.items():
         expansions = _expand(origin, spec)
@@ -223,6 +246,8 @@ def load_recipe(path: Path | str, overrides: list[str] | tuple[str, ...] = ()) -
         for step_id, combo in expansions:
             def resolve(reference: Reference, combo: dict[str, Scalar] = combo, origin: str = origin) -> Any:
                 if reference.scope == "vars":
+                    if reference.name in var_problems:
+                        raise BadReference(f"var `{reference.name}` is invalid (see the problem at vars.{reference.name})")
                     if reference.name not in variables:
                         raise BadReference(
                             f"unknown var `{reference.name}`{did_you_mean(reference.name, list(variables))}; "
@@ -233,11 +258,31 @@ def load_recipe(path: Path | str, overrides: list[str] | tuple[str, ...] = ()) -
                     raise BadReference(f"unknown matrix key `{reference.name}`; {where}")
                 return combo[reference.name]
 
-            params = substitute(spec.with_, resolve, ("vars", "matrix"), ("steps", origin, "with"), report)
-            steps[step_id] = RecipeStep(step_id, spec.uses, params, list(spec.after), spec.gate, origin, combo)
-    if problems:
-        raise RecipeError(problems)
-    return Recipe(document.name, document.description, path, variables, steps, groups, source)
+            step_problems: list[Problem] = []
+            params = substitute(spec.with_, resolve, ("vars", "matrix"), ("steps", origin, "with"),
+                                lambda at, message: step_problems.append(source.problem(at, message)))
+            steps[step_id] = RecipeStep(step_id, spec.uses, params, list(spec.after), spec.gate, origin, combo,
+                                        step_problems)
+    return Recipe(document.name, document.description, path, variables, steps, groups, source, problems)
+
+
+def _oversized_matrices(specs: dict[str, StepSpec], source: SourceMap) -> list[Problem]:
+    """Refuse matrices that would give more than `MAX_STEPS` steps, from their sizes alone:
+    `itertools.product` of ten 10-value lists would never finish."""
+    problems = []
+    sizes = {origin: [len(values) for values in spec.matrix.values()] for origin, spec in specs.items() if spec.matrix}
+    for origin, dims in sizes.items():
+        count = math.prod(dims)
+        if count > MAX_STEPS:
+            problems.append(source.problem(("steps", origin, "matrix"), (
+                f"this matrix expands `{origin}` to {' x '.join(map(str, dims))} = {count:,} steps, over the limit "
+                f"of {MAX_STEPS:,} steps per recipe; use fewer values, or split the recipe")))
+    total = len(specs) - len(sizes) + sum(math.prod(dims) for dims in sizes.values())
+    if not problems and total > MAX_STEPS:
+        problems.append(source.problem(("steps",), (
+            f"the matrices expand the recipe to {total:,} steps, over the limit of {MAX_STEPS:,} steps per recipe; "
+            "use fewer values, or split the recipe"), key=True))
+    return problems
 
 
 def step_references(step: RecipeStep) -> list[tuple[RecipePath, Reference]]:

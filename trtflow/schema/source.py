@@ -4,6 +4,10 @@ PyYAML's composer gives nodes with line/column marks; we build plain Python valu
 keep a side table from recipe path (a tuple of keys and indices) to position, so an error found
 later — by pydantic, by reference resolution, by the DAG — can still name `file:line:column`.
 Duplicate keys are errors here, because PyYAML silently keeps the last one.
+
+The composer shares one node between an anchor and its aliases, so a few lines of nested aliases
+(`a2: &a2 [*a1, *a1, ...]`) stand for millions of values once built. We count values as we build
+them and stop at a budget far above any hand-written recipe, instead of running out of memory.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ from trtflow.errors import Problem, RecipeError
 RecipePath = tuple[str | int, ...]
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+MAX_VALUES = 100_000  # values in one recipe once aliases are expanded; real recipes hold hundreds
+MAX_DEPTH = 100  # nesting levels; building deeper would exhaust Python's recursion limit
 
 
 def format_path(path: RecipePath) -> str:
@@ -64,26 +71,50 @@ class _Builder:
         self.source = source
         self.scalars = yaml.SafeLoader("")  # only its scalar constructors are used
         self.problems: list[Problem] = []
+        self.values = 0
+        self.open: set[int] = set()  # collections being built: an alias to one of them is a cycle
 
     def build(self, node: yaml.Node, path: RecipePath) -> Any:
+        self.values += 1
+        if self.values > MAX_VALUES:
+            self._refuse(node, path, f"the recipe holds more than {MAX_VALUES:,} values once its YAML aliases "
+                         "(`*name`) are expanded; use fewer aliases to large anchors, or put bulk data in a file")
+        if len(path) > MAX_DEPTH:
+            self._refuse(node, path, f"values are nested more than {MAX_DEPTH} levels deep; flatten them")
         self.source.positions[path] = _position(node)
-        if isinstance(node, yaml.MappingNode):
-            return self._mapping(node, path)
-        if isinstance(node, yaml.SequenceNode):
+        if not isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+            return self.scalars.construct_object(node, deep=True)
+        if id(node) in self.open:
+            self._refuse(node, path, "a YAML alias refers to the anchor that contains it, which would nest forever; "
+                         "point it at another anchor")
+        self.open.add(id(node))
+        try:
+            if isinstance(node, yaml.MappingNode):
+                return self._mapping(node, path)
             return [self.build(item, path + (index,)) for index, item in enumerate(node.value)]
-        return self.scalars.construct_object(node, deep=True)
+        finally:
+            self.open.discard(id(node))
+
+    def _refuse(self, node: yaml.Node, path: RecipePath, message: str) -> None:
+        """Stop building: past these limits the rest of the document cannot be checked usefully."""
+        line, column = _position(node)
+        raise RecipeError(Problem(message, self.source.file, line, column, format_path(path) or None))
 
     def _mapping(self, node: yaml.MappingNode, path: RecipePath) -> dict:
-        self.scalars.flatten_mapping(node)  # resolves `<<: *anchor` merges
+        """A dict; a key written twice is an error, a key written over one merged in (`<<: *anchor`) wins."""
+        written = {id(key_node) for key_node, _ in node.value if key_node.tag != "tag:yaml.org,2002:merge"}
+        flat = yaml.MappingNode(node.tag, list(node.value), node.start_mark, node.end_mark)
+        self.scalars.flatten_mapping(flat)  # merged pairs first; on a copy, as an alias builds `node` again
         result: dict = {}
-        for key_node, value_node in node.value:
+        written_keys: set[str] = set()
+        for key_node, value_node in flat.value:
             key = self.scalars.construct_object(key_node, deep=True)
             if not isinstance(key, (str, int, float, bool)) or key is None:
                 line, column = _position(key_node)
                 self.problems.append(Problem("mapping keys must be plain scalars", self.source.file, line, column, format_path(path) or None))
                 continue
             key = str(key) if not isinstance(key, str) else key
-            if key in result:
+            if id(key_node) in written and key in written_keys:
                 line, column = _position(key_node)
                 first_line, _ = self.source.key_positions[path + (key,)]
                 self.problems.append(
@@ -91,6 +122,8 @@ class _Builder:
                             self.source.file, line, column, format_path(path + (key,)))
                 )
                 continue
+            if id(key_node) in written:
+                written_keys.add(key)
             self.source.key_positions[path + (key,)] = _position(key_node)
             result[key] = self.build(value_node, path + (key,))
         return result

@@ -2,7 +2,8 @@
 
 The recipe JSON Schema is the document model with each step's `with:` tied to its kind through
 `if uses == KIND then with: <Params schema>`, which yaml-language-server and VS Code understand.
-Every param also accepts a `${...}` reference string, since any value may be one.
+Every param also accepts a `${...}` reference string, since any value may be one, and numbers and
+booleans accept the strings the loader reads as such.
 """
 
 from __future__ import annotations
@@ -13,7 +14,16 @@ from trtflow.schema.recipe import RecipeDocument
 from trtflow.steps import registry
 from trtflow.steps.base import Step
 
-_REFERENCE_SCHEMA = {"type": "string", "pattern": r"\$\{[^}]+\}", "description": "A ${vars...} or ${steps...} reference."}
+_REFERENCE_SCHEMA = {"type": "string", "pattern": r"\$\{[^}]+\}",
+                     "description": "A ${vars...}, ${steps...} or ${matrix...} reference."}
+# The strings pydantic reads as a number, an integer or a boolean (`1e-2`, `1_000`, `yes`)
+_BOOLEAN_WORDS = ("0", "1", "t", "f", "y", "n", "true", "false", "yes", "no", "on", "off")
+_SCALAR_TEXT = {
+    "number": {"type": "string", "pattern": r"^\s*[-+]?((\d[\d_]*(\.[\d_]*)?|\.\d[\d_]*)([eE][-+]?\d+)?|[Ii]nf(inity)?|[Nn]a[Nn])\s*$"},
+    "integer": {"type": "string", "pattern": r"^\s*[-+]?\d[\d_]*(\.0*)?\s*$"},
+    "boolean": {"enum": sorted({form for word in _BOOLEAN_WORDS for form in (word, word.capitalize(), word.upper())})
+                + [0, 1]},
+}
 
 
 def _type_name(schema: dict, definitions: dict) -> str:
@@ -35,8 +45,12 @@ def _type_name(schema: dict, definitions: dict) -> str:
 def _nested_models(schema: dict, definitions: dict) -> list[tuple[str, dict]]:
     """(label, object schema) for each model a param holds: `check` may be `Tolerances` or
     `CommandCheck`; `runners` is a list of one config per backend."""
+    if "properties" in schema:  # a model inline, as in a model's own anyOf of input forms
+        return [(str(schema.get("title", "?")), schema)]
     if "$ref" in schema:
         target = definitions.get(schema["$ref"].rsplit("/", 1)[-1], {})
+        if "anyOf" in target:  # a model that also accepts a shorthand (LoaderSpec: `script.py:function`)
+            return _nested_models(target, definitions)
         # a discriminated member is named by its tag (`onnxruntime`), others by their title
         tag = next((p["const"] for p in target.get("properties", {}).values() if "const" in p), None)
         return [(str(tag or target.get("title", "?")), target)] if "properties" in target else []
@@ -80,34 +94,50 @@ def describe(kind: str) -> dict[str, Any]:
             "version": step.version, "params": params, "outputs": outputs}
 
 
-def _allow_references(schema: Any) -> Any:
-    """`schema` where every value position (properties, list items, map values) also accepts a
-    `${...}` reference string, at any depth: `check: {atol: "${vars.atol}"}` is valid."""
-    if isinstance(schema, list):
-        return [_allow_references(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    result = {key: _allow_references(value) for key, value in schema.items()}
+def _loader_forms(schema: dict[str, Any], references: bool) -> dict[str, Any]:
+    """`schema` widened to every form the recipe loader accepts, at any depth.
 
-    def either(value: dict) -> dict:
-        described = {"description": value["description"]} if "description" in value else {}
-        return {"anyOf": [value, _REFERENCE_SCHEMA], **described}
+    - pydantic reads numbers and booleans from strings, and PyYAML leaves `1e-2` (an exponent without
+      a dot) a string, so a number or boolean also accepts its text: `atol: 1e-2` is valid.
+    - With `references`, every value position (property, list item, tuple member, map value) also
+      accepts a `${...}` string: `check: {atol: "${vars.atol}"}` is valid.
+    - `oneOf` becomes `anyOf`: a `${...}` string matches every member of a tagged union.
+    """
+    def value(member: dict[str, Any]) -> dict[str, Any]:
+        member = _loader_forms(member, references)
+        if not references:
+            return member
+        described = {"description": member["description"]} if "description" in member else {}
+        return {"anyOf": [member, _REFERENCE_SCHEMA], **described}
 
-    if isinstance(result.get("properties"), dict):
-        result["properties"] = {name: either(value) for name, value in result["properties"].items()}
-    for key in ("items", "additionalProperties"):
-        if isinstance(result.get(key), dict):
-            result[key] = either(result[key])
+    result: dict[str, Any] = {}
+    for key, member in schema.items():
+        if key == "properties":
+            result[key] = {name: value(item) for name, item in member.items()}
+        elif key == "$defs":
+            result[key] = {name: _loader_forms(item, references) for name, item in member.items()}
+        elif key in ("items", "additionalProperties") and isinstance(member, dict):
+            result[key] = value(member)
+        elif key == "prefixItems":
+            result[key] = [value(item) for item in member]
+        elif key in ("anyOf", "oneOf", "allOf"):
+            result["allOf" if key == "allOf" else "anyOf"] = [_loader_forms(item, references) for item in member]
+        else:
+            result[key] = member
+    if result.get("type") in _SCALAR_TEXT:
+        described = {"description": result["description"]} if "description" in result else {}
+        return {"anyOf": [result, _SCALAR_TEXT[result["type"]]], **described}
     return result
 
 
 def recipe_json_schema() -> dict[str, Any]:
-    schema = RecipeDocument.model_json_schema(by_alias=True)
+    """The JSON Schema (Draft 2020-12) of recipes: it accepts every recipe the loader accepts."""
+    schema = _loader_forms(RecipeDocument.model_json_schema(by_alias=True), references=False)
     definitions = schema.setdefault("$defs", {})
     conditions = []
     for kind in registry.kinds():
-        params_schema = _allow_references(
-            registry.get(kind).Params.model_json_schema(by_alias=True, ref_template="#/$defs/{model}"))
+        params_schema = _loader_forms(
+            registry.get(kind).Params.model_json_schema(by_alias=True, ref_template="#/$defs/{model}"), references=True)
         definitions.update(params_schema.pop("$defs", {}))
         definitions[f"with:{kind}"] = params_schema
         conditions.append({"if": {"properties": {"uses": {"const": kind}}, "required": ["uses"]},

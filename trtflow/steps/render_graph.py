@@ -64,7 +64,7 @@ class Params(StepParams):
         120.0, gt=0, description="Give up on Graphviz layout after this many seconds (an error when `svg` was asked "
                                  "for in `formats`; else the SVG is skipped with a note).")
 
-    @field_validator("focus", mode="before")
+    @field_validator("focus", mode="before", json_schema_input_type=Focus | str | None)
     @classmethod
     def _focus_shorthand(cls, value: Any) -> Any:
         return {"nodes": value} if isinstance(value, str) else value

@@ -66,6 +66,11 @@ class LoaderSpec(BaseModel):
             return {"script": script, "function": function}
         return value
 
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict[str, Any]:
+        """The JSON Schema shows the `script.py:function` text `_split` accepts, next to the mapping."""
+        return {"anyOf": [handler(core_schema), {"type": "string", "pattern": r"^.+:[A-Za-z_][A-Za-z0-9_]*$"}]}
+
 
 @dataclass(frozen=True)
 class InputSpec:
