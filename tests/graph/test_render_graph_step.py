@@ -99,14 +99,35 @@ def test_focus_matching_nothing_names_the_param(trtflow, tmp_path):
     assert "focus" in done.stdout + done.stderr and "no node name matches" in done.stdout + done.stderr
 
 
-def test_svg_without_graphviz_fails_with_install_advice(trtflow, tmp_path):
-    recipe = write_recipe(tmp_path, '{model: "${steps.model.model}", formats: [svg, html]}')
+def without_graphviz(tmp_path: Path) -> dict:
+    """An environment whose PATH holds only python: no `dot`, wherever the tests run."""
     python_only = tmp_path / "bin"
     python_only.mkdir()
     (python_only / "python").symlink_to(sys.executable)
-    done = run(trtflow, recipe, tmp_path, env={"PATH": str(python_only)})
+    return {"PATH": str(python_only)}
+
+
+def test_without_graphviz_svg_gives_way_to_dot_with_install_advice(trtflow, tmp_path):
+    recipe = write_recipe(tmp_path, '{model: "${steps.model.model}", formats: [svg, html]}')
+    recipe.write_text(recipe.read_text() + """  default:
+    uses: render-graph
+    with: {model: "${steps.model.model}"}
+""")
+    done = run(trtflow, recipe, tmp_path, env=without_graphviz(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    for step in ("graph", "default"):
+        drawn = summary(tmp_path / "out" / "graph", step)
+        assert drawn["files"] == ["graph.dot", "graph.html"]
+        assert any(note.startswith("no SVG: Graphviz's `dot` is not installed; install Graphviz (`apt-get install "
+                                   "graphviz`") for note in drawn["notes"])
+    assert done.stdout.count("dot -Tsvg graph.dot -o graph.svg") == 2
+
+
+def test_svg_alone_without_graphviz_fails_with_install_advice(trtflow, tmp_path):
+    recipe = write_recipe(tmp_path, '{model: "${steps.model.model}", formats: [svg]}')
+    done = run(trtflow, recipe, tmp_path, env=without_graphviz(tmp_path))
     assert done.returncode == 3
-    assert "apt-get install graphviz" in done.stdout + done.stderr
+    assert "apt-get install graphviz" in done.stdout + done.stderr and "Traceback" not in done.stdout + done.stderr
 
 
 def test_engine_file_without_tensorrt_fails_with_advice(trtflow, tmp_path):

@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from conftest import CHROMIUM_PROGRAMS, installed, requires_chromium
+
 from trtflow.graph.from_engine import load_layer_info
 from trtflow.graph.from_onnx import graph_from_model
 from trtflow.graph.overlay import read_compare_report, with_errors
@@ -15,16 +17,15 @@ from trtflow.graph.simplify import simplify
 from trtflow.graph.style import PRECISION_COLORS, View
 from trtflow.graph.timing import read_profile, with_timing
 
-from .chromium import Chromium, find_chromium
+from .chromium import Chromium
 from .models import conv_block
 
-pytestmark = pytest.mark.skipif(find_chromium() is None,
-                                reason="Chromium is not installed (`apt-get install -y chromium`)")
+pytestmark = requires_chromium
 
 
 @pytest.fixture(scope="module")
 def browser():
-    chromium = Chromium(find_chromium())
+    chromium = Chromium(installed(*CHROMIUM_PROGRAMS))
     yield chromium
     chromium.close()
 

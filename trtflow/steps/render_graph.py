@@ -58,7 +58,8 @@ class Params(StepParams):
     focus: Focus | None = Field(
         None, description="Draw only nodes matching `nodes` (regex) and their neighbours within `radius`.")
     formats: list[Format] | None = Field(
-        None, description="Files to write; default: html and dot, plus svg when Graphviz is installed.")
+        None, description="Files to write; default: html, dot and svg. Without Graphviz, svg is replaced by dot "
+                          "with a note (an error only when svg is the one format asked for).")
     title: str | None = Field(None, description="The graph's title (default: the drawn file's name).")
     svg_timeout_s: float = Field(
         120.0, gt=0, description="Give up on Graphviz layout after this many seconds (an error when `svg` was asked "
@@ -83,12 +84,6 @@ class Params(StepParams):
         if self.color_by == "error" and self.overlay is None:
             raise ValueError("`color_by: error` needs `overlay:` (a compare report)")
         return self
-
-
-def _default_formats() -> list[Format]:
-    from trtflow.graph.svg import graphviz_version
-
-    return ["html", "dot", "svg"] if graphviz_version() else ["html", "dot"]
 
 
 def _profile_file(profile: Path, runner: str | None) -> Path:
@@ -188,13 +183,9 @@ class RenderGraph(Step):
             show_shapes=params.show_shapes if params.show_shapes is not None else params.mode == "detailed",
             show_timing=params.show_timing,
         )
-        formats = params.formats or _default_formats()
-        if "svg" not in formats and params.formats is None:
-            from trtflow.graph.svg import INSTALL_GRAPHVIZ
-
-            ctx.notice(f"no SVG: Graphviz's `dot` is not installed; {INSTALL_GRAPHVIZ} to get one")
         ctx.progress(2, 3, f"drawing {len(graph.nodes)} nodes")
-        summary = write_graph(graph, view, formats, Path(ctx.output_path("graph")), svg_timeout_s=params.svg_timeout_s,
+        summary = write_graph(graph, view, params.formats or ["html", "dot", "svg"], Path(ctx.output_path("graph")),
+                              svg_timeout_s=params.svg_timeout_s,
                               svg_optional=params.formats is None, source_nodes=source_nodes)
         for note in summary["notes"]:
             ctx.notice(note)
