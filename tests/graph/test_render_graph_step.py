@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from trtflow.graph.style import HIGHLIGHT_BORDER, PRECISION_COLORS
+from conftest import requires_graphviz
+
+from trtflow.graph.style import FIRST_NONFINITE_BORDER, HIGHLIGHT_BORDER, PRECISION_COLORS
 
 from trt.trt_doubles import GENERATIONS, double_env
 
 from .conftest import ENGINE_GRAPHS, REPO
-from .outputs import op_nodes, viewer_data
+from .outputs import op_nodes, svg_node_shapes, svg_rings, viewer_data
 
 PIPELINES = REPO / "pipelines"
 
@@ -97,6 +99,19 @@ def test_focus_matching_nothing_names_the_param(trtflow, tmp_path):
     done = run(trtflow, recipe, tmp_path)
     assert done.returncode == 2
     assert "focus" in done.stdout + done.stderr and "no node name matches" in done.stdout + done.stderr
+
+
+@requires_graphviz
+def test_svg_rings_a_kept_first_nonfinite_in_black_around_its_highlight_border(trtflow, tmp_path):
+    (tmp_path / "report.json").write_text(json.dumps({"tensors": [], "first_nonfinite": {
+        "tensor": "ln.sum_sq", "node": "ln/ReduceSum", "op": "ReduceSum", "runner": "fp16"}}))
+    recipe = write_recipe(tmp_path, '{model: "${steps.model.model}", overlay: report.json, highlight: [ln/ReduceSum], '
+                                    'mode: detailed, formats: [svg]}')
+    done = run(trtflow, recipe, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    drawing = tmp_path / "out" / "graph" / "graph" / "graph" / "graph.svg"
+    assert [shape.get("stroke") for shape in svg_node_shapes(drawing)["ln/ReduceSum"]] == [HIGHLIGHT_BORDER]
+    assert svg_rings(drawing) == {"ln/ReduceSum": FIRST_NONFINITE_BORDER}  # the legend's black outer ring
 
 
 def without_graphviz(tmp_path: Path) -> dict:
