@@ -156,3 +156,13 @@ def test_nan_stays_the_worst_error_of_a_node(tmp_path):
     graph = with_errors(graph_from_model(conv_block()), read_compare_report(report))
     assert math.isnan(graph.nodes["conv"].error)
     assert math.isnan(with_errors(simplify(graph_from_model(conv_block())), read_compare_report(report)).nodes["conv"].error)
+
+
+def test_a_highlighted_pass_through_stays_and_the_chain_around_it_folds_elsewhere():
+    plain = simplify(graph_from_model(conv_block()))
+    assert plain.nodes["to_fp16"].parts == ("flatten", "copy")
+    kept = simplify(graph_from_model(conv_block()), highlight=["copy"])
+    assert kept.nodes["copy"].parts == () and kept.nodes["to_fp16"].parts == ()
+    assert kept.nodes["conv"].parts == ("bias_add", "relu_out", "flatten")  # the Reshape folds upstream instead
+    assert {(e.source, e.target) for e in kept.edges if "copy" in (e.source, e.target)} == {("conv", "copy"),
+                                                                                          ("copy", "to_fp16")}

@@ -70,6 +70,8 @@ def test_fp16_overlay_recipe_draws_errors_and_kept_nodes(trtflow, tmp_path):
 
     simplified = summary(out, "errors-simplified")
     assert simplified["nodes"] < simplified["source_nodes"] and simplified["color_by"] == "error"
+    folded = op_nodes(viewer_data(out / "errors-simplified" / "graph" / "graph.html"))
+    assert {name for name, node in folded.items() if node["border"] == HIGHLIGHT_BORDER} == kept  # none folded away
 
 
 def write_recipe(tmp_path: Path, render_with: str) -> Path:
@@ -86,6 +88,19 @@ steps:
     with: {render_with}
 """)
     return recipe
+
+
+def test_simplified_view_draws_each_highlighted_node_alone(trtflow, tmp_path):
+    recipe = write_recipe(tmp_path, '{model: "${steps.model.model}", highlight: [ln/ReduceSum, ln/Div_var], '
+                                    'formats: [html]}')
+    done = run(trtflow, recipe, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    drawn = op_nodes(viewer_data(tmp_path / "out" / "graph" / "graph" / "graph" / "graph.html"))
+    outlined = {name: node["parts"] for name, node in drawn.items() if node["border"] == HIGHLIGHT_BORDER}
+    assert outlined == {"ln/ReduceSum": [], "ln/Div_var": []}  # drawn, and nothing unkept folded into them
+    assert "ln/Sqrt" in drawn["ln/Add_eps"]["parts"]  # the rest of the chain still folds
+    shown = summary(tmp_path / "out" / "graph", "graph")
+    assert shown["nodes"] < shown["source_nodes"]
 
 
 def test_two_sources_are_a_recipe_error(trtflow, tmp_path):

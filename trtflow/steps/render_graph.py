@@ -166,12 +166,14 @@ class RenderGraph(Step):
             graph = timing.with_timing(graph, timing.read_profile(_profile_file(params.profile, params.profile_runner)))
         source_nodes = len(graph.ops())
         ctx.progress(1, 3, "folding" if params.mode == "simplified" else "overlays")
+        highlight = overlay.read_highlight(params.highlight) if params.highlight is not None else []
         if params.mode == "simplified":
-            graph = simplify(graph, show_constants=params.show_constants, show_reformats=params.show_reformats)
+            graph = simplify(graph, show_constants=params.show_constants, show_reformats=params.show_reformats,
+                             highlight=highlight)
         if params.overlay is not None:
             graph = overlay.with_errors(graph, overlay.read_compare_report(params.overlay, params.overlay_stat))
-        if params.highlight is not None:
-            graph = overlay.with_highlight(graph, overlay.read_highlight(params.highlight))
+        if highlight:
+            graph = overlay.with_highlight(graph, highlight)
         if params.focus is not None:
             try:
                 graph = focus(graph, params.focus.nodes, params.focus.radius)
