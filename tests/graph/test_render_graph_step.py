@@ -103,6 +103,59 @@ def test_simplified_view_draws_each_highlighted_node_alone(trtflow, tmp_path):
     assert shown["nodes"] < shown["source_nodes"]
 
 
+RUNNERS_RECIPE = """trtflow: 1
+name: runners
+steps:
+  model: {uses: load, with: {path: demo.onnx}}
+  taps: {uses: surgeon-insert-tap, with: {model: "${steps.model.model}", tensors: all}}
+  run:
+    uses: run-runners
+    with:
+      model: ${steps.taps.model}
+      data: {seed: 1, iterations: 2, ranges: {"*": [0, 10]}, shapes: {x: [1, 16, 64]}}
+      runners:
+        - {name: fp32, backend: onnxruntime}
+        - {name: fp16, backend: emulated, precision: fp16}
+        - {name: bf16, backend: emulated, precision: bf16}
+  diff:
+    uses: compare
+    with: {results: "${steps.run.results}", reference: fp32, atol: 1.0e-2, rtol: 1.0e-2}
+  worst:
+    uses: render-graph
+    with: {model: "${steps.model.model}", overlay: "${steps.diff.report}", formats: [html, dot]}
+  bf16:
+    uses: render-graph
+    with: {model: "${steps.model.model}", overlay: "${steps.diff.report}", overlay_runner: bf16, formats: [html, dot]}
+"""
+
+
+def test_error_overlay_says_whose_errors_it_draws_and_draws_the_runner_asked_for(trtflow, tmp_path):
+    shutil.copy(REPO / "pipelines" / "models" / "overflow_demo.onnx", tmp_path / "demo.onnx")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(RUNNERS_RECIPE)
+    done = run(trtflow, recipe, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = tmp_path / "out" / "runners"
+    for step, shown in (("worst", "max_abs, worst of runners fp16, bf16 against fp32"),
+                        ("bf16", "max_abs of runner bf16 against fp32")):
+        assert summary(out, step)["error_overlay"] == shown
+        title = f"model.onnx — simplified, colored by error ({shown})"
+        assert viewer_data(out / step / "graph" / "graph.html")["title"] == title
+        assert f'label="{title}' in (out / step / "graph" / "graph.dot").read_text()
+    worst = op_nodes(viewer_data(out / "worst" / "graph" / "graph.html"))["ln/ReduceSum"]
+    assert "max_abs Inf" in worst["lines"] and worst["ring"] == FIRST_NONFINITE_BORDER  # fp16 overflows
+    assert ["error: runner", "fp16"] in worst["summary"]
+    bf16 = op_nodes(viewer_data(out / "bf16" / "graph" / "graph.html"))
+    assert bf16["ln/ReduceSum"]["ring"] is None and "max_abs Inf" not in bf16["ln/ReduceSum"]["lines"]
+    assert {tuple(row) for node in bf16.values() for row in node["summary"] if row[0] == "error: runner"} == {
+        ("error: runner", "bf16")}
+
+    typo = run(trtflow, recipe, tmp_path, "--set", "steps.bf16.with.overlay_runner=bf61")
+    assert typo.returncode == 2
+    assert ("steps.bf16.with.overlay_runner: the compare report report.json checked no runner `bf61` (did you mean "
+            "`bf16`?); it checked fp16, bf16") in typo.stdout + typo.stderr
+
+
 def test_two_sources_are_a_recipe_error(trtflow, tmp_path):
     recipe = write_recipe(tmp_path, '{model: "${steps.model.model}", engine_graph: demo.onnx}')
     done = run(trtflow, recipe, tmp_path)

@@ -37,7 +37,7 @@ def to_dot(graph: Graph, style: Style) -> str:
     large = len(graph.nodes) > LARGE_GRAPH_NODES
     lines = [
         f"digraph {quote(graph.name)} {{",
-        f"  label={quote(chr(10).join([f'{graph.name} — {style.view.mode}, colored by {style.view.color_by}', *graph.notes]))};"
+        f"  label={quote(chr(10).join([style.title(), *graph.notes]))};"
         " labelloc=t;",
         '  graph [rankdir=TB, fontname="Helvetica", fontsize=11, nodesep=0.25, ranksep=0.35, newrank=true'
         + (", splines=line, mclimit=0.3, nslimit=2, nslimit1=2, searchsize=10, remincross=false" if large else "")

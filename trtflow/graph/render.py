@@ -57,6 +57,7 @@ def write_graph(graph: Graph, view: View, formats: Iterable[Format], folder: Pat
         written[fmt] = path
     summary = {
         "name": graph.name, "source": graph.source, "mode": view.mode, "color_by": view.color_by,
+        "error_overlay": graph.error_overlay,
         "nodes": len(graph.ops()), "source_nodes": source_nodes if source_nodes is not None else len(graph.ops()),
         "edges": len(graph.edges), "inputs": sum(n.kind == "input" for n in graph.nodes.values()),
         "outputs": sum(n.kind == "output" for n in graph.nodes.values()),

@@ -53,6 +53,9 @@ class Params(StepParams):
     show_reformats: bool = Field(False, description="In `simplified` mode, keep NoOp / Reformat / Identity layers.")
     overlay: InputPath | None = Field(None, description="A compare report (JSON): per-node error heat, first NaN/Inf.")
     overlay_stat: str = Field("max_abs", description="Which error statistic of the report colors the nodes.")
+    overlay_runner: str | None = Field(
+        None, description="Whose errors to draw when the report checked several runners (a runner's name); "
+                          "default: each node's worst over them. The title says which runner(s) it shows.")
     highlight: list[str] | InputPath | None = Field(
         None, description="Node names to outline, or a JSON file of them (bisect-precision's `keep`).")
     focus: Focus | None = Field(
@@ -81,6 +84,8 @@ class Params(StepParams):
         if self.profile_runner is not None and self.profile is None:
             raise ValueError("`profile_runner` picks a runner's layer times from `profile: ${steps.ID.profiles}`; "
                              "give `profile`")
+        if self.overlay_runner is not None and self.overlay is None:
+            raise ValueError("`overlay_runner` picks a runner's errors from `overlay:` (a compare report); give `overlay`")
         if self.color_by == "error" and self.overlay is None:
             raise ValueError("`color_by: error` needs `overlay:` (a compare report)")
         return self
@@ -133,7 +138,8 @@ class RenderGraph(Step):
     summary = "Draw an ONNX model or TensorRT engine graph (DOT, SVG, offline HTML viewer) with timing and error overlays."
     Params = Params
     outputs = {"graph": folder("graph.html / graph.svg / graph.dot as asked, and summary.json (what was drawn).")}
-    version = 3  # 3: overlay notes tell tensors of hidden constant/shape nodes from unknown ones
+    version = 4  # 3: overlay notes tell tensors of hidden constant/shape nodes from unknown ones
+    # 4: titles name the overlay's runners; rings drawn as clusters; highlighted nodes never folded; no-dot notes
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         facts = {"onnx": installed_version("onnx")} if params.model is not None else {}
@@ -171,7 +177,11 @@ class RenderGraph(Step):
             graph = simplify(graph, show_constants=params.show_constants, show_reformats=params.show_reformats,
                              highlight=highlight)
         if params.overlay is not None:
-            graph = overlay.with_errors(graph, overlay.read_compare_report(params.overlay, params.overlay_stat))
+            try:
+                errors = overlay.read_compare_report(params.overlay, params.overlay_stat, params.overlay_runner)
+            except ValueError as error:
+                raise ParamError("overlay_runner", str(error)) from None
+            graph = overlay.with_errors(graph, errors)
         if highlight:
             graph = overlay.with_highlight(graph, highlight)
         if params.focus is not None:
