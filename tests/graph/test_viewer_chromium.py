@@ -110,3 +110,18 @@ def test_onnx_viewer_with_error_overlay_finds_folded_nodes(browser, tmp_path):
     legend = text_of(browser, "legend")
     assert "first NaN/Inf" in legend and "simplified view" in legend
     assert browser.console_errors() == []
+
+
+def test_viewer_fits_the_whole_graph_to_the_window_on_open(browser, mobilenet, tmp_path):
+    write_graph(load_layer_info(mobilenet.graph_path), View(mode="detailed"), ["html"], tmp_path)  # tall and narrow
+    open_viewer(browser, tmp_path / "graph.html")
+    graph, canvas = browser.evaluate("""(() => {
+        const edges = id => { const r = document.getElementById(id).getBoundingClientRect();
+                              return [r.left, r.top, r.right, r.bottom]; };
+        return [edges('viewport'), edges('canvas')];
+    })()""")
+    assert canvas[0] - 1 <= graph[0] and canvas[1] - 1 <= graph[1]  # nothing cut off on any side
+    assert graph[2] <= canvas[2] + 1 and graph[3] <= canvas[3] + 1
+    filled = max((graph[2] - graph[0]) / (canvas[2] - canvas[0]), (graph[3] - graph[1]) / (canvas[3] - canvas[1]))
+    assert filled > 0.8  # fitted, not merely shrunk
+    assert browser.console_errors() == []
