@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,20 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# System programs some tests drive; where one is missing, those tests skip and say what to install.
+CHROMIUM_PROGRAMS = ("chromium", "chromium-browser", "google-chrome")
+
+
+def installed(*programs: str) -> str | None:
+    """The path of the first of `programs` on PATH, or None."""
+    return next((path for name in programs if (path := shutil.which(name))), None)
+
+
+requires_graphviz = pytest.mark.skipif(installed("dot") is None,
+                                       reason="Graphviz's `dot` is not installed (`apt-get install -y graphviz`)")
+requires_chromium = pytest.mark.skipif(installed(*CHROMIUM_PROGRAMS) is None,
+                                       reason="Chromium is not installed (`apt-get install -y chromium`)")
 
 
 def run_cli(*args: str | Path, cwd: Path | None = None, env: dict | None = None,

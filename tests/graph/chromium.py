@@ -24,10 +24,6 @@ LAUNCH_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                 "--remote-debugging-pipe", "--window-size=1280,800"]
 
 
-def find_chromium() -> str | None:
-    return next((path for name in ("chromium", "chromium-browser", "google-chrome") if (path := shutil.which(name))), None)
-
-
 class Chromium:
     """One browser with one page; `call` sends a command to the page, `events` collects what it reported."""
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -37,5 +36,3 @@ def resnet() -> EngineFixture:
 def mobilenet() -> EngineFixture:
     return EngineFixture("mobilenet.qat.onnx.engine")
 
-
-requires_graphviz = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` is not installed")

@@ -6,6 +6,7 @@ import json
 import re
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
+from typing import Iterator
 
 SVG = "{http://www.w3.org/2000/svg}"
 TIME_LABEL = re.compile(r"^([\d.]+(?:e-?\d+)?) (ms|µs)(?: \(([\d.]+)%\))?$")
@@ -32,16 +33,34 @@ def timing_label(node: dict) -> tuple[float, float | None] | None:
     return None
 
 
-def svg_node_fills(path: Path) -> dict[str, str]:
-    """Graphviz SVG: {tooltip's first line (the node name): fill color of its shape}."""
-    root = ElementTree.parse(path).getroot()
-    fills = {}
+def _svg_nodes(root: ElementTree.Element) -> Iterator[tuple[str, ElementTree.Element]]:
+    """(node name, node group) for each node of a Graphviz SVG; the name is its tooltip's first line."""
     for group in root.iter(f"{SVG}g"):
-        if group.get("class") != "node":
-            continue
         link = group.find(f"{SVG}g/{SVG}a")
-        shape = next((e for e in group.iter() if e.tag in (f"{SVG}path", f"{SVG}polygon", f"{SVG}ellipse")), None)
-        if link is not None and shape is not None:
+        if group.get("class") == "node" and link is not None:
             title = link.get("{http://www.w3.org/1999/xlink}title") or link.get("title") or ""
-            fills[title.split("\n")[0]] = shape.get("fill")
-    return fills
+            yield title.split("\n")[0], group
+
+
+def svg_node_shapes(path: Path) -> dict[str, list[ElementTree.Element]]:
+    """Graphviz SVG: {node name: the shapes drawn for the node, inner first}."""
+    shapes = {}
+    for name, group in _svg_nodes(ElementTree.parse(path).getroot()):
+        drawn = [e for e in group.iter() if e.tag in (f"{SVG}path", f"{SVG}polygon", f"{SVG}ellipse")]
+        if drawn:
+            shapes[name] = drawn
+    return shapes
+
+
+def svg_node_fills(path: Path) -> dict[str, str]:
+    """Graphviz SVG: {node name: fill color of its shape}."""
+    return {name: drawn[0].get("fill") for name, drawn in svg_node_shapes(path).items()}
+
+
+def svg_rings(path: Path) -> dict[str, str]:
+    """Graphviz SVG: {node name: color of the ring (a cluster of its own) drawn around the node}."""
+    root = ElementTree.parse(path).getroot()
+    names = {group.get("id"): name for name, group in _svg_nodes(root)}
+    return {names[title.removeprefix("cluster_ring_")]: group.find(f"{SVG}path").get("stroke")
+            for group in root.iter(f"{SVG}g")
+            if group.get("class") == "cluster" and (title := group.findtext(f"{SVG}title") or "").startswith("cluster_ring_")}

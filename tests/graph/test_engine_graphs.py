@@ -9,6 +9,8 @@ import re
 
 import pytest
 
+from conftest import requires_graphviz
+
 from trtflow.errors import UsageError
 from trtflow.graph.from_engine import graph_from_layer_info, load_layer_info
 from trtflow.graph.render import write_graph
@@ -16,7 +18,7 @@ from trtflow.graph.simplify import simplify
 from trtflow.graph.style import PRECISION_COLORS, View, short_format
 from trtflow.graph.timing import read_profile, with_timing
 
-from .conftest import EngineFixture, requires_graphviz
+from .conftest import EngineFixture
 from .outputs import op_nodes, svg_node_fills, timing_label, viewer_data
 
 FORMAT_PRECISION = {"FP32": "fp32", "FP16": "fp16", "Int8": "int8"}

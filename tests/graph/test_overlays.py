@@ -156,3 +156,28 @@ def test_nan_stays_the_worst_error_of_a_node(tmp_path):
     graph = with_errors(graph_from_model(conv_block()), read_compare_report(report))
     assert math.isnan(graph.nodes["conv"].error)
     assert math.isnan(with_errors(simplify(graph_from_model(conv_block())), read_compare_report(report)).nodes["conv"].error)
+
+
+def test_a_highlighted_pass_through_stays_and_the_chain_around_it_folds_elsewhere():
+    plain = simplify(graph_from_model(conv_block()))
+    assert plain.nodes["to_fp16"].parts == ("flatten", "copy")
+    kept = simplify(graph_from_model(conv_block()), highlight=["copy"])
+    assert kept.nodes["copy"].parts == () and kept.nodes["to_fp16"].parts == ()
+    assert kept.nodes["conv"].parts == ("bias_add", "relu_out", "flatten")  # the Reshape folds upstream instead
+    assert {(e.source, e.target) for e in kept.edges if "copy" in (e.source, e.target)} == {("conv", "copy"),
+                                                                                          ("copy", "to_fp16")}
+
+
+def test_one_runner_of_the_report_is_drawn_when_asked_for(report, tmp_path):
+    fp16 = read_compare_report(report, runner="fp16")
+    assert fp16.runners == ("fp16",) and fp16.first_nonfinite["node"] == "then/Relu"
+    assert with_errors(graph_from_model(conv_block()), fp16).nodes["conv"].error == 1e-4  # not bf16's 2e-3
+    bf16 = read_compare_report(report, runner="bf16")
+    assert [entry.node for entry in bf16.entries] == ["conv"] and bf16.first_nonfinite is None
+    assert read_compare_report(report).description == "max_abs, worst of runners fp16, bf16"
+    nested = write(tmp_path, {"reference": "fp32", "tensors": {
+        "add_out": {"node": "bias_add", "runners": {"fp16": {"max_abs": 0.25}, "bf16": {"max_abs": 0.5}}}}}, "n.json")
+    chosen = read_compare_report(nested, runner="fp16")
+    assert chosen.entries[0].value == 0.25 and chosen.description == "max_abs of runner fp16 against fp32"
+    with pytest.raises(ValueError, match=r"checked no runner `fp61` \(did you mean `fp16`\?\); it checked fp16, bf16"):
+        read_compare_report(nested, runner="fp61")

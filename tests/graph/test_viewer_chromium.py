@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from conftest import CHROMIUM_PROGRAMS, installed, requires_chromium
+
 from trtflow.graph.from_engine import load_layer_info
 from trtflow.graph.from_onnx import graph_from_model
 from trtflow.graph.overlay import read_compare_report, with_errors
@@ -15,16 +17,15 @@ from trtflow.graph.simplify import simplify
 from trtflow.graph.style import PRECISION_COLORS, View
 from trtflow.graph.timing import read_profile, with_timing
 
-from .chromium import Chromium, find_chromium
+from .chromium import Chromium
 from .models import conv_block
 
-pytestmark = pytest.mark.skipif(find_chromium() is None,
-                                reason="Chromium is not installed (`apt-get install -y chromium`)")
+pytestmark = requires_chromium
 
 
 @pytest.fixture(scope="module")
 def browser():
-    chromium = Chromium(find_chromium())
+    chromium = Chromium(installed(*CHROMIUM_PROGRAMS))
     yield chromium
     chromium.close()
 
@@ -108,4 +109,19 @@ def test_onnx_viewer_with_error_overlay_finds_folded_nodes(browser, tmp_path):
     assert "first_nonfinite" in panel and "Inf" in panel
     legend = text_of(browser, "legend")
     assert "first NaN/Inf" in legend and "simplified view" in legend
+    assert browser.console_errors() == []
+
+
+def test_viewer_fits_the_whole_graph_to_the_window_on_open(browser, mobilenet, tmp_path):
+    write_graph(load_layer_info(mobilenet.graph_path), View(mode="detailed"), ["html"], tmp_path)  # tall and narrow
+    open_viewer(browser, tmp_path / "graph.html")
+    graph, canvas = browser.evaluate("""(() => {
+        const edges = id => { const r = document.getElementById(id).getBoundingClientRect();
+                              return [r.left, r.top, r.right, r.bottom]; };
+        return [edges('viewport'), edges('canvas')];
+    })()""")
+    assert canvas[0] - 1 <= graph[0] and canvas[1] - 1 <= graph[1]  # nothing cut off on any side
+    assert graph[2] <= canvas[2] + 1 and graph[3] <= canvas[3] + 1
+    filled = max((graph[2] - graph[0]) / (canvas[2] - canvas[0]), (graph[3] - graph[1]) / (canvas[3] - canvas[1]))
+    assert filled > 0.8  # fitted, not merely shrunk
     assert browser.console_errors() == []

@@ -37,7 +37,7 @@ def to_dot(graph: Graph, style: Style) -> str:
     large = len(graph.nodes) > LARGE_GRAPH_NODES
     lines = [
         f"digraph {quote(graph.name)} {{",
-        f"  label={quote(chr(10).join([f'{graph.name} — {style.view.mode}, colored by {style.view.color_by}', *graph.notes]))};"
+        f"  label={quote(chr(10).join([style.title(), *graph.notes]))};"
         " labelloc=t;",
         '  graph [rankdir=TB, fontname="Helvetica", fontsize=11, nodesep=0.25, ranksep=0.35, newrank=true'
         + (", splines=line, mclimit=0.3, nslimit=2, nslimit1=2, searchsize=10, remincross=false" if large else "")
@@ -55,16 +55,15 @@ def to_dot(graph: Graph, style: Style) -> str:
         look = style.look(node)
         shape = "oval" if node.kind != "op" else "box"
         styles = "filled" + (",rounded" if node.kind == "op" else "") + (",dashed" if look.dashed else "")
-        # Graphviz draws every periphery in one color: a ring on a plain node takes the ring's color,
-        # a ring on a highlighted node becomes a second outline in the highlight color.
-        border, width, rings = look.border, look.border_width, ""
-        if look.ring is not None:
-            rings = ", peripheries=2"
-            if "highlight" not in node.marks:
-                border, width = look.ring, 3.0
-        return (f"{indent}{ids[name]} [id={quote(ids[name])}, label={quote(chr(10).join(look.lines))}, "
+        line = (f"{ids[name]} [id={quote(ids[name])}, label={quote(chr(10).join(look.lines))}, "
                 f"shape={shape}, style={quote(styles)}, fillcolor={quote(look.fill)}, fontcolor={quote(look.font)}, "
-                f"color={quote(border)}, penwidth={width:g}{rings}, tooltip={quote(look.tooltip)}];")
+                f"color={quote(look.border)}, penwidth={look.border_width:g}, tooltip={quote(look.tooltip)}];")
+        if look.ring is None:
+            return f"{indent}{line}"
+        # Graphviz draws every periphery of a node in its one border color, so the ring is a cluster
+        # around the node instead: a highlighted first NaN/Inf keeps its own border inside the ring.
+        return (f'{indent}subgraph cluster_ring_{ids[name]} {{ label=""; style="rounded"; color={quote(look.ring)}; '
+                f"penwidth=3; margin=4; {line} }}")
 
     def emit(scope: tuple, depth: int) -> None:
         indent = "  " * (depth + 1)

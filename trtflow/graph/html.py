@@ -81,7 +81,7 @@ def to_html(graph: Graph, style: Style) -> str:
              for e, route in zip(graph.edges, placement.routes)]
     used = {e.tensor for e in graph.edges}
     data = {
-        "title": f"{graph.name} — {style.view.mode}, colored by {style.view.color_by}",
+        "title": style.title(),
         "width": round(placement.width, 1), "height": round(placement.height, 1),
         "nodes": nodes, "edges": edges, "legend": style.legend(), "notes": list(graph.notes),
         "tensors": {name: tensor_text(t) for name, t in graph.tensors.items() if name in used},

@@ -81,6 +81,7 @@ class Graph:
     tensors: Mapping[str, Tensor]
     notes: tuple[str, ...] = ()  # things the user should know (fallbacks taken, data not found)
     hidden: frozenset[str] = frozenset()  # names of nodes (and their tensors) a view left out, e.g. constants
+    error_overlay: str | None = None  # what node errors show: statistic, runner(s), reference
 
     # -- reading ------------------------------------------------------------------------------
 

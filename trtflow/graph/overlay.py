@@ -5,16 +5,18 @@ fused or folded parts, the tensors it writes — so an overlay lands on the righ
 graph, of its simplified view, and of an engine whose layers fused several ONNX nodes.
 
 The compare report is read tolerantly: `tensors` may be a mapping or a list (compare writes one
-entry per tensor and runner; the worst counts); statistics may be flat (`max_abs`) or compare's
+entry per tensor and runner, naming it in `runner`); statistics may be flat (`max_abs`) or compare's
 distributions (`abs: {max, mean, ...}` read as `max_abs`, `mean_abs`...), on the entry or in
-per-runner sub-objects; NaN/Inf may be numbers, strings ("inf"), flags or counts (`new_nonfinite`).
+sub-objects (per-runner ones under `runners`, keyed by runner name); NaN/Inf may be numbers,
+strings ("inf"), flags or counts (`new_nonfinite`). With several candidate runners, each node shows
+the worst of them unless one runner is chosen, and the overlay's `description` says which it shows.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,15 @@ class ErrorOverlay:
     first_divergence: dict | None = None
     passed: bool | None = None
     notes: tuple[str, ...] = field(default=())
+    runners: tuple[str, ...] = ()  # the runners whose errors are shown (worst of them per node when several)
+    reference: str | None = None
+
+    @property
+    def description(self) -> str:
+        """What the error colors show, for titles: `max_abs, worst of runners fp16, bf16 against fp32`."""
+        shown = (f", worst of runners {', '.join(self.runners)}" if len(self.runners) > 1
+                 else f" of runner {self.runners[0]}" if self.runners else "")
+        return f"{self.stat}{shown}" + (f" against {self.reference}" if self.reference else "")
 
 
 def _read_json(path: Path, what: str) -> Any:
@@ -77,14 +88,17 @@ def _flat_stats(holder: dict) -> dict[str, float]:
     return stats
 
 
-def _stat_holders(entry: dict) -> list[dict]:
-    """The entry and the per-runner objects under it that carry statistics."""
-    holders = [entry]
+def _stat_holders(entry: dict) -> list[tuple[str | None, dict]]:
+    """The entry and the objects under it that carry statistics, each with the runner it is about:
+    the entry's `runner`, or for objects under `runners` the name they are filed under."""
+    own = entry.get("runner") if isinstance(entry.get("runner"), str) else None
+    holders = [(own, entry)]
     for key, value in entry.items():
         if key in _DISTRIBUTIONS:
             continue
-        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
-        holders.extend(child for child in children if isinstance(child, dict))
+        children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        holders.extend((own or (str(name) if key == "runners" else None), child)
+                       for name, child in children if isinstance(child, dict))
     return holders
 
 
@@ -103,11 +117,25 @@ def _entries(report: dict) -> list[tuple[str | None, dict]]:
     return []
 
 
-def read_compare_report(path: Path, stat: str = "max_abs") -> ErrorOverlay:
+def read_compare_report(path: Path, stat: str = "max_abs", runner: str | None = None) -> ErrorOverlay:
+    """The report's errors per tensor: `runner`'s, or each tensor's worst over the runners checked.
+    ValueError when the report checked no runner named `runner`."""
+    from trtflow.schema.problems import did_you_mean
+
     report = _read_json(path, "the compare report")
     if not isinstance(report, dict):
         raise UsageError(f"{path}: not a compare report (expected a JSON object with `tensors`)")
-    raw = [(tensor, entry, [(h, _flat_stats(h)) for h in _stat_holders(entry)]) for tensor, entry in _entries(report)]
+    found = [(tensor, entry, _stat_holders(entry)) for tensor, entry in _entries(report)]
+    candidates = report.get("candidates") if isinstance(report.get("candidates"), list) else []
+    checked = list(dict.fromkeys([*map(str, candidates), *(name for _, _, holders in found
+                                                          for name, _ in holders if name is not None)]))
+    if runner is not None and runner not in checked:
+        raise ValueError(f"the compare report {Path(path).name} checked no runner `{runner}`"
+                         f"{did_you_mean(runner, checked)}; it checked {', '.join(checked) or 'no named runner'}")
+    raw = [(tensor, entry, [(holder, _flat_stats(holder)) for name, holder in holders
+                            if runner is None or name == runner])
+           for tensor, entry, holders in found]
+    shown_runners = {name for _, _, holders in found for name, _ in holders if runner is None or name == runner}
     present = {key for _, _, holders in raw for _, stats in holders for key in stats}
     notes = []
     chosen = stat
@@ -116,6 +144,8 @@ def read_compare_report(path: Path, stat: str = "max_abs") -> ErrorOverlay:
         notes.append(f"the compare report has no `{stat}` statistic; showing `{chosen}`")
     entries = []
     for tensor, entry, holders in raw:
+        if not holders:  # another runner's entry
+            continue
         values = [stats[chosen] for _, stats in holders if chosen in stats]
         if any(_is_nonfinite(holder) for holder, _ in holders):
             values.append(math.inf)
@@ -132,12 +162,22 @@ def read_compare_report(path: Path, stat: str = "max_abs") -> ErrorOverlay:
                      "first divergence are shown")
 
     def located(key: str) -> dict | None:
+        """The report's first non-finite / divergence, or `runner`'s own (compare keeps each under `runners`)."""
         value = report.get(key)
+        if runner is not None:
+            per_runner = report.get("runners", {}).get(runner) if isinstance(report.get("runners"), dict) else None
+            if isinstance(per_runner, dict) and key in per_runner:
+                value = per_runner[key]
+            elif not (isinstance(value, dict) and value.get("runner") == runner):
+                value = None
         return value if isinstance(value, dict) else None
 
     passed = report.get("passed")
+    reference = report.get("reference")
     return ErrorOverlay(chosen, tuple(entries), located("first_nonfinite"), located("first_divergence"),
-                        passed if isinstance(passed, bool) else None, tuple(notes))
+                        passed if isinstance(passed, bool) else None, tuple(notes),
+                        tuple(name for name in checked if name in shown_runners),
+                        reference if isinstance(reference, str) else None)
 
 
 def with_errors(graph: Graph, overlay: ErrorOverlay) -> Graph:
@@ -176,7 +216,7 @@ def with_errors(graph: Graph, overlay: ErrorOverlay) -> Graph:
             continue
         current = changes.setdefault(target, {})
         current["marks"] = current.get("marks", graph.nodes[target].marks) | {mark}
-    return graph.updated(changes, notes=notes)
+    return replace(graph.updated(changes, notes=notes), error_overlay=overlay.description)
 
 
 def read_highlight(source: list[str] | Path) -> list[str]:

@@ -14,7 +14,7 @@ from trtflow.graph.dot import to_dot
 from trtflow.graph.html import to_html
 from trtflow.graph.model import Graph
 from trtflow.graph.style import Style, View
-from trtflow.graph.svg import GraphvizTimeout, render_svg
+from trtflow.graph.svg import INSTALL_GRAPHVIZ, GraphvizTimeout, graphviz_installed, render_svg
 
 Format = Literal["svg", "html", "dot"]
 
@@ -24,6 +24,9 @@ def write_graph(graph: Graph, view: View, formats: Iterable[Format], folder: Pat
                 source_nodes: int | None = None) -> dict:
     """Render `graph` into `folder` (created) as `graph.dot` / `graph.svg` / `graph.html`; returns the summary.
 
+    Without Graphviz, an SVG asked for with other formats is replaced by the DOT file (the same
+    drawing, for `dot -Tsvg` elsewhere) and a note saying what to install: the other files are
+    still useful. Only an SVG asked for alone fails, since nothing asked for could be written.
     With `svg_optional`, a graph Graphviz cannot draw in time gets no SVG and a note, instead of
     failing: the HTML viewer and DOT file are still written."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -31,6 +34,10 @@ def write_graph(graph: Graph, view: View, formats: Iterable[Format], folder: Pat
     formats = list(dict.fromkeys(formats))
     written: dict[str, Path] = {}
     notes = list(graph.notes)
+    if "svg" in formats and len(formats) > 1 and not graphviz_installed():
+        formats = [fmt for fmt in formats if fmt != "svg"] + ([] if "dot" in formats else ["dot"])
+        notes.append(f"no SVG: Graphviz's `dot` is not installed; {INSTALL_GRAPHVIZ} and run again "
+                     "(graph.dot holds the same drawing: `dot -Tsvg graph.dot -o graph.svg`)")
     dot_text = to_dot(graph, style) if {"dot", "svg"} & set(formats) else ""
     for fmt in formats:
         path = folder / f"graph.{fmt}"
@@ -50,6 +57,7 @@ def write_graph(graph: Graph, view: View, formats: Iterable[Format], folder: Pat
         written[fmt] = path
     summary = {
         "name": graph.name, "source": graph.source, "mode": view.mode, "color_by": view.color_by,
+        "error_overlay": graph.error_overlay,
         "nodes": len(graph.ops()), "source_nodes": source_nodes if source_nodes is not None else len(graph.ops()),
         "edges": len(graph.edges), "inputs": sum(n.kind == "input" for n in graph.nodes.values()),
         "outputs": sum(n.kind == "output" for n in graph.nodes.values()),

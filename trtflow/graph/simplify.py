@@ -11,11 +11,14 @@ and marks of what disappears are kept by what stays:
    predecessor feeds nothing else and runs in the same precision — the chains TensorRT fuses
    (`Conv + Add + Relu`), without hiding where precision changes.
 A fold only ever contracts a chain whose inner links have one consumer, so the result stays a DAG.
+Folds 3 and 4 leave highlighted nodes (bisect's keep) standing alone — never folded away, nothing
+folded into them — so every kept node is drawn, and its box shows only what was kept.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Iterable
 
 from trtflow.graph.model import Edge, Graph, Node, error_rank
 
@@ -104,11 +107,14 @@ def hide_static(graph: Graph) -> Graph:
                    hidden=graph.hidden | names)
 
 
-def fold_passthrough(graph: Graph) -> Graph:
+def fold_passthrough(graph: Graph, standalone: frozenset[str] = frozenset()) -> Graph:
     """Fold each pass-through layer into the real op at the end of its chain of pass-throughs:
     downstream first (a reformat serves its consumer), else upstream. A chain that branches, or
-    meets a graph input/output on both sides, stays visible."""
+    meets a graph input/output or a `standalone` node on both sides, stays visible."""
     successors, predecessors = graph.successors(), graph.predecessors()
+
+    def folds(node: Node) -> bool:
+        return _is_passthrough(node) and node.name not in standalone
 
     def real_op_along(name: str, edges: dict[str, list[Edge]], attr: str) -> str | None:
         seen = {name}
@@ -120,41 +126,46 @@ def fold_passthrough(graph: Graph) -> Graph:
             node = graph.nodes[name]
             if node.kind != "op" or name in seen:
                 return None
-            if not _is_passthrough(node):
-                return name
+            if not folds(node):
+                return None if name in standalone else name
             seen.add(name)
 
     into: dict[str, str] = {}
     for node in graph.ops():
-        if _is_passthrough(node):
+        if folds(node):
             target = real_op_along(node.name, successors, "target") or real_op_along(node.name, predecessors, "source")
             if target is not None:
                 into[node.name] = target
     return merge(graph, into)
 
 
-def fold_pointwise(graph: Graph) -> Graph:
+def fold_pointwise(graph: Graph, standalone: frozenset[str] = frozenset()) -> Graph:
     successors, predecessors = graph.successors(), graph.predecessors()
     into: dict[str, str] = {}
     for node in graph.ops():
-        if node.op.lower() not in POINTWISE_OPS:
+        if node.op.lower() not in POINTWISE_OPS or node.name in standalone:
             continue
         for edge in predecessors.get(node.name, []):
             source = graph.nodes[edge.source]
-            if (source.kind == "op" and source.precision == node.precision
+            if (source.kind == "op" and source.precision == node.precision and source.name not in standalone
                     and {e.target for e in successors[source.name]} == {node.name}):
                 into[node.name] = source.name
                 break
     return merge(graph, into)
 
 
-def simplify(graph: Graph, *, show_constants: bool = False, show_reformats: bool = False) -> Graph:
+def simplify(graph: Graph, *, show_constants: bool = False, show_reformats: bool = False,
+             highlight: Iterable[str] = ()) -> Graph:
+    """The simplified view; `highlight` names the nodes (or their parts or output tensors) that will be
+    outlined, which the pass-through and pointwise folds leave standing alone."""
     before = len(graph.ops())
     simplified = collapse_subgraphs(graph)
     if not show_constants:
         simplified = hide_static(simplified)
+    index = simplified.name_index()
+    standalone = frozenset(index[name] for name in highlight if name in index)
     if not show_reformats:
-        simplified = fold_passthrough(simplified)
-    simplified = fold_pointwise(simplified)
+        simplified = fold_passthrough(simplified, standalone)
+    simplified = fold_pointwise(simplified, standalone)
     return replace(simplified, notes=(*simplified.notes, f"simplified view: {before} nodes shown as "
                                                           f"{len(simplified.ops())}"))

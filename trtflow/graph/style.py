@@ -95,6 +95,13 @@ class Style:
         # the most common ops get distinct colors; the long tail shares grey
         self.op_colors = {op: color for (op, _), color in zip(self.op_counts.most_common(), OP_PALETTE)}
 
+    def title(self) -> str:
+        """The picture's title: the graph, the view, and what the colors show — for errors, whose."""
+        coloring = self.view.color_by
+        if coloring == "error" and self.graph.error_overlay:
+            coloring += f" ({self.graph.error_overlay})"
+        return f"{self.graph.name} — {self.view.mode}, colored by {coloring}"
+
     # -- nodes ---------------------------------------------------------------------------------
 
     def error_color(self, error: float | None) -> str:

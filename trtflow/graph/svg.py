@@ -1,7 +1,7 @@
 """SVG through Graphviz's `dot` program, when it is installed, within a time bound.
 
-Graphviz is a system program, not a Python package, so it may be missing: asking for an SVG
-then fails with the one thing to do (install it, or drop `svg` from `formats:`), while DOT and the
+Graphviz is a system program, not a Python package, so it may be missing: drawing an SVG then
+fails with the one thing to do (install it, or drop `svg` from `formats:`), while DOT and the
 HTML viewer, which need nothing, are still available.
 """
 
@@ -18,6 +18,10 @@ INSTALL_GRAPHVIZ = ("install Graphviz (`apt-get install graphviz` on Debian/Ubun
 
 class GraphvizTimeout(StepError):
     """Graphviz did not lay the graph out within the time bound."""
+
+
+def graphviz_installed() -> bool:
+    return shutil.which("dot") is not None
 
 
 def graphviz_version() -> str | None:

@@ -53,12 +53,16 @@ class Params(StepParams):
     show_reformats: bool = Field(False, description="In `simplified` mode, keep NoOp / Reformat / Identity layers.")
     overlay: InputPath | None = Field(None, description="A compare report (JSON): per-node error heat, first NaN/Inf.")
     overlay_stat: str = Field("max_abs", description="Which error statistic of the report colors the nodes.")
+    overlay_runner: str | None = Field(
+        None, description="Whose errors to draw when the report checked several runners (a runner's name); "
+                          "default: each node's worst over them. The title says which runner(s) it shows.")
     highlight: list[str] | InputPath | None = Field(
         None, description="Node names to outline, or a JSON file of them (bisect-precision's `keep`).")
     focus: Focus | None = Field(
         None, description="Draw only nodes matching `nodes` (regex) and their neighbours within `radius`.")
     formats: list[Format] | None = Field(
-        None, description="Files to write; default: html and dot, plus svg when Graphviz is installed.")
+        None, description="Files to write; default: html, dot and svg. Without Graphviz, svg is replaced by dot "
+                          "with a note (an error only when svg is the one format asked for).")
     title: str | None = Field(None, description="The graph's title (default: the drawn file's name).")
     svg_timeout_s: float = Field(
         120.0, gt=0, description="Give up on Graphviz layout after this many seconds (an error when `svg` was asked "
@@ -80,15 +84,11 @@ class Params(StepParams):
         if self.profile_runner is not None and self.profile is None:
             raise ValueError("`profile_runner` picks a runner's layer times from `profile: ${steps.ID.profiles}`; "
                              "give `profile`")
+        if self.overlay_runner is not None and self.overlay is None:
+            raise ValueError("`overlay_runner` picks a runner's errors from `overlay:` (a compare report); give `overlay`")
         if self.color_by == "error" and self.overlay is None:
             raise ValueError("`color_by: error` needs `overlay:` (a compare report)")
         return self
-
-
-def _default_formats() -> list[Format]:
-    from trtflow.graph.svg import graphviz_version
-
-    return ["html", "dot", "svg"] if graphviz_version() else ["html", "dot"]
 
 
 def _profile_file(profile: Path, runner: str | None) -> Path:
@@ -138,7 +138,8 @@ class RenderGraph(Step):
     summary = "Draw an ONNX model or TensorRT engine graph (DOT, SVG, offline HTML viewer) with timing and error overlays."
     Params = Params
     outputs = {"graph": folder("graph.html / graph.svg / graph.dot as asked, and summary.json (what was drawn).")}
-    version = 3  # 3: overlay notes tell tensors of hidden constant/shape nodes from unknown ones
+    version = 4  # 3: overlay notes tell tensors of hidden constant/shape nodes from unknown ones
+    # 4: titles name the overlay's runners; rings drawn as clusters; highlighted nodes never folded; no-dot notes
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         facts = {"onnx": installed_version("onnx")} if params.model is not None else {}
@@ -171,12 +172,18 @@ class RenderGraph(Step):
             graph = timing.with_timing(graph, timing.read_profile(_profile_file(params.profile, params.profile_runner)))
         source_nodes = len(graph.ops())
         ctx.progress(1, 3, "folding" if params.mode == "simplified" else "overlays")
+        highlight = overlay.read_highlight(params.highlight) if params.highlight is not None else []
         if params.mode == "simplified":
-            graph = simplify(graph, show_constants=params.show_constants, show_reformats=params.show_reformats)
+            graph = simplify(graph, show_constants=params.show_constants, show_reformats=params.show_reformats,
+                             highlight=highlight)
         if params.overlay is not None:
-            graph = overlay.with_errors(graph, overlay.read_compare_report(params.overlay, params.overlay_stat))
-        if params.highlight is not None:
-            graph = overlay.with_highlight(graph, overlay.read_highlight(params.highlight))
+            try:
+                errors = overlay.read_compare_report(params.overlay, params.overlay_stat, params.overlay_runner)
+            except ValueError as error:
+                raise ParamError("overlay_runner", str(error)) from None
+            graph = overlay.with_errors(graph, errors)
+        if highlight:
+            graph = overlay.with_highlight(graph, highlight)
         if params.focus is not None:
             try:
                 graph = focus(graph, params.focus.nodes, params.focus.radius)
@@ -188,13 +195,9 @@ class RenderGraph(Step):
             show_shapes=params.show_shapes if params.show_shapes is not None else params.mode == "detailed",
             show_timing=params.show_timing,
         )
-        formats = params.formats or _default_formats()
-        if "svg" not in formats and params.formats is None:
-            from trtflow.graph.svg import INSTALL_GRAPHVIZ
-
-            ctx.notice(f"no SVG: Graphviz's `dot` is not installed; {INSTALL_GRAPHVIZ} to get one")
         ctx.progress(2, 3, f"drawing {len(graph.nodes)} nodes")
-        summary = write_graph(graph, view, formats, Path(ctx.output_path("graph")), svg_timeout_s=params.svg_timeout_s,
+        summary = write_graph(graph, view, params.formats or ["html", "dot", "svg"], Path(ctx.output_path("graph")),
+                              svg_timeout_s=params.svg_timeout_s,
                               svg_optional=params.formats is None, source_nodes=source_nodes)
         for note in summary["notes"]:
             ctx.notice(note)

@@ -84,22 +84,14 @@
     viewport.setAttribute("transform", "translate(" + view.x + "," + view.y + ") scale(" + view.k + ")");
   }
 
-  function fitWidth() {  // first view: readable labels; tall graphs are explored by panning
-    var box = canvas.getBoundingClientRect();
-    var k = Math.min(box.width / Math.max(data.width, 1), 1);
-    if (data.height * k <= box.height) { fit(); return; }
-    view.k = Math.max(k, 0.35);
-    view.x = Math.max(10, (box.width - data.width * view.k) / 2);
-    view.y = 10;
-    applyView();
-  }
-
+  // The whole graph in the window, on open and on the "fit" button: a reader first sees its shape,
+  // then zooms (wheel, +) or searches into the part they care about.
   function fit() {
     var box = canvas.getBoundingClientRect();
     var k = Math.min(box.width / Math.max(data.width, 1), box.height / Math.max(data.height, 1), 1.5);
     view.k = k > 0 ? k : 1;
     view.x = (box.width - data.width * view.k) / 2;
-    view.y = Math.max(10, (box.height - data.height * view.k) / 2);
+    view.y = (box.height - data.height * view.k) / 2;
     applyView();
   }
 
@@ -271,6 +263,6 @@
   drawNodes();
   drawLegend();
   wireInput();
-  fitWidth();
+  fit();
   document.body.setAttribute("data-ready", "true");
 })();
