@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -119,3 +122,47 @@ def test_long_steps_print_progress_lines_in_logs(trtflow, tmp_path, plugin_env):
     assert result.returncode == 0, result.stderr
     progress = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("s: ")]
     assert len(progress) >= 2 and all(line.endswith("/6 writing") for line in progress), result.stdout
+
+
+def _with_closed_stdout(*args, cwd) -> subprocess.CompletedProcess:
+    """`trtflow ARGS | head -0`, deterministically: stdout is a pipe whose reader is already gone."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        return subprocess.run([sys.executable, "-m", "trtflow", *map(str, args)], cwd=cwd, stdout=writer,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(writer)
+
+
+@pytest.mark.parametrize("args", [["schema"], ["steps"], ["steps", "bisect-precision"], ["--version"], ["run", "--help"],
+                                  ["inspect", REPO / "pipelines" / "models" / "overflow_demo.onnx"],
+                                  ["dag", QUICKSTART]])
+def test_a_closed_stdout_is_not_an_error(tmp_path, args):
+    result = _with_closed_stdout(*args, cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (0, "")
+
+
+def test_version_and_help_placeholders(trtflow, tmp_path):
+    from trtflow import __version__
+
+    version = trtflow("--version", cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout == f"trtflow {__version__}\n"
+    run_help = trtflow("run", "--help", cwd=tmp_path).stdout
+    assert "--set NAME=VALUE" in run_help and "--workspace DIR" in run_help and "--force STEP" in run_help
+    assert "RECIPE" in run_help and "{recipe}" not in run_help
+    for command in (["run"], ["status"], ["steps"], ["inspect"], ["cache", "gc"], ["replay", "export"], ["dag"]):
+        shown = trtflow(*command, "--help", cwd=tmp_path).stdout
+        assert "list[" not in shown and "<int" not in shown, (command, shown)
+
+
+def test_every_step_param_has_a_description_and_its_real_default(trtflow, tmp_path):
+    from trtflow.steps import catalog, registry
+
+    for kind in registry.kinds():
+        for param in catalog.describe(kind)["params"]:
+            assert param["description"].strip(), f"{kind}: {param['name']} has no description"
+    runners = trtflow("steps", "run-runners", cwd=tmp_path).stdout
+    assert "data.shapes  object, default {}" in runners and "data.ranges  object, default {\"*\": [0.0, 1.0]}" in runners
+    assert "runners[] (emulated).keep  list[string] | path, default []" in runners
+    assert 'runners[] (onnxruntime).session_options  object, default {}' in runners

@@ -16,19 +16,50 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 import typer
+from typer.core import TyperGroup
 
 from trtflow.errors import TrtflowError, UsageError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False,
-                  help="Declarative YAML recipes for ONNX / TensorRT accuracy debugging.")
+
+@contextmanager
+def _closed_stdout_ends_quietly() -> Iterator[None]:
+    """A reader that stops early (`trtflow inspect m.onnx | head -2`) closes the pipe; that is its
+    choice, not an error: end with exit 0 and nothing on stderr (Python docs, "Note on SIGPIPE")."""
+    try:
+        try:
+            yield
+        finally:
+            sys.stdout.flush()  # what is still buffered fails here, not at interpreter exit
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at /dev/null so that flush succeeds
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(0) from None
+
+
+class _Commands(TyperGroup):
+    """The root command: parsing (which prints `--help`, `--version`) and every command run through
+    here, the one place a closed stdout is handled. `main()` cannot do it: click turns a broken
+    pipe into exit 1 before `app()` returns."""
+
+    def make_context(self, *args, **kwargs):
+        with _closed_stdout_ends_quietly():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx):
+        with _closed_stdout_ends_quietly():
+            return super().invoke(ctx)
+
+
+app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  pretty_exceptions_enable=False, help="Declarative YAML recipes for ONNX / TensorRT accuracy debugging.")
 cache_app = typer.Typer(no_args_is_help=True, help="Inspect and clean the artifact store.")
 replay_app = typer.Typer(no_args_is_help=True, help="Export trial journals as portable replays.")
 app.add_typer(cache_app, name="cache")
 app.add_typer(replay_app, name="replay")
 
-RecipeArg = typer.Argument(..., help="The recipe file (YAML).", show_default=False)
-SetOption = typer.Option([], "--set", help="Override a var (NAME=VALUE) or any value (steps.ID.with.KEY=VALUE); VALUE is YAML.")
-WorkspaceOption = typer.Option(None, "--workspace", help="Cache folder [default: .trtflow/ next to the recipe, or $TRTFLOW_WORKSPACE].")
+RecipeArg = typer.Argument(..., metavar="RECIPE", help="The recipe file (YAML).", show_default=False)
+SetOption = typer.Option([], "--set", metavar="NAME=VALUE", help="Override a var (NAME=VALUE) or any value (steps.ID.with.KEY=VALUE); VALUE is YAML.")
+WorkspaceOption = typer.Option(None, "--workspace", metavar="DIR", help="Cache folder [default: .trtflow/ next to the recipe, or $TRTFLOW_WORKSPACE].")
 DebugOption = typer.Option(False, "--debug", help="Show Python tracebacks.")
 
 
@@ -45,7 +76,7 @@ def _errors_to_exit_codes(debug: bool) -> Iterator[None]:
         print("interrupted; finished steps are cached, run again to resume", file=sys.stderr)
         sys.stderr.flush()
         os._exit(130)  # do not wait for running step threads
-    except (typer.Exit, typer.Abort):
+    except (typer.Exit, typer.Abort, BrokenPipeError):  # a closed stdout is `_Commands.invoke`'s to handle
         raise
     except Exception as error:  # a bug of ours: say so plainly, keep the traceback for --debug
         if debug:
@@ -102,11 +133,11 @@ def run(
     recipe: Path = RecipeArg,
     overrides: list[str] = SetOption,
     workspace: Optional[Path] = WorkspaceOption,
-    out: Path = typer.Option(Path("trtflow-out"), "--out", help="Where <recipe>/<step>/ output links go."),
-    force: list[str] = typer.Option([], "--force", help="Recompute STEP even if cached (repeatable)."),
-    only: list[str] = typer.Option([], "--only", help="Run only STEP and what it needs (repeatable)."),
+    out: Path = typer.Option(Path("trtflow-out"), "--out", metavar="DIR", help="Where <recipe>/<step>/ output links go."),
+    force: list[str] = typer.Option([], "--force", metavar="STEP", help="Recompute STEP even if cached (repeatable)."),
+    only: list[str] = typer.Option([], "--only", metavar="STEP", help="Run only STEP and what it needs (repeatable)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would run and why; run nothing."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Independent steps to run at once."),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=1, metavar="N", help="Independent steps to run at once."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show step log messages."),
     debug: bool = DebugOption,
 ) -> None:
@@ -145,7 +176,7 @@ def validate(recipe: Path = RecipeArg, overrides: list[str] = SetOption, debug: 
 def dag(
     recipe: Path = RecipeArg,
     overrides: list[str] = SetOption,
-    fmt: str = typer.Option("text", "--format", help="text, mermaid or dot."),
+    fmt: str = typer.Option("text", "--format", metavar="FORMAT", help="text, mermaid or dot."),
     debug: bool = DebugOption,
 ) -> None:
     """Print the step graph."""
@@ -204,7 +235,7 @@ def status(recipe: Path = RecipeArg, overrides: list[str] = SetOption, workspace
 
 
 @app.command()
-def steps(kind: Optional[str] = typer.Argument(None, help="Describe one step kind in full.")) -> None:
+def steps(kind: Optional[str] = typer.Argument(None, metavar="KIND", help="Describe one step kind in full.")) -> None:
     """List the step kinds, or describe one: its params and outputs."""
     with _errors_to_exit_codes(False):
         from rich.markup import escape
@@ -269,7 +300,7 @@ def _cache_workspace(workspace: Optional[Path], recipe: Optional[Path]):
     return space
 
 
-CacheRecipeOption = typer.Option(None, "--recipe", help="Use the workspace of this recipe.")
+CacheRecipeOption = typer.Option(None, "--recipe", metavar="RECIPE", help="Use the workspace of this recipe.")
 KEEP_RUN_RECORDS = 200  # `cache gc` keeps this many of the newest run records
 
 
@@ -331,7 +362,7 @@ def cache_verify(workspace: Optional[Path] = WorkspaceOption, recipe: Optional[P
 @cache_app.command("gc")
 def cache_gc(
     workspace: Optional[Path] = WorkspaceOption,
-    keep: list[Path] = typer.Option([], "--keep", help="Keep only entries the current state of these recipes uses."),
+    keep: list[Path] = typer.Option([], "--keep", metavar="RECIPE", help="Keep only entries the current state of these recipes uses."),
     debug: bool = DebugOption,
 ) -> None:
     """Remove leftovers of killed runs; with --keep, also every entry those recipes no longer use."""
@@ -357,8 +388,8 @@ def cache_gc(
 @replay_app.command("export")
 def replay_export(
     recipe: Path = RecipeArg,
-    step: str = typer.Argument(..., help="The step whose trials to export."),
-    output: Path = typer.Option(..., "--output", "-o", help="The replay file to write."),
+    step: str = typer.Argument(..., metavar="STEP", help="The step whose trials to export."),
+    output: Path = typer.Option(..., "--output", "-o", metavar="FILE", help="The replay file to write."),
     overrides: list[str] = SetOption,
     workspace: Optional[Path] = WorkspaceOption,
     debug: bool = DebugOption,
@@ -376,7 +407,7 @@ def replay_export(
 
 
 @app.command()
-def inspect(path: Path = typer.Argument(..., help="A model, tensor set, Polygraphy JSON, compare report, .npz or .npy."),
+def inspect(path: Path = typer.Argument(..., metavar="PATH", help="A model, tensor set, Polygraphy JSON, compare report, .npz or .npy."),
             debug: bool = DebugOption) -> None:
     """Summarize what a file from a debug session holds."""
     from trtflow.tensors.inspect import describe
@@ -400,6 +431,20 @@ def doctor() -> None:
     for name, found in environment_facts().items():
         table.add_row(Text(name), Text(found))  # `trtflow[tensorrt]` is no markup
     console.print(table)
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        from trtflow import __version__
+
+        print(f"trtflow {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                          help="Print trtflow's version and exit.")) -> None:
+    """Declarative YAML recipes for ONNX / TensorRT accuracy debugging."""
 
 
 def main() -> None:

@@ -20,7 +20,16 @@ from trtflow.executor.run import Observer, RunReport, StepOutcome
 
 STATUS_STYLE = {"cached": "cyan", "ran": "green", "failed": "bold red", "skipped": "yellow", "would run": "magenta"}
 
-console = Console(stderr=False, highlight=False)
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """Hand a closed stdout (`trtflow steps load | head -1`) to the CLI, which ends quietly with
+        exit 0; rich's own handling exits 1."""
+        raise BrokenPipeError
+
+
+console = _Console(stderr=False, highlight=False)
 
 
 class ProgressDisplay(Observer):
