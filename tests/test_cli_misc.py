@@ -166,3 +166,23 @@ def test_every_step_param_has_a_description_and_its_real_default(trtflow, tmp_pa
     assert "data.shapes  object, default {}" in runners and "data.ranges  object, default {\"*\": [0.0, 1.0]}" in runners
     assert "runners[] (emulated).keep  list[string] | path, default []" in runners
     assert 'runners[] (onnxruntime).session_options  object, default {}' in runners
+
+
+def test_a_bad_environment_variable_is_a_usage_error(trtflow, tmp_path, plugin_env):
+    recipe = write_recipe(tmp_path, "trtflow: 1\nname: env\nsteps:\n  s: {uses: test-sleep, with: {text: x}}\n")
+    broken_plugins = {**plugin_env, "TRTFLOW_STEP_PLUGINS": "trtflow_test_steps, no_such_plugin"}
+    for command in (["steps"], ["validate", recipe]):
+        result = trtflow(*command, cwd=tmp_path, env=broken_plugins)
+        assert result.returncode == 2, (command, result.stderr)
+        assert "TRTFLOW_STEP_PLUGINS names `no_such_plugin`, which cannot be imported" in result.stderr
+        assert "please report" not in result.stderr and "Traceback" not in result.stderr
+    progress = trtflow("run", recipe, cwd=tmp_path, env={**plugin_env, "TRTFLOW_PROGRESS_SECONDS": "abc"})
+    assert progress.returncode == 2, progress.stderr
+    assert "TRTFLOW_PROGRESS_SECONDS='abc': expected a number of seconds >= 0" in progress.stderr
+    (tmp_path / "a-file").write_text("not a folder")
+    for command in (["run", recipe], ["status", recipe]):
+        result = trtflow(*command, cwd=tmp_path, env={**plugin_env, "TRTFLOW_WORKSPACE": str(tmp_path / "a-file")})
+        assert result.returncode == 2, (command, result.stderr)
+        assert "a-file ($TRTFLOW_WORKSPACE) is a file, not a folder" in result.stderr
+    listing = trtflow("cache", "ls", cwd=tmp_path, env={"TRTFLOW_WORKSPACE": str(tmp_path / "missing")})
+    assert listing.returncode == 2 and "missing (from $TRTFLOW_WORKSPACE)" in listing.stderr

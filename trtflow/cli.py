@@ -94,16 +94,18 @@ def _load(recipe: Path, overrides: list[str]):
 
 
 def _workspace(recipe: Path, workspace: Optional[Path]):
-    from trtflow.executor.workspace import Workspace
+    from trtflow.executor.workspace import Workspace, origin
 
     space = Workspace.for_recipe(recipe.absolute(), workspace)
-    _writable_folder(space.root, "--workspace DIR (or $TRTFLOW_WORKSPACE)")
+    _writable_folder(space.root, origin(workspace))
     return space
 
 
 def _writable_folder(folder: Path, option: str) -> None:
     """Create `folder` or say plainly why it cannot be written, before any step runs: a read-only
     or missing mount would otherwise surface as an OSError from deep inside the executor."""
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{folder} ({option}) is a file, not a folder; give {option} naming a folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -286,17 +288,18 @@ def schema() -> None:
 
 def _cache_workspace(workspace: Optional[Path], recipe: Optional[Path]):
     """The workspace the cache commands act on; an error, not an empty listing, when there is none."""
-    from trtflow.executor.workspace import Workspace
+    from trtflow.executor.workspace import Workspace, chosen_root, origin
 
     if recipe is not None:
         if not recipe.is_file():
             raise UsageError(f"--recipe {recipe}: file not found")
         space = Workspace.for_recipe(recipe.absolute(), workspace)
     else:
-        space = Workspace(Path(workspace or os.environ.get("TRTFLOW_WORKSPACE") or ".trtflow").absolute())
+        space = Workspace(chosen_root(workspace) or Path(".trtflow").absolute())
     if not space.root.is_dir():
-        raise UsageError(f"no trtflow workspace at {space.root}; give --workspace DIR, or --recipe RECIPE for "
-                         "the .trtflow/ folder next to a recipe")
+        named = f" (from {origin(workspace)})" if chosen_root(workspace) else ""
+        raise UsageError(f"no trtflow workspace at {space.root}{named}; give --workspace DIR, or --recipe RECIPE for "
+                         "the workspace of a recipe (the .trtflow/ folder next to it)")
     return space
 
 

@@ -23,14 +23,28 @@ from trtflow.executor.store import Store
 ENVIRONMENT_VARIABLE = "TRTFLOW_WORKSPACE"
 
 
+def chosen_root(explicit: Path | str | None) -> Path | None:
+    """The workspace the user named (`--workspace DIR`, else $TRTFLOW_WORKSPACE), if any."""
+    chosen = explicit or os.environ.get(ENVIRONMENT_VARIABLE, "").strip()
+    return Path(chosen).absolute() if chosen else None
+
+
+def origin(explicit: Path | str | None) -> str:
+    """How to name the setting that chose the workspace, in errors about it."""
+    if explicit:
+        return "--workspace DIR"
+    if os.environ.get(ENVIRONMENT_VARIABLE, "").strip():
+        return f"${ENVIRONMENT_VARIABLE}"
+    return f"--workspace DIR (or ${ENVIRONMENT_VARIABLE})"
+
+
 @dataclass
 class Workspace:
     root: Path
 
     @classmethod
     def for_recipe(cls, recipe_file: Path, explicit: Path | str | None = None) -> "Workspace":
-        chosen = explicit or os.environ.get(ENVIRONMENT_VARIABLE)
-        return cls(Path(chosen).absolute() if chosen else recipe_file.parent / ".trtflow")
+        return cls(chosen_root(explicit) or recipe_file.parent / ".trtflow")
 
     @property
     def store(self) -> Store:
