@@ -94,6 +94,8 @@ def test_doctor_reports_versions(trtflow, tmp_path):
         assert component in result.stdout
     if importlib.util.find_spec("tensorrt") is None:  # what to do, brackets and all (not eaten as markup)
         assert "not installed: install trtflow[tensorrt] on a machine with an NVIDIA GPU" in " ".join(result.stdout.split())
+    if importlib.util.find_spec("cuda") is None:  # without cuda-python nobody asked CUDA: no "none visible"
+        assert "cannot tell: cuda-python is not installed, so CUDA cannot be asked" in " ".join(result.stdout.split())
 
 
 def test_set_any_recipe_value_and_cache_ls(trtflow, tmp_path):
