@@ -156,6 +156,7 @@ def run(
             _print_status(pipeline, space, only=chosen_only, force=chosen_force, dry_run=True)
             return
         _writable_folder(out.absolute(), "--out DIR")
+        space.remember_recipe(recipe.absolute(), out.absolute() / pipeline.recipe.name)
         options = RunOptions(force=chosen_force, only=chosen_only, jobs=jobs, out=out.absolute(), debug=debug)
         display = ProgressDisplay(verbose=verbose)
         try:
@@ -305,6 +306,8 @@ def _cache_workspace(workspace: Optional[Path], recipe: Optional[Path]):
 
 CacheRecipeOption = typer.Option(None, "--recipe", metavar="RECIPE", help="Use the workspace of this recipe.")
 KEEP_RUN_RECORDS = 200  # `cache gc` keeps this many of the newest run records
+GARBAGE_KINDS = {"tmp": "temporary folder", "entries": "entry", "journals": "journal", "runs": "run record",
+                 "locks": "lock file", "links": "broken output link"}
 
 
 @cache_app.command("ls")
@@ -365,27 +368,81 @@ def cache_verify(workspace: Optional[Path] = WorkspaceOption, recipe: Optional[P
 @cache_app.command("gc")
 def cache_gc(
     workspace: Optional[Path] = WorkspaceOption,
-    keep: list[Path] = typer.Option([], "--keep", metavar="RECIPE", help="Keep only entries the current state of these recipes uses."),
+    recipe: Optional[Path] = CacheRecipeOption,
+    keep: list[Path] = typer.Option([], "--keep", metavar="RECIPE", help=(
+        "Also remove every entry the current state of these recipes does not use, unless another recipe that "
+        "ran in this workspace uses it (repeatable).")),
+    force: bool = typer.Option(False, "--force", help="With --keep: keep only what the --keep recipes use, ignoring "
+                               "the other recipes that ran in this workspace."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List what would be removed; remove nothing."),
     debug: bool = DebugOption,
 ) -> None:
-    """Remove leftovers of killed runs; with --keep, also every entry those recipes no longer use."""
+    """Remove leftovers of killed runs and output links to missing entries; with --keep, also the entries
+    no recipe of this workspace uses any more."""
     with _errors_to_exit_codes(debug):
-        from trtflow.executor.status import pipeline_status
+        from trtflow.executor.links import broken_links
 
-        used: set[str] | None = None
-        journals: set[str] | None = None
-        if keep:
-            space = _cache_workspace(workspace, keep[0])
-            used, journals = set(), set()
-            for recipe in keep:
-                statuses = pipeline_status(_load(recipe, []), space)
-                used.update(s.key for s in statuses if s.state == "cached")
-                journals.update(s.journal_key for s in statuses if s.journal_key)
-        else:
-            space = _cache_workspace(workspace, None)
-        removed = {**space.store.collect_garbage(used), **space.prune_records(KEEP_RUN_RECORDS, journals)}
-        print(f"removed {removed['tmp']} temporary folders, {removed['entries']} entries, {removed['journals']} "
-              f"journals, {removed['runs']} run records and {removed['locks']} lock files")
+        space = _cache_workspace(workspace, recipe or (keep[0] if keep else None))
+        known = space.known_recipes()
+        gone = [file for file in known if not Path(file).is_file()]
+        used, journals, notes = _in_use(space, keep, [f for f in known if f not in gone], force) if keep else (None, None, [])
+        doomed = {entry.key for entry in space.store.entries()} - used if used is not None else set()
+        links = broken_links({Path(folder).parent for folders in known.values() for folder in folders},
+                             space.store.root, doomed)
+        removed = {**space.store.collect_garbage(used, dry_run), **space.prune_records(KEEP_RUN_RECORDS, journals, dry_run)}
+        removed["links"] = [str(link) for link in links]
+        if not dry_run:
+            for link in links:
+                link.unlink(missing_ok=True)
+            space.forget_recipes(gone)
+        for note in notes:
+            print(note)
+        if dry_run:
+            for kind, paths in removed.items():
+                for path in paths:
+                    print(f"would remove {GARBAGE_KINDS[kind]}: {path}")
+        counts = {kind: len(paths) for kind, paths in removed.items()}
+        print(f"{'would remove' if dry_run else 'removed'} {counts['tmp']} temporary folders, {counts['entries']} "
+              f"entries, {counts['journals']} journals, {counts['runs']} run records, {counts['locks']} lock files "
+              f"and {counts['links']} broken output links")
+
+
+def _in_use(space, keep: list[Path], others: list[str], force: bool) -> tuple[set[str], set[str] | None, list[str]]:
+    """The entry keys and journals `cache gc --keep` must keep, and what to tell the user about it.
+
+    Kept: what the current state of the --keep recipes uses and, unless --force, of every other
+    recipe recorded as running in this workspace (`recipes.json`), plus the entries of recipes gc
+    knows nothing of (made before the record existed, or by hand): deleting those would be a guess.
+    Journals cannot be told apart by recipe, so they stay when such unknown entries do."""
+    from trtflow.executor.status import pipeline_status
+
+    named = {path.resolve() for path in keep}
+    recipes = list(keep) + ([] if force else [Path(file) for file in others if Path(file) not in named])
+    used: set[str] = set()
+    journals: set[str] = set()
+    names: set[str] = set()
+    for recipe in recipes:
+        try:
+            pipeline = _load(recipe, [])
+        except TrtflowError as error:
+            if recipe in keep:
+                raise
+            raise UsageError(f"{recipe} also runs in this workspace but cannot be loaded, so gc cannot tell what it "
+                             f"uses:\n{error}\nfix it, or give --force to keep only what the --keep recipes use") from None
+        names.add(pipeline.recipe.name)
+        statuses = pipeline_status(pipeline, space)
+        used.update(s.key for s in statuses if s.state == "cached")
+        journals.update(s.journal_key for s in statuses if s.journal_key)
+    if force:
+        return used, journals, []
+    unknown = {entry.key: entry.manifest.get("recipe", "?") for entry in space.store.entries()
+               if entry.manifest.get("recipe") not in names}
+    if not unknown:
+        return used, journals, []
+    note = (f"kept {len(unknown)} entries of recipes this workspace has no record of "
+            f"({', '.join(sorted(set(unknown.values())))}), and every journal: run those recipes once (or name them "
+            "with --keep) so gc knows what they use, or give --force to remove them")
+    return used | set(unknown), None, [note]
 
 
 @replay_app.command("export")
