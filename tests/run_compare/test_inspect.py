@@ -39,8 +39,19 @@ def test_inspect_summarizes_trtflow_files(trtflow, tmp_path):
     taps:
       uses: surgeon-insert-tap
       with: {model: "${steps.model.model}", ops: [ReduceSumSquare, Sqrt]}
+    run:
+      uses: run-runners
+      with: {model: "${steps.model.model}", runners: [{name: fp32, backend: onnxruntime}]}
     """)
     assert result.returncode == 0, result.stdout + result.stderr
+    step = trtflow("inspect", out / "model", cwd=tmp_path)  # a step's output folder, output by output
+    assert step.returncode == 0, step.stdout + step.stderr
+    assert "output of step `model` (load) of recipe `t`" in step.stdout
+    assert '  kind: "onnx"' in step.stdout  # a value output
+    assert "    " + str(out / "model" / "model.onnx") + ": ONNX model, 8 nodes" in step.stdout  # a file output
+    assert "load summary of model.onnx" in step.stdout
+    run = trtflow("inspect", out / "run", cwd=tmp_path)
+    assert run.returncode == 0 and "trtflow tensor set, runners: fp32" in run.stdout, run.stdout + run.stderr
     files = {"load": out / "model" / "summary.json", "taps": out / "taps" / "taps.json"}
     expected = {"load": ["load summary of model.onnx: ONNX model, 8 nodes", "input x: float32 [2, 64]"],
                 "taps": ["taps, 2 tensors marked as outputs", "sumsq: ReduceSumSquare node sumsq (topo 3)"]}
@@ -73,32 +84,12 @@ def test_inspect_model_gives_output_types_and_lists_at_most_twenty(trtflow, tmp_
     assert "... and 5 more outputs" in shown.stdout
 
 
-def test_inspect_step_output_folders_engines_and_cut_lists(trtflow, tmp_path):
-    save(layer_norm_overflow(), tmp_path / "model.onnx")
-    result, out = run_recipe(trtflow, tmp_path, """
-    model:
-      uses: load
-      with: {path: model.onnx}
-    run:
-      uses: run-runners
-      with: {model: "${steps.model.model}", runners: [{name: fp32, backend: onnxruntime}]}
-    """)
-    assert result.returncode == 0, result.stdout + result.stderr
-    step = trtflow("inspect", out / "model", cwd=tmp_path)
-    assert step.returncode == 0, step.stdout + step.stderr
-    assert "output of step `model` (load) of recipe `t`" in step.stdout
-    assert "  kind: \"onnx\"" in step.stdout  # a value output
-    assert "    " + str(out / "model" / "model.onnx") + ": ONNX model, 8 nodes" in step.stdout  # a file output
-    assert "load summary of model.onnx" in step.stdout
-    run = trtflow("inspect", out / "run", cwd=tmp_path)
-    assert run.returncode == 0 and "trtflow tensor set, runners: fp32" in run.stdout, run.stdout + run.stderr
+def test_inspect_engines_and_cut_op_lists(trtflow, tmp_path):
+    from onnx import TensorProto, helper
 
     (tmp_path / "model.plan").write_bytes(b"\0" * 1234)
     engine = trtflow("inspect", tmp_path / "model.plan", cwd=tmp_path)
     assert engine.returncode == 0 and "TensorRT engine (serialized plan), 1,234 bytes" in engine.stdout
-
-    from onnx import TensorProto, helper
-
     kinds = ["Relu", "Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Exp", "Identity", "Floor", "Ceil", "Sqrt"]
     nodes = [helper.make_node(op, [f"t{i}"], [f"t{i + 1}"]) for i, op in enumerate(kinds)]
     graph = helper.make_graph(nodes, "varied", [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [2])],
