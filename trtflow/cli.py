@@ -156,7 +156,7 @@ def run(
             _print_status(pipeline, space, only=chosen_only, force=chosen_force, dry_run=True)
             return
         _writable_folder(out.absolute(), "--out DIR")
-        space.remember_recipe(recipe.absolute(), out.absolute() / pipeline.recipe.name)
+        space.remember_recipe(recipe.absolute(), pipeline.recipe.name, out.absolute() / pipeline.recipe.name)
         options = RunOptions(force=chosen_force, only=chosen_only, jobs=jobs, out=out.absolute(), debug=debug)
         display = ProgressDisplay(verbose=verbose)
         try:
@@ -385,9 +385,9 @@ def cache_gc(
         space = _cache_workspace(workspace, recipe or (keep[0] if keep else None))
         known = space.known_recipes()
         gone = [file for file in known if not Path(file).is_file()]
-        used, journals, notes = _in_use(space, keep, [f for f in known if f not in gone], force) if keep else (None, None, [])
+        used, journals, notes = _in_use(space, keep, known, force) if keep else (None, None, [])
         doomed = {entry.key for entry in space.store.entries()} - used if used is not None else set()
-        links = broken_links({Path(folder).parent for folders in known.values() for folder in folders},
+        links = broken_links({Path(folder).parent for record in known.values() for folder in record["links"]},
                              space.store.root, doomed)
         removed = {**space.store.collect_garbage(used, dry_run), **space.prune_records(KEEP_RUN_RECORDS, journals, dry_run)}
         removed["links"] = [str(link) for link in links]
@@ -407,20 +407,22 @@ def cache_gc(
               f"and {counts['links']} broken output links")
 
 
-def _in_use(space, keep: list[Path], others: list[str], force: bool) -> tuple[set[str], set[str] | None, list[str]]:
+def _in_use(space, keep: list[Path], known: dict[str, dict], force: bool) -> tuple[set[str], set[str] | None, list[str]]:
     """The entry keys and journals `cache gc --keep` must keep, and what to tell the user about it.
 
     Kept: what the current state of the --keep recipes uses and, unless --force, of every other
     recipe recorded as running in this workspace (`recipes.json`), plus the entries of recipes gc
     knows nothing of (made before the record existed, or by hand): deleting those would be a guess.
+    A recorded recipe whose file is gone uses nothing.
     Journals cannot be told apart by recipe, so they stay when such unknown entries do."""
     from trtflow.executor.status import pipeline_status
 
     named = {path.resolve() for path in keep}
-    recipes = list(keep) + ([] if force else [Path(file) for file in others if Path(file) not in named])
+    others = [Path(file) for file in known if Path(file).is_file() and Path(file) not in named]
+    recipes = list(keep) + ([] if force else others)
     used: set[str] = set()
     journals: set[str] = set()
-    names: set[str] = set()
+    names = {record["name"] for file, record in known.items() if not Path(file).is_file()}
     for recipe in recipes:
         try:
             pipeline = _load(recipe, [])

@@ -86,19 +86,21 @@ class Workspace:
     def _recipes_file(self) -> Path:
         return self.root / RECIPES
 
-    def remember_recipe(self, recipe_file: Path, links: Path | None) -> None:
+    def remember_recipe(self, recipe_file: Path, name: str, links: Path | None) -> None:
         """Record that `recipe_file` runs in this workspace, and the folder its output links go to:
         `cache gc --keep` must not remove what another recipe sharing the workspace uses, nor leave
         that recipe's links dangling."""
         with FileLock(self.root / f"{RECIPES}.lock"):
             known = self.known_recipes()
-            folders = known.setdefault(str(recipe_file.resolve()), [])
-            if links is not None and str(links) not in folders:
-                folders.append(str(links))
+            record = known.setdefault(str(recipe_file.resolve()), {"name": name, "links": []})
+            record["name"] = name
+            if links is not None and str(links) not in record["links"]:
+                record["links"].append(str(links))
             self._write_recipes(known)
 
-    def known_recipes(self) -> dict[str, list[str]]:
-        """{recipe file: [its output link folders]} for every recipe that ran in this workspace."""
+    def known_recipes(self) -> dict[str, dict]:
+        """{recipe file: {"name": its name, "links": [its output link folders]}} for every recipe that
+        ran in this workspace."""
         try:
             known = json.loads(self._recipes_file.read_text())
         except (OSError, ValueError):
@@ -113,7 +115,7 @@ class Workspace:
                 known.pop(recipe_file, None)
             self._write_recipes(known)
 
-    def _write_recipes(self, known: dict[str, list[str]]) -> None:
+    def _write_recipes(self, known: dict[str, dict]) -> None:
         temporary = self._recipes_file.with_name(f"{RECIPES}.{os.getpid()}.tmp")
         temporary.write_text(json.dumps(known, indent=1, sort_keys=True))
         os.replace(temporary, self._recipes_file)
