@@ -202,3 +202,70 @@ steps:
     assert len(list(workspace.glob("store/??/*"))) == 2 and len(list(workspace.glob("journals/*.jsonl"))) == 1
     again = trtflow("run", recipe, cwd=tmp_path, env=plugin_env)
     assert again.returncode == 0 and "2 cached" in again.stdout
+
+
+def _shared_workspace_recipes(folder: Path) -> dict[str, Path]:
+    """Three recipes side by side, so all run in `folder/.trtflow` (like pipelines/)."""
+    folder.mkdir()
+    return {name: write_recipe(folder, f"trtflow: 1\nname: {name}\nsteps:\n"
+                                       f"  one: {{uses: test-sleep, with: {{text: {name}-1}}}}\n"
+                                       f"  two: {{uses: test-sleep, with: {{text: {name}-2}}}}\n", f"{name}.yaml")
+            for name in ("a", "b", "c")}
+
+
+def test_gc_keep_spares_other_recipes_of_the_workspace_and_cleans_their_links(trtflow, tmp_path, plugin_env):
+    recipes = _shared_workspace_recipes(tmp_path / "pipes")
+    workspace = tmp_path / "pipes" / ".trtflow"
+    for recipe in recipes.values():
+        assert trtflow("run", recipe, cwd=tmp_path, env=plugin_env).returncode == 0
+    recipes["a"].write_text(recipes["a"].read_text().replace("a-2", "a-2 edited"))
+    assert trtflow("run", recipes["a"], cwd=tmp_path, env=plugin_env).returncode == 0
+    assert len(list(workspace.glob("store/??/*"))) == 7
+    # c ran before workspaces recorded their recipes: gc knows its entries only by their recipe name
+    known = json.loads((workspace / "recipes.json").read_text())
+    (workspace / "recipes.json").write_text(json.dumps({f: links for f, links in known.items() if "c.yaml" not in f}))
+
+    dry = trtflow("cache", "gc", "--keep", recipes["a"], "--dry-run", cwd=tmp_path, env=plugin_env)
+    assert dry.returncode == 0, dry.stderr
+    doomed = [line for line in dry.stdout.splitlines() if line.startswith("would remove entry: ")]
+    assert len(doomed) == 1 and doomed[0].endswith("(a two)"), dry.stdout
+    assert "would remove 0 temporary folders, 1 entries" in dry.stdout
+    assert "kept 2 entries of recipes this workspace has no record of (c)" in dry.stdout
+    assert len(list(workspace.glob("store/??/*"))) == 7, "--dry-run removes nothing"
+
+    gc = trtflow("cache", "gc", "--keep", recipes["a"], cwd=tmp_path, env=plugin_env)
+    assert gc.returncode == 0 and "removed 0 temporary folders, 1 entries" in gc.stdout, gc.stdout + gc.stderr
+    for name in ("a", "b", "c"):
+        status = trtflow("status", recipes[name], cwd=tmp_path, env=plugin_env)
+        assert status.stdout.count("cached") == 2, (name, status.stdout)
+
+    recipes["b"].unlink()  # a recorded recipe that is gone: its entries go, and so do its output links
+    gone = trtflow("cache", "gc", "--keep", recipes["a"], cwd=tmp_path, env=plugin_env)
+    assert gone.returncode == 0 and "2 entries" in gone.stdout and "2 broken output links" in gone.stdout, gone.stdout
+    assert not (tmp_path / "trtflow-out" / "b" / "one").is_symlink()
+    forced = trtflow("cache", "gc", "--keep", recipes["a"], "--force", cwd=tmp_path, env=plugin_env)
+    assert forced.returncode == 0 and "2 entries" in forced.stdout and "2 broken output links" in forced.stdout
+    out = tmp_path / "trtflow-out"
+    assert not (out / "c" / "two").is_symlink()
+    assert (out / "a" / "one" / "out.txt").read_text().startswith("a-1")
+    assert len(list(workspace.glob("store/??/*"))) == 2
+
+
+def test_gc_refuses_to_guess_when_another_recipe_of_the_workspace_is_broken(trtflow, tmp_path, plugin_env):
+    recipes = _shared_workspace_recipes(tmp_path / "pipes")
+    for name in ("a", "b"):
+        assert trtflow("run", recipes[name], cwd=tmp_path, env=plugin_env).returncode == 0
+    recipes["b"].write_text(recipes["b"].read_text().replace("uses: test-sleep", "uses: no-such-kind"))
+    gc = trtflow("cache", "gc", "--keep", recipes["a"], cwd=tmp_path, env=plugin_env)
+    assert gc.returncode == 2 and "b.yaml also runs in this workspace but cannot be loaded" in gc.stderr, gc.stderr
+    assert "give --force" in gc.stderr
+    assert len(list((tmp_path / "pipes" / ".trtflow").glob("store/??/*"))) == 4
+
+
+def test_cache_commands_find_the_workspace_of_a_recipe(trtflow, tmp_path, plugin_env):
+    recipes = _shared_workspace_recipes(tmp_path / "pipes")
+    assert trtflow("run", recipes["a"], cwd=tmp_path, env=plugin_env).returncode == 0
+    for command in (["cache", "ls"], ["cache", "verify"], ["cache", "gc"]):
+        result = trtflow(*command, "--recipe", recipes["a"], cwd=tmp_path, env=plugin_env)
+        assert result.returncode == 0, (command, result.stderr)
+    assert "a" in trtflow("cache", "ls", "--recipe", recipes["a"], cwd=tmp_path, env=plugin_env).stdout

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -91,6 +94,8 @@ def test_doctor_reports_versions(trtflow, tmp_path):
         assert component in result.stdout
     if importlib.util.find_spec("tensorrt") is None:  # what to do, brackets and all (not eaten as markup)
         assert "not installed: install trtflow[tensorrt] on a machine with an NVIDIA GPU" in " ".join(result.stdout.split())
+    if importlib.util.find_spec("cuda") is None:  # without cuda-python nobody asked CUDA: no "none visible"
+        assert "cannot tell: cuda-python is not installed, so CUDA cannot be asked" in " ".join(result.stdout.split())
 
 
 def test_set_any_recipe_value_and_cache_ls(trtflow, tmp_path):
@@ -119,3 +124,67 @@ def test_long_steps_print_progress_lines_in_logs(trtflow, tmp_path, plugin_env):
     assert result.returncode == 0, result.stderr
     progress = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("s: ")]
     assert len(progress) >= 2 and all(line.endswith("/6 writing") for line in progress), result.stdout
+
+
+def _with_closed_stdout(*args, cwd) -> subprocess.CompletedProcess:
+    """`trtflow ARGS | head -0`, deterministically: stdout is a pipe whose reader is already gone."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        return subprocess.run([sys.executable, "-m", "trtflow", *map(str, args)], cwd=cwd, stdout=writer,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(writer)
+
+
+@pytest.mark.parametrize("args", [["schema"], ["steps"], ["steps", "bisect-precision"], ["--version"], ["run", "--help"],
+                                  ["inspect", REPO / "pipelines" / "models" / "overflow_demo.onnx"],
+                                  ["dag", QUICKSTART]])
+def test_a_closed_stdout_is_not_an_error(tmp_path, args):
+    result = _with_closed_stdout(*args, cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (0, "")
+
+
+def test_version_and_help_placeholders(trtflow, tmp_path):
+    from trtflow import __version__
+
+    version = trtflow("--version", cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout == f"trtflow {__version__}\n"
+    run_help = trtflow("run", "--help", cwd=tmp_path).stdout
+    assert "--set NAME=VALUE" in run_help and "--workspace DIR" in run_help and "--force STEP" in run_help
+    assert "RECIPE" in run_help and "{recipe}" not in run_help
+    for command in (["run"], ["status"], ["steps"], ["inspect"], ["cache", "gc"], ["replay", "export"], ["dag"]):
+        shown = trtflow(*command, "--help", cwd=tmp_path).stdout
+        assert "list[" not in shown and "<int" not in shown, (command, shown)
+
+
+def test_every_step_param_has_a_description_and_its_real_default(trtflow, tmp_path):
+    from trtflow.steps import catalog, registry
+
+    for kind in registry.kinds():
+        for param in catalog.describe(kind)["params"]:
+            assert param["description"].strip(), f"{kind}: {param['name']} has no description"
+    runners = trtflow("steps", "run-runners", cwd=tmp_path).stdout
+    assert "data.shapes  object, default {}" in runners and "data.ranges  object, default {\"*\": [0.0, 1.0]}" in runners
+    assert "runners[] (emulated).keep  list[string] | path, default []" in runners
+    assert 'runners[] (onnxruntime).session_options  object, default {}' in runners
+
+
+def test_a_bad_environment_variable_is_a_usage_error(trtflow, tmp_path, plugin_env):
+    recipe = write_recipe(tmp_path, "trtflow: 1\nname: env\nsteps:\n  s: {uses: test-sleep, with: {text: x}}\n")
+    broken_plugins = {**plugin_env, "TRTFLOW_STEP_PLUGINS": "trtflow_test_steps, no_such_plugin"}
+    for command in (["steps"], ["validate", recipe]):
+        result = trtflow(*command, cwd=tmp_path, env=broken_plugins)
+        assert result.returncode == 2, (command, result.stderr)
+        assert "TRTFLOW_STEP_PLUGINS names `no_such_plugin`, which cannot be imported" in result.stderr
+        assert "please report" not in result.stderr and "Traceback" not in result.stderr
+    progress = trtflow("run", recipe, cwd=tmp_path, env={**plugin_env, "TRTFLOW_PROGRESS_SECONDS": "abc"})
+    assert progress.returncode == 2, progress.stderr
+    assert "TRTFLOW_PROGRESS_SECONDS='abc': expected a number of seconds >= 0" in progress.stderr
+    (tmp_path / "a-file").write_text("not a folder")
+    for command in (["run", recipe], ["status", recipe]):
+        result = trtflow(*command, cwd=tmp_path, env={**plugin_env, "TRTFLOW_WORKSPACE": str(tmp_path / "a-file")})
+        assert result.returncode == 2, (command, result.stderr)
+        assert "a-file ($TRTFLOW_WORKSPACE) is a file, not a folder" in result.stderr
+    listing = trtflow("cache", "ls", cwd=tmp_path, env={"TRTFLOW_WORKSPACE": str(tmp_path / "missing")})
+    assert listing.returncode == 2 and "missing (from $TRTFLOW_WORKSPACE)" in listing.stderr

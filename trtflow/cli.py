@@ -16,21 +16,52 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 import typer
+from typer.core import TyperGroup
 
 from trtflow.errors import TrtflowError, UsageError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False,
-                  help="Declarative YAML recipes for ONNX / TensorRT accuracy debugging.")
+
+@contextmanager
+def _closed_stdout_ends_quietly() -> Iterator[None]:
+    """A reader that stops early (`trtflow inspect m.onnx | head -2`) closes the pipe; that is its
+    choice, not an error: end with exit 0 and nothing on stderr (Python docs, "Note on SIGPIPE")."""
+    try:
+        try:
+            yield
+        finally:
+            sys.stdout.flush()  # what is still buffered fails here, not at interpreter exit
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at /dev/null so that flush succeeds
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(0) from None
+
+
+class _Commands(TyperGroup):
+    """The root command: parsing (which prints `--help`, `--version`) and every command run through
+    here, the one place a closed stdout is handled. `main()` cannot do it: click turns a broken
+    pipe into exit 1 before `app()` returns."""
+
+    def make_context(self, *args, **kwargs):
+        with _closed_stdout_ends_quietly():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx):
+        with _closed_stdout_ends_quietly():
+            return super().invoke(ctx)
+
+
+app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  pretty_exceptions_enable=False, help="Declarative YAML recipes for ONNX / TensorRT accuracy debugging.")
 cache_app = typer.Typer(no_args_is_help=True, help="Inspect and clean the artifact store.")
 replay_app = typer.Typer(no_args_is_help=True, help="Export trial journals as portable replays.")
 app.add_typer(cache_app, name="cache")
 app.add_typer(replay_app, name="replay")
 
-RecipeArg = typer.Argument(..., help="The recipe file (YAML).", show_default=False)
-SetOption = typer.Option([], "--set", help=(
+RecipeArg = typer.Argument(..., metavar="RECIPE", help="The recipe file (YAML).", show_default=False)
+SetOption = typer.Option([], "--set", metavar="NAME=VALUE", help=(
     "Override a var: NAME=VALUE replaces it whole (a mapping var too), NAME.KEY=VALUE sets one key of a mapping "
     "var and keeps the others; or any step value: steps.ID.with.KEY=VALUE. VALUE is YAML."))
-WorkspaceOption = typer.Option(None, "--workspace", help="Cache folder [default: .trtflow/ next to the recipe, or $TRTFLOW_WORKSPACE].")
+WorkspaceOption = typer.Option(None, "--workspace", metavar="DIR", help="Cache folder [default: .trtflow/ next to the recipe, or $TRTFLOW_WORKSPACE].")
 DebugOption = typer.Option(False, "--debug", help="Show Python tracebacks.")
 
 
@@ -47,7 +78,7 @@ def _errors_to_exit_codes(debug: bool) -> Iterator[None]:
         print("interrupted; finished steps are cached, run again to resume", file=sys.stderr)
         sys.stderr.flush()
         os._exit(130)  # do not wait for running step threads
-    except (typer.Exit, typer.Abort):
+    except (typer.Exit, typer.Abort, BrokenPipeError):  # a closed stdout is `_Commands.invoke`'s to handle
         raise
     except Exception as error:  # a bug of ours: say so plainly, keep the traceback for --debug
         if debug:
@@ -65,16 +96,18 @@ def _load(recipe: Path, overrides: list[str]):
 
 
 def _workspace(recipe: Path, workspace: Optional[Path]):
-    from trtflow.executor.workspace import Workspace
+    from trtflow.executor.workspace import Workspace, origin
 
     space = Workspace.for_recipe(recipe.absolute(), workspace)
-    _writable_folder(space.root, "--workspace DIR (or $TRTFLOW_WORKSPACE)")
+    _writable_folder(space.root, origin(workspace))
     return space
 
 
 def _writable_folder(folder: Path, option: str) -> None:
     """Create `folder` or say plainly why it cannot be written, before any step runs: a read-only
     or missing mount would otherwise surface as an OSError from deep inside the executor."""
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{folder} ({option}) is a file, not a folder; give {option} naming a folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -104,11 +137,11 @@ def run(
     recipe: Path = RecipeArg,
     overrides: list[str] = SetOption,
     workspace: Optional[Path] = WorkspaceOption,
-    out: Path = typer.Option(Path("trtflow-out"), "--out", help="Where <recipe>/<step>/ output links go."),
-    force: list[str] = typer.Option([], "--force", help="Recompute STEP even if cached (repeatable)."),
-    only: list[str] = typer.Option([], "--only", help="Run only STEP and what it needs (repeatable)."),
+    out: Path = typer.Option(Path("trtflow-out"), "--out", metavar="DIR", help="Where <recipe>/<step>/ output links go."),
+    force: list[str] = typer.Option([], "--force", metavar="STEP", help="Recompute STEP even if cached (repeatable)."),
+    only: list[str] = typer.Option([], "--only", metavar="STEP", help="Run only STEP and what it needs (repeatable)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would run and why; run nothing."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Independent steps to run at once."),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=1, metavar="N", help="Independent steps to run at once."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show step log messages."),
     debug: bool = DebugOption,
 ) -> None:
@@ -125,6 +158,7 @@ def run(
             _print_status(pipeline, space, only=chosen_only, force=chosen_force, dry_run=True)
             return
         _writable_folder(out.absolute(), "--out DIR")
+        space.remember_recipe(recipe.absolute(), pipeline.recipe.name, out.absolute() / pipeline.recipe.name)
         options = RunOptions(force=chosen_force, only=chosen_only, jobs=jobs, out=out.absolute(), debug=debug)
         display = ProgressDisplay(verbose=verbose)
         try:
@@ -147,7 +181,7 @@ def validate(recipe: Path = RecipeArg, overrides: list[str] = SetOption, debug: 
 def dag(
     recipe: Path = RecipeArg,
     overrides: list[str] = SetOption,
-    fmt: str = typer.Option("text", "--format", help="text, mermaid or dot."),
+    fmt: str = typer.Option("text", "--format", metavar="FORMAT", help="text, mermaid or dot."),
     debug: bool = DebugOption,
 ) -> None:
     """Print the step graph."""
@@ -206,7 +240,7 @@ def status(recipe: Path = RecipeArg, overrides: list[str] = SetOption, workspace
 
 
 @app.command()
-def steps(kind: Optional[str] = typer.Argument(None, help="Describe one step kind in full.")) -> None:
+def steps(kind: Optional[str] = typer.Argument(None, metavar="KIND", help="Describe one step kind in full.")) -> None:
     """List the step kinds, or describe one: its params and outputs."""
     with _errors_to_exit_codes(False):
         from rich.markup import escape
@@ -257,22 +291,25 @@ def schema() -> None:
 
 def _cache_workspace(workspace: Optional[Path], recipe: Optional[Path]):
     """The workspace the cache commands act on; an error, not an empty listing, when there is none."""
-    from trtflow.executor.workspace import Workspace
+    from trtflow.executor.workspace import Workspace, chosen_root, origin
 
     if recipe is not None:
         if not recipe.is_file():
             raise UsageError(f"--recipe {recipe}: file not found")
         space = Workspace.for_recipe(recipe.absolute(), workspace)
     else:
-        space = Workspace(Path(workspace or os.environ.get("TRTFLOW_WORKSPACE") or ".trtflow").absolute())
+        space = Workspace(chosen_root(workspace) or Path(".trtflow").absolute())
     if not space.root.is_dir():
-        raise UsageError(f"no trtflow workspace at {space.root}; give --workspace DIR, or --recipe RECIPE for "
-                         "the .trtflow/ folder next to a recipe")
+        named = f" (from {origin(workspace)})" if chosen_root(workspace) else ""
+        raise UsageError(f"no trtflow workspace at {space.root}{named}; give --workspace DIR, or --recipe RECIPE for "
+                         "the workspace of a recipe (the .trtflow/ folder next to it)")
     return space
 
 
-CacheRecipeOption = typer.Option(None, "--recipe", help="Use the workspace of this recipe.")
+CacheRecipeOption = typer.Option(None, "--recipe", metavar="RECIPE", help="Use the workspace of this recipe.")
 KEEP_RUN_RECORDS = 200  # `cache gc` keeps this many of the newest run records
+GARBAGE_KINDS = {"tmp": "temporary folder", "entries": "entry", "journals": "journal", "runs": "run record",
+                 "locks": "lock file", "links": "broken output link"}
 
 
 @cache_app.command("ls")
@@ -333,34 +370,90 @@ def cache_verify(workspace: Optional[Path] = WorkspaceOption, recipe: Optional[P
 @cache_app.command("gc")
 def cache_gc(
     workspace: Optional[Path] = WorkspaceOption,
-    keep: list[Path] = typer.Option([], "--keep", help="Keep only entries the current state of these recipes uses."),
+    recipe: Optional[Path] = CacheRecipeOption,
+    keep: list[Path] = typer.Option([], "--keep", metavar="RECIPE", help=(
+        "Also remove every entry the current state of these recipes does not use, unless another recipe that "
+        "ran in this workspace uses it (repeatable).")),
+    force: bool = typer.Option(False, "--force", help="With --keep: keep only what the --keep recipes use, ignoring "
+                               "the other recipes that ran in this workspace."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List what would be removed; remove nothing."),
     debug: bool = DebugOption,
 ) -> None:
-    """Remove leftovers of killed runs; with --keep, also every entry those recipes no longer use."""
+    """Remove leftovers of killed runs and output links to missing entries; with --keep, also the entries
+    no recipe of this workspace uses any more."""
     with _errors_to_exit_codes(debug):
-        from trtflow.executor.status import pipeline_status
+        from trtflow.executor.links import broken_links
 
-        used: set[str] | None = None
-        journals: set[str] | None = None
-        if keep:
-            space = _cache_workspace(workspace, keep[0])
-            used, journals = set(), set()
-            for recipe in keep:
-                statuses = pipeline_status(_load(recipe, []), space)
-                used.update(s.key for s in statuses if s.state == "cached")
-                journals.update(s.journal_key for s in statuses if s.journal_key)
-        else:
-            space = _cache_workspace(workspace, None)
-        removed = {**space.store.collect_garbage(used), **space.prune_records(KEEP_RUN_RECORDS, journals)}
-        print(f"removed {removed['tmp']} temporary folders, {removed['entries']} entries, {removed['journals']} "
-              f"journals, {removed['runs']} run records and {removed['locks']} lock files")
+        space = _cache_workspace(workspace, recipe or (keep[0] if keep else None))
+        known = space.known_recipes()
+        gone = [file for file in known if not Path(file).is_file()]
+        used, journals, notes = _in_use(space, keep, known, force) if keep else (None, None, [])
+        doomed = {entry.key for entry in space.store.entries()} - used if used is not None else set()
+        links = broken_links({Path(folder).parent for record in known.values() for folder in record["links"]},
+                             space.store.root, doomed)
+        removed = {**space.store.collect_garbage(used, dry_run), **space.prune_records(KEEP_RUN_RECORDS, journals, dry_run)}
+        removed["links"] = [str(link) for link in links]
+        if not dry_run:
+            for link in links:
+                link.unlink(missing_ok=True)
+            space.forget_recipes(gone)
+        for note in notes:
+            print(note)
+        if dry_run:
+            for kind, paths in removed.items():
+                for path in paths:
+                    print(f"would remove {GARBAGE_KINDS[kind]}: {path}")
+        counts = {kind: len(paths) for kind, paths in removed.items()}
+        print(f"{'would remove' if dry_run else 'removed'} {counts['tmp']} temporary folders, {counts['entries']} "
+              f"entries, {counts['journals']} journals, {counts['runs']} run records, {counts['locks']} lock files "
+              f"and {counts['links']} broken output links")
+
+
+def _in_use(space, keep: list[Path], known: dict[str, dict], force: bool) -> tuple[set[str], set[str] | None, list[str]]:
+    """The entry keys and journals `cache gc --keep` must keep, and what to tell the user about it.
+
+    Kept: what the current state of the --keep recipes uses and, unless --force, of every other
+    recipe recorded as running in this workspace (`recipes.json`), plus the entries of recipes gc
+    knows nothing of (made before the record existed, or by hand): deleting those would be a guess.
+    A recorded recipe whose file is gone uses nothing.
+    Journals cannot be told apart by recipe, so they stay when such unknown entries do."""
+    from trtflow.executor.status import pipeline_status
+
+    named = {path.resolve() for path in keep}
+    others = [Path(file) for file in known if Path(file).is_file() and Path(file) not in named]
+    recipes = list(keep) + ([] if force else others)
+    used: set[str] = set()
+    journals: set[str] = set()
+    names = {record["name"] for file, record in known.items() if not Path(file).is_file()}
+    for recipe in recipes:
+        try:
+            pipeline = _load(recipe, [])
+        except TrtflowError as error:
+            if recipe in keep:
+                raise
+            raise UsageError(f"{recipe} also runs in this workspace but cannot be loaded, so gc cannot tell what it "
+                             f"uses:\n{error}\nfix it, or give --force to keep only what the --keep recipes use") from None
+        names.add(pipeline.recipe.name)
+        statuses = pipeline_status(pipeline, space)
+        used.update(s.key for s in statuses if s.state == "cached")
+        journals.update(s.journal_key for s in statuses if s.journal_key)
+    if force:
+        return used, journals, []
+    unknown = {entry.key: entry.manifest.get("recipe", "?") for entry in space.store.entries()
+               if entry.manifest.get("recipe") not in names}
+    if not unknown:
+        return used, journals, []
+    note = (f"kept {len(unknown)} entries of recipes this workspace has no record of "
+            f"({', '.join(sorted(set(unknown.values())))}), and every journal: run those recipes once (or name them "
+            "with --keep) so gc knows what they use, or give --force to remove them")
+    return used | set(unknown), None, [note]
 
 
 @replay_app.command("export")
 def replay_export(
     recipe: Path = RecipeArg,
-    step: str = typer.Argument(..., help="The step whose trials to export."),
-    output: Path = typer.Option(..., "--output", "-o", help="The replay file to write."),
+    step: str = typer.Argument(..., metavar="STEP", help="The step whose trials to export."),
+    output: Path = typer.Option(..., "--output", "-o", metavar="FILE", help="The replay file to write."),
     overrides: list[str] = SetOption,
     workspace: Optional[Path] = WorkspaceOption,
     debug: bool = DebugOption,
@@ -378,7 +471,7 @@ def replay_export(
 
 
 @app.command()
-def inspect(path: Path = typer.Argument(..., help="A model, tensor set, Polygraphy JSON, compare report, .npz or .npy."),
+def inspect(path: Path = typer.Argument(..., metavar="PATH", help="A model, tensor set, Polygraphy JSON, compare report, .npz or .npy."),
             debug: bool = DebugOption) -> None:
     """Summarize what a file from a debug session holds."""
     from trtflow.tensors.inspect import describe
@@ -402,6 +495,20 @@ def doctor() -> None:
     for name, found in environment_facts().items():
         table.add_row(Text(name), Text(found))  # `trtflow[tensorrt]` is no markup
     console.print(table)
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        from trtflow import __version__
+
+        print(f"trtflow {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                          help="Print trtflow's version and exit.")) -> None:
+    """Declarative YAML recipes for ONNX / TensorRT accuracy debugging."""
 
 
 def main() -> None:

@@ -16,11 +16,34 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from trtflow.errors import UsageError
 from trtflow.executor.run import Observer, RunReport, StepOutcome
 
 STATUS_STYLE = {"cached": "cyan", "ran": "green", "failed": "bold red", "skipped": "yellow", "would run": "magenta"}
 
-console = Console(stderr=False, highlight=False)
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """Hand a closed stdout (`trtflow steps load | head -1`) to the CLI, which ends quietly with
+        exit 0; rich's own handling exits 1."""
+        raise BrokenPipeError
+
+
+console = _Console(stderr=False, highlight=False)
+
+
+def _progress_seconds() -> float:
+    """$TRTFLOW_PROGRESS_SECONDS, checked before any step runs (a typo is the user's, not a crash)."""
+    text = os.environ.get("TRTFLOW_PROGRESS_SECONDS", "").strip() or "30"
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds >= 0:
+        raise UsageError(f"TRTFLOW_PROGRESS_SECONDS={text!r}: expected a number of seconds >= 0 between progress "
+                         "lines when the output is not a terminal (default 30)")
+    return seconds
 
 
 class ProgressDisplay(Observer):
@@ -31,7 +54,7 @@ class ProgressDisplay(Observer):
         self.bars = None  # rich's live progress, made when a step first reports progress (cached steps never do)
         self.tasks: dict[str, int] = {}
         self.last_line: dict[str, float] = {}  # without a terminal: when each step last printed progress
-        self.quiet_interval = float(os.environ.get("TRTFLOW_PROGRESS_SECONDS", "30"))
+        self.quiet_interval = _progress_seconds()
 
     def started(self, step_id: str) -> None:
         with self.lock:

@@ -298,3 +298,17 @@ def test_fingerprint_finds_onnxruntime_installed_as_onnxruntime_gpu(monkeypatch)
     finally:
         packages.installed_version.cache_clear()
     assert facts["onnxruntime"] == "1.99.0"
+
+
+def test_a_check_command_that_hangs_fails_the_step_at_its_timeout(trtflow, tmp_path):
+    model, _ = chain_model(6, {4})
+    save(model, tmp_path / "chain.onnx")
+    (tmp_path / "hang.py").write_text("import time\ntime.sleep(120)\n")
+    recipe = write_recipe(tmp_path, hunt_step("chain.onnx", check="{command: [python, hang.py], timeout_s: 0.5}"))
+    started = time.monotonic()
+    done = run(trtflow, tmp_path, recipe)
+    output = done.stdout + done.stderr
+    assert done.returncode == 3, output
+    assert "the check command `python hang.py` did not finish within check.timeout_s = 0.5 s" in done.stderr
+    assert "Traceback" not in output
+    assert time.monotonic() - started < 60

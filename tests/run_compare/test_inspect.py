@@ -39,8 +39,19 @@ def test_inspect_summarizes_trtflow_files(trtflow, tmp_path):
     taps:
       uses: surgeon-insert-tap
       with: {model: "${steps.model.model}", ops: [ReduceSumSquare, Sqrt]}
+    run:
+      uses: run-runners
+      with: {model: "${steps.model.model}", runners: [{name: fp32, backend: onnxruntime}]}
     """)
     assert result.returncode == 0, result.stdout + result.stderr
+    step = trtflow("inspect", out / "model", cwd=tmp_path)  # a step's output folder, output by output
+    assert step.returncode == 0, step.stdout + step.stderr
+    assert "output of step `model` (load) of recipe `t`" in step.stdout
+    assert '  kind: "onnx"' in step.stdout  # a value output
+    assert "    " + str(out / "model" / "model.onnx") + ": ONNX model, 8 nodes" in step.stdout  # a file output
+    assert "load summary of model.onnx" in step.stdout
+    run = trtflow("inspect", out / "run", cwd=tmp_path)
+    assert run.returncode == 0 and "trtflow tensor set, runners: fp32" in run.stdout, run.stdout + run.stderr
     files = {"load": out / "model" / "summary.json", "taps": out / "taps" / "taps.json"}
     expected = {"load": ["load summary of model.onnx: ONNX model, 8 nodes", "input x: float32 [2, 64]"],
                 "taps": ["taps, 2 tensors marked as outputs", "sumsq: ReduceSumSquare node sumsq (topo 3)"]}
@@ -71,3 +82,43 @@ def test_inspect_model_gives_output_types_and_lists_at_most_twenty(trtflow, tmp_
     listed = [line.strip() for line in shown.stdout.splitlines() if line.strip().startswith("output ")]
     assert listed == ["output t25: type not declared"] + [f"output t{i + 1}: float32 [2, 'n']" for i in range(19)]
     assert "... and 5 more outputs" in shown.stdout
+
+
+def test_inspect_engines_and_cut_op_lists(trtflow, tmp_path):
+    from onnx import TensorProto, helper
+
+    (tmp_path / "model.plan").write_bytes(b"\0" * 1234)
+    engine = trtflow("inspect", tmp_path / "model.plan", cwd=tmp_path)
+    assert engine.returncode == 0 and "TensorRT engine (serialized plan), 1,234 bytes" in engine.stdout
+    kinds = ["Relu", "Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Exp", "Identity", "Floor", "Ceil", "Sqrt"]
+    nodes = [helper.make_node(op, [f"t{i}"], [f"t{i + 1}"]) for i, op in enumerate(kinds)]
+    graph = helper.make_graph(nodes, "varied", [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info(f"t{len(kinds)}", TensorProto.FLOAT, [2])])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "varied.onnx")
+    shown = trtflow("inspect", tmp_path / "varied.onnx", cwd=tmp_path).stdout
+    ops = next(line for line in shown.splitlines() if line.startswith("  ops: "))
+    assert ops.startswith("  ops: Relu 2, ") and ops.endswith(", ... and 2 more op types"), ops  # 10 kinds, 8 listed
+
+
+def test_inspect_says_what_is_wrong_with_an_unreadable_file(trtflow, tmp_path):
+    import numpy as np
+
+    save(layer_norm_overflow(), tmp_path / "model.onnx")
+    whole = (tmp_path / "model.onnx").read_bytes()
+    (tmp_path / "truncated.onnx").write_bytes(whole[: len(whole) // 2])
+    np.savez(tmp_path / "pickled.npz", a=np.array([{"x": 1}], dtype=object))
+    (tmp_path / "broken.json").write_text('{"tensors": [1, 2')
+    tensor_set = tmp_path / "set"
+    tensor_set.mkdir()
+    (tensor_set / "index.json").write_text('{"format": 1, "arrays": [{"runner": "a"}], "tensors": {}, "runners": {}}')
+    expected = {
+        "truncated.onnx": "truncated.onnx: not a readable ONNX model (Error parsing message",
+        "pickled.npz": "pickled.npz: holds Python objects (a pickled array), which trtflow never loads",
+        "broken.json": "broken.json: not valid JSON (Expecting",
+        "set": "index.json: not a readable trtflow tensor set index (or a file it lists) (KeyError: 'iteration')",
+    }
+    for name, message in expected.items():
+        shown = trtflow("inspect", tmp_path / name, cwd=tmp_path)
+        assert shown.returncode == 2, (name, shown.stderr)
+        assert message in shown.stderr, (name, shown.stderr)
+        assert "please report" not in shown.stderr and "Traceback" not in shown.stderr

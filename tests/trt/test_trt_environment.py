@@ -27,6 +27,7 @@ def test_no_gpu_and_no_cuda_python_are_facts_not_failures(use_double, monkeypatc
     monkeypatch.setitem(sys.modules, "cuda", None)  # what a machine without cuda-python has
     assert environment.cuda() is None
     assert environment.facts()["cuda runtime"].startswith("unknown")
+    assert environment.facts()["gpu"].startswith("cannot tell: cuda-python is not installed"), "not `none`: CUDA was never asked"
 
 
 def test_without_tensorrt_nothing_heavy_is_imported():

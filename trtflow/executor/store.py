@@ -211,26 +211,31 @@ class Store:
                 problems.append(f"{name}: content changed (sha256 mismatch)")
         return problems
 
-    def collect_garbage(self, keep: set[str] | None) -> dict[str, int]:
-        """Remove abandoned temp folders and, when `keep` is given, every entry not in it."""
-        removed = {"tmp": 0, "entries": 0, "locks": 0}
+    def collect_garbage(self, keep: set[str] | None, dry_run: bool = False) -> dict[str, list[str]]:
+        """Remove abandoned temp folders and, when `keep` is given, every entry not in it; returns
+        what was removed (with `dry_run`, what would be), per kind."""
+        removed: dict[str, list[str]] = {"tmp": [], "entries": [], "locks": []}
         if self.locks.is_dir():  # a lock file can only go once nobody uses it; a day's age says so
             for lock_file in self.locks.glob("*.lock"):
                 if time.time() - lock_file.stat().st_mtime > 86400 and not self.entry_path(lock_file.stem).exists():
-                    lock_file.unlink(missing_ok=True)
-                    removed["locks"] += 1
+                    removed["locks"].append(str(lock_file))
+                    if not dry_run:
+                        lock_file.unlink(missing_ok=True)
         for folder in (self.tmp, self.trash):
             if folder.is_dir():
                 for path in folder.iterdir():
                     if folder == self.trash or not _owner_alive(path):
-                        shutil.rmtree(path, ignore_errors=True)
-                        removed["tmp"] += 1
+                        removed["tmp"].append(str(path))
+                        if not dry_run:
+                            shutil.rmtree(path, ignore_errors=True)
         if keep is not None:
             for entry in list(self.entries()):
                 if entry.key not in keep:
-                    with self.lock(entry.key):
-                        self.evict(entry.key)
-                    removed["entries"] += 1
+                    removed["entries"].append(f"{entry.key[:12]} ({entry.manifest.get('recipe', '?')} "
+                                              f"{entry.manifest.get('step', '?')})")
+                    if not dry_run:
+                        with self.lock(entry.key):
+                            self.evict(entry.key)
         return removed
 
 

@@ -45,7 +45,7 @@ def node_names(model: "onnx.ModelProto") -> set[str]:
 
 
 class Config(RunnerConfig):
-    backend: Literal["emulated"]
+    backend: Literal["emulated"] = Field(description="FP16/BF16/FP8 storage emulated on any CPU: each low-precision node's outputs rounded through the low type.")
     precision: PrecisionName = Field(description="The low-precision format to emulate: fp16, bf16 or fp8 (E4M3).")
     keep: list[str] | InputPath = Field(
         default_factory=list, description="Nodes that stay in FP32: a list of node names, or bisect-precision's "

@@ -40,7 +40,7 @@ OPTIMIZATION_LEVELS = {"disable_all": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BA
 
 
 class Config(RunnerConfig):
-    backend: Literal["onnxruntime"]
+    backend: Literal["onnxruntime"] = Field(description="ONNX Runtime, on the first available of `providers`.")
     providers: list[str] = Field(["CPUExecutionProvider"], description="Execution providers, in priority order.")
     precision: Literal["fp32", "fp16"] = Field("fp32", description="fp16 runs a real FP16 conversion of the model.")
     session_options: dict[str, Any] = Field(

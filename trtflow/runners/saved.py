@@ -24,7 +24,7 @@ np = lazy_import("numpy")
 
 
 class Config(RunnerConfig):
-    backend: Literal["saved"]
+    backend: Literal["saved"] = Field(description="No inference: replays outputs saved earlier (a trtflow results folder or Polygraphy JSON).")
     path: InputPath = Field(description="A trtflow results folder or a Polygraphy `--save-outputs` JSON file.")
     runner: str | None = Field(None, description="Which runner of the file to replay, when it holds several.")
 

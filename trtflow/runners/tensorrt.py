@@ -37,7 +37,7 @@ def refuse_onnx_engine(path: Path | None) -> Path | None:
 
 
 class Config(RunnerConfig):
-    backend: Literal["tensorrt"]
+    backend: Literal["tensorrt"] = Field(description="A TensorRT engine (needs TensorRT and an NVIDIA GPU).")
     engine: InputPath | None = Field(None, description="This runner's own engine (`${steps.ID.engine}`), e.g. to run an "
                                                        "FP32 and an FP16 engine side by side; default: run-runners' `engine`.")
     layer_timing: bool = Field(False, description="Time every layer with TensorRT's profiler (trtexec --exportProfile "

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trtflow.errors import ParamError, StepError
 from trtflow.lazy import lazy_import
 from trtflow.ort_sessions import LOWERED_MODEL_DISABLED_OPTIMIZERS, new_session_options
 from trtflow.schema.paths import InputPath
@@ -51,8 +52,11 @@ class CommandCheck(BaseModel):
     command: list[str] = Field(min_length=1, description=(
         "Program and arguments, run once per trial in the recipe's folder with TRTFLOW_CANDIDATE_MODEL (the "
         "plan's mixed-precision ONNX), TRTFLOW_CANDIDATE_RESULTS and TRTFLOW_REFERENCE_RESULTS (folders of one "
-        ".npz per sample), TRTFLOW_INPUTS (same layout) and TRTFLOW_KEEP (JSON list of kept nodes) in its "
-        "environment."))
+        ".npz per sample), TRTFLOW_INPUTS (same layout) and TRTFLOW_KEEP (the path of a JSON file holding the "
+        "list of the plan's kept node names) in its environment."))
+    timeout_s: float = Field(3600, gt=0, description=(
+        "Seconds one run of the command may take; a command still running then is killed and the step fails "
+        "(a hung check would otherwise stall the search forever)."))
     files: list[InputPath] = Field(default_factory=list, description=(
         "The scripts and data the command reads (relative to the recipe's folder): their content is part of "
         "the step's key, so editing them re-runs the step."))
@@ -194,11 +198,14 @@ def check_command(check: CommandCheck, plan: "PrecisionPlan", model: "onnx.Model
             "TRTFLOW_KEEP": str(root / "keep.json"),
         }
         try:
-            finished = subprocess.run(check.command, cwd=cwd, env=environment, capture_output=True, text=True)
+            finished = subprocess.run(check.command, cwd=cwd, env=environment, capture_output=True, text=True,
+                                      timeout=check.timeout_s)
         except OSError as error:
-            from trtflow.errors import ParamError
-
             raise ParamError("check", f"cannot run the check command {check.command[0]!r}: {error}") from None
+        except subprocess.TimeoutExpired:
+            raise StepError(f"the check command `{' '.join(check.command)}` did not finish within check.timeout_s = "
+                            f"{check.timeout_s:g} s and was killed; make it faster, or raise check.timeout_s if "
+                            "it needs longer") from None
     return Verdict(finished.returncode == 0, {"exit_code": finished.returncode,
                                               "output": _tail(finished.stdout, "stdout") + _tail(finished.stderr, "stderr")})
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic.json_schema import GenerateJsonSchema
+
 from trtflow.schema.recipe import RecipeDocument
 from trtflow.steps import registry
 from trtflow.steps.base import Step
@@ -24,6 +26,16 @@ _SCALAR_TEXT = {
     "boolean": {"enum": sorted({form for word in _BOOLEAN_WORDS for form in (word, word.capitalize(), word.upper())})
                 + [0, 1]},
 }
+
+
+class _WithFactoryDefaults(GenerateJsonSchema):
+    """Also show defaults made by a `default_factory` (`[]`, `{}`), which pydantic leaves out of
+    schemas: without them `trtflow steps KIND` says `default null` for a list that defaults to empty."""
+
+    def get_default_value(self, schema):
+        if "default_factory" in schema and not schema.get("default_factory_takes_data"):
+            return schema["default_factory"]()
+        return super().get_default_value(schema)
 
 
 def _type_name(schema: dict, definitions: dict) -> str:
@@ -86,7 +98,7 @@ def _param_rows(schema: dict, definitions: dict, prefix: str = "", depth: int = 
 def describe(kind: str) -> dict[str, Any]:
     """A step kind's params (name, type, default, description), nested keys included, and outputs."""
     step: type[Step] = registry.get(kind)
-    schema = step.Params.model_json_schema(by_alias=True)
+    schema = step.Params.model_json_schema(by_alias=True, schema_generator=_WithFactoryDefaults)
     params = _param_rows(schema, schema.get("$defs", {}))
     outputs = [{"name": name, "kind": output.kind + (f" ({output.suffix})" if output.suffix else ""),
                 "description": output.description} for name, output in step.outputs.items()]

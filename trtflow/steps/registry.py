@@ -12,6 +12,7 @@ import importlib
 import os
 from functools import lru_cache
 
+from trtflow.errors import UsageError
 from trtflow.steps.base import Step
 
 BUILTIN: dict[str, str] = {
@@ -34,7 +35,12 @@ def _plugins() -> dict[str, str]:
     for entry in entry_points(group="trtflow.steps"):
         found[entry.name] = entry.value
     for module_name in filter(None, (m.strip() for m in os.environ.get("TRTFLOW_STEP_PLUGINS", "").split(","))):
-        module = importlib.import_module(module_name)
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as error:  # the user's setting or the plugin's code, not trtflow: a usage error
+            raise UsageError(f"TRTFLOW_STEP_PLUGINS names `{module_name}`, which cannot be imported "
+                             f"({type(error).__name__}: {error}); it expects comma-separated module names "
+                             "importable from this Python (check PYTHONPATH), or unset it") from None
         for obj in vars(module).values():
             if isinstance(obj, type) and issubclass(obj, Step) and obj is not Step and getattr(obj, "kind", None):
                 found[obj.kind] = f"{module_name}:{obj.__name__}"

@@ -53,8 +53,9 @@ class LoaderSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    script: InputPath
-    function: str
+    script: InputPath = Field(description="The Python file (relative to the recipe's folder); its content is part "
+                                          "of the step's key.")
+    function: str = Field(description="The function in `script` to call, with no arguments.")
 
     @model_validator(mode="before")
     @classmethod

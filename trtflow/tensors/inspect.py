@@ -4,19 +4,59 @@ Users hold many kinds of files at once — models, our tensor sets, Polygraphy J
 outputs, and every JSON a step writes (compare and bisect reports, keep files, load summaries,
 taps, replays, layer profiles) — and the first question is always "what is in this one?".
 `describe` recognizes the kind from the content and summarizes it; arrays are summarized by dtype,
-shape, range and NaN/Inf counts, never printed whole.
+shape, range and NaN/Inf counts, never printed whole. A step's output folder
+(`trtflow-out/<recipe>/<step>/`, a link to its store entry) is summarized output by output.
+
+These are the user's files: one that cannot be read (malformed JSON, a truncated model, a pickled
+array — never unpickled) is a usage error naming the file and what is wrong with it.
 """
 
 from __future__ import annotations
 
+import json
+import zipfile
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from trtflow.errors import UsageError
 from trtflow.tensors.comparison import worst_error
+
+
+MOST_COMMON = 8  # op and layer types listed by count
+
+
+def _counts(counts: Counter | dict[str, int], noun: str) -> str:
+    """`Add 5, MatMul 3, ...` for the most common kinds, saying how many more there are."""
+    ranked = Counter(counts).most_common()
+    line = ", ".join(f"{kind} {count}" for kind, count in ranked[:MOST_COMMON])
+    left = len(ranked) - MOST_COMMON
+    return line + (f", ... and {left} more {noun}" if left > 0 else "")
+
+
+@contextmanager
+def _reading(path: Path, what: str, *undecodable: type[Exception]) -> Iterator[None]:
+    """Errors while reading the user's `path` as `what`: a usage error saying what is wrong with it.
+    `undecodable`: the reader's own errors for bytes it cannot decode (protobuf's for ONNX)."""
+    try:
+        yield
+    except UsageError:
+        raise
+    except json.JSONDecodeError as error:
+        raise UsageError(f"{path}: not valid JSON ({error}); is the file complete?") from None
+    except ValueError as error:
+        if "allow_pickle" in str(error) or "Python objects" in str(error):
+            raise UsageError(f"{path}: holds Python objects (a pickled array), which trtflow never loads; save "
+                             "numeric arrays (np.save / np.savez with a numeric dtype)") from None
+        raise UsageError(f"{path}: not a readable {what} ({error})") from None
+    except (zipfile.BadZipFile, EOFError, *undecodable) as error:
+        raise UsageError(f"{path}: not a readable {what} ({error or type(error).__name__}); "
+                         "is the file truncated or of another kind?") from None
+    except (KeyError, TypeError, AttributeError, OSError) as error:
+        raise UsageError(f"{path}: not a readable {what} ({type(error).__name__}: {error})") from None
 
 
 def _array_line(name: str, array: np.ndarray) -> str:
@@ -34,13 +74,16 @@ def _array_line(name: str, array: np.ndarray) -> str:
 
 
 def _model(path: Path) -> list[str]:
+    from google.protobuf.message import DecodeError
+
     from trtflow.onnx_files import iter_graphs, load_model
     from trtflow.tensors.inputs import model_inputs
 
-    model = load_model(path, load_weights=False)
+    with _reading(path, "ONNX model", DecodeError):
+        model = load_model(path, load_weights=False)
     nodes = [node for graph in iter_graphs(model.graph) for node in graph.node]
     opsets = ", ".join(f"{o.domain or 'ai.onnx'} {o.version}" for o in model.opset_import)
-    ops = ", ".join(f"{op} {count}" for op, count in Counter(n.op_type for n in nodes).most_common(8))
+    ops = _counts(Counter(n.op_type for n in nodes), "op types")
     lines = [f"{path}: ONNX model, {len(nodes)} nodes, opset {opsets}", f"  ops: {ops}"]
     lines += [f"  input {_spec_line(i)}" for i in model_inputs(model)]
     outputs = model.graph.output
@@ -64,17 +107,18 @@ def _output_line(value) -> str:
 
 
 def _tensor_set(path: Path) -> list[str]:
-    from trtflow.tensors.tensor_set import TensorSet
+    from trtflow.tensors.tensor_set import INDEX, TensorSet
 
-    tensor_set = TensorSet.open(path)
-    lines = [f"{path}: trtflow tensor set, runners: {', '.join(tensor_set.runners)}"]
-    for runner, facts in tensor_set.runners.items():
-        names = tensor_set.tensor_names(runner)
-        lines.append(f"runner {runner}: {facts.get('status')}, {tensor_set.iterations(runner)} iterations, "
-                     f"{len(names)} tensors" + (f" — {facts['error']}" if facts.get("error") else ""))
-        lines += [_array_line(name, tensor_set.load(runner, 0, name)) for name in names[:20]]
-        if len(names) > 20:
-            lines.append(f"  ... {len(names) - 20} more")
+    with _reading(path / INDEX, "trtflow tensor set index (or a file it lists)"):
+        tensor_set = TensorSet.open(path)
+        lines = [f"{path}: trtflow tensor set, runners: {', '.join(tensor_set.runners)}"]
+        for runner, facts in tensor_set.runners.items():
+            names = tensor_set.tensor_names(runner)
+            lines.append(f"runner {runner}: {facts.get('status')}, {tensor_set.iterations(runner)} iterations, "
+                         f"{len(names)} tensors" + (f" — {facts['error']}" if facts.get("error") else ""))
+            lines += [_array_line(name, tensor_set.load(runner, 0, name)) for name in names[:20]]
+            if len(names) > 20:
+                lines.append(f"  ... {len(names) - 20} more")
     return lines
 
 
@@ -130,7 +174,7 @@ def _load_summary(path: Path, data: dict) -> list[str]:
     weights = data.get("weights") or {}
     lines = [f"{path}: load summary of {data.get('file')}: ONNX model, {data.get('nodes')} nodes, opset {opsets}, "
              f"{weights.get('initializers')} initializers ({weights.get('bytes', 0) / 1e6:.1f} MB)",
-             f"  ops: {', '.join(f'{op} {count}' for op, count in list((data.get('op_histogram') or {}).items())[:8])}"]
+             f"  ops: {_counts(data.get('op_histogram') or {}, 'op types')}"]
     lines += [f"  input {i['name']}: {i.get('dtype')} {i.get('shape')}" for i in data.get("inputs", [])]
     lines += [f"  output {o['name']}: {o.get('dtype')} {o.get('shape')}" for o in data.get("outputs", [])]
     lines.append(f"  shape inference: {data.get('shape_inference')}")
@@ -180,9 +224,9 @@ def _layer_precisions(path: Path, data: dict) -> list[str]:
 
 def _engine_graph(path: Path, data: dict) -> list[str]:
     layers = [layer for layer in data["Layers"] if isinstance(layer, dict)]
-    kinds = Counter(layer.get("LayerType", "?") for layer in layers).most_common(8)
+    kinds = Counter(layer.get("LayerType", "?") for layer in layers)
     return [f"{path}: TensorRT engine graph (inspector JSON), {len(data['Layers'])} layers",
-            f"  layer types: {', '.join(f'{kind} {count}' for kind, count in kinds)}"]
+            f"  layer types: {_counts(kinds, 'layer types')}"]
 
 
 def _is_layer_precisions(data: Any) -> bool:
@@ -216,7 +260,8 @@ JSON_KINDS: list[tuple[Callable[[Any], bool], Callable[[Path, Any], list[str]]]]
 def _json(path: Path) -> list[str]:
     from trtflow.tensors import polygraphy_json
 
-    data = polygraphy_json.read(path)  # plain JSON decodes as itself
+    with _reading(path, "JSON file"):
+        data = polygraphy_json.read(path)  # plain JSON decodes as itself
     for recognizes, summarize in JSON_KINDS:
         if recognizes(data):
             return summarize(path, data)
@@ -225,21 +270,67 @@ def _json(path: Path) -> list[str]:
                      "layer profiles, engine graphs and render-graph summaries)")
 
 
-def describe(path: Path) -> list[str]:
-    """Summary lines for a model, tensor set, any JSON of `JSON_KINDS`, .npz or .npy."""
+def _npz(path: Path) -> list[str]:
+    with _reading(path, ".npz archive"), np.load(path, allow_pickle=False) as archive:
+        return [f"{path}: .npz, {len(archive.files)} arrays"] + [_array_line(n, archive[n]) for n in archive.files]
+
+
+def _npy(path: Path) -> list[str]:
+    with _reading(path, ".npy array"):
+        return [f"{path}: .npy", _array_line(path.stem, np.load(path, mmap_mode="r", allow_pickle=False))]
+
+
+def _engine(path: Path) -> list[str]:
+    return [f"{path}: TensorRT engine (serialized plan), {path.stat().st_size:,} bytes; valid only for the "
+            "TensorRT version and GPU that built it. Its layers: build-engine's engine_graph.json; draw it with "
+            "render-graph (`engine:`)"]
+
+
+def _step_output(path: Path) -> list[str]:
+    """A step's output folder (a store entry): who made it, then each output summarized."""
+    from trtflow.executor.store import MANIFEST
+
+    with _reading(path / MANIFEST, "step manifest"):
+        manifest = json.loads((path / MANIFEST).read_text())
+        outputs = manifest["outputs"]
+    lines = [f"{path}: output of step `{manifest.get('step')}` ({manifest.get('uses')}) of recipe "
+             f"`{manifest.get('recipe')}`, made {manifest.get('created')} in {manifest.get('seconds')} s"]
+    for name, output in outputs.items():
+        if output.get("kind") == "value":
+            lines.append(f"  {name}: {json.dumps(output.get('value'))[:200]}")
+            continue
+        member = path / output["path"]
+        summarize = _summarizer(member)
+        if summarize is None:
+            size = sum(f.stat().st_size for f in member.rglob("*") if f.is_file()) if member.is_dir() else member.stat().st_size
+            lines.append(f"  {name}: {output['path']} ({output['kind']}, {size} bytes)")
+        else:
+            lines.append(f"  {name}:")
+            lines += [f"    {line}" for line in summarize(member)]
+    return lines
+
+
+def _summarizer(path: Path) -> Callable[[Path], list[str]] | None:
+    """How to summarize `path`, or None for a kind trtflow does not know."""
+    from trtflow.executor.store import MANIFEST
+    from trtflow.steps.load import ENGINE_SUFFIXES
     from trtflow.tensors.tensor_set import TensorSet
 
+    if TensorSet.is_tensor_set(path):
+        return _tensor_set
+    if path.is_dir():
+        return _step_output if (path / MANIFEST).is_file() else None
+    return {".onnx": _model, ".json": _json, ".npz": _npz, ".npy": _npy,
+            **dict.fromkeys(ENGINE_SUFFIXES, _engine)}.get(path.suffix)
+
+
+def describe(path: Path) -> list[str]:
+    """Summary lines for a model, engine, tensor set, step output folder, any JSON of `JSON_KINDS`,
+    .npz or .npy."""
     if not path.exists():
         raise UsageError(f"{path}: no such file or folder")
-    if TensorSet.is_tensor_set(path):
-        return _tensor_set(path)
-    if path.suffix == ".onnx":
-        return _model(path)
-    if path.suffix == ".json":
-        return _json(path)
-    if path.suffix == ".npz":
-        with np.load(path, allow_pickle=False) as archive:
-            return [f"{path}: .npz, {len(archive.files)} arrays"] + [_array_line(n, archive[n]) for n in archive.files]
-    if path.suffix == ".npy":
-        return [f"{path}: .npy", _array_line(path.stem, np.load(path, mmap_mode="r", allow_pickle=False))]
-    raise UsageError(f"{path}: cannot tell what this is (inspect reads .onnx, .json, .npz, .npy and tensor set folders)")
+    summarize = _summarizer(path)
+    if summarize is None:
+        raise UsageError(f"{path}: cannot tell what this is (inspect reads .onnx, .engine/.plan, .json, .npz, .npy, "
+                         "tensor set folders and step output folders, trtflow-out/<recipe>/<step>/)")
+    return summarize(path)

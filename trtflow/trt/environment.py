@@ -108,6 +108,10 @@ def facts() -> dict[str, str]:
              "cuda runtime": found.runtime if found else f"unknown (cuda-python {NOT_INSTALLED})"}
     if found and found.gpu:
         shown["gpu"] = f"{found.gpu.name} (compute capability {found.gpu.compute_capability}, {found.gpu.memory_mb} MiB)"
-    else:
+    elif found:
         shown["gpu"] = "none visible to CUDA"
+    elif _module_exists("cuda"):  # `cuda()` asked and failed: no driver library, or a broken install
+        shown["gpu"] = "cannot tell: cuda-python could not query the CUDA driver (is the NVIDIA driver installed?)"
+    else:  # nobody asked CUDA: saying "none" would be a guess
+        shown["gpu"] = f"cannot tell: cuda-python is {NOT_INSTALLED}, so CUDA cannot be asked (see nvidia-smi below)"
     return shown
