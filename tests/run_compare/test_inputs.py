@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from run_compare.models import float_input, layer_norm_overflow, make_model, mlp_chain, save
@@ -151,3 +152,65 @@ def test_a_shapes_glob_reaches_every_input_with_dynamic_dims(trtflow, tmp_path):
     result, _ = run_recipe(trtflow, tmp_path, steps.replace('{"*": [2, 8]}', '{"*": [2, 8], "att*": [2, 8, 1]}'))
     output = result.stdout + result.stderr
     assert result.returncode == 2 and "gives input `attention_mask` the shape [2, 8, 1] (by `att*`)" in output, output
+
+
+LOADERS = '''import sys
+import numpy as np
+
+
+def exits():
+    sys.exit(7)
+
+
+def raises():
+    yield {"x": np.zeros((4, 16), np.float32)}
+    raise RuntimeError("camera offline")
+
+
+def returns_a_number():
+    return 5
+
+
+def yields_a_number():
+    yield 5
+'''
+
+
+@pytest.mark.parametrize("function, says", [
+    ("loader.py:exits", "loader `loader.py:exits` failed: it called sys.exit(7)\n  at {folder}/loader.py:6: sys.exit(7)"),
+    ("loader.py:raises", "loader `loader.py:raises` failed: it raised RuntimeError: camera offline\n"
+                         "  at {folder}/loader.py:11: raise RuntimeError(\"camera offline\")"),
+    ("loader.py:returns_a_number", "loader `loader.py:returns_a_number` returned int; a loader returns or yields "
+                                   "feeds, each a dict {{input name: array}}\n  at {folder}/loader.py:14"),
+    ("loader.py:yields_a_number", "loader `loader.py:yields_a_number` gave int as feed 0"),
+    ("broken.py:feeds", "loader `broken.py:feeds` failed while its script was imported: it raised SyntaxError: "
+                        "invalid syntax (broken.py, line 2)\n  at {folder}/broken.py:2: def feeds(:"),
+])
+def test_a_failing_loader_fails_the_step_naming_its_script_function_and_line(trtflow, tmp_path, function, says):
+    """User code: an exception, sys.exit, a syntax error or a value that is no feed is the step's failure
+    (exit 3), located in the user's script, never a bare exception line or a silent exit of the run."""
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")
+    (tmp_path / "loader.py").write_text(LOADERS)
+    (tmp_path / "broken.py").write_text("import numpy\ndef feeds(:\n")
+    result, _ = run_recipe(trtflow, tmp_path, f"""
+    run:
+      uses: run-runners
+      with: {{model: model.onnx, loader: "{function}", runners: [{{name: fp32, backend: onnxruntime}}]}}
+    """)
+    output = result.stdout + result.stderr
+    assert result.returncode == 3, output
+    assert f"error: step `run`: {says.format(folder=tmp_path)}" in output, output
+    assert "Traceback" not in output
+
+
+def test_a_loader_script_without_the_function_is_a_recipe_error_listing_its_functions(trtflow, tmp_path):
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")
+    (tmp_path / "loader.py").write_text(LOADERS)
+    result, _ = run_recipe(trtflow, tmp_path, """
+    run:
+      uses: run-runners
+      with: {model: model.onnx, loader: "loader.py:feeds", runners: [{name: fp32, backend: onnxruntime}]}
+    """)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert "steps.run.with.loader" in output and "has no function `feeds`; its functions: `exits`, `raises`" in output

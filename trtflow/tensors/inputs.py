@@ -15,10 +15,9 @@ tensor set, and replayed to each runner from there. Three sources, as in Polygra
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -31,6 +30,7 @@ from trtflow.tensors.name_globs import RULE, matching_key
 np = lazy_import("numpy")
 
 Feed = dict[str, "np.ndarray"]
+LOADER_CONTRACT = "a loader returns or yields feeds, each a dict {input name: array}"
 
 
 class DataSpec(BaseModel):
@@ -177,13 +177,17 @@ def read_feeds(path: Path) -> Iterator[Feed]:
 
 
 def load_function(loader: LoaderSpec) -> Iterator[Feed]:
-    spec = importlib.util.spec_from_file_location(f"trtflow_loader_{loader.script.stem}", loader.script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    function = getattr(module, loader.function, None)
-    if not callable(function):
-        raise ValueError(f"{loader.script} has no function `{loader.function}`")
-    for feed in function():
+    """The feeds the user's loader function returns or yields; its failures are the step's (the script
+    and line named), a script without the function is a recipe error (ValueError)."""
+    from trtflow.user_code import UserFunction
+
+    function = UserFunction.load(loader.script, loader.function, "loader")
+    returned = function()
+    if isinstance(returned, dict) or not isinstance(returned, Iterable):
+        raise function.misbehaved(f"returned {type(returned).__name__}; {LOADER_CONTRACT}")
+    for position, feed in enumerate(function.iterate(returned)):
+        if not isinstance(feed, dict):
+            raise function.misbehaved(f"gave {type(feed).__name__} as feed {position}; {LOADER_CONTRACT}")
         yield {name: np.asarray(array) for name, array in feed.items()}
 
 
