@@ -75,8 +75,10 @@ class ReplayMismatch(UsageError):
 class ParamError(UsageError):
     """A step found one of its params unusable (an input name the model lacks, a bad shape...).
 
-    The executor turns it into a recipe problem located at `steps.ID.with.PARAM`."""
+    The executor turns it into a recipe problem located at `steps.ID.with.PARAM`, or deeper with
+    `within` (`ParamError("runners", ..., within=(0, "providers"))` points at one key of one runner entry)."""
 
-    def __init__(self, param: str, message: str):
+    def __init__(self, param: str, message: str, *, within: tuple[str | int, ...] = ()):
         self.param = param
+        self.within = within
         super().__init__(message)

@@ -277,3 +277,29 @@ def test_sessions_run_without_the_cpu_memory_arena_unless_asked(tmp_path, sessio
     from trtflow.ort_sessions import new_session_options
 
     assert new_session_options().enable_cpu_mem_arena is False  # the screening probe's and bisect judges' too
+
+
+@pytest.mark.parametrize("provider, says", [
+    ("BogusEP", "`BogusEP` is no ONNX Runtime execution provider; available here: "),
+    ("CUDAExecutionProvidr", "`CUDAExecutionProvidr` is no ONNX Runtime execution provider (did you mean "
+                             "`CUDAExecutionProvider`?); available here: "),
+])
+def test_an_unknown_onnxruntime_provider_is_a_recipe_error_at_its_providers_key(trtflow, tmp_path, provider, says):
+    """ONNX Runtime itself only warns and runs on the CPU: the comparison would silently be of the CPU provider."""
+    import onnxruntime
+
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")
+    result, _ = run_recipe(trtflow, tmp_path, f"""
+    run:
+      uses: run-runners
+      with:
+        model: model.onnx
+        runners:
+          - {{name: fp32, backend: onnxruntime}}
+          - {{name: gpu, backend: onnxruntime, providers: [{provider}, CPUExecutionProvider]}}
+    """)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    available = ", ".join(onnxruntime.get_available_providers())
+    assert f"recipe.yaml:11:56: steps.run.with.runners[1].providers: runner `gpu`: {says}{available}" in output, output
+    assert "UserWarning" not in output and "Traceback" not in output
