@@ -18,6 +18,7 @@ from typing import Iterator, Optional
 import typer
 
 from trtflow.errors import TrtflowError, UsageError
+from trtflow.memory import human_size
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False,
                   help="Declarative YAML recipes for ONNX / TensorRT accuracy debugging.")
@@ -294,18 +295,10 @@ def _cache_ls(space) -> None:
         size = sum(meta["size"] for meta in entry.manifest.get("files", {}).values())
         total += size
         table.add_row(*map(Text, (entry.key[:12], entry.manifest.get("recipe", "?"), entry.manifest.get("step", "?"),
-                                  entry.manifest.get("uses", "?"), _human_size(size),
+                                  entry.manifest.get("uses", "?"), human_size(size),
                                   entry.manifest.get("created", "(no manifest)"))))
     console.print(table)
-    console.print(f"{space.store.root}: {_human_size(total)}")
-
-
-def _human_size(size: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GiB"
+    console.print(f"{space.store.root}: {human_size(total)}")
 
 
 @cache_app.command("verify")

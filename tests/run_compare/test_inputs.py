@@ -214,3 +214,40 @@ def test_a_loader_script_without_the_function_is_a_recipe_error_listing_its_func
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
     assert "steps.run.with.loader" in output and "has no function `feeds`; its functions: `exits`, `raises`" in output
+
+
+@pytest.mark.parametrize("data, where, says", [
+    ("{shapes: {x: [1000000, 1000000, 2]}}", "steps.run.with.data",
+     "the generated inputs would take 7.28 TiB (1 feed(s)), more than the ... of memory available here; the largest "
+     "is input `x` of shape [1000000, 1000000, 2] (float32), 7.28 TiB per feed: give smaller `shapes`"),
+    ("{ranges: {'*': [nan, 1]}}", "steps.run.with.data.ranges", "`*`: [nan, 1.0] is no range to draw from; "
+                                                                 "give two finite numbers"),
+    ("{ranges: {'*': [0, .inf]}}", "steps.run.with.data.ranges", "`*`: [0.0, inf] is no range to draw from"),
+    ("{ranges: {'*': [2, 1]}}", "steps.run.with.data.ranges", "`*`: [2.0, 1.0] has low > high; give [1.0, 2.0]"),
+    ("{ranges: {'*': [0, 1], ids: [0.2, 0.8]}}", "steps.run.with.data",
+     "`ranges` gives integer input `ids` (int8) [0.2, 0.8], which holds no integer"),
+    ("{ranges: {'*': [0, 1000]}}", "steps.run.with.data",
+     "`ranges` gives input `ids` [0, 1000], past what int8 holds ([-128, 127])"),
+    ("{ranges: {'*': [0, 1], half: [0, 1.0e6]}}", "steps.run.with.data",
+     "`ranges` gives input `half` [0.0, 1000000.0], past what float16 holds ([-65504.0, 65504.0])"),
+])
+def test_data_that_cannot_be_drawn_is_a_recipe_error_before_anything_is_allocated(trtflow, tmp_path, data, where, says):
+    """A 7.28 TiB shape was a bare MemoryError, a nan range an OverflowError, and out-of-type ranges wrapped silently."""
+    graph_inputs = [float_input("x", ["rows", "cols", 2]), helper.make_tensor_value_info("ids", TensorProto.INT8, [3]),
+                    helper.make_tensor_value_info("half", TensorProto.FLOAT16, [3])]
+    nodes = [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Identity", ["ids"], ["ids_out"]),
+             helper.make_node("Identity", ["half"], ["half_out"])]
+    outputs = [float_input("y", ["rows", "cols", 2]), helper.make_tensor_value_info("ids_out", TensorProto.INT8, [3]),
+               helper.make_tensor_value_info("half_out", TensorProto.FLOAT16, [3])]
+    save(make_model(nodes, graph_inputs, outputs), tmp_path / "model.onnx")
+    data = data if "shapes" in data else data.replace("{", "{shapes: {x: [1, 1, 2]}, ", 1)
+    result, _ = run_recipe(trtflow, tmp_path, f"""
+    run:
+      uses: run-runners
+      with: {{model: model.onnx, data: {data}, runners: [{{name: fp32, backend: onnxruntime}}]}}
+    """)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    before, _, after = says.partition(" ... ")  # what is between depends on the machine
+    assert f"{where}: {before}" in output and after in output, output
+    assert "Traceback" not in output and "Warning" not in output
