@@ -82,3 +82,11 @@ class ParamError(UsageError):
         self.param = param
         self.within = within
         super().__init__(message)
+
+
+class TensorFileError(UsageError, ValueError):
+    """A tensor file or folder a user gave (tensor set, Polygraphy JSON, .npz, .npy) cannot be read or
+    is not what it claims to be; the message names the file and what is wrong with it.
+
+    Also a ValueError, so code that already turns a reader's ValueError into a located recipe error
+    (`inputs:`, a `saved` runner's `path`) keeps doing so."""

@@ -11,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from run_compare.models import float_input, layer_norm_overflow, make_model, mlp_chain, save
 from run_compare.recipes import run_recipe
+from run_compare.tensor_files import DAMAGED, write_damaged
 from trtflow.tensors.tensor_set import TensorSet
 
 
@@ -251,3 +252,19 @@ def test_data_that_cannot_be_drawn_is_a_recipe_error_before_anything_is_allocate
     before, _, after = says.partition(" ... ")  # what is between depends on the machine
     assert f"{where}: {before}" in output and after in output, output
     assert "Traceback" not in output and "Warning" not in output
+
+
+@pytest.mark.parametrize("kind", sorted(DAMAGED))
+def test_a_damaged_inputs_file_is_a_recipe_error_naming_the_file_and_what_is_wrong(trtflow, tmp_path, kind):
+    """They were bare KeyError / RecursionError / BadZipFile lines, or numpy's message without the file."""
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")
+    name, says = write_damaged(tmp_path, kind)
+    result, _ = run_recipe(trtflow, tmp_path, f"""
+    run:
+      uses: run-runners
+      with: {{model: model.onnx, inputs: {name}, runners: [{{name: fp32, backend: onnxruntime}}]}}
+    """)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert f"steps.run.with.inputs: {tmp_path / name}{says}" in output, output
+    assert "Traceback" not in output and "internal error" not in output

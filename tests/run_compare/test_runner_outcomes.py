@@ -16,6 +16,7 @@ import pytest
 
 from run_compare.models import batch_first_head, mlp_chain, save
 from run_compare.recipes import run_recipe, write_recipe
+from run_compare.tensor_files import write_damaged
 
 
 def _save_with_external_data(model: onnx.ModelProto, path) -> None:
@@ -303,3 +304,39 @@ def test_an_unknown_onnxruntime_provider_is_a_recipe_error_at_its_providers_key(
     available = ", ".join(onnxruntime.get_available_providers())
     assert f"recipe.yaml:11:56: steps.run.with.runners[1].providers: runner `gpu`: {says}{available}" in output, output
     assert "UserWarning" not in output and "Traceback" not in output
+
+
+@pytest.mark.parametrize("kind", ["index without iteration", "JSON nested deep", "RunResults of another shape"])
+def test_a_saved_runner_on_a_damaged_file_is_a_recipe_error_at_its_path(trtflow, tmp_path, kind):
+    """The file is the user's: not a failed runner recorded among the results (nor a bare KeyError/RecursionError)."""
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")
+    name, says = write_damaged(tmp_path, kind)
+    result, _ = run_recipe(trtflow, tmp_path, f"""
+    run:
+      uses: run-runners
+      with:
+        model: model.onnx
+        runners: [{{name: fp32, backend: onnxruntime}}, {{name: golden, backend: saved, path: {name}}}]
+    """)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert f"steps.run.with.runners[1].path: runner `golden`: {tmp_path / name}{says}" in output, output
+
+
+def test_a_saved_runner_asking_for_a_runner_the_file_lacks_is_a_recipe_error_at_its_runner_key(trtflow, tmp_path):
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")
+    steps = """
+    run:
+      uses: run-runners
+      with: {model: model.onnx, runners: [{name: fp32, backend: onnxruntime}]}
+    replay:
+      uses: run-runners
+      with:
+        model: model.onnx
+        runners: [{name: fp32, backend: onnxruntime}, {name: golden, backend: saved, path: "${steps.run.results}", runner: fp16}]
+    """
+    result, _ = run_recipe(trtflow, tmp_path, steps)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert "steps.replay.with.runners[1].runner: runner `golden`: " in output
+    assert "has no runner `fp16`; it holds ['fp32']" in output, output

@@ -209,6 +209,7 @@ def generate(data: DataSpec, specs: list[InputSpec]) -> Iterator[Feed]:
 def read_feeds(path: Path) -> Iterator[Feed]:
     """Feeds from a file or folder (see the module docstring for the formats)."""
     from trtflow.tensors import polygraphy_json
+    from trtflow.tensors.array_files import load_archive, load_array
     from trtflow.tensors.tensor_set import TensorSet
 
     if TensorSet.is_tensor_set(path):
@@ -216,13 +217,12 @@ def read_feeds(path: Path) -> Iterator[Feed]:
     elif path.suffix == ".json":
         yield from polygraphy_json.read_inputs(path)
     elif path.suffix == ".npz":
-        with np.load(path, allow_pickle=False) as archive:
-            yield {name: archive[name] for name in archive.files}
+        yield load_archive(path)
     elif path.is_dir() and sorted(path.glob("*.npz")):
         for archive_path in sorted(path.glob("*.npz")):
             yield from read_feeds(archive_path)
     elif path.is_dir() and sorted(path.glob("*.npy")):
-        yield {file.stem: np.load(file, allow_pickle=False) for file in sorted(path.glob("*.npy"))}
+        yield {file.stem: load_array(file) for file in sorted(path.glob("*.npy"))}
     else:
         raise ValueError(f"{path}: not an input file trtflow reads (a .npz, a folder of .npy or .npz files, "
                          "a trtflow tensor set, or a Polygraphy inputs .json)")
