@@ -15,7 +15,7 @@ import onnx
 import pytest
 
 from run_compare.models import batch_first_head, mlp_chain, save
-from run_compare.recipes import run_recipe, write_recipe
+from run_compare.recipes import failing_run, run_recipe, write_recipe
 from run_compare.tensor_files import write_damaged
 
 
@@ -290,20 +290,11 @@ def test_an_unknown_onnxruntime_provider_is_a_recipe_error_at_its_providers_key(
     import onnxruntime
 
     save(mlp_chain(layers=2), tmp_path / "model.onnx")
-    result, _ = run_recipe(trtflow, tmp_path, f"""
-    run:
-      uses: run-runners
-      with:
-        model: model.onnx
-        runners:
-          - {{name: fp32, backend: onnxruntime}}
-          - {{name: gpu, backend: onnxruntime, providers: [{provider}, CPUExecutionProvider]}}
-    """)
-    output = result.stdout + result.stderr
-    assert result.returncode == 2, output
+    runners = f"runners: [{{name: fp32, backend: onnxruntime}}, {{name: gpu, backend: onnxruntime, providers: [{provider}]}}]"
+    output = failing_run(trtflow, tmp_path, runners, 2)
     available = ", ".join(onnxruntime.get_available_providers())
-    assert f"recipe.yaml:11:56: steps.run.with.runners[1].providers: runner `gpu`: {says}{available}" in output, output
-    assert "UserWarning" not in output and "Traceback" not in output
+    assert f"recipe.yaml:6:122: steps.run.with.runners[1].providers: runner `gpu`: {says}{available}" in output, output
+    assert "UserWarning" not in output
 
 
 @pytest.mark.parametrize("kind", ["index without iteration", "JSON nested deep", "RunResults of another shape"])
@@ -311,15 +302,8 @@ def test_a_saved_runner_on_a_damaged_file_is_a_recipe_error_at_its_path(trtflow,
     """The file is the user's: not a failed runner recorded among the results (nor a bare KeyError/RecursionError)."""
     save(mlp_chain(layers=2), tmp_path / "model.onnx")
     name, says = write_damaged(tmp_path, kind)
-    result, _ = run_recipe(trtflow, tmp_path, f"""
-    run:
-      uses: run-runners
-      with:
-        model: model.onnx
-        runners: [{{name: fp32, backend: onnxruntime}}, {{name: golden, backend: saved, path: {name}}}]
-    """)
-    output = result.stdout + result.stderr
-    assert result.returncode == 2, output
+    output = failing_run(trtflow, tmp_path, f"runners: [{{name: fp32, backend: onnxruntime}}, "
+                                            f"{{name: golden, backend: saved, path: {name}}}]", 2)
     assert f"steps.run.with.runners[1].path: runner `golden`: {tmp_path / name}{says}" in output, output
 
 
