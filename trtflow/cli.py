@@ -19,6 +19,7 @@ import typer
 from typer.core import TyperGroup
 
 from trtflow.errors import TrtflowError, UsageError
+from trtflow.memory import human_size
 
 
 @contextmanager
@@ -333,18 +334,10 @@ def _cache_ls(space) -> None:
         size = sum(meta["size"] for meta in entry.manifest.get("files", {}).values())
         total += size
         table.add_row(*map(Text, (entry.key[:12], entry.manifest.get("recipe", "?"), entry.manifest.get("step", "?"),
-                                  entry.manifest.get("uses", "?"), _human_size(size),
+                                  entry.manifest.get("uses", "?"), human_size(size),
                                   entry.manifest.get("created", "(no manifest)"))))
     console.print(table)
-    console.print(f"{space.store.root}: {_human_size(total)}")
-
-
-def _human_size(size: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GiB"
+    console.print(f"{space.store.root}: {human_size(total)}")
 
 
 @cache_app.command("verify")

@@ -75,8 +75,18 @@ class ReplayMismatch(UsageError):
 class ParamError(UsageError):
     """A step found one of its params unusable (an input name the model lacks, a bad shape...).
 
-    The executor turns it into a recipe problem located at `steps.ID.with.PARAM`."""
+    The executor turns it into a recipe problem located at `steps.ID.with.PARAM`, or deeper with
+    `within` (`ParamError("runners", ..., within=(0, "providers"))` points at one key of one runner entry)."""
 
-    def __init__(self, param: str, message: str):
+    def __init__(self, param: str, message: str, *, within: tuple[str | int, ...] = ()):
         self.param = param
+        self.within = within
         super().__init__(message)
+
+
+class TensorFileError(UsageError, ValueError):
+    """A tensor file or folder a user gave (tensor set, Polygraphy JSON, .npz, .npy) cannot be read or
+    is not what it claims to be; the message names the file and what is wrong with it.
+
+    Also a ValueError, so code that already turns a reader's ValueError into a located recipe error
+    (`inputs:`, a `saved` runner's `path`) keeps doing so."""

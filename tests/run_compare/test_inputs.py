@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from run_compare.models import float_input, layer_norm_overflow, make_model, mlp_chain, save
-from run_compare.recipes import run_recipe
+from run_compare.recipes import failing_run, run_recipe
+from run_compare.tensor_files import DAMAGED, write_damaged
 from trtflow.tensors.tensor_set import TensorSet
 
 
@@ -151,3 +153,92 @@ def test_a_shapes_glob_reaches_every_input_with_dynamic_dims(trtflow, tmp_path):
     result, _ = run_recipe(trtflow, tmp_path, steps.replace('{"*": [2, 8]}', '{"*": [2, 8], "att*": [2, 8, 1]}'))
     output = result.stdout + result.stderr
     assert result.returncode == 2 and "gives input `attention_mask` the shape [2, 8, 1] (by `att*`)" in output, output
+
+
+LOADERS = '''import sys
+import numpy as np
+
+
+def exits():
+    sys.exit(7)
+
+
+def raises():
+    yield {"x": np.zeros((4, 16), np.float32)}
+    raise RuntimeError("camera offline")
+
+
+def returns_a_number():
+    return 5
+
+
+def yields_a_number():
+    yield 5
+'''
+
+
+@pytest.mark.parametrize("function, says", [
+    ("loader.py:exits", "loader `loader.py:exits` failed: it called sys.exit(7)\n  at {folder}/loader.py:6: sys.exit(7)"),
+    ("loader.py:raises", "loader `loader.py:raises` failed: it raised RuntimeError: camera offline\n"
+                         "  at {folder}/loader.py:11: raise RuntimeError(\"camera offline\")"),
+    ("loader.py:returns_a_number", "loader `loader.py:returns_a_number` returned int; a loader returns or yields "
+                                   "feeds, each a dict {{input name: array}}\n  at {folder}/loader.py:14"),
+    ("loader.py:yields_a_number", "loader `loader.py:yields_a_number` gave int as feed 0"),
+    ("broken.py:feeds", "loader `broken.py:feeds` failed while its script was imported: it raised SyntaxError: "
+                        "invalid syntax (broken.py, line 2)\n  at {folder}/broken.py:2: def feeds(:"),
+])
+def test_a_failing_loader_fails_the_step_naming_its_script_function_and_line(trtflow, tmp_path, function, says):
+    """User code: an exception, sys.exit, a syntax error or a value that is no feed is the step's failure
+    (exit 3), located in the user's script, never a bare exception line or a silent exit of the run."""
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")
+    (tmp_path / "loader.py").write_text(LOADERS)
+    (tmp_path / "broken.py").write_text("import numpy\ndef feeds(:\n")
+    output = failing_run(trtflow, tmp_path, f'loader: "{function}", runners: [{{name: fp32, backend: onnxruntime}}]', 3)
+    assert f"error: step `run`: {says.format(folder=tmp_path)}" in output, output
+
+
+def test_a_loader_script_without_the_function_is_a_recipe_error_listing_its_functions(trtflow, tmp_path):
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")
+    (tmp_path / "loader.py").write_text(LOADERS)
+    output = failing_run(trtflow, tmp_path, 'loader: "loader.py:feeds", runners: [{name: fp32, backend: onnxruntime}]', 2)
+    assert "steps.run.with.loader" in output and "has no function `feeds`; its functions: `exits`, `raises`" in output
+
+
+@pytest.mark.parametrize("data, where, says", [
+    ("{shapes: {x: [1000000, 1000000, 2]}}", "steps.run.with.data",
+     "the generated inputs would take 7.28 TiB (1 feed(s)), more than the ... of memory available here; the largest "
+     "is input `x` of shape [1000000, 1000000, 2] (float32), 7.28 TiB per feed: give smaller `shapes`"),
+    ("{ranges: {'*': [nan, 1]}}", "steps.run.with.data.ranges", "`*`: [nan, 1.0] is no range to draw from; "
+                                                                 "give two finite numbers"),
+    ("{ranges: {'*': [0, .inf]}}", "steps.run.with.data.ranges", "`*`: [0.0, inf] is no range to draw from"),
+    ("{ranges: {'*': [2, 1]}}", "steps.run.with.data.ranges", "`*`: [2.0, 1.0] has low > high; give [1.0, 2.0]"),
+    ("{ranges: {'*': [0, 1], ids: [0.2, 0.8]}}", "steps.run.with.data",
+     "`ranges` gives integer input `ids` (int8) [0.2, 0.8], which holds no integer"),
+    ("{ranges: {'*': [0, 1000]}}", "steps.run.with.data",
+     "`ranges` gives input `ids` [0, 1000], past what int8 holds ([-128, 127])"),
+    ("{ranges: {'*': [0, 1], half: [0, 1.0e6]}}", "steps.run.with.data",
+     "`ranges` gives input `half` [0.0, 1000000.0], past what float16 holds ([-65504.0, 65504.0])"),
+])
+def test_data_that_cannot_be_drawn_is_a_recipe_error_before_anything_is_allocated(trtflow, tmp_path, data, where, says):
+    """A 7.28 TiB shape was a bare MemoryError, a nan range an OverflowError, and out-of-type ranges wrapped silently."""
+    graph_inputs = [float_input("x", ["rows", "cols", 2]), helper.make_tensor_value_info("ids", TensorProto.INT8, [3]),
+                    helper.make_tensor_value_info("half", TensorProto.FLOAT16, [3])]
+    nodes = [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Identity", ["ids"], ["ids_out"]),
+             helper.make_node("Identity", ["half"], ["half_out"])]
+    outputs = [float_input("y", ["rows", "cols", 2]), helper.make_tensor_value_info("ids_out", TensorProto.INT8, [3]),
+               helper.make_tensor_value_info("half_out", TensorProto.FLOAT16, [3])]
+    save(make_model(nodes, graph_inputs, outputs), tmp_path / "model.onnx")
+    data = data if "shapes" in data else data.replace("{", "{shapes: {x: [1, 1, 2]}, ", 1)
+    output = failing_run(trtflow, tmp_path, f"data: {data}, runners: [{{name: fp32, backend: onnxruntime}}]", 2)
+    before, _, after = says.partition(" ... ")  # what is between depends on the machine
+    assert f"{where}: {before}" in output and after in output, output
+    assert "Warning" not in output
+
+
+@pytest.mark.parametrize("kind", sorted(DAMAGED))
+def test_a_damaged_inputs_file_is_a_recipe_error_naming_the_file_and_what_is_wrong(trtflow, tmp_path, kind):
+    """They were bare KeyError / RecursionError / BadZipFile lines, or numpy's message without the file."""
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")
+    name, says = write_damaged(tmp_path, kind)
+    output = failing_run(trtflow, tmp_path, f"inputs: {name}, runners: [{{name: fp32, backend: onnxruntime}}]", 2)
+    assert f"steps.run.with.inputs: {tmp_path / name}{says}" in output, output

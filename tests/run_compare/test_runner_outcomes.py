@@ -15,7 +15,8 @@ import onnx
 import pytest
 
 from run_compare.models import batch_first_head, mlp_chain, save
-from run_compare.recipes import run_recipe, write_recipe
+from run_compare.recipes import failing_run, run_recipe, write_recipe
+from run_compare.tensor_files import write_damaged
 
 
 def _save_with_external_data(model: onnx.ModelProto, path) -> None:
@@ -277,3 +278,49 @@ def test_sessions_run_without_the_cpu_memory_arena_unless_asked(tmp_path, sessio
     from trtflow.ort_sessions import new_session_options
 
     assert new_session_options().enable_cpu_mem_arena is False  # the screening probe's and bisect judges' too
+
+
+@pytest.mark.parametrize("provider, says", [
+    ("BogusEP", "`BogusEP` is no ONNX Runtime execution provider; available here: "),
+    ("CUDAExecutionProvidr", "`CUDAExecutionProvidr` is no ONNX Runtime execution provider (did you mean "
+                             "`CUDAExecutionProvider`?); available here: "),
+])
+def test_an_unknown_onnxruntime_provider_is_a_recipe_error_at_its_providers_key(trtflow, tmp_path, provider, says):
+    """ONNX Runtime itself only warns and runs on the CPU: the comparison would silently be of the CPU provider."""
+    import onnxruntime
+
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")
+    runners = f"runners: [{{name: fp32, backend: onnxruntime}}, {{name: gpu, backend: onnxruntime, providers: [{provider}]}}]"
+    output = failing_run(trtflow, tmp_path, runners, 2)
+    available = ", ".join(onnxruntime.get_available_providers())
+    assert f"recipe.yaml:6:122: steps.run.with.runners[1].providers: runner `gpu`: {says}{available}" in output, output
+    assert "UserWarning" not in output
+
+
+@pytest.mark.parametrize("kind", ["index without iteration", "JSON nested deep", "RunResults of another shape"])
+def test_a_saved_runner_on_a_damaged_file_is_a_recipe_error_at_its_path(trtflow, tmp_path, kind):
+    """The file is the user's: not a failed runner recorded among the results (nor a bare KeyError/RecursionError)."""
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")
+    name, says = write_damaged(tmp_path, kind)
+    output = failing_run(trtflow, tmp_path, f"runners: [{{name: fp32, backend: onnxruntime}}, "
+                                            f"{{name: golden, backend: saved, path: {name}}}]", 2)
+    assert f"steps.run.with.runners[1].path: runner `golden`: {tmp_path / name}{says}" in output, output
+
+
+def test_a_saved_runner_asking_for_a_runner_the_file_lacks_is_a_recipe_error_at_its_runner_key(trtflow, tmp_path):
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")
+    steps = """
+    run:
+      uses: run-runners
+      with: {model: model.onnx, runners: [{name: fp32, backend: onnxruntime}]}
+    replay:
+      uses: run-runners
+      with:
+        model: model.onnx
+        runners: [{name: fp32, backend: onnxruntime}, {name: golden, backend: saved, path: "${steps.run.results}", runner: fp16}]
+    """
+    result, _ = run_recipe(trtflow, tmp_path, steps)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert "steps.replay.with.runners[1].runner: runner `golden`: " in output
+    assert "has no runner `fp16`; it holds ['fp32']" in output, output

@@ -202,7 +202,7 @@ def _failure(pipeline: Pipeline, step: PlannedStep, error: BaseException, second
                          f"the workspace {workspace.root} (or give --workspace DIR elsewhere) and run again: "
                          "finished steps are cached"), 3
     elif isinstance(error, ParamError):
-        at = step.spec.source_path + ("with", error.param)
+        at = step.spec.source_path + ("with", error.param, *error.within)
         expansion = f" (in `{step.id}`)" if step.id != step.spec.origin else ""  # which matrix value
         message, code = str(pipeline.recipe.source.problem(at, f"{error}{expansion}")), error.exit_code
     elif isinstance(error, TrtflowError):

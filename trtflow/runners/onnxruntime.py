@@ -21,15 +21,20 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from pydantic import Field
 
+from trtflow.errors import ParamError
 from trtflow.lazy import lazy_import
 from trtflow.ort_sessions import LOWERED_MODEL_DISABLED_OPTIMIZERS, new_session_options
 from trtflow.packages import installed_version
 from trtflow.runners.base import Feed, RunnerConfig, RunnerFailed
 from trtflow.schema.paths import InputPath
+from trtflow.schema.problems import did_you_mean
+
+if TYPE_CHECKING:
+    import onnx
 
 np = lazy_import("numpy")
 
@@ -47,6 +52,21 @@ class Config(RunnerConfig):
         default_factory=dict,
         description="onnxruntime.SessionOptions attributes, e.g. {graph_optimization_level: basic, intra_op_num_threads: 2}.")
     custom_op_library: InputPath | None = Field(None, description="A shared library of custom ops to register.")
+
+    def check_model(self, model: "onnx.ModelProto | None") -> None:
+        """Every provider must exist in this ONNX Runtime build: it would otherwise warn and run on the
+        CPU, and the comparison would silently be of the CPU provider."""
+        import onnxruntime
+
+        available = onnxruntime.get_available_providers()
+        unknown = [provider for provider in self.providers if provider not in available]
+        if not unknown:
+            return
+        known = onnxruntime.get_all_providers()  # every provider some ONNX Runtime build has
+        what = (f"this ONNX Runtime build has no `{unknown[0]}` (it comes with another onnxruntime package, "
+                "e.g. onnxruntime-gpu for CUDA and TensorRT)" if unknown[0] in known else
+                f"`{unknown[0]}` is no ONNX Runtime execution provider{did_you_mean(unknown[0], known)}")
+        raise ParamError("providers", f"{what}; available here: {', '.join(available)}")
 
     def create(self, model: Path | None, outputs: list[str] | None) -> "OnnxruntimeRunner":
         transform, disabled_optimizers = None, []

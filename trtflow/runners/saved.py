@@ -16,6 +16,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from trtflow.errors import ParamError, TensorFileError
 from trtflow.lazy import lazy_import
 from trtflow.runners.base import Feed, RunnerConfig, RunnerFailed
 from trtflow.schema.paths import InputPath
@@ -32,6 +33,17 @@ class Config(RunnerConfig):
 
     def create(self, model: Path | None, outputs: list[str] | None) -> "SavedRunner":
         return SavedRunner(self.name, self.path, self.runner, outputs)
+
+    def check_model(self, model: object) -> None:
+        """The saved file is the user's: one that cannot be read, or lacks the runner asked for, is a
+        recipe error before anything runs, not a failed runner (it reads the file once more; a tensor
+        set's arrays are only memory-mapped)."""
+        try:
+            saved_iterations(self.path, self.runner)
+        except TensorFileError as error:
+            raise ParamError("path", str(error)) from None
+        except ValueError as error:  # the file is fine; `runner` names none of its runners
+            raise ParamError("runner", str(error)) from None
 
     def replayed_iterations(self) -> int:
         return len(saved_iterations(self.path, self.runner)[1])

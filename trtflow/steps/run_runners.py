@@ -131,9 +131,12 @@ def _empty_feeds(params: Params) -> list[dict]:
 
 
 def _check_runners(params: Params, model) -> None:
-    for config in params.runners:
+    for index, config in enumerate(params.runners):
         try:
             config.check_model(model)
+        except ParamError as error:  # names the key of the entry at fault
+            raise ParamError("runners", f"runner `{config.name}`: {error}",
+                             within=(index, error.param, *error.within)) from None
         except (OSError, ValueError) as error:
             raise ParamError("runners", f"runner `{config.name}`: {error}") from None
 

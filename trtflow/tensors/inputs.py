@@ -15,12 +15,12 @@ tensor set, and replayed to each runner from there. Three sources, as in Polygra
 
 from __future__ import annotations
 
-import importlib.util
+import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from trtflow.lazy import lazy_import
 from trtflow.schema.paths import InputPath
@@ -31,6 +31,7 @@ from trtflow.tensors.name_globs import RULE, matching_key
 np = lazy_import("numpy")
 
 Feed = dict[str, "np.ndarray"]
+LOADER_CONTRACT = "a loader returns or yields feeds, each a dict {input name: array}"
 
 
 class DataSpec(BaseModel):
@@ -46,6 +47,16 @@ class DataSpec(BaseModel):
     shapes: dict[str, list[int]] = Field(default_factory=dict, description="Concrete shapes for inputs with dynamic dims, "
                                          "per input name or glob (a glob reaches only inputs with dynamic dims; "
                                          "static dims must match the model's).")
+
+    @field_validator("ranges")
+    @classmethod
+    def _finite_ranges(cls, ranges: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+        for key, (low, high) in ranges.items():
+            if not (math.isfinite(low) and math.isfinite(high)):
+                raise ValueError(f"`{key}`: [{low}, {high}] is no range to draw from; give two finite numbers")
+            if low > high:
+                raise ValueError(f"`{key}`: [{low}, {high}] has low > high; give [{high}, {low}]")
+        return ranges
 
 
 class LoaderSpec(BaseModel):
@@ -143,18 +154,59 @@ def _check_names(data: DataSpec, specs: list[InputSpec]) -> None:
                          f"its inputs: {listed}")
 
 
+def _check_memory(specs: list[InputSpec], shapes: dict[str, tuple[int, ...]], iterations: int) -> None:
+    """Refuse feeds that cannot fit in memory before drawing them: a mistyped shape would otherwise be a
+    bare MemoryError (or an hour of swapping), not a message naming the input."""
+    from trtflow.memory import available_memory, human_size
+
+    sizes = {spec.name: math.prod(shapes[spec.name]) * spec.dtype.itemsize for spec in specs}
+    total = iterations * sum(sizes.values())
+    available = available_memory()
+    if available is None or total <= available:
+        return
+    largest = max(sizes, key=sizes.__getitem__)
+    dtype = next(spec.dtype for spec in specs if spec.name == largest)
+    raise ValueError(f"the generated inputs would take {human_size(total)} ({iterations} feed(s)), more than the "
+                     f"{human_size(available)} of memory available here; the largest is input `{largest}` of shape "
+                     f"{list(shapes[largest])} ({dtype}), {human_size(sizes[largest])} per feed: give smaller "
+                     "`shapes` or fewer `iterations`, or the feeds themselves with `inputs`")
+
+
+def _drawn_range(spec: InputSpec, ranges: dict[str, tuple[float, float]]) -> tuple[float, float]:
+    """The input's [low, high], checked against its dtype: integers drawn in it, values it can hold
+    (a float16 input cannot take 1e6, an int8 input has no values in [0.2, 0.8])."""
+    low, high = _range(ranges, spec.name)
+    if spec.dtype == np.bool_:
+        return low, high
+    if np.issubdtype(spec.dtype, np.integer):
+        if math.ceil(low) > math.floor(high):
+            raise ValueError(f"`ranges` gives integer input `{spec.name}` ({spec.dtype}) [{low}, {high}], "
+                             "which holds no integer")
+        low, high = math.ceil(low), math.floor(high)
+        lowest, highest = np.iinfo(spec.dtype).min, np.iinfo(spec.dtype).max
+    else:  # as Python floats: comparing 1e6 with a float16 would overflow
+        lowest, highest = float(np.finfo(spec.dtype).min), float(np.finfo(spec.dtype).max)
+    if low < lowest or high > highest:
+        raise ValueError(f"`ranges` gives input `{spec.name}` [{low}, {high}], past what {spec.dtype} holds "
+                         f"([{lowest}, {highest}])")
+    return low, high
+
+
 def generate(data: DataSpec, specs: list[InputSpec]) -> Iterator[Feed]:
     _check_names(data, specs)
+    shapes = {spec.name: _concrete_shape(spec, data.shapes) for spec in specs}
+    ranges = {spec.name: _drawn_range(spec, data.ranges) for spec in specs}
+    _check_memory(specs, shapes, data.iterations)
     rng = np.random.default_rng(data.seed)
     for _ in range(data.iterations):
         feed: Feed = {}
         for spec in specs:
-            low, high = _range(data.ranges, spec.name)
-            shape = _concrete_shape(spec, data.shapes)
+            low, high = ranges[spec.name]
+            shape = shapes[spec.name]
             if spec.dtype == np.bool_:
                 feed[spec.name] = rng.integers(0, 2, shape).astype(bool)
             elif np.issubdtype(spec.dtype, np.integer):
-                feed[spec.name] = rng.integers(int(np.ceil(low)), int(np.floor(high)) + 1, shape).astype(spec.dtype)
+                feed[spec.name] = rng.integers(low, high + 1, shape).astype(spec.dtype)
             else:
                 feed[spec.name] = rng.uniform(low, high, shape).astype(spec.dtype)
         yield feed
@@ -163,6 +215,7 @@ def generate(data: DataSpec, specs: list[InputSpec]) -> Iterator[Feed]:
 def read_feeds(path: Path) -> Iterator[Feed]:
     """Feeds from a file or folder (see the module docstring for the formats)."""
     from trtflow.tensors import polygraphy_json
+    from trtflow.tensors.array_files import load_archive, load_array
     from trtflow.tensors.tensor_set import TensorSet
 
     if TensorSet.is_tensor_set(path):
@@ -170,26 +223,29 @@ def read_feeds(path: Path) -> Iterator[Feed]:
     elif path.suffix == ".json":
         yield from polygraphy_json.read_inputs(path)
     elif path.suffix == ".npz":
-        with np.load(path, allow_pickle=False) as archive:
-            yield {name: archive[name] for name in archive.files}
+        yield load_archive(path)
     elif path.is_dir() and sorted(path.glob("*.npz")):
         for archive_path in sorted(path.glob("*.npz")):
             yield from read_feeds(archive_path)
     elif path.is_dir() and sorted(path.glob("*.npy")):
-        yield {file.stem: np.load(file, allow_pickle=False) for file in sorted(path.glob("*.npy"))}
+        yield {file.stem: load_array(file) for file in sorted(path.glob("*.npy"))}
     else:
         raise ValueError(f"{path}: not an input file trtflow reads (a .npz, a folder of .npy or .npz files, "
                          "a trtflow tensor set, or a Polygraphy inputs .json)")
 
 
 def load_function(loader: LoaderSpec) -> Iterator[Feed]:
-    spec = importlib.util.spec_from_file_location(f"trtflow_loader_{loader.script.stem}", loader.script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    function = getattr(module, loader.function, None)
-    if not callable(function):
-        raise ValueError(f"{loader.script} has no function `{loader.function}`")
-    for feed in function():
+    """The feeds the user's loader function returns or yields; its failures are the step's (the script
+    and line named), a script without the function is a recipe error (ValueError)."""
+    from trtflow.user_code import UserFunction
+
+    function = UserFunction.load(loader.script, loader.function, "loader")
+    returned = function()
+    if isinstance(returned, dict) or not isinstance(returned, Iterable):
+        raise function.misbehaved(f"returned {type(returned).__name__}; {LOADER_CONTRACT}")
+    for position, feed in enumerate(function.iterate(returned)):
+        if not isinstance(feed, dict):
+            raise function.misbehaved(f"gave {type(feed).__name__} as feed {position}; {LOADER_CONTRACT}")
         yield {name: np.asarray(array) for name, array in feed.items()}
 
 
@@ -234,7 +290,10 @@ def collect_feeds(model, *, data: DataSpec | None = None, inputs: Path | None = 
         elif loader is not None:
             source = load_function(loader)
         else:
-            source = generate(data or DataSpec(), specs)
+            data = data or DataSpec()
+            if iterations is not None and iterations < data.iterations:  # the first feeds are the same
+                data = data.model_copy(update={"iterations": iterations})
+            source = generate(data, specs)
         feeds = []
         for position, feed in enumerate(source):
             if iterations is not None and position >= iterations:

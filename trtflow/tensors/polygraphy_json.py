@@ -14,12 +14,16 @@ parse the whole JSON, as Polygraphy itself does.
 from __future__ import annotations
 
 import base64
+import binascii
 import io
 import json
 from pathlib import Path
 from typing import IO, Iterable
 
 import numpy as np
+
+from trtflow.errors import TensorFileError
+from trtflow.tensors.array_files import load_array_bytes
 
 TYPE_MARKER = "polygraphy_class"
 
@@ -31,38 +35,73 @@ def _encode_array(array: np.ndarray) -> str:
 
 
 def _decode(obj: dict):
+    """One JSON object, its members already decoded; an object Polygraphy marked but built otherwise
+    is a ValueError saying what is missing."""
     kind = obj.get(TYPE_MARKER)
     if kind == "ndarray":
-        return np.load(io.BytesIO(base64.b64decode(obj["array"])), allow_pickle=False)
+        encoded = obj.get("array")
+        if not isinstance(encoded, str):
+            raise ValueError("an ndarray without its base64 `array` string")
+        try:
+            data = base64.b64decode(encoded, validate=True)
+        except binascii.Error as error:
+            raise ValueError(f"an ndarray whose `array` is not base64 ({error})") from None
+        return load_array_bytes(data, "an ndarray")
     if kind in ("LazyArray", "LazyNumpyArray"):
+        if not isinstance(obj.get("values"), np.ndarray):
+            raise ValueError(f"a {kind} without its `values` ndarray")
         return obj["values"]
     if kind == "IterationResult":
-        return {"outputs": dict(obj["outputs"]), "runner_name": obj.get("runner_name"), "runtime": obj.get("runtime")}
+        outputs = obj.get("outputs")
+        if not isinstance(outputs, dict) or not all(isinstance(v, np.ndarray) for v in outputs.values()):
+            raise ValueError("an IterationResult without an `outputs` mapping of names to arrays")
+        return {"outputs": dict(outputs), "runner_name": obj.get("runner_name"), "runtime": obj.get("runtime")}
     if kind == "RunResults":
-        return {"runs": [(runner, iterations) for runner, iterations in obj["lst"]]}
+        runs = obj.get("lst")
+        if not isinstance(runs, list) or not all(
+                isinstance(run, list) and len(run) == 2 and isinstance(run[0], str) and isinstance(run[1], list)
+                and all(isinstance(iteration, dict) and "outputs" in iteration for iteration in run[1])
+                for run in runs):
+            raise ValueError("a RunResults whose `lst` is not a list of [runner name, [IterationResult, ...]]")
+        return {"runs": [(runner, iterations) for runner, iterations in runs]}
     return obj
 
 
 def read(path: Path):
-    """The decoded file: a list of feed dicts (inputs) or {"runs": [(runner, [iteration dicts])]} (outputs)."""
-    with open(path) as handle:
-        return json.load(handle, object_hook=_decode)
+    """The decoded file: a list of feed dicts (inputs) or {"runs": [(runner, [iteration dicts])]} (outputs);
+    any other JSON as it is. TensorFileError when it is no JSON, or holds Polygraphy objects built wrong."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle, object_hook=_decode)
+    except FileNotFoundError:
+        raise TensorFileError(f"{path}: missing") from None
+    except TensorFileError as error:  # an embedded array that does not load
+        raise TensorFileError(f"{path}: {error}") from None
+    except RecursionError:
+        raise TensorFileError(f"{path}: nests deeper than any Polygraphy or trtflow file (a damaged or "
+                              "foreign file?)") from None
+    except json.JSONDecodeError as error:
+        raise TensorFileError(f"{path}: not valid JSON: {error}") from None
+    except (OSError, ValueError) as error:  # UnicodeDecodeError included
+        raise TensorFileError(f"{path}: not a Polygraphy JSON file trtflow can read: {error}") from None
 
 
 def read_inputs(path: Path) -> list[dict[str, np.ndarray]]:
     data = read(path)
-    if not isinstance(data, list) or not all(isinstance(feed, dict) for feed in data):
-        raise ValueError(f"{path}: not a Polygraphy inputs file (expected a list of {{input: array}} feeds, "
-                         "as `polygraphy run --save-inputs` writes)")
+    if not isinstance(data, list) or not all(
+            isinstance(feed, dict) and all(isinstance(array, np.ndarray) for array in feed.values()) for feed in data):
+        raise TensorFileError(f"{path}: not a Polygraphy inputs file (expected a list of {{input: ndarray}} feeds, "
+                              "as `polygraphy run --save-inputs` writes)")
     return data
 
 
 def read_results(path: Path) -> dict[str, list[dict[str, np.ndarray]]]:
     """{runner name: [outputs of each iteration]} from a `--save-outputs` file."""
     data = read(path)
-    if not isinstance(data, dict) or "runs" not in data:
-        raise ValueError(f"{path}: not a Polygraphy results file (expected RunResults, "
-                         "as `polygraphy run --save-outputs` writes)")
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), list) or not all(
+            isinstance(run, tuple) for run in data["runs"]):  # tuples: only a decoded RunResults makes them
+        raise TensorFileError(f"{path}: not a Polygraphy results file (expected RunResults, "
+                              "as `polygraphy run --save-outputs` writes)")
     return {runner: [iteration["outputs"] for iteration in iterations] for runner, iterations in data["runs"]}
 
 

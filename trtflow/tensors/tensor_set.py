@@ -19,10 +19,14 @@ import os
 import re
 import shutil
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Iterator
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from trtflow.errors import TensorFileError
+from trtflow.tensors.array_files import load_array
 
 INDEX = "index.json"
 FORMAT = 1
@@ -97,6 +101,61 @@ class TensorSetWriter:
         return TensorSet.open(self.folder)
 
 
+class _RunnerFacts(BaseModel):
+    """What an index says of a runner: the keys read here are typed, the rest (timings) kept as written."""
+
+    model_config = ConfigDict(extra="allow")
+
+    status: str = "ok"
+    iterations: int = Field(0, ge=0)
+    error: str | None = None
+
+
+class _TensorFacts(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    node: str | None = None
+    op: str | None = None
+    topo: int | None = None
+
+
+class _Index(BaseModel):
+    format: int
+    tensors: dict[str, _TensorFacts] = Field(default_factory=dict)
+    runners: dict[str, _RunnerFacts] = Field(default_factory=dict)
+    arrays: list[StoredArray]
+
+    @field_validator("arrays")
+    @classmethod
+    def _inside_the_set(cls, arrays: list[StoredArray]) -> list[StoredArray]:
+        for stored in arrays:
+            relative = PurePosixPath(stored.file)
+            if relative.is_absolute() or ".." in relative.parts or not relative.parts:
+                raise ValueError(f"`{stored.file}` is not a file inside the set")
+        return arrays
+
+
+def _read_index(path: Path) -> _Index:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise TensorFileError(f"{path}: cannot read the tensor set's index: {error}") from None
+    except (ValueError, RecursionError) as error:
+        raise TensorFileError(f"{path}: the tensor set's index is not valid JSON: {error}") from None
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+        found = raw.get("format") if isinstance(raw, dict) else None
+        raise TensorFileError(f"{path}: not a tensor set index of format {FORMAT} (format {found!r}); "
+                              "it is written by trtflow's run-runners")
+    try:
+        return _Index.model_validate(raw)
+    except ValidationError as error:
+        first = error.errors()[0]
+        at = ".".join(str(part) for part in first["loc"])
+        what = str(first["ctx"]["error"]) if first["type"] == "value_error" else first["msg"]
+        more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+        raise TensorFileError(f"{path}: damaged tensor set index: `{at}`: {what}{more}") from None
+
+
 @dataclass
 class TensorSet:
     """A tensor set opened for reading."""
@@ -108,12 +167,12 @@ class TensorSet:
 
     @classmethod
     def open(cls, folder: Path) -> "TensorSet":
-        index_path = Path(folder) / INDEX
-        index = json.loads(index_path.read_text())
-        if index.get("format") != FORMAT:
-            raise ValueError(f"{index_path}: unknown tensor set format {index.get('format')!r}")
-        arrays = {(a["runner"], a["iteration"], a["tensor"]): StoredArray(**a) for a in index["arrays"]}
-        return cls(Path(folder), index["tensors"], index["runners"], arrays)
+        """The set in `folder`; TensorFileError when its index is damaged, hand-edited wrong, or of
+        another format (sets are also what users copy between machines and hand back)."""
+        index = _read_index(Path(folder) / INDEX)
+        arrays = {(a.runner, a.iteration, a.tensor): a for a in index.arrays}
+        return cls(Path(folder), {name: facts.model_dump(exclude_unset=True) for name, facts in index.tensors.items()},
+                   {name: facts.model_dump(exclude_unset=True) for name, facts in index.runners.items()}, arrays)
 
     @staticmethod
     def is_tensor_set(path: Path) -> bool:
@@ -131,7 +190,7 @@ class TensorSet:
 
     def load(self, runner: str, iteration: int, tensor: str) -> np.ndarray:
         stored = self.arrays[(runner, iteration, tensor)]
-        return np.load(self.folder / stored.file, mmap_mode="r", allow_pickle=False)
+        return load_array(self.folder / stored.file, mmap=True)
 
     def iteration(self, runner: str, iteration: int) -> dict[str, np.ndarray]:
         return {t: self.load(runner, iteration, t) for t in self.tensor_names(runner)
