@@ -113,9 +113,9 @@ def test_inspect_says_what_is_wrong_with_an_unreadable_file(trtflow, tmp_path):
     (tensor_set / "index.json").write_text('{"format": 1, "arrays": [{"runner": "a"}], "tensors": {}, "runners": {}}')
     expected = {
         "truncated.onnx": "truncated.onnx: not a readable ONNX model (Error parsing message",
-        "pickled.npz": "pickled.npz: holds Python objects (a pickled array), which trtflow never loads",
-        "broken.json": "broken.json: not valid JSON (Expecting",
-        "set": "index.json: not a readable trtflow tensor set index (or a file it lists) (KeyError: 'iteration')",
+        "pickled.npz": "pickled.npz: array `a`: not a readable numpy array: it holds pickled Python objects",
+        "broken.json": "broken.json: not valid JSON: Expecting",
+        "set": "index.json: damaged tensor set index: `arrays.0.iteration`: Field required",
     }
     for name, message in expected.items():
         shown = trtflow("inspect", tmp_path / name, cwd=tmp_path)

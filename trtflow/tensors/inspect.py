@@ -14,7 +14,6 @@ array — never unpickled) is a usage error naming the file and what is wrong wi
 from __future__ import annotations
 
 import json
-import zipfile
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from trtflow.errors import UsageError
+from trtflow.tensors.array_files import load_archive, load_array
 from trtflow.tensors.comparison import worst_error
 
 
@@ -48,11 +48,8 @@ def _reading(path: Path, what: str, *undecodable: type[Exception]) -> Iterator[N
     except json.JSONDecodeError as error:
         raise UsageError(f"{path}: not valid JSON ({error}); is the file complete?") from None
     except ValueError as error:
-        if "allow_pickle" in str(error) or "Python objects" in str(error):
-            raise UsageError(f"{path}: holds Python objects (a pickled array), which trtflow never loads; save "
-                             "numeric arrays (np.save / np.savez with a numeric dtype)") from None
         raise UsageError(f"{path}: not a readable {what} ({error})") from None
-    except (zipfile.BadZipFile, EOFError, *undecodable) as error:
+    except (EOFError, *undecodable) as error:
         raise UsageError(f"{path}: not a readable {what} ({error or type(error).__name__}); "
                          "is the file truncated or of another kind?") from None
     except (KeyError, TypeError, AttributeError, OSError) as error:
@@ -271,13 +268,12 @@ def _json(path: Path) -> list[str]:
 
 
 def _npz(path: Path) -> list[str]:
-    with _reading(path, ".npz archive"), np.load(path, allow_pickle=False) as archive:
-        return [f"{path}: .npz, {len(archive.files)} arrays"] + [_array_line(n, archive[n]) for n in archive.files]
+    arrays = load_archive(path)
+    return [f"{path}: .npz, {len(arrays)} arrays"] + [_array_line(name, array) for name, array in arrays.items()]
 
 
 def _npy(path: Path) -> list[str]:
-    with _reading(path, ".npy array"):
-        return [f"{path}: .npy", _array_line(path.stem, np.load(path, mmap_mode="r", allow_pickle=False))]
+    return [f"{path}: .npy", _array_line(path.stem, load_array(path, mmap=True))]
 
 
 def _engine(path: Path) -> list[str]:
