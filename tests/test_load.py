@@ -4,6 +4,7 @@ the FP16/BF16 range summary, and clear errors for bad models."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -174,6 +175,27 @@ def test_invalid_model_file_is_a_clear_error(trtflow, tmp_path, content, check):
     assert "junk.onnx: not an ONNX model, or a truncated one" in result.stderr, result.stderr
     assert "check: false" not in result.stderr and "Traceback" not in result.stderr  # no advice that cannot help
     assert not list((tmp_path / ".trtflow" / "store").glob("??/*"))
+
+
+@pytest.mark.parametrize("special", ["fifo", "device", "fifo-as-external-data"])
+def test_a_fifo_or_a_device_is_refused_before_anything_reads_it(trtflow, tmp_path, special):
+    """Hashing a FIFO for the cache key waited for a writer forever, `/dev/zero` never ended."""
+    path = {"fifo": "pipe.onnx", "device": "/dev/zero", "fifo-as-external-data": "ext.onnx"}[special]
+    if special == "fifo":
+        os.mkfifo(tmp_path / "pipe.onnx")
+    elif special == "fifo-as-external-data":
+        onnx.save_model(_faulty_model(), str(tmp_path / "ext.onnx"), save_as_external_data=True,
+                        all_tensors_to_one_file=True, location="ext.weights", size_threshold=0)
+        (tmp_path / "ext.weights").unlink()
+        os.mkfifo(tmp_path / "ext.weights")
+    recipe = write_recipe(tmp_path, RECIPE.replace("MODEL", path))
+    result = trtflow("run", recipe, "--out", tmp_path / "out", cwd=tmp_path, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "not a regular file" in result.stderr and "Traceback" not in result.stderr, result.stderr
+    if special == "fifo-as-external-data":
+        assert "ext.weights is not a regular file" in result.stderr, result.stderr
+    else:
+        assert "recipe.yaml:7:" in result.stderr and "steps.model.with.path" in result.stderr, result.stderr
 
 
 def test_engine_file_passes_through(trtflow, tmp_path):
