@@ -198,6 +198,32 @@ def test_a_fifo_or_a_device_is_refused_before_anything_reads_it(trtflow, tmp_pat
         assert "recipe.yaml:7:" in result.stderr and "steps.model.with.path" in result.stderr, result.stderr
 
 
+@pytest.mark.parametrize("variant", ["absolute", "parent", "symlink"])
+def test_external_data_outside_the_model_folder_is_refused_in_our_words(trtflow, tmp_path, variant):
+    """onnx refuses such data (good) with a raw ValidationError, which surfaced as exit 3."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    onnx.save_model(_faulty_model(), str(tmp_path / "elsewhere" / "faulty.onnx"), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="weights.bin", size_threshold=0)
+    location = {"absolute": str(tmp_path / "elsewhere" / "weights.bin"), "parent": "../elsewhere/weights.bin",
+                "symlink": "weights.bin"}[variant]
+    if variant == "symlink":
+        (tmp_path / "models" / "weights.bin").symlink_to(tmp_path / "elsewhere" / "weights.bin")
+    model = onnx.load(str(tmp_path / "elsewhere" / "faulty.onnx"), load_external_data=False)
+    for tensor in model.graph.initializer:
+        for entry in tensor.external_data:
+            if entry.key == "location":
+                entry.value = location
+    onnx.save(model, str(tmp_path / "models" / "faulty.onnx"))
+    result, _ = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "models/faulty.onnx"))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "recipe.yaml:7:" in result.stderr and "steps.model.with.path" in result.stderr, result.stderr
+    why = {"absolute": "which is an absolute path", "parent": "which climbs out of the model's folder",
+           "symlink": "which is a symbolic link"}[variant]
+    assert f"tensor `attn.mask` keeps its weights in `{location}`, {why}" in result.stderr, result.stderr
+    assert "ValidationError" not in result.stderr and "Traceback" not in result.stderr
+
+
 def test_engine_file_passes_through(trtflow, tmp_path):
     (tmp_path / "model.plan").write_bytes(b"serialized engine bytes")
     result, out = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "model.plan").replace(", shapes: {scores: [3, 4]}", ""))

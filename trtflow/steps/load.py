@@ -145,7 +145,7 @@ class Load(Step):
         import onnx
         from google.protobuf.message import DecodeError
 
-        from trtflow.onnx_files import load_model, name_nodes
+        from trtflow.onnx_files import load_model, name_nodes, refused_external_data
 
         ctx.progress(0, 4, "reading")
         # read first: `check: false` is no advice for a file that is not ONNX at all, or truncated
@@ -156,6 +156,9 @@ class Load(Step):
                                      "parse it); export or copy it again") from None
         except (OSError, ValueError) as error:
             raise ParamError("path", f"{params.path}: cannot read the ONNX model: {error}") from None
+        except onnx.checker.ValidationError as error:  # onnx refused an external data location
+            reason = refused_external_data(params.path) or f"not a valid ONNX model: {str(error).strip()}"
+            raise ParamError("path", f"{params.path}: {reason}") from None
         if params.check:
             try:
                 onnx.checker.check_model(str(params.path), full_check=params.check == "full")
