@@ -163,11 +163,22 @@ def test_unknown_input_in_shapes_is_a_located_usage_error(trtflow, tmp_path):
     assert "no input `score`; inputs: scores" in result.stderr
 
 
-@pytest.mark.parametrize("content", ["junk", "truncated", "text"])
+def _cut_before(whole: bytes, field: str) -> bytes:
+    """`whole` cut where `field` (and every field after it) starts: a truncation protobuf still parses."""
+    head = onnx.load_model_from_string(whole)
+    for name in ("graph", "opset_import")[("graph", "opset_import").index(field):]:
+        head.ClearField(name)
+    assert whole.startswith(head.SerializeToString())
+    return whole[:head.ByteSize()]
+
+
+@pytest.mark.parametrize("content", ["junk", "truncated", "cut-before-graph", "cut-before-opset", "text"])
 @pytest.mark.parametrize("check", ["true", "false"])
 def test_invalid_model_file_is_a_clear_error(trtflow, tmp_path, content, check):
     whole = (REPO / "pipelines" / "models" / "overflow_demo.onnx").read_bytes()
     (tmp_path / "junk.onnx").write_bytes({"junk": b"\x08\x07this is not protobuf" * 20, "truncated": whole[:3000],
+                                          "cut-before-graph": _cut_before(whole, "graph"),
+                                          "cut-before-opset": _cut_before(whole, "opset_import"),
                                           "text": b"hello world\n"}[content])
     result, _ = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "junk.onnx").replace("shapes:", f"check: {check}, shapes:"))
     assert result.returncode == 2, result.stdout + result.stderr

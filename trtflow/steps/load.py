@@ -45,6 +45,11 @@ def _dtype(value_info) -> str:
     return onnx.helper.tensor_dtype_to_np_dtype(elem_type).name if elem_type else "unknown"
 
 
+def _not_a_model(path: Path, detail: str) -> ParamError:
+    """The error for a file that is not ONNX at all or was cut short; `check: false` cannot help it."""
+    return ParamError("path", f"{path}: not an ONNX model, or a truncated one ({detail}); export or copy it again")
+
+
 def _pin_shapes(model, shapes: dict[str, list[int]]) -> None:
     """Set input dims, and forget inferred shapes so inference recomputes them from the new inputs."""
     inputs = {i.name: i for i in model.graph.input}
@@ -152,13 +157,17 @@ class Load(Step):
         try:
             model = load_model(params.path)
         except DecodeError:
-            raise ParamError("path", f"{params.path}: not an ONNX model, or a truncated one (protobuf cannot "
-                                     "parse it); export or copy it again") from None
+            raise _not_a_model(params.path, "protobuf cannot parse it") from None
         except (OSError, ValueError) as error:
             raise ParamError("path", f"{params.path}: cannot read the ONNX model: {error}") from None
         except onnx.checker.ValidationError as error:  # onnx refused an external data location
             reason = refused_external_data(params.path) or f"not a valid ONNX model: {str(error).strip()}"
             raise ParamError("path", f"{params.path}: {reason}") from None
+        # a file cut at a field boundary parses; no graph or no opset_import is what such a cut leaves
+        lacking = [part for part, present in (("graph", model.HasField("graph")), ("opset_import", bool(model.opset_import)))
+                   if not present]
+        if lacking:
+            raise _not_a_model(params.path, f"it has no {' and no '.join(lacking)}")
         if params.check:
             try:
                 onnx.checker.check_model(str(params.path), full_check=params.check == "full")
