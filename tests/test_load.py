@@ -4,6 +4,7 @@ the FP16/BF16 range summary, and clear errors for bad models."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -162,11 +163,22 @@ def test_unknown_input_in_shapes_is_a_located_usage_error(trtflow, tmp_path):
     assert "no input `score`; inputs: scores" in result.stderr
 
 
-@pytest.mark.parametrize("content", ["junk", "truncated", "text"])
+def _cut_before(whole: bytes, field: str) -> bytes:
+    """`whole` cut where `field` (and every field after it) starts: a truncation protobuf still parses."""
+    head = onnx.load_model_from_string(whole)
+    for name in ("graph", "opset_import")[("graph", "opset_import").index(field):]:
+        head.ClearField(name)
+    assert whole.startswith(head.SerializeToString())
+    return whole[:head.ByteSize()]
+
+
+@pytest.mark.parametrize("content", ["junk", "truncated", "cut-before-graph", "cut-before-opset", "text"])
 @pytest.mark.parametrize("check", ["true", "false"])
 def test_invalid_model_file_is_a_clear_error(trtflow, tmp_path, content, check):
     whole = (REPO / "pipelines" / "models" / "overflow_demo.onnx").read_bytes()
     (tmp_path / "junk.onnx").write_bytes({"junk": b"\x08\x07this is not protobuf" * 20, "truncated": whole[:3000],
+                                          "cut-before-graph": _cut_before(whole, "graph"),
+                                          "cut-before-opset": _cut_before(whole, "opset_import"),
                                           "text": b"hello world\n"}[content])
     result, _ = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "junk.onnx").replace("shapes:", f"check: {check}, shapes:"))
     assert result.returncode == 2, result.stdout + result.stderr
@@ -174,6 +186,53 @@ def test_invalid_model_file_is_a_clear_error(trtflow, tmp_path, content, check):
     assert "junk.onnx: not an ONNX model, or a truncated one" in result.stderr, result.stderr
     assert "check: false" not in result.stderr and "Traceback" not in result.stderr  # no advice that cannot help
     assert not list((tmp_path / ".trtflow" / "store").glob("??/*"))
+
+
+@pytest.mark.parametrize("special", ["fifo", "device", "fifo-as-external-data"])
+def test_a_fifo_or_a_device_is_refused_before_anything_reads_it(trtflow, tmp_path, special):
+    """Hashing a FIFO for the cache key waited for a writer forever, `/dev/zero` never ended."""
+    path = {"fifo": "pipe.onnx", "device": "/dev/zero", "fifo-as-external-data": "ext.onnx"}[special]
+    if special == "fifo":
+        os.mkfifo(tmp_path / "pipe.onnx")
+    elif special == "fifo-as-external-data":
+        onnx.save_model(_faulty_model(), str(tmp_path / "ext.onnx"), save_as_external_data=True,
+                        all_tensors_to_one_file=True, location="ext.weights", size_threshold=0)
+        (tmp_path / "ext.weights").unlink()
+        os.mkfifo(tmp_path / "ext.weights")
+    recipe = write_recipe(tmp_path, RECIPE.replace("MODEL", path))
+    result = trtflow("run", recipe, "--out", tmp_path / "out", cwd=tmp_path, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "not a regular file" in result.stderr and "Traceback" not in result.stderr, result.stderr
+    if special == "fifo-as-external-data":
+        assert "ext.weights is not a regular file" in result.stderr, result.stderr
+    else:
+        assert "recipe.yaml:7:" in result.stderr and "steps.model.with.path" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("variant", ["absolute", "parent", "symlink"])
+def test_external_data_outside_the_model_folder_is_refused_in_our_words(trtflow, tmp_path, variant):
+    """onnx refuses such data (good) with a raw ValidationError, which surfaced as exit 3."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    onnx.save_model(_faulty_model(), str(tmp_path / "elsewhere" / "faulty.onnx"), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="weights.bin", size_threshold=0)
+    location = {"absolute": str(tmp_path / "elsewhere" / "weights.bin"), "parent": "../elsewhere/weights.bin",
+                "symlink": "weights.bin"}[variant]
+    if variant == "symlink":
+        (tmp_path / "models" / "weights.bin").symlink_to(tmp_path / "elsewhere" / "weights.bin")
+    model = onnx.load(str(tmp_path / "elsewhere" / "faulty.onnx"), load_external_data=False)
+    for tensor in model.graph.initializer:
+        for entry in tensor.external_data:
+            if entry.key == "location":
+                entry.value = location
+    onnx.save(model, str(tmp_path / "models" / "faulty.onnx"))
+    result, _ = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "models/faulty.onnx"))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "recipe.yaml:7:" in result.stderr and "steps.model.with.path" in result.stderr, result.stderr
+    why = {"absolute": "which is an absolute path", "parent": "which climbs out of the model's folder",
+           "symlink": "which is a symbolic link"}[variant]
+    assert f"tensor `attn.mask` keeps its weights in `{location}`, {why}" in result.stderr, result.stderr
+    assert "ValidationError" not in result.stderr and "Traceback" not in result.stderr
 
 
 def test_engine_file_passes_through(trtflow, tmp_path):

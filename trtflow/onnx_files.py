@@ -159,6 +159,48 @@ def external_data_files(path: Path) -> list[str]:
     return sorted(found)
 
 
+def _external_tensors(model: "onnx.ModelProto") -> Iterator["onnx.TensorProto"]:
+    """Tensors whose bytes live in another file: initializers and Constant values, subgraphs included."""
+    from onnx.external_data_helper import uses_external_data
+
+    for graph in iter_graphs(model.graph):
+        constants = (attribute.t for node in graph.node for attribute in node.attribute if attribute.HasField("t"))
+        yield from (tensor for tensor in (*graph.initializer, *constants) if uses_external_data(tensor))
+
+
+def refused_external_data(path: Path) -> str | None:
+    """Which tensor of the model at `path` onnx refuses to read, where from and why, in the user's
+    terms; None when every location is acceptable.
+
+    onnx reads external data only from regular files inside the model's own folder, so that a
+    downloaded model cannot make it read any file on the machine; its own message names neither
+    the rule nor the way out."""
+    import os
+
+    import onnx
+    from onnx.external_data_helper import ExternalDataInfo
+
+    folder = path.parent.absolute()
+    for tensor in _external_tensors(onnx.load(str(path), load_external_data=False)):
+        location = ExternalDataInfo(tensor).location
+        data_file = folder / location
+        if os.path.isabs(location):
+            why = "is an absolute path"
+        elif os.path.normpath(location).split(os.sep)[0] == os.pardir:
+            why = f"climbs out of the model's folder ({data_file.resolve()})"
+        elif data_file.is_symlink():
+            why = f"is a symbolic link (to {os.readlink(data_file)})"
+        elif not data_file.resolve().is_relative_to(folder.resolve()):
+            why = f"leads out of the model's folder through a symbolic link ({data_file.resolve()})"
+        else:
+            continue
+        return (f"tensor `{tensor.name}` keeps its weights in `{location}`, which {why}; onnx reads external "
+                f"data only from files inside the model's folder ({folder}) so that a model cannot read other "
+                "files. Copy the data file into that folder (a real file, not a link) and save the model again "
+                "with that location")
+    return None
+
+
 def name_nodes(model: "onnx.ModelProto") -> dict[str, str]:
     """Give every node a unique stable name, in place; returns {new name: what it was ("" if unnamed)}."""
     nodes = [node for graph in iter_graphs(model.graph) for node in graph.node]

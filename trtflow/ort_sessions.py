@@ -1,4 +1,5 @@
-"""How trtflow opens every ONNX Runtime session: runners, bisect's judges and the screening probe.
+"""How trtflow opens every ONNX Runtime session: runners, bisect's judges, the screening probe and
+`load`'s check of the model it wrote.
 
 Sessions start without ONNX Runtime's CPU memory arena. The arena never gives memory back while
 its session lives and grows by doubling, so a session that returns hundreds of tapped tensors, or a
@@ -13,6 +14,8 @@ pass only re-lays FP32 convolutions, so the lowered model computes the same numb
 
 from __future__ import annotations
 
+from pathlib import Path
+
 LOWERED_MODEL_DISABLED_OPTIMIZERS = ["NchwcTransformer"]
 
 
@@ -24,3 +27,20 @@ def new_session_options():
     options.log_severity_level = 3
     options.enable_cpu_mem_arena = False
     return options
+
+
+def session_refusal(path: Path) -> str | None:
+    """Why ONNX Runtime will not open the model file at `path`, or None when it opens.
+
+    Used to check a model trtflow wrote: graph optimizations are off, so this costs the parse and
+    ONNX Runtime's type and shape checks (where a wrong inferred type shows), not a compile. The
+    file is opened by path, so its external data is mapped from beside it, not copied."""
+    import onnxruntime as ort
+
+    options = new_session_options()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as error:  # noqa: BLE001 - ORT raises its own untyped errors
+        return str(error).strip()
+    return None

@@ -77,6 +77,9 @@ class StatCache:
 
     def _file_locked(self, path: Path, with_companions: bool) -> tuple[str, list[str]]:
         stat = path.stat()
+        if not path.is_file():  # a FIFO or device inside a folder, or named as external data: reading it never ends
+            raise UsageError(f"{path} is not a regular file (a FIFO, a device or a socket), so it cannot be hashed "
+                             "for the cache; replace it with the file itself")
         row = self._connection.execute(
             "SELECT digest, companions FROM files_v2 WHERE path = ? AND size = ? AND mtime_ns = ? AND inode = ?",
             (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino),

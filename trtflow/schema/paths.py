@@ -10,6 +10,7 @@ file does not invalidate the cache, while editing the file does.
 
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -39,8 +40,18 @@ class PathResolver:
                              "refer to one of that step's file outputs")
         if not resolved.exists():
             raise ValueError(f"file not found: {resolved} (relative paths start at the recipe's folder {self.base_dir})")
+        _refuse_special_file(resolved)
         self.user_files.add(resolved_text)
         return resolved
+
+
+def _refuse_special_file(path: Path) -> None:
+    """Refuse a FIFO, a device or a socket: hashing it for the cache key would wait for a writer
+    forever (a FIFO) or never reach the end (`/dev/zero`), before the step could say anything."""
+    mode = path.stat().st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise ValueError(f"{path} is not a regular file or folder (it is a FIFO, a device or a socket); "
+                         "give the path of the file itself, e.g. copy the model to disk first")
 
 
 def _resolve_input_path(value: Path, info: ValidationInfo) -> Path:

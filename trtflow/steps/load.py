@@ -9,7 +9,9 @@ engine (`.engine`/`.plan`) is passed through as an `engine` artifact.
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -17,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from trtflow.errors import ParamError
+from trtflow.errors import ParamError, StepError
 from trtflow.packages import installed_version
 from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, file, value
@@ -45,6 +47,11 @@ def _dtype(value_info) -> str:
     return onnx.helper.tensor_dtype_to_np_dtype(elem_type).name if elem_type else "unknown"
 
 
+def _not_a_model(path: Path, detail: str) -> ParamError:
+    """The error for a file that is not ONNX at all or was cut short; `check: false` cannot help it."""
+    return ParamError("path", f"{path}: not an ONNX model, or a truncated one ({detail}); export or copy it again")
+
+
 def _pin_shapes(model, shapes: dict[str, list[int]]) -> None:
     """Set input dims, and forget inferred shapes so inference recomputes them from the new inputs."""
     inputs = {i.name: i for i in model.graph.input}
@@ -62,8 +69,8 @@ def _pin_shapes(model, shapes: dict[str, list[int]]) -> None:
         output.type.tensor_type.ClearField("shape")
 
 
-def _infer_and_save(model, model_path: Path, ctx: StepContext):
-    """Shape inference, then write the model; returns (model, how inference went).
+def _infer_and_save(model, model_path: Path, ctx: StepContext, declared):
+    """Shape inference, then write the model with its subgraphs' declared types; returns (model, how inference went).
 
     Models past protobuf's 2 GB limit are inferred through files. A failure is reported in the
     summary, not fatal: the model stays usable and TensorRT infers shapes itself."""
@@ -72,19 +79,89 @@ def _infer_and_save(model, model_path: Path, ctx: StepContext):
     from trtflow.onnx_files import load_model, save_model
 
     status = "ok"
-    if model.ByteSize() < _PROTOBUF_LIMIT:
+    small = model.ByteSize() < _PROTOBUF_LIMIT
+    if small:
         try:
             model = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
         except Exception as error:  # noqa: BLE001 - onnx raises assorted types
             status = f"failed: {error}"
+    else:
+        save_model(model, model_path, external_data=True)
+        try:
+            onnx.shape_inference.infer_shapes_path(str(model_path), str(model_path))
+        except Exception as error:  # noqa: BLE001
+            status = f"failed: {error}"
+        model = load_model(model_path)
+    if small or len(declared) > 1:  # a big model without subgraphs is written already
+        _restore_types(model, declared, 1)
         save_model(model, model_path)
-        return model, status
-    save_model(model, model_path, external_data=True)
-    try:
-        onnx.shape_inference.infer_shapes_path(str(model_path), str(model_path))
-    except Exception as error:  # noqa: BLE001
-        status = f"failed: {error}"
-    return load_model(model_path), status
+    return model, status
+
+
+def _declared_types(model) -> list[tuple[list, list, list]]:
+    """Copies of every graph's value_info, inputs and outputs (top level first), to undo inference."""
+    from trtflow.onnx_files import iter_graphs
+
+    return [tuple([copy.deepcopy(v) for v in field] for field in (graph.value_info, graph.input, graph.output))
+            for graph in iter_graphs(model.graph)]
+
+
+def _restore_types(model, declared: list[tuple[list, list, list]], first: int) -> None:
+    """Undo inference in every graph from index `first` on (0: all, 1: subgraphs only).
+
+    Subgraphs always keep their declared types: nothing downstream reads types inside them (a
+    precision plan treats a node with subgraphs as one unit), and onnx infers them wrong where
+    ONNX Runtime is lenient. An exporter that declares an If branch's output with the wrong rank,
+    or with literal 0 dims, makes onnx type the If's output from that declaration; ONNX Runtime
+    then refuses the LSTM reading it, or finds a 0-sized output buffer at run time. The top level
+    keeps its (pinned) inputs and gets back its declared outputs, without value_info.
+    Inference never adds nodes, so `iter_graphs` meets the graphs in the same order as before."""
+    from trtflow.onnx_files import iter_graphs
+
+    for index, (graph, (value_info, inputs, outputs)) in enumerate(zip(iter_graphs(model.graph), declared)):
+        if index < first:
+            continue
+        restored = ((graph.value_info, value_info), (graph.input, inputs), (graph.output, outputs))
+        for field, values in restored if index else ((graph.value_info, []), (graph.output, outputs)):
+            del field[:]
+            field.extend(values)
+
+
+def _refusal(path: Path, check: bool | Literal["full"]) -> str | None:
+    """Why onnx.checker (at the step's `check` level) or ONNX Runtime refuses the model file; None if both accept it."""
+    import onnx
+
+    from trtflow.ort_sessions import session_refusal
+
+    if check:
+        try:
+            onnx.checker.check_model(str(path), full_check=check == "full")
+        except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
+            return f"onnx.checker: {str(error).strip()}"
+    refusal = session_refusal(path)
+    return refusal and f"ONNX Runtime: {refusal}"
+
+
+def _verify_written(model, model_path: Path, params: Params, declared, inference: str):
+    """Make sure `load` never turns a model that opens into one that does not; returns (model, inference).
+
+    If ONNX Runtime refuses the user's file too (custom ops, a plugin for TensorRT), it cannot
+    judge ours, and the model is kept as written. Otherwise the top-level inferred types go too."""
+    from trtflow.onnx_files import save_model
+
+    refusal = _refusal(model_path, params.check)
+    if refusal is None or _refusal(params.path, params.check) is not None:
+        return model, inference
+    _restore_types(model, declared, 0)
+    save_model(model, model_path)
+    final = _refusal(model_path, params.check)
+    if final is None:
+        return model, f"dropped, because the inferred types made the model invalid ({refusal})"
+    if params.shapes:
+        raise ParamError("shapes", f"{params.path} opens, but not with these input shapes: {final}")
+    node = re.search(r"Node \((.+?)\)", final)
+    raise StepError(f"the model `load` wrote from {params.path} is refused{f' at node `{node[1]}`' if node else ''} "
+                    f"while the file itself is accepted; this is a bug in trtflow, please report it. {final}")
 
 
 def summarize(model, source: Path, renamed: dict[str, str], inference: str) -> dict[str, Any]:
@@ -125,7 +202,7 @@ class Load(Step):
         "summary": file(".json", "Opset, op histogram, I/O, constant ranges, values out of FP16/BF16 range by node."),
         "kind": value("onnx", "`onnx` or `engine`: what was loaded."),
     }
-    version = 2  # 2: out_of_range entries give the constant's `size`
+    version = 3  # 2: out_of_range entries give the constant's `size`; 3: subgraphs keep their declared types
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         return {"onnx": installed_version("onnx")}
@@ -145,33 +222,43 @@ class Load(Step):
         import onnx
         from google.protobuf.message import DecodeError
 
-        from trtflow.onnx_files import load_model, name_nodes
+        from trtflow.onnx_files import load_model, name_nodes, refused_external_data
 
-        ctx.progress(0, 4, "reading")
+        ctx.progress(0, 5, "reading")
         # read first: `check: false` is no advice for a file that is not ONNX at all, or truncated
         try:
             model = load_model(params.path)
         except DecodeError:
-            raise ParamError("path", f"{params.path}: not an ONNX model, or a truncated one (protobuf cannot "
-                                     "parse it); export or copy it again") from None
+            raise _not_a_model(params.path, "protobuf cannot parse it") from None
         except (OSError, ValueError) as error:
             raise ParamError("path", f"{params.path}: cannot read the ONNX model: {error}") from None
+        except onnx.checker.ValidationError as error:  # onnx refused an external data location
+            reason = refused_external_data(params.path) or f"not a valid ONNX model: {str(error).strip()}"
+            raise ParamError("path", f"{params.path}: {reason}") from None
+        # a file cut at a field boundary parses; no graph or no opset_import is what such a cut leaves
+        lacking = [part for part, present in (("graph", model.HasField("graph")), ("opset_import", bool(model.opset_import)))
+                   if not present]
+        if lacking:
+            raise _not_a_model(params.path, f"it has no {' and no '.join(lacking)}")
         if params.check:
             try:
                 onnx.checker.check_model(str(params.path), full_check=params.check == "full")
             except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, DecodeError) as error:
                 raise ParamError("path", f"{params.path}: not a valid ONNX model: {str(error).strip()} "
                                          "(set `check: false` on the load step to load it anyway)") from None
-        ctx.progress(1, 4, "naming nodes")
+        ctx.progress(1, 5, "naming nodes")
         renamed = name_nodes(model)
+        declared = _declared_types(model)
         if params.shapes:
             _pin_shapes(model, params.shapes)
-        ctx.progress(2, 4, "inferring shapes")
-        model, inference = _infer_and_save(model, ctx.output_path("model"), ctx)
+        ctx.progress(2, 5, "inferring shapes")
+        model, inference = _infer_and_save(model, ctx.output_path("model"), ctx, declared)
+        ctx.progress(3, 5, "checking what was written")
+        model, inference = _verify_written(model, ctx.output_path("model"), params, declared, inference)
         if inference != "ok":
             ctx.log(f"shape inference {inference}")
-        ctx.progress(3, 4, "summarizing")
+        ctx.progress(4, 5, "summarizing")
         summary = summarize(model, params.path, renamed, inference)
         ctx.output_path("summary").write_text(json.dumps(summary, indent=1))
-        ctx.progress(4, 4, "done")
+        ctx.progress(5, 5, "done")
         return {"kind": "onnx"}

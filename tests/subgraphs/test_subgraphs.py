@@ -1,0 +1,131 @@
+"""Models whose network sits in nested If branches, through every CPU step of `trtflow run`.
+
+`load` must never make a valid model invalid: every model it writes opens in ONNX Runtime and
+gives the original's outputs bit for bit in FP32, and the steps after it (taps, every CPU runner,
+compare, bisect-precision, render-graph) run on it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from conftest import write_recipe
+from subgraphs.models import CORPUS, HIDDEN, SAMPLES, SHAPES
+from trtflow.tensors.tensor_set import TensorSet
+
+LOAD = """
+trtflow: 1
+name: subgraphs
+steps:
+  model: {uses: load, with: {path: MODEL, shapes: {input: [1, 512], state: [2, 1, 128]}}}
+"""
+
+PIPELINE = LOAD + """
+  taps: {uses: surgeon-insert-tap, with: {model: "${steps.model.model}", tensors: all}}
+  run:
+    uses: run-runners
+    with:
+      model: ${steps.taps.model}
+      data: {seed: 1, iterations: 2, ranges: {"*": [-1, 1], sr: [SR, SR]}}
+      runners:
+        - {name: fp32, backend: onnxruntime}
+        - {name: ort_fp16, backend: onnxruntime, precision: fp16}
+        - {name: fp16, backend: emulated, precision: fp16}
+        - {name: bf16, backend: emulated, precision: bf16}
+  diff: {uses: compare, with: {results: "${steps.run.results}", reference: fp32, atol: 1.0, rtol: 1.0}}
+  hunt:
+    uses: bisect-precision
+    with:
+      model: ${steps.model.model}
+      data: {seed: 1, iterations: 2, ranges: {"*": [-1, 1], sr: [SR, SR]}}
+      precision: fp16
+      check: {atol: 1.0, rtol: 1.0}
+  graph: {uses: render-graph, with: {model: "${steps.model.model}", overlay: "${steps.diff.report}", formats: [html, dot]}}
+"""
+
+
+def _outputs(model: Path | onnx.ModelProto, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    source = str(model) if isinstance(model, Path) else model.SerializeToString()
+    session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in session.get_outputs()], session.run(None, feed)))
+
+
+def _feed(sample_rate: int, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"input": rng.uniform(-1, 1, SHAPES["input"]).astype(np.float32),
+            "state": rng.uniform(-1, 1, SHAPES["state"]).astype(np.float32), "sr": np.array(sample_rate, np.int64)}
+
+
+def _run(trtflow, folder: Path, model_name: str, recipe_text: str):
+    onnx.save(CORPUS[model_name](), str(folder / f"{model_name}.onnx"))
+    recipe = write_recipe(folder, recipe_text.replace("MODEL", f"{model_name}.onnx"))
+    return trtflow("run", recipe, "--out", folder / "out", cwd=folder), folder / "out" / "subgraphs"
+
+
+@pytest.mark.parametrize("model_name", sorted(CORPUS))
+def test_load_output_opens_and_computes_the_original_outputs_bit_for_bit(trtflow, tmp_path, model_name):
+    result, out = _run(trtflow, tmp_path, model_name, LOAD)
+    assert result.returncode == 0, result.stdout + result.stderr
+    original = CORPUS[model_name]()
+    for sample_rate in (16000, 8000):  # both branches: LSTM and LSTM, or LSTM and GRU
+        feed = _feed(sample_rate)
+        expected, written = _outputs(original, feed), _outputs(out / "model" / "model.onnx", feed)
+        assert list(written) == list(expected) == ["output", "stateN"]
+        for name, value in expected.items():
+            assert written[name].tobytes() == value.tobytes(), (sample_rate, name)
+    summary = json.loads((out / "model" / "summary.json").read_text())
+    assert summary["subgraphs"] == 6 and summary["inputs"][0]["shape"] == [1, SAMPLES]
+
+
+@pytest.mark.parametrize(("model_name", "sample_rate"), [("vad_wrong_rank", 16000), ("vad_zero_dims", 8000)])
+def test_nested_if_models_run_through_every_cpu_step(trtflow, tmp_path, model_name, sample_rate):
+    result, out = _run(trtflow, tmp_path, model_name, PIPELINE.replace("SR", str(sample_rate)))
+    assert result.returncode == 0, result.stdout + result.stderr
+    results = TensorSet.open(out / "run" / "results")
+    for runner in ("fp32", "ort_fp16", "fp16", "bf16"):
+        assert results.failure(runner) is None, (runner, results.failure(runner))
+        assert {"output", "stateN"} <= set(results.tensor_names(runner))
+    original = CORPUS[model_name]()
+    for iteration, feed in enumerate(results.feeds()):
+        assert int(feed["sr"]) == sample_rate
+        expected = _outputs(original, feed)
+        for name in ("output", "stateN"):
+            assert results.load("fp32", iteration, name).tobytes() == expected[name].tobytes()
+        assert results.load("fp32", iteration, "stateN").shape == (2, 1, HIDDEN)
+    report = json.loads((out / "diff" / "report.json").read_text())
+    assert set(report["candidates"]) == {"ort_fp16", "fp16", "bf16"}, report.keys()
+    assert (out / "hunt" / "model.onnx").exists() and (out / "hunt" / "keep.json").exists()
+    assert {".dot", ".html"} <= {p.suffix for p in (out / "graph" / "graph").iterdir()}
+
+
+def test_a_written_model_refused_where_the_file_opens_is_reported_as_a_trtflow_bug(tmp_path):
+    """The last line of defence: should `load` ever write a model ONNX Runtime refuses while the
+    user's file opens, the step says so and names the node, instead of a later step failing."""
+    from trtflow.errors import StepError
+    from trtflow.steps.load import Params, _declared_types, _verify_written
+
+    source = tmp_path / "vad.onnx"
+    onnx.save(CORPUS["vad_wrong_rank"](), str(source))
+    broken = onnx.shape_inference.infer_shapes(CORPUS["vad_wrong_rank"](), strict_mode=False)  # types kept in subgraphs
+    written = tmp_path / "model.onnx"
+    onnx.save(broken, str(written))
+    with pytest.raises(StepError) as raised:
+        _verify_written(broken, written, Params(path=source), _declared_types(broken), "ok")
+    message = str(raised.value)
+    assert "is refused at node `If_0` while the file itself is accepted; this is a bug in trtflow" in message, message
+    assert "First input tensor must have rank 3" in message
+
+
+def test_shapes_that_make_the_model_unopenable_are_a_located_error(trtflow, tmp_path):
+    """Pinning `input` to a width the weights cannot multiply is the recipe's mistake: exit 2 at `shapes`."""
+    result, _ = _run(trtflow, tmp_path, "vad_wrong_rank", LOAD.replace("[1, 512]", "[1, 500]"))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "recipe.yaml:5:" in result.stderr and "steps.model.with.shapes" in result.stderr, result.stderr
+    assert "opens, but not with these input shapes" in result.stderr and "Traceback" not in result.stderr
