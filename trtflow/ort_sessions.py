@@ -1,4 +1,5 @@
-"""How trtflow opens every ONNX Runtime session: runners, bisect's judges and the screening probe.
+"""How trtflow opens every ONNX Runtime session (the `onnxruntime` runner opens them all; the emulated
+runner, bisect-precision's plans and its screening probe go through it).
 
 Sessions start without ONNX Runtime's CPU memory arena. The arena never gives memory back while
 its session lives and grows by doubling, so a session that returns hundreds of tapped tensors, or a
