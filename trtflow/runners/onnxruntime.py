@@ -104,14 +104,13 @@ class OnnxruntimeRunner:
             setattr(options, key, value)
         if self.custom_op_library is not None:
             options.register_custom_ops_library(str(self.custom_op_library))
+        source = self._session_source()
+        if isinstance(source, bytes) and self._folder is not None:
+            options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(self._folder))
         try:
-            source = self._session_source()
-            if isinstance(source, bytes) and self._folder is not None:
-                options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(self._folder))
             self.session = ort.InferenceSession(source, options, providers=self.providers,
                                                 disabled_optimizers=self.disabled_optimizers)
         except Exception as error:  # noqa: BLE001 - ORT raises its own untyped errors
-            self.deactivate()  # no scratch file outlives a session that never opened
             raise RunnerFailed(self.name, f"cannot create an ONNX Runtime session: {error}") from None
 
     @property
