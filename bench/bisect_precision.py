@@ -42,28 +42,51 @@ from trtflow.precision import search  # noqa: E402
 from trtflow.precision.sites import precision_sites  # noqa: E402
 from trtflow.precision.formats import FORMATS  # noqa: E402
 from trtflow.precision.plan import PrecisionPlan  # noqa: E402
-from trtflow.precision.screening import screen, tensor_magnitudes  # noqa: E402
-from trtflow.steps.bisect_judges import EmulatedOutputs, check_tolerances  # noqa: E402
+from trtflow.precision.screening import screen  # noqa: E402
+from trtflow.runners.base import PlanModel  # noqa: E402
+from trtflow.runners.emulated import Config as Emulated  # noqa: E402
+from trtflow.steps.bisect_judges import check_tolerances  # noqa: E402
+from trtflow.steps.bisect_precision import fp32_magnitudes  # noqa: E402
 from trtflow.tensors.comparison import Tolerances  # noqa: E402
 
 CHECK = Tolerances(atol=0.05, rtol=0.05)
 
 
+def emulated(model):
+    """bisect-precision's default runner: the switchable emulated model, activated."""
+    runner = Emulated(name="emulated", backend="emulated", precision="fp16").plan_runner(
+        PlanModel(model, Path("unused.onnx"), "fp16"))
+    runner.activate()
+    return runner
+
+
+def outputs(runner, plan, feeds):
+    runner.realize(plan, feeds)
+    return (runner.infer(feed) for feed in feeds)
+
+
 def ours(model, feeds, culprits: set[str]) -> list[tuple]:
+    import tempfile
+
+    import onnx
+
     started = time.perf_counter()
-    backend = EmulatedOutputs(model, "fp16")
+    backend = emulated(model)
     sites = precision_sites(model, "fp16")
     every = frozenset(s.node for s in sites)
-    reference = list(backend.outputs(PrecisionPlan("fp16", every), feeds))
+    reference = list(outputs(backend, PrecisionPlan("fp16", every), feeds))
     setup = time.perf_counter() - started
 
     def judge(keep):
-        return check_tolerances(CHECK, reference, backend.outputs(PrecisionPlan("fp16", keep), feeds)).passed
+        return check_tolerances(CHECK, reference, outputs(backend, PrecisionPlan("fp16", keep), feeds)).passed
 
     rows = []
     nodes = [s.node for s in sites]
+    scratch = tempfile.TemporaryDirectory()
+    onnx.save_model(model, f"{scratch.name}/model.onnx")  # the step screens the recipe's file
     started = time.perf_counter()
-    magnitudes = tensor_magnitudes(model, [t for s in sites for t in s.low_inputs + s.low_outputs], feeds)
+    magnitudes = fp32_magnitudes(Path(scratch.name) / "model.onnx",
+                                 [t for s in sites for t in s.low_inputs + s.low_outputs], feeds)
     screening = screen(model, FORMATS["fp16"], sites, magnitudes)
     result = search.minimal(screening.lowering_order(nodes), judge, expect_clean=not screening.suspects)
     rows.append(("minimal", result, setup + time.perf_counter() - started))
@@ -72,7 +95,8 @@ def ours(model, feeds, culprits: set[str]) -> list[tuple]:
         started = time.perf_counter()
         result = run()
         rows.append((name, result, setup + time.perf_counter() - started))
-    backend.close()
+    backend.deactivate()
+    scratch.cleanup()
     return [(name, r.evaluations, seconds, None if r.keep is None else len(r.keep), r.keep == culprits)
             for name, r, seconds in rows]
 
@@ -81,15 +105,15 @@ def per_trial_seconds(model, feeds) -> tuple[float, float]:
     """(switchable: one plan on the built session, rewrite: emulate() + session + run), averaged over 5 plans."""
     import onnxruntime
 
-    backend = EmulatedOutputs(model, "fp16")
+    backend = emulated(model)
     nodes = [s.node for s in precision_sites(model, "fp16")]
     rng = random.Random(0)
     plans = [PrecisionPlan("fp16", frozenset(rng.sample(nodes, len(nodes) // 2))) for _ in range(5)]
     started = time.perf_counter()
     for plan in plans:
-        list(backend.outputs(plan, feeds))
+        list(outputs(backend, plan, feeds))
     switchable = (time.perf_counter() - started) / len(plans)
-    backend.close()
+    backend.deactivate()
     options = onnxruntime.SessionOptions()
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
     started = time.perf_counter()

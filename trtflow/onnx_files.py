@@ -34,11 +34,14 @@ def weight_bytes(model: "onnx.ModelProto") -> int:
     return sum(len(t.raw_data) for t in iter_initializers(model.graph))
 
 
-def save_model(model: "onnx.ModelProto", path: Path, *, external_data: bool | None = None) -> None:
+def save_model(model: "onnx.ModelProto", path: Path, *, external_data: bool | None = None,
+               keep_weights: bool = True) -> None:
     """Write `model` to `path`, with external data in `<name>.data` when large (or when asked).
 
     onnx moves the weights out of the in-memory model when it writes them externally; they are
-    read back, so `model` is left as it was and callers can keep using it."""
+    read back, so `model` is left as it was and callers can keep using it — unless `keep_weights`
+    is False: a scratch copy handed to ONNX Runtime lets them go, so the session that reads the file
+    holds the only other copy."""
     import onnx
     from onnx.external_data_helper import load_external_data_for_model
 
@@ -48,7 +51,8 @@ def save_model(model: "onnx.ModelProto", path: Path, *, external_data: bool | No
     if external_data:
         onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
                         location=path.name + ".data", size_threshold=1024)
-        load_external_data_for_model(model, str(path.parent))
+        if keep_weights:
+            load_external_data_for_model(model, str(path.parent))
     else:
         onnx.save_model(model, str(path))
 
@@ -223,6 +227,17 @@ def name_nodes(model: "onnx.ModelProto") -> dict[str, str]:
         node.name = name
         renamed[name] = original
     return renamed
+
+
+def named(model: "onnx.ModelProto") -> "onnx.ModelProto":
+    """A copy of `model` in which every node has its stable name (`name_nodes`); `model` is not
+    changed, so a model other code reads keeps the names it had."""
+    import onnx
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    name_nodes(copy)
+    return copy
 
 
 def drop_unread_initializers(model: "onnx.ModelProto") -> None:

@@ -1,5 +1,6 @@
-"""How trtflow opens every ONNX Runtime session: runners, bisect's judges, the screening probe and
-`load`'s check of the model it wrote.
+"""How trtflow opens every ONNX Runtime session (the `onnxruntime` runner opens them all; the emulated
+runner, bisect-precision's plans and its screening probe go through it), and how `load` checks that
+ONNX Runtime accepts the model it wrote.
 
 Sessions start without ONNX Runtime's CPU memory arena. The arena never gives memory back while
 its session lives and grows by doubling, so a session that returns hundreds of tapped tensors, or a
@@ -15,6 +16,7 @@ pass only re-lays FP32 convolutions, so the lowered model computes the same numb
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 LOWERED_MODEL_DISABLED_OPTIMIZERS = ["NchwcTransformer"]
 
@@ -29,6 +31,14 @@ def new_session_options():
     return options
 
 
+def open_session(source: bytes | str, options, providers: list[str], disabled_optimizers: Sequence[str] = ()):
+    """An onnxruntime.InferenceSession of `source` (model bytes or a file path): the one place
+    trtflow creates them, so every session gets the options above."""
+    import onnxruntime as ort
+
+    return ort.InferenceSession(source, options, providers=providers, disabled_optimizers=list(disabled_optimizers))
+
+
 def session_refusal(path: Path) -> str | None:
     """Why ONNX Runtime will not open the model file at `path`, or None when it opens.
 
@@ -40,7 +50,7 @@ def session_refusal(path: Path) -> str | None:
     options = new_session_options()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
-        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        open_session(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as error:  # noqa: BLE001 - ORT raises its own untyped errors
         return str(error).strip()
     return None

@@ -277,6 +277,65 @@ def test_onnxruntime_backend_judges_real_mixed_models_and_nodes_narrow_the_candi
     assert report["candidates"] == 23 and not report["passed"]  # node17 always runs in FP16: nothing passes
 
 
+def test_a_runner_entry_is_the_backend_spelled_out_and_a_wrong_one_is_a_recipe_error(trtflow, tmp_path):
+    model, culprits = chain_model(24, {5, 17})
+    save(model, tmp_path / "chain.onnx")
+    trials = {}
+    for name, extra in (("shorthand", "backend: emulated"), ("entry", "runner: {backend: emulated, precision: fp16}")):
+        done = run(trtflow, tmp_path, write_recipe(tmp_path, hunt_step("chain.onnx", extra), name=name))
+        assert done.returncode == 0, done.stdout + done.stderr
+        report = json.loads((outputs(tmp_path, name) / "report.json").read_text())
+        assert report["backend"] == "emulated" and {n["name"] for n in report["keep"]} == set(culprits)
+        trials[name] = [(t["plan"], t["passed"], t["metrics"]) for t in report["trials"]]
+    assert trials["shorthand"] == trials["entry"]
+
+    (tmp_path / "saved.json").write_text("[]")
+    for extra, expected in (("runner: {backend: saved, path: saved.json}", "steps.hunt.with.runner"),
+                            ("runner: {backend: emulated, precision: bf16}", "say the plans' low precision once"),
+                            ("runner: {backend: emulated, isolate: true}", "`isolate` is for run-runners"),
+                            ("runner: {backend: emulated, keep: [node5]}", "each plan says which nodes stay FP32")):
+        done = run(trtflow, tmp_path, write_recipe(tmp_path, hunt_step("chain.onnx", extra), name="wrong"))
+        assert done.returncode == 2 and expected in done.stdout + done.stderr, done.stdout + done.stderr
+        assert "Traceback" not in done.stdout + done.stderr
+
+
+FAILING_RUNNER_CLI = """
+import sys
+from trtflow import onnx_files
+from trtflow.runners.base import RunnerFailed
+from trtflow.runners.onnxruntime import OnnxruntimeRunner
+
+onnx_files.EXTERNAL_DATA_THRESHOLD = 0  # every session of the search reads its weights from a scratch file
+real_infer, calls = OnnxruntimeRunner.infer, []
+
+def infer(self, feed):  # after the reference (3), the screening (3) and a few trials, the device goes away
+    calls.append(feed)
+    if len(calls) == 13:
+        raise RunnerFailed(self.name, "failed during inference: the device was lost")
+    return real_infer(self, feed)
+
+OnnxruntimeRunner.infer = infer
+from trtflow.cli import main
+sys.argv = ["trtflow", *sys.argv[1:]]
+main()
+"""
+
+
+def test_a_runner_failing_mid_search_fails_the_step_and_leaves_no_scratch_files(tmp_path):
+    model, _ = chain_model(40, {7, 31})
+    save(model, tmp_path / "chain.onnx")
+    recipe = write_recipe(tmp_path, hunt_step("chain.onnx"))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    done = subprocess.run([sys.executable, "-c", FAILING_RUNNER_CLI, "run", str(recipe), "--workspace",
+                           str(tmp_path / "ws"), "--out", str(tmp_path / "out")], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "TMPDIR": str(scratch)})
+    output = done.stdout + done.stderr
+    assert done.returncode == 3, output
+    assert "the device was lost" in output and "Traceback" not in output
+    assert not list(scratch.glob("trtflow-*"))  # the switchable model's and the screening probe's files are gone
+
+
 def test_fingerprint_finds_onnxruntime_installed_as_onnxruntime_gpu(monkeypatch):
     from importlib import metadata
 

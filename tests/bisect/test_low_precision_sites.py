@@ -168,24 +168,38 @@ def test_switchable_model_rounds_what_emulate_rounds(precision):
             np.testing.assert_array_equal(got, want, err_msg=name)
 
 
-def test_the_search_session_reads_its_weights_from_file_and_judges_as_emulate_does():
-    """The switchable model holds every weight twice; the search session reads them from its scratch
-    file and the in-memory model lets them go, rather than holding reloaded, re-serialized copies."""
-    from trtflow.precision.screening import tensor_magnitudes
-    from trtflow.steps.bisect_judges import EmulatedOutputs
+def test_the_search_session_reads_its_weights_from_file_and_judges_as_emulate_does(monkeypatch, tmp_path):
+    """The switchable model holds every weight twice; past the external-data threshold the search session
+    reads them from its scratch file and the in-memory model lets them go, rather than holding reloaded,
+    re-serialized copies. Deactivating the runner removes the file; the caller's model is untouched."""
+    import tempfile
 
+    from trtflow import onnx_files
+    from trtflow.runners.base import PlanModel
+    from trtflow.runners.emulated import Config
+    from trtflow.steps.bisect_precision import fp32_magnitudes
+
+    monkeypatch.setattr(onnx_files, "EXTERNAL_DATA_THRESHOLD", 0)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     model, feed = ops_model(), sample()
-    backend = EmulatedOutputs(model, "fp16")
-    assert backend.switchable.model.graph.initializer and not any(
-        t.raw_data for t in backend.switchable.model.graph.initializer if len(t.external_data))
+    before = model.SerializeToString()
+    runner = Config(name="emulated", backend="emulated", precision="fp16").plan_runner(
+        PlanModel(model, tmp_path / "unused.onnx", "fp16"))
+    runner.activate()
+    assert runner.switchable.model.graph.initializer and not any(
+        t.raw_data for t in runner.switchable.model.graph.initializer if len(t.external_data))
+    assert [p.name for p in tmp_path.iterdir()] and all(p.name.startswith("trtflow-ort-") for p in tmp_path.iterdir())
     plan = PrecisionPlan("fp16", frozenset({"pad", "clip"}))
-    got = next(iter(backend.outputs(plan, [feed])))
-    backend.close()
+    runner.realize(plan, [feed])
+    got = runner.infer(feed)
+    runner.deactivate()
+    assert not list(tmp_path.iterdir()) and model.SerializeToString() == before
     session = onnxruntime.InferenceSession(plan.emulate(model).SerializeToString())
     for name, want in zip([o.name for o in session.get_outputs()], session.run(None, feed)):
         np.testing.assert_array_equal(got[name], want, err_msg=name)
     fp32 = onnxruntime.InferenceSession(model.SerializeToString()).run(["resized"], feed)[0]
-    assert tensor_magnitudes(model, ["resized"], [feed])["resized"].max_abs == float(np.abs(fp32).max()) > 0
+    onnx.save_model(model, str(tmp_path / "ops.onnx"))
+    assert fp32_magnitudes(tmp_path / "ops.onnx", ["resized"], [feed])["resized"].max_abs == float(np.abs(fp32).max()) > 0
 
 
 def test_a_tapped_parameter_is_still_a_parameter():

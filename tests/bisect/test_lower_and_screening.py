@@ -11,7 +11,8 @@ from onnx import TensorProto, helper, numpy_helper
 from bisect_models import chain_model, varied_model
 from trtflow.precision.formats import FORMATS
 from trtflow.precision.plan import PrecisionPlan
-from trtflow.precision.screening import screen, tensor_magnitudes
+from trtflow.precision.screening import screen
+from trtflow.steps.bisect_precision import fp32_magnitudes
 from trtflow.precision.sites import precision_sites
 
 
@@ -82,14 +83,15 @@ def attention_mask_model():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def test_screening_flags_lost_constants_and_out_of_range_activations():
+def test_screening_flags_lost_constants_and_out_of_range_activations(tmp_path):
     model = attention_mask_model()
     static = screen(model, FORMATS["fp16"], precision_sites(model, "fp16"))
     assert {"apply_mask", "amplify", "restore"} <= set(static.suspects)  # float32-min mask and 2e5 overflow FP16
     bf16 = screen(model, FORMATS["bf16"], precision_sites(model, "bf16"))
     assert bf16.suspects == ["apply_mask"]  # BF16 holds 2e5 but not float32-min
 
-    magnitudes = tensor_magnitudes(model, ["big", "masked", "y"], [{"x": np.array([0.5, 1.0], np.float32)}])
+    onnx.save_model(model, str(tmp_path / "mask.onnx"))
+    magnitudes = fp32_magnitudes(tmp_path / "mask.onnx", ["big", "masked", "y"], [{"x": np.array([0.5, 1.0], np.float32)}])
     assert magnitudes["big"].max_abs == pytest.approx(2e5)
     chain, culprits = chain_model(10, {6})
     chain_sites = precision_sites(chain, "fp16")

@@ -23,15 +23,11 @@ HIGH_PRECISION = "fp32"
 
 def layer_map(model: "onnx.ModelProto", plan: "PrecisionPlan") -> dict[str, str]:
     """`{node name: "fp32" | plan.precision}` for every node a plan can place, in graph order."""
-    import onnx
-
-    from trtflow.onnx_files import name_nodes
+    from trtflow.onnx_files import named
     from trtflow.precision.lower import unlowerable_nodes
     from trtflow.precision.sites import precision_sites
 
-    named = onnx.ModelProto()
-    named.CopyFrom(model)
-    name_nodes(named)
-    fixed = unlowerable_nodes(named)
+    with_names = named(model)
+    fixed = unlowerable_nodes(with_names)
     return {site.node: HIGH_PRECISION if site.node in plan.keep or site.node in fixed else plan.precision
-            for site in precision_sites(named, plan.precision)}
+            for site in precision_sites(with_names, plan.precision)}

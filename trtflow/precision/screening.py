@@ -9,8 +9,8 @@ that here they only order the search, and every answer is still verified by tria
   1e7, an epsilon of 1e-12 (`trtflow.precision.ranges.lost_values`); a weight that loses a stray
   value or two to zero is only lowered late (`UNDERFLOW_SHARE`);
 - magnitudes: one FP32 run over the samples records each tensor's largest and smallest non-zero
-  magnitude; a node whose inputs or outputs exceed the format's range (or fall below its normal
-  range) is suspect.
+  magnitude (`tensor_magnitudes`, over what a runner returned); a node whose inputs or outputs
+  exceed the format's range (or fall below its normal range) is suspect.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
-from trtflow.ort_sessions import new_session_options
 from trtflow.precision.formats import Format
 from trtflow.precision.ranges import lost_values
 
@@ -90,40 +89,16 @@ class Screening:
                 "lost_constants": self.lost_constants}
 
 
-def tensor_magnitudes(model: "onnx.ModelProto", tensors: Iterable[str], feeds: Iterable[dict[str, np.ndarray]]
-                      ) -> dict[str, Magnitude]:
-    """One FP32 ONNX Runtime pass over `feeds`, recording the magnitudes of `tensors` (top-level floats).
+def tensor_magnitudes(tensors: Iterable[str], outputs: Iterable[dict[str, np.ndarray]]) -> dict[str, Magnitude]:
+    """The magnitudes of `tensors` over `outputs`: one FP32 run's values per sample, each holding them.
 
-    The probe model goes to ONNX Runtime as a file with external weights: saving moves them out of
-    the copy, so the weights are held once more by the session, not three times more (copy, bytes,
-    session — 1.3 GB for a BERT-base)."""
-    import shutil
-    import tempfile
-
-    import onnx
-    import onnxruntime
-
-    wanted = [t for t in dict.fromkeys(tensors)]
-    probed = onnx.ModelProto()
-    probed.CopyFrom(model)
-    existing = {o.name for o in probed.graph.output}
-    for tensor in wanted:
-        if tensor not in existing:
-            probed.graph.output.append(onnx.helper.make_tensor_value_info(tensor, onnx.TensorProto.FLOAT, None))
-    options = new_session_options()
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
-    scratch = tempfile.mkdtemp(prefix="trtflow-probe-")
-    try:
-        onnx.save_model(probed, f"{scratch}/probe.onnx", save_as_external_data=True, all_tensors_to_one_file=True,
-                        location="probe.onnx.data", size_threshold=1024)
-        del probed
-        session = onnxruntime.InferenceSession(f"{scratch}/probe.onnx", options, providers=["CPUExecutionProvider"])
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    found = {tensor: Magnitude() for tensor in wanted}
-    for feed in feeds:
-        for tensor, values in zip(wanted, session.run(wanted, feed)):
-            found[tensor].update(np.asarray(values))
+    The run is the caller's (an `onnxruntime` runner asked for these tensors), so this module opens no
+    session of its own; a tensor a sample lacks adds nothing."""
+    found = {tensor: Magnitude() for tensor in dict.fromkeys(tensors)}
+    for sample in outputs:
+        for tensor, magnitude in found.items():
+            if tensor in sample:
+                magnitude.update(np.asarray(sample[tensor]))
     return found
 
 

@@ -24,14 +24,23 @@ process exactly as in a child process (`isolate: true`), so isolation never chan
 What can be known before anything runs — a `keep` name the model lacks — is the entry's
 `check_model`, which `run-runners` turns into a recipe error.
 
+Precision plans: a config that overrides `plan_runner(subject)` can also realize plans of one
+model (`PlanModel`), and is then a backend of `bisect-precision` with no edit there. Its
+`PlanRunner` has the same lifecycle — `activate()`, then per plan `realize(plan, feeds)` followed
+by `infer(feed)` for each of those feeds, and `deactivate()` whatever happened, which removes every
+scratch file the runner made. `realize` is where a backend pays for a plan: nothing for the
+emulated runner (one session of the switchable model takes the plan as an input, `switches_plans`),
+a new session of the lowered model for `onnxruntime`, an engine build for `tensorrt`.
+
 Adding a backend: one module with `Config` (and its runner) plus one line in `registry.BACKENDS`.
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Iterator, Literal, Protocol
+from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Literal, Protocol, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,6 +49,9 @@ from trtflow.lazy import lazy_import
 
 if TYPE_CHECKING:
     import onnx
+
+    from trtflow.precision.formats import PrecisionName
+    from trtflow.precision.plan import PrecisionPlan
 
 np = lazy_import("numpy")
 
@@ -54,6 +66,25 @@ class Runner(Protocol):
     def infer(self, feed: Feed) -> dict[str, np.ndarray]: ...
 
     def deactivate(self) -> None: ...
+
+
+class PlanRunner(Runner, Protocol):
+    switches_plans: bool  # True: a plan is an input of one session, so realizing one costs nothing
+
+    def realize(self, plan: "PrecisionPlan", feeds: Sequence[Feed]) -> None:
+        """Make the next `infer` calls, on these feeds, run `plan`."""
+        ...
+
+
+@dataclass(frozen=True)
+class PlanModel:
+    """What a plan runner realizes plans of: the model, loaded once by its caller and shared."""
+
+    model: "onnx.ModelProto"  # weights loaded, every node named (`onnx_files.name_nodes`); never changed
+    path: Path  # the file it came from (a TensorRT build parses a file)
+    precision: "PrecisionName"  # the low precision of every plan
+    state_dir: Callable[[str], Path] | None = None  # a workspace folder by name that outlives runs (timing caches)
+    log: Callable[[str], None] = lambda message: None
 
 
 def layer_profile(runner: Runner) -> list[dict] | None:
@@ -88,6 +119,11 @@ class RunnerConfig(BaseModel):
     def fingerprint(self) -> dict[str, str]:
         """Library versions and hardware that change this runner's outputs (part of the step key)."""
         return {}
+
+    def plan_runner(self, subject: PlanModel) -> PlanRunner:
+        """A runner that realizes precision plans of `subject` (backends that can override this).
+        Raises ValueError, saying what to change, when a setting of this entry contradicts plans."""
+        raise NotImplementedError(f"a `{getattr(self, 'backend', '?')}` runner cannot realize precision plans")
 
 
 class RunnerFailed(StepError):

@@ -8,7 +8,14 @@ The emulated runner reuses this one with a model transform.
 The session gets the (rewritten) model as bytes and reads external weights from the model's own
 folder (`EXTERNAL_DATA_FOLDER`): nothing is copied or linked, so a multi-GB model costs no disk and
 no second copy in memory, and ONNX Runtime's check that external data stays inside the model's
-folder holds. Only a rewritten model over protobuf's 2 GB limit goes through a scratch file.
+folder holds. Only a rewritten model over protobuf's 2 GB limit goes through a scratch file, and
+so does one made with `scratch_weights` (the switchable emulated model, the screening probe): its
+weights move to the file, so the session holds the only other copy. `deactivate` removes it.
+This runner is the one place trtflow opens ONNX Runtime sessions; the emulated runner and
+`bisect-precision`'s plans reuse it with a model in memory (`model` may be a ModelProto).
+
+Precision plans (`Config.plan_runner`): each plan's lowered mixed-precision model
+(`PrecisionPlan.lower`) in a new session on this entry's providers.
 
 Sessions start from `trtflow.ort_sessions` (no CPU memory arena; a runner's `session_options:
 {enable_cpu_mem_arena: true}` turns it back on), and a lowered model's leaves out the pass that
@@ -21,22 +28,24 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
 from pydantic import Field
 
 from trtflow.errors import ParamError
 from trtflow.lazy import lazy_import
-from trtflow.ort_sessions import LOWERED_MODEL_DISABLED_OPTIMIZERS, new_session_options
+from trtflow.ort_sessions import LOWERED_MODEL_DISABLED_OPTIMIZERS, new_session_options, open_session
 from trtflow.packages import installed_version
-from trtflow.runners.base import Feed, RunnerConfig, RunnerFailed
+from trtflow.runners.base import Feed, PlanModel, RunnerConfig, RunnerFailed
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
+
+np = lazy_import("numpy")
 
 if TYPE_CHECKING:
     import onnx
 
-np = lazy_import("numpy")
+    from trtflow.precision.plan import PrecisionPlan
 
 PROTOBUF_LIMIT = 2_000_000_000
 EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"  # for a model given as bytes
@@ -81,17 +90,22 @@ class Config(RunnerConfig):
     def fingerprint(self) -> dict[str, str]:
         return {"onnxruntime": installed_version("onnxruntime")}
 
+    def plan_runner(self, subject: PlanModel) -> "LoweredPlanRunner":
+        return LoweredPlanRunner(self, subject)
+
 
 @dataclass
 class OnnxruntimeRunner:
     name: str
-    model: Path
+    model: "Path | onnx.ModelProto"  # a file, or a model in memory (read, never changed)
     outputs: list[str] | None
     providers: list[str] = field(default_factory=lambda: ["CPUExecutionProvider"])
     session_options: dict[str, Any] = field(default_factory=dict)
     custom_op_library: Path | None = None
     transform: Callable | None = None  # ModelProto -> ModelProto, applied before outputs are marked
     disabled_optimizers: list[str] = field(default_factory=list)  # ONNX Runtime graph transformers to skip
+    scratch_weights: bool = False  # in-memory weights past onnx_files.EXTERNAL_DATA_THRESHOLD go to a scratch
+    # file the session reads; a model given in memory hands them over (its initializers then point into the file)
     session: Any = None
     _scratch: Path | None = None
 
@@ -108,42 +122,53 @@ class OnnxruntimeRunner:
         if self.custom_op_library is not None:
             options.register_custom_ops_library(str(self.custom_op_library))
         source = self._session_source()
-        if isinstance(source, bytes):
+        if isinstance(source, bytes) and self._folder is not None:
             options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(self._folder))
         try:
-            self.session = ort.InferenceSession(source, options, providers=self.providers,
-                                                disabled_optimizers=self.disabled_optimizers)
+            self.session = open_session(source, options, self.providers, self.disabled_optimizers)
         except Exception as error:  # noqa: BLE001 - ORT raises its own untyped errors
             raise RunnerFailed(self.name, f"cannot create an ONNX Runtime session: {error}") from None
 
     @property
-    def _folder(self) -> Path:
-        """The folder external data locations are relative to: the model path's own, links not followed (as onnx does)."""
-        return Path(self.model).absolute().parent
+    def _folder(self) -> Path | None:
+        """The folder external data locations are relative to: the model path's own, links not followed
+        (as onnx does); None for a model in memory, whose weights are all loaded."""
+        return Path(self.model).absolute().parent if isinstance(self.model, (str, Path)) else None
 
     def _session_source(self) -> bytes | str:
-        """The model as ORT should load it: bytes, or a scratch file when the rewrite passes 2 GB."""
+        """The model as ORT should load it: bytes, or a scratch file (`scratch_weights`, or over 2 GB)."""
         from google.protobuf.message import EncodeError
 
-        from trtflow.onnx_files import load_model, save_model, weight_bytes
+        from trtflow.onnx_files import EXTERNAL_DATA_THRESHOLD, load_model, save_model, weight_bytes
         from trtflow.tensors.catalog import catalog
         from trtflow.tensors.taps import mark_outputs
 
-        model = load_model(self.model, load_weights=self.transform is not None)
+        model = self.model
+        if self._folder is not None:
+            model = load_model(model, load_weights=self.transform is not None)
         if self.transform is not None:
             model = self.transform(model)
         if self.outputs is not None:
+            if model is self.model:  # the caller's model stays as it was
+                import onnx
+
+                model = onnx.ModelProto()
+                model.CopyFrom(self.model)
             mark_outputs(model, self.outputs, catalog(model), replace=True)
-        if weight_bytes(model) < PROTOBUF_LIMIT:  # cheap; ByteSize() would serialize the whole model once more
+        weights = weight_bytes(model)  # cheap; ByteSize() would serialize the whole model once more
+        if weights < PROTOBUF_LIMIT and not (self.scratch_weights and weights > EXTERNAL_DATA_THRESHOLD):
             try:
                 return model.SerializeToString()
             except EncodeError:  # weights just under the limit, the rest of the graph over it
                 pass
-        from onnx.external_data_helper import load_external_data_for_model
+        if self._folder is not None:
+            from onnx.external_data_helper import load_external_data_for_model
 
-        load_external_data_for_model(model, str(self._folder))  # what is still on disk goes into the new file
+            load_external_data_for_model(model, str(self._folder))  # what is still on disk goes into the new file
         self._scratch = Path(tempfile.mkdtemp(prefix="trtflow-ort-"))
-        save_model(model, self._scratch / "model.onnx", external_data=True)
+        # the weights move to the file, unless the model is the caller's and was not handed over (`scratch_weights`)
+        save_model(model, self._scratch / "model.onnx", external_data=True,
+                   keep_weights=model is self.model and not self.scratch_weights)
         return str(self._scratch / "model.onnx")
 
     def infer(self, feed: Feed) -> dict[str, np.ndarray]:
@@ -159,3 +184,34 @@ class OnnxruntimeRunner:
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
+
+
+class LoweredPlanRunner:
+    """Each precision plan's real mixed-precision model (`PrecisionPlan.lower`) in a session of its own."""
+
+    switches_plans = False
+
+    def __init__(self, config: Config, subject: PlanModel):
+        self.name = config.name
+        self.config = config
+        self.subject = subject
+        self._session: OnnxruntimeRunner | None = None
+
+    def activate(self) -> None:
+        """Nothing to prepare: every plan is a model of its own."""
+
+    def realize(self, plan: "PrecisionPlan", feeds: Sequence[Feed]) -> None:
+        self.deactivate()
+        self._session = OnnxruntimeRunner(self.name, self.subject.model, None, providers=self.config.providers,
+                                          session_options=self.config.session_options,
+                                          custom_op_library=self.config.custom_op_library, transform=plan.lower,
+                                          disabled_optimizers=LOWERED_MODEL_DISABLED_OPTIMIZERS)
+        self._session.activate()
+
+    def infer(self, feed: Feed) -> dict[str, np.ndarray]:
+        return self._session.infer(feed)
+
+    def deactivate(self) -> None:
+        if self._session is not None:
+            self._session.deactivate()
+            self._session = None

@@ -31,3 +31,15 @@ def runner_entry():
     """The type of one entry under `runners:` — the config of the backend it names."""
     configs = tuple(config_type(backend) for backend in BACKENDS)
     return Annotated[Union[configs], Field(discriminator="backend")]
+
+
+def realizes_plans(backend: str) -> bool:
+    """Whether `backend`'s runners can realize precision plans (its config overrides `plan_runner`)."""
+    return config_type(backend).plan_runner is not RunnerConfig.plan_runner
+
+
+@lru_cache(maxsize=None)
+def plan_runner_entry():
+    """The type of a runner entry that realizes precision plans (`bisect-precision`'s `runner`)."""
+    configs = tuple(config_type(backend) for backend in BACKENDS if realizes_plans(backend))
+    return Annotated[Union[configs], Field(discriminator="backend")]

@@ -9,21 +9,34 @@ runner's `missing` tensors.
 With `layer_timing: true` every layer is timed through TensorRT's `IProfiler`; `layer_profile()`
 returns the times in trtexec's `--exportProfile` layout (the Runner protocol's optional profile),
 which `run-runners` writes as its `profiles` output for `render-graph`.
+
+Precision plans (`Config.plan_runner`, `bisect-precision` on TensorRT): a plan costs one engine
+build and one inference per sample; everything else is shared across plans: TensorRT is imported
+once, and one in-memory timing cache serves every build, so after the first build the tactics of
+layers whose precision did not change are not timed again (the cache is also saved to the
+workspace, so a resumed search starts warm). Each engine's optimization profile spans the shapes of
+the samples it is realized for. Keep sets are ONNX node names; `build_engine` maps them to layers
+through the parser's layer names and `[ONNX Layer: ...]` metadata on weakly typed TensorRT, and
+through the lowered model on strongly typed TensorRT.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from pydantic import Field, field_validator
 
 from trtflow.lazy import lazy_import
-from trtflow.runners.base import RunnerConfig, RunnerFailed
+from trtflow.runners.base import Feed, PlanModel, RunnerConfig, RunnerFailed
 from trtflow.schema.paths import InputPath
 from trtflow.trt.profiler import LayerTimes
 
 np = lazy_import("numpy")
+
+if TYPE_CHECKING:
+    from trtflow.precision.plan import PrecisionPlan
+    from trtflow.trt.builder import ShapeRange
 
 ONNX_SUFFIXES = {".onnx"}
 
@@ -56,6 +69,12 @@ class Config(RunnerConfig):
         from trtflow.trt.environment import fingerprint
 
         return fingerprint()
+
+    def plan_runner(self, subject: PlanModel) -> "TensorRTPlanRunner":
+        if self.engine is not None:
+            raise ValueError("`engine` has no place in a runner that realizes precision plans: each plan's "
+                             "engine is built from the model")
+        return TensorRTPlanRunner(self.name, subject)
 
 
 class TensorRTRunner:
@@ -102,3 +121,66 @@ class TensorRTRunner:
         if self.layer_times is None:
             return None
         return self.layer_times.take()
+
+
+def _shapes_of(feeds: Sequence[Feed]) -> dict[str, "ShapeRange"]:
+    """An optimization profile that covers the samples: per input, the smallest and largest shape seen."""
+    from trtflow.trt.builder import ShapeRange
+
+    shapes = {}
+    for name, first in feeds[0].items() if feeds else ():
+        seen = [feed[name].shape for feed in feeds]
+        shapes[name] = ShapeRange(tuple(map(min, zip(*seen))), first.shape, tuple(map(max, zip(*seen))))
+    return shapes
+
+
+class TensorRTPlanRunner:
+    """Each precision plan as an engine of its own, built with a timing cache shared by every build."""
+
+    switches_plans = False
+
+    def __init__(self, name: str, subject: PlanModel):
+        self.name = name
+        self.subject = subject
+        self.builds = 0
+        self._trt: Any = None
+        self._log: Any = None
+        self._cache: Any = None
+        self._session: Any = None
+
+    def activate(self) -> None:
+        from trtflow.trt.api import TensorRT
+        from trtflow.trt.builder import TimingCache, timing_cache_file
+        from trtflow.trt.log import TensorRTLog
+
+        self._trt = TensorRT.load()
+        self._log = TensorRTLog(echo=self.subject.log)
+        state_dir = self.subject.state_dir
+        self._cache = TimingCache(timing_cache_file(state_dir("tensorrt")) if state_dir else None, self._log)
+
+    def realize(self, plan: "PrecisionPlan", feeds: Sequence[Feed]) -> None:
+        from trtflow.errors import ParamError
+        from trtflow.trt.builder import BuildSettings, build_engine
+        from trtflow.trt.execution import EngineSession
+
+        if plan.precision not in ("fp16", "bf16"):
+            raise ParamError("precision", f"bisect-precision on TensorRT searches fp16 or bf16 plans, not {plan.precision} "
+                                          "(FP8 needs explicit Q/DQ quantization in TensorRT)")
+        self._close_engine()
+        settings = BuildSettings(precision=plan.precision, shapes=_shapes_of(feeds))
+        built = build_engine(self.subject.path, settings, keep=plan.keep, timing_cache=self._cache, log=self._log,
+                             trt=self._trt)
+        self.builds += 1
+        self._session = EngineSession(self._trt, built.serialized, self._log)
+
+    def infer(self, feed: Feed) -> dict[str, np.ndarray]:
+        return self._session.infer(feed)
+
+    def deactivate(self) -> None:
+        self._close_engine()
+        self._trt = self._cache = None
+
+    def _close_engine(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None

@@ -1,12 +1,7 @@
-"""How `bisect-precision` learns whether a plan passes: a backend gives outputs, the check judges them.
+"""How `bisect-precision` learns whether a plan passes: a runner gives outputs, the check judges them.
 
-A backend turns a precision plan into outputs for every sample:
-- `emulated` (default): the switchable emulated model (`trtflow.precision.emulate.switchable`) is
-  built and loaded once; a plan is a mask input, so a trial is one inference per sample on an
-  already-built session — no rewrite, no session build;
-- `onnxruntime`: the plan's real mixed-precision model (`PrecisionPlan.lower`) in a new session
-  per trial, on the best provider available (CUDA users see real FP16 kernels);
-- `tensorrt`: `trtflow.trt.judge.TensorRTJudge`, one engine build per trial.
+The outputs come from the step's runner (`trtflow.runners.base.PlanRunner`: `realize(plan,
+feeds)`, then `infer` per feed); this module only judges them.
 The check is either the tolerance block of `compare` (`trtflow.tensors.comparison.Tolerances`),
 applied to every output of every sample and stopping at the first sample that fails, or a user
 command run like Polygraphy's `--check`: exit status 0 means pass. The command runs in the
@@ -23,13 +18,12 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from trtflow.errors import ParamError, StepError
 from trtflow.lazy import lazy_import
-from trtflow.ort_sessions import LOWERED_MODEL_DISABLED_OPTIMIZERS, new_session_options
 from trtflow.schema.paths import InputPath
 from trtflow.tensors.comparison import Tolerances, json_number, new_nonfinite
 
@@ -71,76 +65,6 @@ class CommandCheck(BaseModel):
 class Verdict:
     passed: bool
     metrics: dict
-
-
-class PlanOutputs(Protocol):
-    def outputs(self, plan: "PrecisionPlan", feeds: Sequence[Feed]) -> Iterable[Outputs]: ...
-
-
-class EmulatedOutputs:
-    """Every plan of one precision through one session of the switchable emulated model."""
-
-    def __init__(self, model: "onnx.ModelProto", precision: str):
-        import onnx
-
-        from trtflow.precision.emulate import switchable
-        from trtflow.runners.emulated import EMULATION_SESSION_OPTIONS
-        from trtflow.runners.onnxruntime import OnnxruntimeRunner
-
-        self.switchable = switchable(model, precision)
-        self._scratch = Path(tempfile.mkdtemp(prefix="trtflow-bisect-"))
-        model_path = self._scratch / "switchable.onnx"
-        # The switchable model holds every weight twice (as is and rounded). Saved with external data,
-        # onnx moves them out of the in-memory model and the session reads them from the file: no
-        # reloaded and re-serialized copies (a BERT-base's setup peaked at 3.9 GB, now 2.2 GB).
-        onnx.save_model(self.switchable.model, str(model_path), save_as_external_data=True,
-                        all_tensors_to_one_file=True, location=model_path.name + ".data", size_threshold=1024)
-        self.runner = OnnxruntimeRunner("emulated", model_path, None, session_options=EMULATION_SESSION_OPTIONS)
-        self.runner.activate()
-
-    def outputs(self, plan: "PrecisionPlan", feeds: Sequence[Feed]) -> Iterable[Outputs]:
-        for feed in feeds:
-            yield self.runner.infer(self.switchable.feed(plan, feed))
-
-    def close(self) -> None:
-        import shutil
-
-        self.runner.deactivate()
-        shutil.rmtree(self._scratch, ignore_errors=True)
-
-
-class LoweredOutputs:
-    """Each plan's real mixed-precision model in ONNX Runtime (a session per plan)."""
-
-    def __init__(self, model: "onnx.ModelProto", providers: list[str] | None = None):
-        import onnxruntime
-
-        self.model = model
-        self.providers = providers or onnxruntime.get_available_providers()
-
-    def session(self, lowered: "onnx.ModelProto"):
-        import onnxruntime
-
-        options = new_session_options()
-        return onnxruntime.InferenceSession(lowered.SerializeToString(), options, providers=self.providers,
-                                            disabled_optimizers=LOWERED_MODEL_DISABLED_OPTIMIZERS)
-
-    def outputs(self, plan: "PrecisionPlan", feeds: Sequence[Feed]) -> Iterable[Outputs]:
-        session = self.session(plan.lower(self.model))
-        names = [o.name for o in session.get_outputs()]
-        for feed in feeds:
-            yield dict(zip(names, session.run(names, feed)))
-
-
-def plan_outputs(backend: str, model: "onnx.ModelProto", model_path: Path, precision: str,
-                 timing_cache: Path | None, log) -> PlanOutputs:
-    if backend == "emulated":
-        return EmulatedOutputs(model, precision)
-    if backend == "onnxruntime":
-        return LoweredOutputs(model)
-    from trtflow.trt.judge import TensorRTJudge
-
-    return TensorRTJudge(model_path, timing_cache=timing_cache, log=log)
 
 
 def check_tolerances(tolerances: Tolerances, reference: Sequence[Outputs], candidates: Iterable[Outputs]) -> Verdict:

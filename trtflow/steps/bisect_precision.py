@@ -6,9 +6,12 @@ This step answers with ONNX node names, a verified mixed-precision model, and th
    magnitudes rank the candidates (`trtflow.precision.screening`);
 2. a search (`trtflow.precision.search`): `minimal` (default) finds a 1-minimal keep set over
    arbitrary nodes; `bisect`/`linear` with `direction` reproduce Polygraphy's `debug precision`;
-3. every trial asks a backend for the plan's outputs and the check for a verdict
-   (`trtflow.steps.bisect_judges`) — through the executor's journal, so a killed run resumes
-   without repeating finished trials and a `replay` answers them on another machine;
+3. every trial asks the step's runner to realize the plan (`runner`, any runner entry that
+   realizes plans — `trtflow.runners.base.PlanRunner`; `backend: NAME` is its shorthand) and the
+   check for a verdict on its outputs (`trtflow.steps.bisect_judges`) — through the executor's
+   journal, so a killed run resumes without repeating finished trials and a `replay` answers them
+   on another machine. The runner is deactivated whatever happens, so a failed search leaves no
+   scratch files;
 4. the answer is lowered to a real mixed-precision model and verified again on fresh samples.
 
 Candidates are the top-level nodes with float outputs, narrowed by `nodes`; a node outside the
@@ -26,8 +29,9 @@ from __future__ import annotations
 import json
 import math
 import time
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -35,6 +39,8 @@ from trtflow.errors import ParamError
 from trtflow.lazy import lazy_import
 from trtflow.packages import installed_version
 from trtflow.precision.formats import PrecisionName
+from trtflow.runners.base import PlanModel, PlanRunner, Runner, RunnerConfig
+from trtflow.runners.registry import BACKENDS, config_type, plan_runner_entry, realizes_plans
 from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, TrialRecord, file, value
 from trtflow.steps.bisect_judges import CommandCheck, Verdict
@@ -45,6 +51,10 @@ np = lazy_import("numpy")
 
 NODES_NAMED_IN_NOTICE = 8  # the run's printed answer names this many kept nodes; keep.json has all
 FRESH_SEED_OFFSET = 7919  # fresh samples for the final verification: the recipe's seed plus this
+PLAN_BACKENDS = tuple(backend for backend in BACKENDS if realizes_plans(backend))
+# The reference (every node kept) and the deployable model's verification: the lowered model on ONNX
+# Runtime's CPU provider, the FP32 truth users compare against.
+LOWERED_ON_CPU = {"name": "lowered_onnxruntime", "backend": "onnxruntime"}
 
 
 class NodeSelection(BaseModel):
@@ -79,9 +89,13 @@ class Params(StepParams):
                                                        "Polygraphy JSON.")
     reference: ReferenceResults | None = Field(None, description="Expected outputs; default: the model run in FP32.")
     precision: PrecisionName = Field("fp16", description="The low precision: fp16, bf16 or fp8.")
-    backend: Literal["emulated", "onnxruntime", "tensorrt"] = Field(
-        "emulated", description="What runs a plan: emulated (any CPU, one inference per trial), onnxruntime (the real "
-                                "mixed-precision model), tensorrt (an engine build per trial).")
+    backend: Literal[PLAN_BACKENDS] = Field(
+        "emulated", description="Shorthand for `runner: {backend: NAME}`: emulated (any CPU, one inference per trial), "
+                                "onnxruntime (the real mixed-precision model), tensorrt (an engine build per trial).")
+    runner: plan_runner_entry() | None = Field(
+        None, exclude_if=lambda runner: runner is None,  # recipes that say `backend` keep their step key
+        description="The runner that realizes each plan, a run-runners entry (`name` optional), e.g. {backend: "
+                    "onnxruntime, providers: [CUDAExecutionProvider]}; default: `backend`'s.")
     mode: Literal["minimal", "bisect", "linear"] = Field(
         "minimal", description="minimal: a 1-minimal set of any nodes; bisect/linear: Polygraphy's prefix searches.")
     direction: Literal["forward", "reverse"] = Field(
@@ -94,11 +108,83 @@ class Params(StepParams):
 
     search_budget = frozenset({"max_trials", "replay"})
 
+    @model_validator(mode="before")
+    @classmethod
+    def _runner_entry(cls, data: Any) -> Any:
+        """`runner` completed from the step: its name defaults to its backend, the plans' precision is said
+        once (a runner's own `precision`, where given, is the step's)."""
+        if not isinstance(data, dict) or not isinstance(data.get("runner"), dict):
+            return data
+        entry = dict(data["runner"])
+        backend = entry.get("backend")
+        if "backend" in data and data["backend"] != backend:
+            raise ValueError("give `runner` or its shorthand `backend`, not both")
+        precision = data.get("precision")
+        if "precision" in entry and precision not in (None, entry["precision"]):
+            raise ValueError(f"the runner's precision ({entry['precision']}) is not the step's ({precision}): say the "
+                             "plans' low precision once, in `precision`")
+        data = {**data, "precision": entry.get("precision", precision)} if "precision" in entry else dict(data)
+        if backend in PLAN_BACKENDS:
+            data["backend"] = backend
+            entry = _completed(entry, data.get("precision"))
+        data["runner"] = entry
+        return data
+
     @model_validator(mode="after")
     def _one_source(self) -> "Params":
         if self.data is not None and self.inputs is not None:
             raise ValueError("give one input source, not data and inputs")
+        if self.runner is not None and self.runner.isolate:
+            raise ValueError("bisect-precision runs its runner in process: `isolate` is for run-runners")
         return self
+
+    @property
+    def search_runner(self) -> RunnerConfig:
+        """The runner entry that realizes plans: `runner`, or the one `backend` stands for."""
+        if self.runner is not None:
+            return self.runner
+        return config_type(self.backend).model_validate(_completed({"backend": self.backend}, self.precision))
+
+
+def _completed(entry: dict, precision: str | None) -> dict:
+    """A runner entry with what bisect-precision lets a user leave out: its name, and the precision
+    a backend requires (the emulated runner's format is the plans')."""
+    completed = {"name": entry["backend"], **entry}
+    required = config_type(entry["backend"]).model_fields.get("precision")
+    if required is not None and required.is_required() and "precision" not in entry:
+        completed["precision"] = precision or Params.model_fields["precision"].default
+    return completed
+
+
+@contextmanager
+def _activated(runner: Runner) -> Iterator[Runner]:
+    """`runner`, active inside; deactivated on the way out whatever happened (its scratch files go)."""
+    try:
+        runner.activate()
+        yield runner
+    finally:
+        runner.deactivate()
+
+
+def _outputs(runner: PlanRunner, plan, feeds: list[dict]) -> Iterator[dict]:
+    """`plan`'s outputs for each feed, one sample at a time (a check stops at the first that fails)."""
+    runner.realize(plan, feeds)
+    for feed in feeds:
+        yield runner.infer(feed)
+
+
+def fp32_magnitudes(model_path: Path, tensors: list[str], feeds: list[dict]) -> dict:
+    """Screening's magnitudes of `tensors` in the FP32 model, from an `onnxruntime` runner asked for them
+    (weights through a scratch file: the runner's copy lets them go, the session holds the only other)."""
+    from trtflow.precision.screening import tensor_magnitudes
+    from trtflow.runners.emulated import EMULATION_SESSION_OPTIONS
+    from trtflow.runners.onnxruntime import OnnxruntimeRunner
+
+    tensors = list(dict.fromkeys(tensors))
+    probe = OnnxruntimeRunner("screening", Path(model_path), tensors, session_options=EMULATION_SESSION_OPTIONS,
+                              scratch_weights=True)
+    with _activated(probe):
+        return tensor_magnitudes(tensors, (probe.infer(feed) for feed in feeds))
 
 
 def _feeds(params: Params, model, data: DataSpec | None = None) -> list[dict[str, np.ndarray]]:
@@ -171,19 +257,16 @@ class BisectPrecision(Step):
     journaled = True
 
     def fingerprint(self, params: Params) -> dict[str, str]:
-        facts = {"onnxruntime": installed_version("onnxruntime"), "onnx": installed_version("onnx")}
-        if params.backend == "tensorrt":
-            from trtflow.trt.environment import fingerprint
-
-            facts.update(fingerprint())
-        return facts
+        # ONNX Runtime and onnx always: the reference, the screening and the final lowered model use them
+        return {"onnxruntime": installed_version("onnxruntime"), "onnx": installed_version("onnx"),
+                **params.search_runner.fingerprint()}
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from trtflow.onnx_files import load_model, name_nodes, save_model
         from trtflow.precision.formats import FORMATS
         from trtflow.precision.lower import unlowerable_nodes
         from trtflow.precision.plan import PrecisionPlan
-        from trtflow.precision.screening import screen, tensor_magnitudes
+        from trtflow.precision.screening import screen
         from trtflow.precision.sites import held_by_opset, precision_sites
 
         model = load_model(params.model)
@@ -205,33 +288,43 @@ class BisectPrecision(Step):
         if held is not None:
             ctx.notice(held.describe(params.precision))
 
-        started = time.perf_counter()
-        backend = self._backend(ctx, params, model)
-        reference = self._reference(params, model, backend, feeds, every_site)
-        if isinstance(params.check, CommandCheck):
-            broken = self._command_rejects_the_reference(ctx, params, model, feeds, reference, every_site)
-            if broken:
-                self._close(backend)
-                raise ParamError("check", broken)
-        setup_seconds = time.perf_counter() - started
+        config = params.search_runner
+        try:
+            search_runner = config.plan_runner(PlanModel(model, Path(params.model), params.precision, ctx.state_dir,
+                                                         ctx.log))
+        except ValueError as error:
+            raise ParamError("runner", str(error)) from None
+        lowered_config = config_type(LOWERED_ON_CPU["backend"]).model_validate(LOWERED_ON_CPU)
+        with ExitStack() as active:
+            started = time.perf_counter()
+            runner = active.enter_context(_activated(search_runner))
+            lowered = active.enter_context(_activated(lowered_config.plan_runner(PlanModel(model, Path(params.model),
+                                                                                           params.precision))))
+            fp32 = runner if runner.switches_plans else lowered  # the same session: bit-identical to keeping all
+            reference = self._reference(params, model, fp32, feeds, every_site)
+            if isinstance(params.check, CommandCheck):
+                broken = self._command_rejects_the_reference(ctx, params, model, feeds, reference, every_site)
+                if broken:
+                    raise ParamError("check", broken)
+            setup_seconds = time.perf_counter() - started
 
-        fmt = FORMATS[params.precision]
-        magnitudes = None
-        if params.mode == "minimal":
+            fmt = FORMATS[params.precision]
             site_tensors = [t for s in sites for t in s.low_inputs + s.low_outputs]
-            magnitudes = tensor_magnitudes(model, site_tensors, feeds)
-        screening = screen(model, fmt, [s for s in sites if s.node in candidates], magnitudes)
+            magnitudes = fp32_magnitudes(params.model, site_tensors, feeds) if params.mode == "minimal" else None
+            screening = screen(model, fmt, [s for s in sites if s.node in candidates], magnitudes)
 
-        def evaluate(keep: frozenset[str]) -> Verdict:
-            return self._verdict(ctx, params, PrecisionPlan(params.precision, keep), model, backend, feeds, reference)
+            def evaluate(keep: frozenset[str]) -> Verdict:
+                return self._verdict(ctx, params, PrecisionPlan(params.precision, keep), model, runner, feeds,
+                                     reference)
 
-        result, trials = self._search(ctx, params, candidates, screening, evaluate, fixed_keep)
-        search_seconds = sum(r.seconds for r in trials.records if r.origin == "run")
-
-        found = result.keep is not None
-        plan = PrecisionPlan(params.precision, (result.keep or frozenset()) | fixed_keep)
-        final = self._verify(ctx, params, model, plan, backend, every_site) if found else None
-        self._close(backend)
+            result, trials = self._search(ctx, params, candidates, screening, evaluate, fixed_keep)
+            search_seconds = sum(r.seconds for r in trials.records if r.origin == "run")
+            found = result.keep is not None
+            plan = PrecisionPlan(params.precision, (result.keep or frozenset()) | fixed_keep)
+            # the lowered model on ONNX Runtime's CPU provider is verified too, unless the search ran exactly that
+            also_lowered = None if config.model_copy(update={"name": lowered_config.name}) == lowered_config else lowered
+            final = (self._verify(ctx, params, model, plan, (runner, fp32, also_lowered), config.backend, every_site)
+                     if found else None)
         if found:
             save_model(plan.lower(model), ctx.output_path("model"))
             ctx.output_path("layer_precisions").write_text(json.dumps(plan.layer_map(model), indent=1))
@@ -248,7 +341,7 @@ class BisectPrecision(Step):
         report = {
             "passed": verified, "found": found, "complete": result.complete, "message": message,
             "mode": params.mode, "direction": params.direction if params.mode != "minimal" else None,
-            "backend": params.backend, "precision": params.precision,
+            "backend": config.backend, "precision": params.precision,
             "candidates": len(candidates), "fixed_high_precision": len(fixed), "samples": len(feeds),
             "held_by_opset": held.as_json() if held is not None else None,
             "held_by_opset_note": held.describe(params.precision) if held is not None else None,
@@ -272,31 +365,19 @@ class BisectPrecision(Step):
         ctx.notice(notice)
         return {"passed": verified}
 
-    def _backend(self, ctx: StepContext, params: Params, model):
-        from trtflow.steps.bisect_judges import plan_outputs
-
-        timing_cache = None
-        if params.backend == "tensorrt":
-            from trtflow.trt.builder import timing_cache_file
-
-            timing_cache = timing_cache_file(ctx.state_dir("tensorrt"))
-        return plan_outputs(params.backend, model, params.model, params.precision, timing_cache, ctx.log)
-
-    def _reference(self, params: Params, model, backend, feeds, every_site: frozenset[str]) -> list[dict]:
-        """Expected outputs: given, or every node kept (bit-identical to the all-FP32 trial when emulated)."""
+    def _reference(self, params: Params, model, fp32: PlanRunner, feeds, every_site: frozenset[str]) -> list[dict]:
+        """Expected outputs: given, or `fp32`'s with every node kept."""
         from trtflow.precision.plan import PrecisionPlan
-        from trtflow.steps.bisect_judges import EmulatedOutputs, LoweredOutputs
 
         output_names = [o.name for o in model.graph.output]
         if params.reference is not None:
             return _reference_outputs(params, len(feeds), output_names)
-        fp32 = backend if isinstance(backend, EmulatedOutputs) else LoweredOutputs(model, ["CPUExecutionProvider"])
-        return list(fp32.outputs(PrecisionPlan(params.precision, every_site), feeds))
+        return list(_outputs(fp32, PrecisionPlan(params.precision, every_site), feeds))
 
-    def _verdict(self, ctx: StepContext, params: Params, plan, model, backend, feeds, reference) -> Verdict:
+    def _verdict(self, ctx: StepContext, params: Params, plan, model, runner: PlanRunner, feeds, reference) -> Verdict:
         from trtflow.steps.bisect_judges import check_command, check_tolerances
 
-        candidates = backend.outputs(plan, feeds)
+        candidates = _outputs(runner, plan, feeds)
         if isinstance(params.check, CommandCheck):
             return check_command(params.check, plan, model, feeds, reference, candidates, ctx.recipe_dir)
         return check_tolerances(params.check, reference, candidates)
@@ -335,34 +416,28 @@ class BisectPrecision(Step):
             result = strategy(candidates, trials, direction=params.direction, max_trials=params.max_trials)
         return result, trials
 
-    def _verify(self, ctx: StepContext, params: Params, model, plan, backend, every_site) -> dict:
-        """The found plan again on fresh samples: with the search backend, and as the lowered model in ONNX Runtime."""
-        from trtflow.steps.bisect_judges import LoweredOutputs
-
+    def _verify(self, ctx: StepContext, params: Params, model, plan, runners: tuple, searched_on: str,
+                every_site: frozenset[str]) -> dict:
+        """The found plan again on fresh samples: with the search's runner and, unless the search ran it, as
+        the lowered model on ONNX Runtime's CPU provider. `runners`: (search, reference, lowered or None)."""
+        runner, fp32, lowered = runners
         fresh = params.inputs is None and params.reference is None
         if fresh:
             data = params.data or DataSpec()
             feeds = _feeds(params, model, data.model_copy(update={"seed": data.seed + FRESH_SEED_OFFSET}))
         else:
             feeds = _feeds(params, model)
-        reference = self._reference(params, model, backend, feeds, every_site)
+        reference = self._reference(params, model, fp32, feeds, every_site)
         verified: dict[str, Any] = {"samples": "fresh" if fresh else "search (inputs came from files)", "count": len(feeds)}
-        searched = self._verdict(ctx, params, plan, model, backend, feeds, reference)
-        verified[params.backend] = {"passed": searched.passed, **searched.metrics}
-        if params.backend != "onnxruntime":
+        searched = self._verdict(ctx, params, plan, model, runner, feeds, reference)
+        verified[searched_on] = {"passed": searched.passed, **searched.metrics}
+        if lowered is not None:
             try:
-                lowered = self._verdict(ctx, params, plan, model, LoweredOutputs(model, ["CPUExecutionProvider"]),
-                                        feeds, reference)
-                verified["lowered_onnxruntime"] = {"passed": lowered.passed, **lowered.metrics}
+                on_cpu = self._verdict(ctx, params, plan, model, lowered, feeds, reference)
+                verified["lowered_onnxruntime"] = {"passed": on_cpu.passed, **on_cpu.metrics}
             except Exception as error:  # noqa: BLE001 - e.g. no BF16 kernels on ONNX Runtime's CPU provider
                 verified["lowered_onnxruntime"] = {"skipped": f"ONNX Runtime (CPU) cannot run it: {str(error)[:200]}"}
         return verified
-
-    @staticmethod
-    def _close(backend) -> None:
-        close = getattr(backend, "close", None)
-        if close is not None:
-            close()
 
     @staticmethod
     def _keep_entries(result, trials: Trials, fixed: dict[str, str], ops: dict[str, str], params: Params) -> list[dict]:

@@ -144,14 +144,12 @@ def _check_runners(params: Params, model) -> None:
 def _notice_opset_held_nodes(ctx: StepContext, params: Params, model) -> None:
     """Emulated runners leave FP32 what the model's opset gives no low type (Conv in BF16 before
     opset 22): say so, or a clean BF16 comparison of a CNN would hide that its convolutions never ran low."""
-    from trtflow.onnx_files import name_nodes
     from trtflow.precision.sites import held_by_opset
 
     precisions = {config.name: config.precision for config in params.runners
                   if config.backend == "emulated"}
     if model is None or not precisions:
         return
-    name_nodes(model)
     for precision in dict.fromkeys(precisions.values()):
         held = held_by_opset(model, precision)
         if held is not None:
@@ -304,8 +302,8 @@ class RunRunners(Step):
         "timings": value({"fp32": {"mean_ms": 1.0, "median_ms": 1.0, "min_ms": 1.0, "iterations": 1, "passes": 1}},
                          "Per runner: inference time (ms) and how many passes the memory budget needed; or its error."),
     }
-    version = 4  # 2: the `profiles` output; 3: inputs record their iteration count, runner errors are uniform;
-    # 4: scalars stay scalars in the Polygraphy JSON files
+    version = 5  # 2: the `profiles` output; 3: inputs record their iteration count, runner errors are uniform;
+    # 4: scalars stay scalars in the Polygraphy JSON files; 5: results name unnamed nodes as reports do
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         facts = {"numpy": installed_version("numpy")}
@@ -314,11 +312,12 @@ class RunRunners(Step):
         return facts
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
-        from trtflow.onnx_files import load_model
+        from trtflow.onnx_files import load_model, named
         from trtflow.tensors.catalog import catalog
         from trtflow.tensors.tensor_set import INPUTS, TensorSetWriter
 
-        model = load_model(params.model, load_weights=False) if params.model is not None else None
+        # every node with its stable name, whichever runners run: `results` names nodes as reports do
+        model = named(load_model(params.model, load_weights=False)) if params.model is not None else None
         targets = {config.name: _runner_target(config, params) for config in params.runners}
         _check_runners(params, model)
         _notice_opset_held_nodes(ctx, params, model)
