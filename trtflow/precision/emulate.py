@@ -1,6 +1,6 @@
 """Emulating low-precision storage in an FP32 model, fixed per plan or switchable at run time.
 
-DESIGN.md's semantics: a node in low precision reads its float inputs in the low type and writes
+Precision plans (docs/architecture.md): a node in low precision reads its float inputs in the low type and writes
 its outputs in the low type; a kept node reads and writes FP32. In an FP32 model that means:
 - each low node's float outputs go through `Cast(low) -> Cast(float)` ("round");
 - each low node's float inputs are rounded too, unless a low node produced them (they are

@@ -2,7 +2,7 @@
 
 TensorRT 11 dropped weak typing: precision comes from the model's own types. So the answer of a
 precision search is a model in which every low-precision node really computes in FP16/BF16 and
-every kept node in FP32 (DESIGN.md, "Precision plans"). Every float32 tensor `X` gets at most
+every kept node in FP32 (docs/architecture.md, "Precision plans"). Every float32 tensor `X` gets at most
 one low version `X::<fp16|bf16|fp8>`:
 - a low node reads the low versions of its float inputs and writes the low version of its
   outputs; a kept node, a graph output and a subgraph reading an outer value read `X` itself;

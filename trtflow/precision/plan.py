@@ -1,6 +1,6 @@
 """A precision plan: which ONNX nodes run in low precision, and which stay in FP32.
 
-One noun, three realizations (DESIGN.md, "Precision plans"):
+One noun, three realizations (docs/architecture.md, "Precision plans"):
 - `emulate(model)`: an FP32 model that rounds through the low format where the plan says so,
   so FP16/BF16/FP8 storage effects show on any CPU;
 - `lower(model)`: a real mixed-precision model (low-precision tensors, Casts at the boundaries of

@@ -1,6 +1,6 @@
 """Which tensors a node in low precision reads and writes in the low type: one rule for every realization.
 
-DESIGN.md: a node in low precision reads its float inputs in the low type and writes its outputs
+docs/architecture.md: a node in low precision reads its float inputs in the low type and writes its outputs
 in the low type. Not every float input is data, though: Resize's `scales` and `roi`, Pow's
 exponent and BatchNormalization's statistics (opset 15) are parameters the op types on their own,
 and rounding `scales = 4/3` through FP16 (1.333) turns a 3x3 image into a 3x3 output instead of

@@ -7,7 +7,7 @@ survives when one node becomes several layers (every one of them carries the nod
 constraint therefore reaches every layer whose metadata names the node, or else the layer of that
 exact name.
 
-A kept node "reads and writes FP32" (DESIGN.md): its layers get `precision` and the output type of
+A kept node "reads and writes FP32" (docs/architecture.md): its layers get `precision` and the output type of
 every float output. Layers that compute no float activations (Shape, Constant, shape-tensor or
 integer outputs) are left alone, as Polygraphy's `debug precision` does: constraining them fails
 the build or means nothing.
