@@ -173,7 +173,7 @@ def test_every_step_param_has_a_description_and_its_real_default(trtflow, tmp_pa
 def test_a_bad_environment_variable_is_a_usage_error(trtflow, tmp_path, plugin_env):
     recipe = write_recipe(tmp_path, "trtflow: 1\nname: env\nsteps:\n  s: {uses: test-sleep, with: {text: x}}\n")
     broken_plugins = {**plugin_env, "TRTFLOW_STEP_PLUGINS": "trtflow_test_steps, no_such_plugin"}
-    for command in (["steps"], ["validate", recipe]):
+    for command in (["steps"], ["validate", recipe], ["schema"]):
         result = trtflow(*command, cwd=tmp_path, env=broken_plugins)
         assert result.returncode == 2, (command, result.stderr)
         assert "TRTFLOW_STEP_PLUGINS names `no_such_plugin`, which cannot be imported" in result.stderr

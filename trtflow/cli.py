@@ -283,11 +283,13 @@ def _print_entry(console, name: str, what: str, description: str) -> None:
 
 
 @app.command()
-def schema() -> None:
+def schema(debug: bool = DebugOption) -> None:
     """Print the JSON Schema of recipes (for editor completion)."""
     from trtflow.steps.catalog import recipe_json_schema
 
-    print(json.dumps(recipe_json_schema(), indent=2))
+    with _errors_to_exit_codes(debug):
+        text = json.dumps(recipe_json_schema(), indent=2)
+    print(text)
 
 
 def _cache_workspace(workspace: Optional[Path], recipe: Optional[Path]):
