@@ -35,6 +35,8 @@ np = lazy_import("numpy")
 
 PROTOBUF_LIMIT = 2_000_000_000
 EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"  # for a model given as bytes
+CPU_FP16_HIDES_OVERFLOWS = ("ONNX Runtime's CPU provider computes most FP16 ops in FP32, so overflows a GPU hits "
+                            "are hidden; use the `emulated` backend to see them")
 OPTIMIZATION_LEVELS = {"disable_all": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
                        "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
 
@@ -42,7 +44,8 @@ OPTIMIZATION_LEVELS = {"disable_all": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BA
 class Config(RunnerConfig):
     backend: Literal["onnxruntime"]
     providers: list[str] = Field(["CPUExecutionProvider"], description="Execution providers, in priority order.")
-    precision: Literal["fp32", "fp16"] = Field("fp32", description="fp16 runs a real FP16 conversion of the model.")
+    precision: Literal["fp32", "fp16"] = Field(
+        "fp32", description=f"fp16 runs a real FP16 conversion of the model. {CPU_FP16_HIDES_OVERFLOWS}.")
     session_options: dict[str, Any] = Field(
         default_factory=dict,
         description="onnxruntime.SessionOptions attributes, e.g. {graph_optimization_level: basic, intra_op_num_threads: 2}.")
@@ -60,6 +63,17 @@ class Config(RunnerConfig):
 
     def fingerprint(self) -> dict[str, str]:
         return {"onnxruntime": installed_version("onnxruntime")}
+
+    def hides_fp16_overflows(self) -> bool:
+        """Whether this runner's FP16 model runs on the CPU provider: the first of its providers this
+        onnxruntime has (ONNX Runtime falls back to CPU when none is) is CPUExecutionProvider."""
+        if self.precision != "fp16":
+            return False
+        import onnxruntime
+
+        available = set(onnxruntime.get_available_providers())
+        used = next((provider for provider in self.providers if provider in available), "CPUExecutionProvider")
+        return used == "CPUExecutionProvider"
 
 
 @dataclass
