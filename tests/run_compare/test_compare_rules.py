@@ -58,7 +58,10 @@ def test_infinities_in_both_runners_mismatch_unless_asked_as_in_polygraphy(trtfl
     assert default["runners"]["again"]["tensors_failed_on_shared_infinities"] == 1
     hint = "again: 1 of its 1 failed tensor(s) differ only by the same ±inf in both runners (`infinities_compare_equal"
     assert hint in result.stdout and hint in (out / "default" / "summary.md").read_text()
-    assert json.loads((out / "equal" / "report.json").read_text())["passed"] is True
+    assert default["failed_finite_check"] == ["fp32", "again"]  # check_finite: ±inf is not expected by default
+    equal = json.loads((out / "equal" / "report.json").read_text())
+    assert equal["passed"] is True  # infinities_compare_equal declares ±inf expected, for check_finite too
+    assert equal["nonfinite"]["fp32"]["inf"] == 4 and equal["failed_finite_check"] == []
 
 
 def test_a_tensor_with_shared_infinities_and_a_real_error_is_not_put_down_to_the_infinities():

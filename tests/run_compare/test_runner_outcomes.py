@@ -1,6 +1,7 @@
 """How runners fail, and where they run: failures are uniform (in process or isolated), a failed
 reference fails `compare` at run time, models with external data and ONNX Runtime builds other than
-the `onnxruntime` distribution work — all through `trtflow run`."""
+the `onnxruntime` distribution work, and an FP16 runner on the CPU provider says what it hides — all
+through `trtflow run`."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 import onnx
 import pytest
 
-from run_compare.models import batch_first_head, mlp_chain, save
+from run_compare.models import batch_first_head, layer_norm_overflow, mlp_chain, save
 from run_compare.recipes import failing_run, run_recipe, write_recipe
 from run_compare.tensor_files import write_damaged
 
@@ -324,3 +325,33 @@ def test_a_saved_runner_asking_for_a_runner_the_file_lacks_is_a_recipe_error_at_
     assert result.returncode == 2, output
     assert "steps.replay.with.runners[1].runner: runner `golden`: " in output
     assert "has no runner `fp16`; it holds ['fp32']" in output, output
+
+
+def test_onnxruntime_fp16_on_the_cpu_provider_says_it_hides_overflows_once(trtflow, tmp_path):
+    save(layer_norm_overflow(), tmp_path / "model.onnx")
+    runners = ("[{name: fp32, backend: onnxruntime}, {name: ort16, backend: onnxruntime, precision: fp16}, "
+               "{name: ort16_isolated, backend: onnxruntime, precision: fp16, isolate: true}, "
+               "{name: emulated16, backend: emulated, precision: fp16}]")
+    result, _ = run_recipe(trtflow, tmp_path, f"run: {{uses: run-runners, with: {{model: model.onnx, runners: {runners}}}}}\n")
+    assert result.returncode == 0, result.stdout + result.stderr
+    notice = ("runner `ort16`, `ort16_isolated`: ONNX Runtime's CPU provider computes most FP16 ops in FP32, so "
+              "overflows a GPU hits are hidden; use the `emulated` backend to see them")
+    assert result.stdout.count(notice) == 1, result.stdout
+    described = trtflow("steps", "run-runners", cwd=tmp_path)
+    assert described.returncode == 0
+    assert ("fp16 runs a real FP16 conversion of the model. ONNX Runtime's CPU provider computes most FP16 ops in "
+            "FP32, so overflows a GPU hits are hidden; use the `emulated` backend to see them.") in " ".join(
+        described.stdout.split())
+
+
+def test_an_fp16_runner_whose_gpu_provider_is_missing_runs_on_cpu_and_is_told():
+    import onnxruntime
+
+    from trtflow.runners.onnxruntime import Config
+
+    if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        pytest.skip("CUDA is available here: the runner really runs on the GPU")
+    on_gpu = Config(name="g", backend="onnxruntime", precision="fp16",
+                    providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    assert on_gpu.hides_fp16_overflows()
+    assert not Config(name="f", backend="onnxruntime").hides_fp16_overflows()

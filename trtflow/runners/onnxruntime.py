@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 
 PROTOBUF_LIMIT = 2_000_000_000
 EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"  # for a model given as bytes
+CPU_FP16_HIDES_OVERFLOWS = ("ONNX Runtime's CPU provider computes most FP16 ops in FP32, so overflows a GPU hits "
+                            "are hidden; use the `emulated` backend to see them")
 OPTIMIZATION_LEVELS = {"disable_all": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
                        "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
 
@@ -56,25 +58,30 @@ OPTIMIZATION_LEVELS = {"disable_all": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BA
 class Config(RunnerConfig):
     backend: Literal["onnxruntime"] = Field(description="ONNX Runtime, on the first available of `providers`.")
     providers: list[str] = Field(["CPUExecutionProvider"], description="Execution providers, in priority order.")
-    precision: Literal["fp32", "fp16"] = Field("fp32", description="fp16 runs a real FP16 conversion of the model.")
+    precision: Literal["fp32", "fp16"] = Field(
+        "fp32", description=f"fp16 runs a real FP16 conversion of the model. {CPU_FP16_HIDES_OVERFLOWS}.")
     session_options: dict[str, Any] = Field(
         default_factory=dict,
         description="onnxruntime.SessionOptions attributes, e.g. {graph_optimization_level: basic, intra_op_num_threads: 2}.")
     custom_op_library: InputPath | None = Field(None, description="A shared library of custom ops to register.")
 
     def check_model(self, model: "onnx.ModelProto | None") -> None:
-        """Every provider must exist in this ONNX Runtime build: it would otherwise warn and run on the
-        CPU, and the comparison would silently be of the CPU provider."""
+        """Every provider must be a real one, and one of them must be in this ONNX Runtime build: ONNX
+        Runtime would otherwise warn and run on the CPU, and the comparison would silently be of the
+        CPU provider. A list such as [CUDAExecutionProvider, CPUExecutionProvider] is a priority
+        list: on a machine without CUDA it runs on the CPU, as its author asked."""
         import onnxruntime
 
         available = onnxruntime.get_available_providers()
-        unknown = [provider for provider in self.providers if provider not in available]
-        if not unknown:
-            return
         known = onnxruntime.get_all_providers()  # every provider some ONNX Runtime build has
-        what = (f"this ONNX Runtime build has no `{unknown[0]}` (it comes with another onnxruntime package, "
-                "e.g. onnxruntime-gpu for CUDA and TensorRT)" if unknown[0] in known else
-                f"`{unknown[0]}` is no ONNX Runtime execution provider{did_you_mean(unknown[0], known)}")
+        unknown = [provider for provider in self.providers if provider not in known]
+        if unknown:
+            what = f"`{unknown[0]}` is no ONNX Runtime execution provider{did_you_mean(unknown[0], known)}"
+        elif not any(provider in available for provider in self.providers):
+            what = (f"this ONNX Runtime build has no `{self.providers[0]}` (it comes with another onnxruntime "
+                    "package, e.g. onnxruntime-gpu for CUDA and TensorRT)")
+        else:
+            return
         raise ParamError("providers", f"{what}; available here: {', '.join(available)}")
 
     def create(self, model: Path | None, outputs: list[str] | None) -> "OnnxruntimeRunner":
@@ -92,6 +99,17 @@ class Config(RunnerConfig):
 
     def plan_runner(self, subject: PlanModel) -> "LoweredPlanRunner":
         return LoweredPlanRunner(self, subject)
+
+    def hides_fp16_overflows(self) -> bool:
+        """Whether this runner's FP16 model runs on the CPU provider: the first of its providers this
+        onnxruntime has (ONNX Runtime falls back to CPU when none is) is CPUExecutionProvider."""
+        if self.precision != "fp16":
+            return False
+        import onnxruntime
+
+        available = set(onnxruntime.get_available_providers())
+        used = next((provider for provider in self.providers if provider in available), "CPUExecutionProvider")
+        return used == "CPUExecutionProvider"
 
 
 @dataclass

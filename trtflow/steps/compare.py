@@ -1,7 +1,8 @@
 """`compare`: check candidate runners against a reference, tensor by tensor, in graph order.
 
 The tolerance rule is Polygraphy's (`trtflow.tensors.comparison`), and the same block is what
-`bisect-precision`'s `check:` takes. Beyond pass/fail the report says where things first went
+`bisect-precision`'s `check:` takes; `check_finite` adds Polygraphy's `--validate` (NaN/Inf in any
+runner fails the check). Beyond pass/fail the report says where things first went
 wrong (`first_nonfinite`, `first_divergence`, each `{tensor, node, op, runner}`), and how error
 grows layer by layer (`trtflow.tensors.report`). A candidate runner that failed is reported (and
 fails the check); a reference that failed leaves nothing to check against, and fails the step.
@@ -27,7 +28,13 @@ class Params(Tolerances, StepParams):
     reference: str = Field(description="The runner the others are checked against.")
     candidates: list[str] | None = Field(None, description="Runners to check (default: all others).")
     metrics: list[Literal["cosine", "l2", "psnr", "snr"]] = Field(
-        ["cosine", "l2", "psnr", "snr"], description="Similarity metrics reported per tensor (they do not gate).")
+        ["cosine", "l2", "psnr", "snr"], description="Similarity metrics reported per tensor (they do not gate), over "
+                                                     "the positions finite in both runners; null where there is none.")
+    check_finite: bool = Field(
+        True, description="Polygraphy's --validate: fail the check when any runner, the reference included, returned "
+                          "NaN, or ±inf unless infinities_compare_equal declares infinities expected. The NaN/Inf of "
+                          "every runner (counts over all iterations, first tensor holding any) are reported either "
+                          "way; false leaves them to the tolerances, which already fail a tensor whose NaN/Inf differ.")
     gate: bool = Field(False, description="Exit 1 from the run when this check fails (CI).")
 
     cosmetic = frozenset({"gate"})
@@ -42,10 +49,12 @@ class Compare(Step):
     outputs = {
         "report": file(".json", "passed, first_nonfinite, first_divergence, per-tensor statistics, per-runner growth."),
         "summary": file(".md", "The report for people: verdict, firsts, worst tensors."),
-        "passed": value(True, "Whether every candidate matched the reference."),
+        "passed": value(True, "Whether every candidate matched the reference (and, with check_finite, no runner "
+                              "returned NaN/Inf)."),
     }
-    version = 3  # 2: infinities in both runners mismatch unless infinities_compare_equal (Polygraphy's default)
+    version = 4  # 2: infinities in both runners mismatch unless infinities_compare_equal (Polygraphy's default)
     # 3: failed tensors that differ only by ±inf both runners hold are counted and told
+    # 4: check_finite; every runner's NaN/Inf; counts summed over iterations; null metrics over nothing finite
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         return {"numpy": installed_version("numpy")}
@@ -74,10 +83,8 @@ class Compare(Step):
             param, key = unmatched[0]
             raise ParamError(param, f"`{key}` names no compared tensor{did_you_mean(key, compared)}; the "
                                     f"{len(compared)} compared: {', '.join(compared[:8])}{' ...' if len(compared) > 8 else ''}")
-        report = build_report(results, params.reference, candidates, tolerances,
-                              lambda done, total: ctx.progress(done, total, "tensors"))
-        for tensor in report["tensors"]:
-            tensor["metrics"] = {k: v for k, v in tensor.get("metrics", {}).items() if k in params.metrics}
+        report = build_report(results, params.reference, candidates, tolerances, check_finite=params.check_finite,
+                              metrics=params.metrics, progress=lambda done, total: ctx.progress(done, total, "tensors"))
         ctx.output_path("report").write_text(json.dumps(report, indent=1))
         ctx.output_path("summary").write_text(summary_markdown(report))
         ctx.notice("\n".join(terminal_lines(report)))

@@ -157,6 +157,17 @@ def _notice_opset_held_nodes(ctx: StepContext, params: Params, model) -> None:
             ctx.notice(f"runner {runners}: {held.describe(precision)}")
 
 
+def _notice_hidden_fp16_overflows(ctx: StepContext, params: Params) -> None:
+    """Say at run time, once for all of them, which `onnxruntime` FP16 runners run on the CPU provider:
+    their clean comparison is not evidence that FP16 is safe on a GPU."""
+    from trtflow.runners.onnxruntime import CPU_FP16_HIDES_OVERFLOWS
+
+    hiding = [f"`{config.name}`" for config in params.runners
+              if config.backend == "onnxruntime" and config.hides_fp16_overflows()]
+    if hiding:
+        ctx.notice(f"runner {', '.join(hiding)}: {CPU_FP16_HIDES_OVERFLOWS}")
+
+
 def _requested(params: Params, tensors: dict, model) -> list[str] | None:
     from trtflow.tensors.taps import select
 
@@ -302,8 +313,9 @@ class RunRunners(Step):
         "timings": value({"fp32": {"mean_ms": 1.0, "median_ms": 1.0, "min_ms": 1.0, "iterations": 1, "passes": 1}},
                          "Per runner: inference time (ms) and how many passes the memory budget needed; or its error."),
     }
-    version = 5  # 2: the `profiles` output; 3: inputs record their iteration count, runner errors are uniform;
-    # 4: scalars stay scalars in the Polygraphy JSON files; 5: results name unnamed nodes as reports do
+    version = 6  # 2: the `profiles` output; 3: inputs record their iteration count, runner errors are uniform;
+    # 4: scalars stay scalars in the Polygraphy JSON files; 5: results name unnamed nodes as reports do;
+    # 6: the notice that ONNX Runtime's CPU provider hides FP16 overflows (notices are kept with the cached entry)
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         facts = {"numpy": installed_version("numpy")}
@@ -321,6 +333,7 @@ class RunRunners(Step):
         targets = {config.name: _runner_target(config, params) for config in params.runners}
         _check_runners(params, model)
         _notice_opset_held_nodes(ctx, params, model)
+        _notice_hidden_fp16_overflows(ctx, params)
         feeds = _feeds(params, model)
         inputs_set = TensorSetWriter(ctx.output_path("inputs"))
         for iteration, feed in enumerate(feeds):

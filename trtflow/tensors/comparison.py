@@ -166,6 +166,8 @@ def json_number(value: float | int | None) -> float | int | str | None:
 
 
 REPORTED_QUANTILES = {"median": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
+METRICS = ("cosine", "l2", "psnr", "snr")  # similarity metrics per tensor; null where nothing is finite in both
+NOTHING_FINITE_IN_BOTH = "nothing finite in both runners"  # why a tensor without metrics failed
 
 
 def _distribution(values: np.ndarray, shape: tuple[int, ...], tolerances: Tolerances) -> tuple[dict, float]:
@@ -204,19 +206,23 @@ def _where_finite(values: np.ndarray) -> np.ndarray:
     return values if finite.all() else values[finite]
 
 
-def _metrics(reference: np.ndarray, candidate: np.ndarray) -> dict:
-    """Similarity metrics over the positions where both tensors are finite."""
+def _metrics(reference: np.ndarray, candidate: np.ndarray) -> dict | None:
+    """Similarity metrics over the positions where both tensors are finite; None when there is no such
+    position: over no values cosine, l2 and psnr are undefined, and reading them as "no error" would
+    call a tensor that is Inf everywhere a perfect match."""
     ref = reference.astype(np.float64).ravel()
     cand = candidate.astype(np.float64).ravel()
     both = np.isfinite(ref) & np.isfinite(cand)
     if not both.all():  # copying out the finite positions costs as much as the metrics themselves
         ref, cand = ref[both], cand[both]
+    if not ref.size:
+        return None
     error = ref - cand
     error_energy = _dot(error, error)
     signal_energy = _dot(ref, ref)
     norms = math.sqrt(signal_energy) * math.sqrt(_dot(cand, cand))
-    peak = float(np.abs(ref).max()) if ref.size else 0.0
-    mse = error_energy / ref.size if ref.size else 0.0
+    peak = float(np.abs(ref).max())
+    mse = error_energy / ref.size
     with np.errstate(divide="ignore"):
         return {
             "cosine": json_number(_dot(ref, cand) / norms if norms else (1.0 if error_energy == 0 else 0.0)),
@@ -234,9 +240,13 @@ def _dot(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def nonfinite_counts(values: np.ndarray) -> dict[str, int]:
+    """How many NaN and ±Inf `values` holds. One pass answers the common all-finite case: `compare`
+    counts every tensor of every runner."""
     if not np.issubdtype(values.dtype, np.floating):
         return {"nan": 0, "inf": 0}
-    return {"nan": int(np.isnan(values).sum()), "inf": int(np.isinf(values).sum())}
+    nonfinite = int(values.size - np.count_nonzero(np.isfinite(values)))
+    nan = int(np.isnan(values).sum()) if nonfinite else 0
+    return {"nan": nan, "inf": nonfinite - nan}
 
 
 def new_nonfinite(reference: np.ndarray, candidate: np.ndarray) -> int:
@@ -258,7 +268,8 @@ def _passes_with_equal_infinities(tensor: str, reference: np.ndarray, candidate:
 
 
 def compare_tensor(tensor: str, reference: np.ndarray, candidate: np.ndarray, tolerances: Tolerances) -> dict:
-    """Everything `compare` reports about one tensor of one iteration (JSON-ready)."""
+    """Everything `compare` reports about one tensor of one iteration (JSON-ready). Where no position is
+    finite in both runners the similarity metrics are null, and a failed tensor's `reason` says so."""
     reference, candidate = np.asarray(reference), np.asarray(candidate)
     atol, rtol = tolerances.for_tensor(tensor)
     base = {"atol": atol, "rtol": rtol, "shape": list(reference.shape),
@@ -271,6 +282,7 @@ def compare_tensor(tensor: str, reference: np.ndarray, candidate: np.ndarray, to
     (abs_distribution, abs_checked), (rel_distribution, rel_checked) = (
         _distribution(absolute, reference.shape, tolerances), _distribution(relative, reference.shape, tolerances))
     passed = tolerances.verdict(tensor, absolute, relative, (abs_checked, rel_checked))
+    metrics = _metrics(reference, candidate) if reference.dtype != bool else {}
     return {
         **base,
         "passed": passed,
@@ -280,5 +292,6 @@ def compare_tensor(tensor: str, reference: np.ndarray, candidate: np.ndarray, to
         "rel": rel_distribution,
         "required": {"atol": json_number(abs_checked), "rtol": json_number(rel_checked)},
         "histogram": {"edges": [json_number(e) for e in HISTOGRAM_EDGES], "counts": [int(c) for c in histogram]},
-        "metrics": _metrics(reference, candidate) if reference.dtype != bool else {},
+        "metrics": metrics if metrics is not None else dict.fromkeys(METRICS),
+        **({"reason": NOTHING_FINITE_IN_BOTH} if metrics is None and not passed else {}),
     }

@@ -3,20 +3,27 @@ where in the graph things first went wrong.
 
 For every candidate runner and every tensor both it and the reference produced, each iteration is
 checked with `comparison.compare_tensor` (a tensor passes when every iteration passes; the worst
-iteration's statistics are reported). Walking tensors in topological order then gives:
+iteration's statistics are reported; NaN/Inf counts, here and everywhere in the report, are summed
+over all iterations). Walking tensors in topological order then gives:
 - `first_nonfinite`: the first tensor where a candidate produced NaN/Inf where the reference is
   finite — the node that overflowed, not the hundred after it that inherited the Inf;
 - `first_divergence`: the first tensor out of tolerance;
 - `growth`: per candidate, max abs / mean rel error layer by layer, to see error build up.
+
+Every runner, the reference included, is also scanned for NaN/Inf (`nonfinite`: its counts and its
+first tensor holding any), as Polygraphy's `--validate` does: the tolerance rule alone shows a NaN both
+runners share only as a `nan` error, and says nothing of a reference's NaN in a tensor no candidate
+returned. With `check_finite` a runner holding NaN, or ±inf that `infinities_compare_equal` does not
+declare expected, fails the report.
 """
 
 from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import Callable, Iterable, Sequence
 
-from trtflow.tensors.comparison import Tolerances, compare_tensor
+from trtflow.tensors.comparison import METRICS, NOTHING_FINITE_IN_BOTH, Tolerances, compare_tensor, nonfinite_counts
 from trtflow.tensors.tensor_set import TensorSet
 
 
@@ -32,6 +39,28 @@ def _severity(result: dict) -> tuple:
 def _locate(tensor: str, runner: str, tensor_set: TensorSet) -> dict:
     info = tensor_set.tensors.get(tensor, {})
     return {"tensor": tensor, "node": info.get("node"), "op": info.get("op"), "topo": info.get("topo"), "runner": runner}
+
+
+def _summed(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    """NaN and Inf counts added up (over iterations, or tensors)."""
+    counts = list(counts)
+    return {kind: sum(c[kind] for c in counts) for kind in ("nan", "inf")}
+
+
+def runner_nonfinite(results: TensorSet, runner: str) -> dict:
+    """The NaN and Inf one runner returned over all its iterations and tensors, how many tensors hold
+    any, and the first of them in graph order (`{tensor, node, op, topo, runner}`, or None)."""
+    iterations = results.iterations(runner)
+    names = results.tensor_names(runner)
+
+    def counted(tensor: str) -> dict[str, int]:
+        return _summed(nonfinite_counts(results.load(runner, i, tensor)) for i in range(iterations))
+
+    with ThreadPoolExecutor(COMPARE_THREADS) as pool:
+        holding = [(tensor, counts) for tensor, counts in zip(names, pool.map(counted, names))
+                   if counts["nan"] or counts["inf"]]
+    return {**_summed(counts for _, counts in holding), "tensors": len(holding),
+            "first": _locate(holding[0][0], runner, results) if holding else None}
 
 
 def compare_runner(results: TensorSet, reference: str, candidate: str, tolerances: Tolerances,
@@ -54,6 +83,8 @@ def compare_runner(results: TensorSet, reference: str, candidate: str, tolerance
                      "passed": all(r["passed"] for r in per_iteration),
                      "only_shared_infinities": any(r.get("only_shared_infinities") for r in per_iteration)
                      and all(r["passed"] or r.get("only_shared_infinities") for r in per_iteration),
+                     "nonfinite": {side: _summed(r["nonfinite"][side] for r in per_iteration)
+                                   for side in ("reference", "candidate")},
                      "new_nonfinite": sum(r["new_nonfinite"] for r in per_iteration),
                      "failed_iterations": [i for i, r in enumerate(per_iteration) if not r["passed"]],
                      "worst_iteration": worst}
@@ -70,6 +101,7 @@ def compare_runner(results: TensorSet, reference: str, candidate: str, tolerance
         "tensors_checked": len(common),
         "tensors_failed": sum(not t["passed"] for t in tensors),
         "tensors_failed_on_shared_infinities": sum(bool(t.get("only_shared_infinities")) for t in tensors),
+        "tensors_failed_nothing_finite": sum(t.get("reason") == NOTHING_FINITE_IN_BOTH for t in tensors),
         "missing": missing,
         "first_nonfinite": first_nonfinite,
         "first_divergence": first_divergence,
@@ -84,10 +116,12 @@ def _earliest(found: list[dict | None]) -> dict | None:
     return min(located, key=lambda f: (f["topo"] if f["topo"] is not None else 1 << 30)) if located else None
 
 
-def build_report(results: TensorSet, reference: str, candidates: list[str], tolerances: Tolerances,
+def build_report(results: TensorSet, reference: str, candidates: list[str], tolerances: Tolerances, *,
+                 check_finite: bool = True, metrics: Sequence[str] = METRICS,
                  progress: Callable[[int, int], None] = lambda done, total: None) -> dict:
-    """The whole `compare` report (JSON-ready). Failed candidates fail it; a failed reference is an error
-    the caller raises before calling this."""
+    """The whole `compare` report (JSON-ready), with the similarity `metrics` asked for. Failed candidates
+    fail it, and with `check_finite` so does a runner holding NaN, or ±inf unless `infinities_compare_equal`;
+    a failed reference is an error the caller raises before calling this."""
     runners, failed_runners = {}, {}
     for position, candidate in enumerate(candidates):
         failure = results.failure(candidate)
@@ -98,11 +132,20 @@ def build_report(results: TensorSet, reference: str, candidates: list[str], tole
                                             lambda done, total, p=position: progress(p * total + done, len(candidates) * total))
     tensors = sorted((t for r in runners.values() for t in r.pop("tensors")),
                      key=lambda t: (t["topo"] if t["topo"] is not None else 1 << 30, candidates.index(t["runner"])))
+    for tensor in tensors:
+        tensor["metrics"] = {name: value for name, value in tensor.get("metrics", {}).items() if name in metrics}
+    nonfinite = {runner: runner_nonfinite(results, runner) for runner in [reference, *runners]}
+    failed_finite_check = [runner for runner, found in nonfinite.items() if check_finite and (
+        found["nan"] or (found["inf"] and not tolerances.infinities_compare_equal))]
     return {
-        "passed": not failed_runners and all(r["passed"] for r in runners.values()),
+        "passed": not failed_runners and all(r["passed"] for r in runners.values()) and not failed_finite_check,
         "reference": reference,
         "candidates": candidates,
         "tolerances": tolerances.model_dump(),
+        "metrics": list(metrics),
+        "check_finite": check_finite,
+        "failed_finite_check": failed_finite_check,
+        "nonfinite": nonfinite,
         "first_nonfinite": _earliest([r["first_nonfinite"] for r in runners.values()]),
         "first_divergence": _earliest([r["first_divergence"] for r in runners.values()]),
         "failed_runners": failed_runners,
@@ -112,14 +155,43 @@ def build_report(results: TensorSet, reference: str, candidates: list[str], tole
 
 
 def _number(value) -> str:
-    return value if isinstance(value, str) or value is None else f"{value:.3g}"
+    if value is None:  # a metric over no common finite values, a statistic of a reshaped tensor
+        return "—"
+    return value if isinstance(value, str) else f"{value:.3g}"
+
+
+def _tensor_where(found: dict) -> str:
+    node = f" from node `{found['node']}` ({found['op']})" if found.get("node") else ""  # unknown without a model
+    return f"`{found['tensor']}`{node}"
 
 
 def _where(found: dict | None) -> str:
-    if found is None:
-        return "none"
-    node = f" from node `{found['node']}` ({found['op']})" if found.get("node") else ""  # unknown without a model
-    return f"`{found['tensor']}`{node} in runner `{found['runner']}`"
+    return "none" if found is None else f"{_tensor_where(found)} in runner `{found['runner']}`"
+
+
+def _verdict(tensor: dict) -> str:
+    return "yes" if tensor["passed"] else f"no: {tensor['reason']}" if tensor.get("reason") else "no"
+
+
+def _firsts(report: dict) -> list[str]:
+    return [f"first new non-finite (NaN/Inf where the reference is finite): {_where(report['first_nonfinite'])}",
+            f"first divergence: {_where(report['first_divergence'])}"]
+
+
+def _nonfinite_lines(report: dict) -> list[str]:
+    """Per runner, the reference first: the NaN/Inf it returned and where they start; then the runners
+    that fail `check_finite`. Reports written before runners were scanned have none of this."""
+    lines = []
+    for runner, found in report.get("nonfinite", {}).items():
+        named = f"`{runner}`" + (" (reference)" if runner == report["reference"] else "")
+        lines.append(f"NaN/Inf in {named}: none" if found["first"] is None else
+                     f"NaN/Inf in {named}: {found['nan']} NaN, {found['inf']} Inf over all iterations in "
+                     f"{found['tensors']} tensor(s), the first {_tensor_where(found['first'])}")
+    if report.get("failed_finite_check"):
+        lines.append(f"check_finite (Polygraphy's --validate) fails on the NaN/Inf returned by "
+                     f"{', '.join(f'`{r}`' for r in report['failed_finite_check'])}; `check_finite: false` leaves "
+                     "them to the tolerances")
+    return lines
 
 
 def summary_markdown(report: dict, limit: int = 25) -> str:
@@ -127,9 +199,8 @@ def summary_markdown(report: dict, limit: int = 25) -> str:
     tolerances = report["tolerances"]
     lines = [f"# compare: {verdict}", "",
              f"Reference `{report['reference']}`; tolerances atol={tolerances['atol']}, rtol={tolerances['rtol']}, "
-             f"error_stat={tolerances['error_stat']}.", "",
-             f"- first non-finite: {_where(report['first_nonfinite'])}",
-             f"- first divergence: {_where(report['first_divergence'])}"]
+             f"error_stat={tolerances['error_stat']}; check_finite={'on' if report.get('check_finite') else 'off'}.", ""]
+    lines += [f"- {line}" for line in _firsts(report) + _nonfinite_lines(report)]
     lines += [f"- {message}" for message in report["failed_runners"].values()]  # each names its runner
     lines += [f"- {line}" for line in _shared_infinities_lines(report)]
     lines += ["", "| runner | passed | tensors checked | failed | iterations |", "|---|---|---|---|---|"]
@@ -138,13 +209,17 @@ def summary_markdown(report: dict, limit: int = 25) -> str:
                      f"{result['tensors_failed']} | {result['iterations']} |")
     rows = [t for t in report["tensors"] if not t["passed"]][:limit] or report["tensors"][:limit]
     checked = Tolerances.model_validate(tolerances).statistic_name  # what the verdict compared with atol/rtol
-    lines += ["", f"| # | tensor | node | op | runner | {checked} abs | {checked} rel | max abs | NaN/Inf new | passed |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+    largest = [] if checked == "max" else ["max abs"]  # the checked statistic may already be the max
+    metrics = report.get("metrics", [])
+    header = ["#", "tensor", "node", "op", "runner", f"{checked} abs", f"{checked} rel", *largest, *metrics,
+              "NaN/Inf new (all iterations)", "passed"]
+    lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for t in rows:
         required = t.get("required", {})
-        lines.append(f"| {t['topo']} | {t['tensor']} | {t['node']} | {t['op']} | {t['runner']} | "
-                     f"{_number(required.get('atol'))} | {_number(required.get('rtol'))} | "
-                     f"{_number(t.get('abs', {}).get('max'))} | {t['new_nonfinite']} | {'yes' if t['passed'] else 'no'} |")
+        cells = [t["topo"], t["tensor"], t["node"], t["op"], t["runner"], _number(required.get("atol")),
+                 _number(required.get("rtol")), *[_number(t.get("abs", {}).get("max")) for _ in largest],
+                 *[_number(t.get("metrics", {}).get(name)) for name in metrics], t["new_nonfinite"], _verdict(t)]
+        lines.append("| " + " | ".join(map(str, cells)) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -159,11 +234,13 @@ def _shared_infinities_lines(report: dict) -> list[str]:
 
 def terminal_lines(report: dict) -> list[str]:
     """A compact summary for the run log."""
-    lines = [f"{'PASSED' if report['passed'] else 'FAILED'} against `{report['reference']}`",
-             f"first non-finite: {_where(report['first_nonfinite'])}".replace("`", ""),
-             f"first divergence: {_where(report['first_divergence'])}".replace("`", "")]
+    lines = [f"{'PASSED' if report['passed'] else 'FAILED'} against `{report['reference']}`"]
+    lines += [line.replace("`", "") for line in _firsts(report)]
     for runner, result in report["runners"].items():
-        lines.append(f"{runner:>16}: {result['tensors_failed']}/{result['tensors_checked']} tensors out of tolerance")
+        without = result.get("tensors_failed_nothing_finite")
+        lines.append(f"{runner:>16}: {result['tensors_failed']}/{result['tensors_checked']} tensors out of tolerance"
+                     + (f", {without} with {NOTHING_FINITE_IN_BOTH}" if without else ""))
+    lines += [line.replace("`", "") for line in _nonfinite_lines(report)]
     lines += _shared_infinities_lines(report)
     lines += list(report["failed_runners"].values())  # each names its runner
     return lines
