@@ -298,6 +298,20 @@ def test_an_unknown_onnxruntime_provider_is_a_recipe_error_at_its_providers_key(
     assert "UserWarning" not in output
 
 
+def test_a_provider_list_is_a_priority_list_and_one_of_them_must_be_here(trtflow, tmp_path):
+    """[CUDA, CPU] is what GPU recipes say: on a machine without CUDA it runs on the CPU, as asked;
+    [CUDA] alone would silently run on the CPU, so it is refused."""
+    import onnxruntime
+
+    if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        pytest.skip("CUDA is available here")
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")
+    fallback = "runners: [{name: fp32, backend: onnxruntime, providers: [CUDAExecutionProvider, CPUExecutionProvider]}]"
+    failing_run(trtflow, tmp_path, fallback, 0)
+    output = failing_run(trtflow, tmp_path, "runners: [{name: gpu, backend: onnxruntime, providers: [CUDAExecutionProvider]}]", 2)
+    assert "runner `gpu`: this ONNX Runtime build has no `CUDAExecutionProvider`" in output, output
+
+
 @pytest.mark.parametrize("kind", ["index without iteration", "JSON nested deep", "RunResults of another shape"])
 def test_a_saved_runner_on_a_damaged_file_is_a_recipe_error_at_its_path(trtflow, tmp_path, kind):
     """The file is the user's: not a failed runner recorded among the results (nor a bare KeyError/RecursionError)."""
