@@ -36,6 +36,7 @@ from trtflow.lazy import lazy_import
 from trtflow.packages import installed_version
 from trtflow.precision.formats import PrecisionName
 from trtflow.schema.paths import InputPath
+from trtflow.schema.recipe import Resources
 from trtflow.steps.base import Step, StepContext, StepParams, TrialRecord, file, value
 from trtflow.steps.bisect_judges import CommandCheck, Verdict
 from trtflow.tensors.comparison import Tolerances, worst_error
@@ -169,6 +170,9 @@ class BisectPrecision(Step):
     # 3: the report says which nodes the opset holds in FP32 (`held_by_opset`);
     # 4: a weight that flushes a stray value to zero is no suspect (a clean CNN is answered in one trial)
     journaled = True
+
+    def needs(self, params: Params) -> Resources:
+        return Resources(gpu=1) if params.backend == "tensorrt" else self.resources
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         facts = {"onnxruntime": installed_version("onnxruntime"), "onnx": installed_version("onnx")}
