@@ -143,14 +143,19 @@ def run(
     only: list[str] = typer.Option([], "--only", metavar="STEP", help="Run only STEP and what it needs (repeatable)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would run and why; run nothing."),
     jobs: int = typer.Option(1, "--jobs", "-j", min=1, metavar="N", help="Independent steps to run at once."),
+    executor: str = typer.Option("thread", "--executor", metavar="NAME", help="Where steps run: thread (in this "
+                                 "process) or process (--jobs worker processes)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show step log messages."),
     debug: bool = DebugOption,
 ) -> None:
     """Run a recipe: every step not already cached, in dependency order."""
     with _errors_to_exit_codes(debug):
         from trtflow.display import ProgressDisplay, print_report
+        from trtflow.executor.pools import POOLS
         from trtflow.executor.run import RunOptions, run_pipeline
 
+        if executor not in POOLS:
+            raise UsageError(f"--executor {executor}: expected {' or '.join(POOLS)}")
         pipeline = _load(recipe, overrides)
         chosen_force = _step_ids(pipeline, force, "--force")
         chosen_only = _step_ids(pipeline, only, "--only") or None
@@ -160,7 +165,8 @@ def run(
             return
         _writable_folder(out.absolute(), "--out DIR")
         space.remember_recipe(recipe.absolute(), pipeline.recipe.name, out.absolute() / pipeline.recipe.name)
-        options = RunOptions(force=chosen_force, only=chosen_only, jobs=jobs, out=out.absolute(), debug=debug)
+        options = RunOptions(force=chosen_force, only=chosen_only, jobs=jobs, out=out.absolute(), debug=debug,
+                             executor=executor)
         display = ProgressDisplay(verbose=verbose)
         try:
             report = run_pipeline(pipeline, space, options, display)
@@ -226,7 +232,7 @@ def _print_status(pipeline, space, only=None, force=frozenset(), dry_run=False) 
     for column in ("step", "uses", "state", "why"):
         table.add_column(column, overflow="fold")  # names are never cut short to fit the terminal
     for status in pipeline_status(pipeline, space, steps, force):
-        state = status.state if not dry_run or status.state in ("cached", "error") else "would run"
+        state = status.state if not dry_run or status.state in ("cached", "unknown", "error") else "would run"
         table.add_row(*map(Text, (status.step_id, status.uses, state, "\n".join(status.reasons))))  # `[fp32]` is no markup
     console.print(table)
 

@@ -14,6 +14,13 @@ class TrtflowError(Exception):
 
     exit_code = 3
 
+    def __reduce__(self) -> tuple:
+        """Pickle as the message plus the attributes that locate it (`problems`, `step`, `param`):
+        a step run in a worker process raises its error back to the run. Exception's default
+        pickling calls `cls(*args)`, which fails for the subclasses whose constructors take
+        other arguments than the message."""
+        return _restore, (type(self), self.args, self.__dict__)
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -34,6 +41,12 @@ class Problem:
             where += ": "
         at = f"{self.path}: " if self.path else ""
         return f"{where}{at}{self.message}"
+
+
+def _restore(cls: type[TrtflowError], args: tuple, attributes: dict) -> TrtflowError:
+    error = cls.__new__(cls, *args)  # BaseException.__new__ sets `args`, which `str(error)` shows
+    error.__dict__.update(attributes)
+    return error
 
 
 class RecipeError(TrtflowError):

@@ -88,3 +88,13 @@ class TrialsStep(Step):
             ctx.progress(index + 1, params.trials, "trials")
         Path(ctx.output_path("report")).write_text("\n".join(lines) + "\n")
         return {"passed": True}
+
+
+class PidStep(Step):
+    """Return the id of the process that ran it: a worker process's differs from the run's own."""
+
+    kind = "test-pid"
+    outputs = {"pid": value(0, "the process id")}
+
+    def run(self, ctx: StepContext, params: StepParams) -> dict[str, Any]:
+        return {"pid": os.getpid()}

@@ -10,6 +10,12 @@ Step order, descriptions and ids do not enter the key. The material also carries
 (where each identity came from), which are not hashed and only serve `describe_changes` — the
 answer `trtflow status` gives to "why will this step run again?".
 
+A key is made in two halves. `resolve` (where the run is driven) resolves references against the
+entries of finished steps, validates params and hashes user files; `Resolved.complete_here` adds
+the environment facts on the machine that runs the step, so an engine built on a GPU worker is
+filed under that worker's TensorRT and GPU, never under those of the machine that started the run.
+`KeyWalk` is the one walk over a pipeline that `run`, `status` and `replay export` share.
+
 The journal of a long step is keyed by the same material minus its search budget, and a replay
 is checked against the material minus budget and machine facts (`replay_identity`).
 """
@@ -18,9 +24,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from trtflow.errors import StepError
+from trtflow.executor.hashing import StatCache
+from trtflow.executor.pipeline import Pipeline, PlannedStep
+from trtflow.executor.store import Entry
+from trtflow.schema.paths import PathResolver
 from trtflow.schema.source import format_path
+from trtflow.steps.base import Step, StepParams
 
 
 def canonical(value: Any) -> str:
@@ -115,3 +129,101 @@ def describe_changes(old: dict, new: dict) -> list[str]:
             if before != after:
                 changes.append(f"environment: {name} {before} -> {after}")
     return changes
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A step ready to run: validated params, its whole material and the key it gives."""
+
+    params: StepParams
+    material: dict
+    key: str
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A step's key material but for the facts of the machine that runs it. Picklable, so it can be
+    handed to a worker that completes the key where the step runs."""
+
+    kind: type[Step]
+    params: StepParams
+    params_identity: dict  # the params as they enter the key: paths replaced by identities
+    labels: dict[str, str]
+
+    def complete_here(self) -> Prepared:
+        """The whole key, with this machine's facts."""
+        env = self.kind().fingerprint(self.params)
+        step_material = material(self.kind.kind, self.kind.version, self.params_identity, env, self.labels)
+        return Prepared(self.params, step_material, step_key(step_material))
+
+
+def resolve(pipeline: Pipeline, step: PlannedStep, entries: dict[str, Entry], stat_cache: StatCache) -> Resolved:
+    """Resolve a step's references against finished upstream entries; identify every path by content."""
+    artifacts: dict[str, tuple[str, str, str]] = {}
+    value_outputs: dict[str, str] = {}
+
+    def output_of(step_id: str, output: str) -> Any:
+        entry = entries[step_id]
+        if output not in entry.outputs:
+            raise StepError(f"needs `{output}` from step `{step_id}`, which did not produce it this time", step=step.id)
+        resolved = entry.output_value(output)
+        if entry.outputs[output]["kind"] != "value":
+            artifacts[resolved] = ("artifact", entry.digest(output), f"steps.{step_id}.{output}")
+        else:
+            value_outputs[str(resolved)] = f"${{steps.{step_id}.{output}}}"
+        return resolved
+
+    params_dict = pipeline.resolve_params(step, output_of)
+    resolver = PathResolver(pipeline.recipe.base_dir, {path: identity[1] for path, identity in artifacts.items()},
+                            value_outputs=value_outputs)
+    params = pipeline.validate_params(step, params_dict, resolver)
+    identities = dict(artifacts)
+    for user_file in resolver.user_files:
+        path = Path(user_file)
+        try:
+            label = path.relative_to(pipeline.recipe.base_dir).as_posix()
+        except ValueError:
+            label = user_file
+        identities[user_file] = ("file", stat_cache.digest(path), label)
+    labels: dict[str, str] = {}
+    dumped = params.model_dump(mode="json", exclude=set(step.kind.Params.cosmetic))
+    return Resolved(step.kind, params, identify_paths(dumped, identities, labels), labels)
+
+
+class KeyWalk:
+    """A pipeline's steps in dependency order, each keyed from the entries its needs left.
+
+    A step's key can be known once every step it needs has an entry; a need that failed, was
+    skipped or is not cached leaves its dependents unkeyable. Steps are settled with their entry
+    (or None) as their outcome becomes known: in order by `status` and `replay export`, as
+    workers finish by `run`.
+    """
+
+    def __init__(self, pipeline: Pipeline, steps: list[str], stat_cache: StatCache):
+        self.pipeline = pipeline
+        self.stat_cache = stat_cache
+        self.pending = list(steps)  # in dependency order; closed under "needs"
+        self.entries: dict[str, Entry] = {}
+        self.settled: set[str] = set()
+
+    def ready(self) -> list[str]:
+        """Pending steps whose needs have all settled."""
+        return [step_id for step_id in self.pending if self.pipeline.dag.deps[step_id] <= self.settled]
+
+    def missing(self, step_id: str) -> list[str]:
+        """The needs of `step_id` that left no entry: while there are any, its key cannot be known."""
+        return sorted(need for need in self.pipeline.dag.deps[step_id] if need not in self.entries)
+
+    def take(self, step_id: str) -> PlannedStep:
+        self.pending.remove(step_id)
+        return self.pipeline.steps[step_id]
+
+    def resolve(self, step_id: str) -> Resolved:
+        return resolve(self.pipeline, self.pipeline.steps[step_id], self.entries, self.stat_cache)
+
+    def settle(self, step_id: str, entry: Entry | None) -> None:
+        if step_id in self.pending:
+            self.pending.remove(step_id)
+        self.settled.add(step_id)
+        if entry is not None:
+            self.entries[step_id] = entry

@@ -18,7 +18,7 @@ from trtflow.errors import Problem, RecipeError
 from trtflow.executor.dag import Dag
 from trtflow.schema.paths import PathResolver
 from trtflow.schema.problems import did_you_mean, validation_problems
-from trtflow.schema.recipe import Recipe, RecipeStep, step_references
+from trtflow.schema.recipe import Recipe, RecipeStep, Resources, step_references
 from trtflow.schema.refs import BadReference, Reference, substitute, unescape
 from trtflow.steps import registry
 from trtflow.steps.base import Step, StepParams
@@ -33,6 +33,14 @@ class PlannedStep:
     @property
     def id(self) -> str:
         return self.spec.id
+
+    def needs(self, params: StepParams) -> Resources:
+        """What the step needs from the machine that runs it: its kind's need, with what the
+        recipe's `resources:` sets put in place of it."""
+        needed = self.kind().needs(params)
+        if self.spec.resources is None:
+            return needed
+        return needed.model_copy(update=self.spec.resources.model_dump(exclude_unset=True))
 
 
 @dataclass

@@ -8,8 +8,7 @@ from trtflow.errors import UsageError
 from trtflow.executor import keys
 from trtflow.executor.journal import export_replay
 from trtflow.executor.pipeline import Pipeline
-from trtflow.executor.run import prepare
-from trtflow.executor.store import Entry
+from trtflow.executor.status import pipeline_status
 from trtflow.executor.workspace import Workspace
 
 
@@ -18,22 +17,19 @@ def export_step_replay(pipeline: Pipeline, workspace: Workspace, step_id: str, d
     if not step.kind.journaled:
         raise UsageError(f"step `{step_id}` ({step.kind.kind}) keeps no trial journal; only search steps such as "
                          "bisect-precision have replays")
-    store, stat_cache = workspace.store, workspace.stat_cache()
-    entries: dict[str, Entry] = {}
-    try:
-        needed = pipeline.dag.upstream({step_id}) - {step_id}
-        for upstream_id in (s for s in pipeline.order if s in needed):
-            prepared = prepare(pipeline, pipeline.steps[upstream_id], entries, stat_cache)
-            entry = store.lookup(prepared.key)
-            if entry is None:
-                raise UsageError(f"step `{upstream_id}` is not cached with the recipe's current values; "
-                                 f"run the recipe (or `--only {step_id}`) first")
-            entries[upstream_id] = entry
-        prepared = prepare(pipeline, step, entries, stat_cache)
-    finally:
-        stat_cache.close()
+    needed = pipeline.dag.upstream({step_id})
+    statuses = pipeline_status(pipeline, workspace, [s for s in pipeline.order if s in needed])
+    for status in statuses[:-1]:
+        if status.state != "cached":
+            why = f" ({'; '.join(status.reasons)})" if status.reasons else ""
+            raise UsageError(f"step `{status.step_id}` is not cached with the recipe's current values{why}; "
+                             f"run the recipe (or `--only {step_id}`) first")
+    target = statuses[-1]
+    if target.prepared is None:  # its key is unknown here, or its params are wrong
+        raise UsageError(f"cannot find the trials of step `{step_id}` here: {'; '.join(target.reasons)}")
     budget = step.kind.Params.search_budget
-    journal = workspace.journal_path(keys.journal_key(prepared.material, budget))
+    journal = workspace.journal_path(target.journal_key)
     if not journal.exists():
         raise UsageError(f"step `{step_id}` has no recorded trials for its current params; run it first")
-    return export_replay(journal, step_id, step.kind.kind, keys.replay_identity(prepared.material, budget), destination)
+    material = target.prepared.material
+    return export_replay(journal, step_id, step.kind.kind, keys.replay_identity(material, budget), destination)

@@ -1,10 +1,11 @@
-"""Running a pipeline: prepare each step's key, answer it from the store or compute it, record it.
+"""Running a pipeline: resolve each step's key material, hand the step to a pool, record the outcome.
 
-Steps are scheduled as soon as what they need has finished, up to `jobs` at a time, on any
-`concurrent.futures.Executor` (threads by default; the work handed to it is the module-level
-`compute_step`, so a distributed pool needs only a shared workspace). A failed step does not stop
-independent branches: their results are still cached, and the steps that needed the failed one
-are reported as skipped.
+Steps are scheduled as soon as what they need has finished, up to `jobs` at a time, on a
+`StepPool` (threads by default, `--executor process` for worker processes). What a pool runs is a
+picklable `StepTask`; the worker completes the key with its own machine's facts and answers the
+step from the store or computes it, so a distributed pool needs only a shared workspace. A failed
+step does not stop independent branches: their results are still cached, and the steps that
+needed the failed one are reported as skipped.
 """
 
 from __future__ import annotations
@@ -14,22 +15,21 @@ import json
 import os
 import time
 import traceback
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from trtflow.errors import ParamError, StepError, TrtflowError
-from trtflow.executor import keys
-from trtflow.executor.hashing import StatCache
-from trtflow.executor.journal import FileJournal, load_replay
+from trtflow.executor.keys import KeyWalk
 from trtflow.executor.links import publish
 from trtflow.executor.pipeline import Pipeline, PlannedStep
-from trtflow.executor.store import Entry, MissingOutput
+from trtflow.executor.pools import POOLS
+from trtflow.executor.store import Entry
+from trtflow.executor.tasks import StepTask
 from trtflow.executor.workspace import Workspace
-from trtflow.schema.paths import PathResolver
-from trtflow.steps.base import StepContext, StepParams
+from trtflow.steps.base import StepParams
 
 Status = Literal["cached", "ran", "failed", "skipped", "would run"]
 
@@ -41,6 +41,7 @@ class RunOptions:
     jobs: int = 1
     out: Path | None = None  # where output links go; None: no links
     debug: bool = False
+    executor: str = "thread"  # a name in `pools.POOLS`
 
 
 @dataclass
@@ -66,102 +67,6 @@ class Observer:
     def log(self, step_id: str, message: str) -> None: ...
 
     def finished(self, outcome: StepOutcome) -> None: ...
-
-
-@dataclass
-class Prepared:
-    """A step ready to run: validated params and the key they give."""
-
-    params: StepParams
-    material: dict
-    key: str
-
-
-def prepare(pipeline: Pipeline, step: PlannedStep, entries: dict[str, Entry], stat_cache: StatCache) -> Prepared:
-    """Resolve a step's references against finished upstream entries and compute its key."""
-    artifacts: dict[str, tuple[str, str, str]] = {}
-    value_outputs: dict[str, str] = {}
-
-    def output_of(step_id: str, output: str) -> Any:
-        entry = entries[step_id]
-        if output not in entry.outputs:
-            raise StepError(f"needs `{output}` from step `{step_id}`, which did not produce it this time", step=step.id)
-        resolved = entry.output_value(output)
-        if entry.outputs[output]["kind"] != "value":
-            artifacts[resolved] = ("artifact", entry.digest(output), f"steps.{step_id}.{output}")
-        else:
-            value_outputs[str(resolved)] = f"${{steps.{step_id}.{output}}}"
-        return resolved
-
-    params_dict = pipeline.resolve_params(step, output_of)
-    resolver = PathResolver(pipeline.recipe.base_dir, {path: identity[1] for path, identity in artifacts.items()},
-                            value_outputs=value_outputs)
-    params = pipeline.validate_params(step, params_dict, resolver)
-    identities = dict(artifacts)
-    for user_file in resolver.user_files:
-        path = Path(user_file)
-        try:
-            label = path.relative_to(pipeline.recipe.base_dir).as_posix()
-        except ValueError:
-            label = user_file
-        identities[user_file] = ("file", stat_cache.digest(path), label)
-    labels: dict[str, str] = {}
-    dumped = params.model_dump(mode="json", exclude=set(step.kind.Params.cosmetic))
-    params_json = keys.identify_paths(dumped, identities, labels)
-    env = step.kind().fingerprint(params)
-    step_material = keys.material(step.kind.kind, step.kind.version, params_json, env, labels)
-    return Prepared(params, step_material, keys.step_key(step_material))
-
-
-def _open_journal(step: PlannedStep, prepared: Prepared, workspace: Workspace, fresh: bool) -> FileJournal:
-    budget = step.kind.Params.search_budget
-    path = workspace.journal_path(keys.journal_key(prepared.material, budget))
-    if fresh and path.exists():
-        path.unlink()
-    replay_file = getattr(prepared.params, "replay", None)
-    replayed = load_replay(Path(replay_file), keys.replay_identity(prepared.material, budget)) if replay_file else None
-    return FileJournal(path, keys.replay_identity(prepared.material, budget), replayed, step.id, step.kind.kind)
-
-
-def compute_step(pipeline: Pipeline, step: PlannedStep, prepared: Prepared, workspace: Workspace,
-                 force: bool, observer: Observer) -> tuple[Entry, bool]:
-    """The entry for a prepared step, computing it unless the store has it; True when computed."""
-    store = workspace.store
-    if not force and (entry := store.lookup(prepared.key)):
-        return entry, False
-    with store.lock(prepared.key):
-        if not force and (entry := store.lookup(prepared.key)):  # a concurrent run made it meanwhile
-            return entry, False
-        work_dir = store.begin(prepared.key)
-        journal = _open_journal(step, prepared, workspace, force) if step.kind.journaled else None
-        started = time.monotonic()
-        notices: list[str] = []
-        incomplete: list[str] = []
-        try:
-            context = StepContext(
-                step_id=step.id, work_dir=work_dir, outputs=step.kind.outputs, journal=journal,
-                state_root=workspace.state_root, recipe_dir=pipeline.recipe.base_dir,
-                progress=lambda done, total=None, note="": observer.progress(step.id, done, total, note),
-                log=lambda message: observer.log(step.id, message),
-                notice=notices.append, mark_incomplete=incomplete.append,
-            )
-            values = step.kind().run(context, prepared.params) or {}
-            info = {"uses": step.kind.kind, "step": step.id, "recipe": pipeline.recipe.name,
-                    "seconds": round(time.monotonic() - started, 3),
-                    "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                    "material": prepared.material, "notices": notices}
-            if incomplete:
-                info["incomplete"] = "; ".join(incomplete)
-            return store.commit(prepared.key, work_dir, step.kind.outputs, values, info), True
-        except MissingOutput as error:
-            store.discard(work_dir)
-            raise StepError(f"{step.kind.kind} {error} (a bug in the step kind)", step=step.id) from error
-        except BaseException:
-            store.discard(work_dir)
-            raise
-        finally:
-            if journal:
-                journal.close()
 
 
 @dataclass
@@ -215,61 +120,59 @@ def _failure(pipeline: Pipeline, step: PlannedStep, error: BaseException, second
     return StepOutcome(step.id, "failed", seconds, message=message, exit_code=code)
 
 
-def run_pipeline(pipeline: Pipeline, workspace: Workspace, options: RunOptions, observer: Observer,
-                 pool: Executor | None = None) -> RunReport:
+def run_pipeline(pipeline: Pipeline, workspace: Workspace, options: RunOptions, observer: Observer) -> RunReport:
     started = time.monotonic()
     selected = _selected(pipeline, options.only)
     stat_cache = workspace.stat_cache()
-    entries: dict[str, Entry] = {}
+    walk = KeyWalk(pipeline, selected, stat_cache)
     outcomes: dict[str, StepOutcome] = {}
-    own_pool = pool is None
-    pool = pool or ThreadPoolExecutor(max_workers=max(1, options.jobs), thread_name_prefix="trtflow-step")
-    running: dict[Future, tuple[PlannedStep, float]] = {}
+    jobs = max(1, options.jobs)
+    pool = POOLS[options.executor](jobs, observer)
+    running: dict[Future, tuple[PlannedStep, StepParams, float]] = {}
 
-    def work(step: PlannedStep) -> tuple[Entry, bool, StepParams]:
-        prepared = prepare(pipeline, step, entries, stat_cache)
-        entry, computed = compute_step(pipeline, step, prepared, workspace, step.id in options.force, observer)
-        workspace.remember_material(pipeline.recipe.name, step.id, prepared.material)
-        return entry, computed, prepared.params
+    def settle(step: PlannedStep, outcome: StepOutcome, entry: Entry | None = None) -> None:
+        walk.settle(step.id, entry)
+        outcomes[step.id] = outcome
+        observer.finished(outcome)
 
-    pending = list(selected)
     try:
-        while pending or running:
-            for step_id in list(pending):
-                step = pipeline.steps[step_id]
-                needs = pipeline.dag.deps[step_id]
-                if any(outcomes.get(d) and outcomes[d].status in ("failed", "skipped") for d in needs):
-                    blocked = next(d for d in needs if outcomes.get(d) and outcomes[d].status in ("failed", "skipped"))
-                    outcome = StepOutcome(step_id, "skipped", message=f"needs `{blocked}`, which did not finish")
-                    outcomes[step_id] = outcome
-                    observer.finished(outcome)
-                    pending.remove(step_id)
-                elif all(d in entries for d in needs) and len(running) < max(1, options.jobs):
+        while walk.pending or running:
+            for step_id in walk.ready():
+                if missing := walk.missing(step_id):
+                    step = walk.take(step_id)
+                    settle(step, StepOutcome(step_id, "skipped", message=f"needs `{missing[0]}`, which did not finish"))
+                elif len(running) < jobs:
+                    step = walk.take(step_id)
                     observer.started(step_id)
-                    running[pool.submit(work, step)] = (step, time.monotonic())
-                    pending.remove(step_id)
+                    step_started = time.monotonic()
+                    try:  # resolving reads upstream entries and hashes user files: here, not in a worker
+                        resolved = walk.resolve(step_id)
+                        task = StepTask(step_id, pipeline.recipe.name, pipeline.recipe.base_dir, resolved,
+                                        step.needs(resolved.params), workspace.root, step_id in options.force)
+                    except Exception as error:  # noqa: BLE001 - every failure becomes a recorded outcome
+                        settle(step, _failure(pipeline, step, error, time.monotonic() - step_started,
+                                              options.debug, workspace))
+                        continue
+                    running[pool.submit(task)] = (step, resolved.params, step_started)
             if not running:
                 continue
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            done, _ = wait(running, timeout=pool.relay_seconds, return_when=FIRST_COMPLETED)
+            pool.relay()  # a step's last events come before it is reported finished
             for future in done:
-                step, step_started = running.pop(future)
+                step, params, step_started = running.pop(future)
                 seconds = time.monotonic() - step_started
                 try:
-                    entry, computed, params = future.result()
+                    entry, computed = future.result()
                 except Exception as error:  # noqa: BLE001 - every failure becomes a recorded outcome
-                    outcome = _failure(pipeline, step, error, seconds, options.debug, workspace)
-                else:
-                    entries[step.id] = entry
-                    gated, passed = _gate(step, entry, params)
-                    outcome = StepOutcome(step.id, "ran" if computed else "cached", seconds, entry.key,
-                                          passed=passed, gate=gated, notices=entry.manifest.get("notices", []))
-                    if options.out is not None:
-                        publish(entry, options.out / pipeline.recipe.name / step.id)
-                outcomes[step.id] = outcome
-                observer.finished(outcome)
+                    settle(step, _failure(pipeline, step, error, seconds, options.debug, workspace))
+                    continue
+                gated, passed = _gate(step, entry, params)
+                if options.out is not None:
+                    publish(entry, options.out / pipeline.recipe.name / step.id)
+                settle(step, StepOutcome(step.id, "ran" if computed else "cached", seconds, entry.key, passed=passed,
+                                         gate=gated, notices=entry.manifest.get("notices", [])), entry)
     finally:
-        if own_pool:
-            pool.shutdown(wait=False, cancel_futures=True)
+        pool.shutdown()
         stat_cache.close()
     report = RunReport([outcomes[s] for s in selected if s in outcomes], time.monotonic() - started)
     _write_record(pipeline, workspace, report)

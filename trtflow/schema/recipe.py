@@ -35,6 +35,16 @@ IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_-]*$"
 Scalar = str | int | float | bool
 
 
+class Resources(BaseModel):
+    """What a step needs from the machine that runs it. Not part of its key: it says where the
+    step can run, and the facts of that machine (TensorRT version, GPU) are what enter the key."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gpu: int = Field(0, ge=0, description="GPUs the step needs (TensorRT steps: 1).")
+    memory_mb: int | None = Field(None, gt=0, description="Host memory the step needs, in MiB.")
+
+
 class StepSpec(BaseModel):
     """One entry of `steps:` as the user wrote it."""
 
@@ -47,6 +57,9 @@ class StepSpec(BaseModel):
     matrix: dict[str, list[Scalar]] | None = Field(
         None, description="Expand the step over values: `{precision: [fp16, bf16]}` gives `ID@fp16`, `ID@bf16`."
     )
+    resources: Resources | None = Field(
+        None, description="What the step needs from the machine that runs it, on top of what its kind declares: "
+                          "`{gpu: 1, memory_mb: 16000}`.")
     description: str | None = None
 
     @field_validator("matrix")
@@ -93,6 +106,7 @@ class RecipeStep:
     origin: str  # the id as written in the file, for error positions
     matrix: dict[str, Scalar] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)  # substituting vars/matrix; params left unchecked
+    resources: Resources | None = None  # as the recipe wrote it; the step kind's own need fills the rest
 
     @property
     def source_path(self) -> RecipePath:
@@ -262,7 +276,7 @@ def load_recipe(path: Path | str, overrides: list[str] | tuple[str, ...] = ()) -
             params = substitute(spec.with_, resolve, ("vars", "matrix"), ("steps", origin, "with"),
                                 lambda at, message: step_problems.append(source.problem(at, message)))
             steps[step_id] = RecipeStep(step_id, spec.uses, params, list(spec.after), spec.gate, origin, combo,
-                                        step_problems)
+                                        step_problems, spec.resources)
     return Recipe(document.name, document.description, path, variables, steps, groups, source, problems)
 
 

@@ -1,7 +1,8 @@
 """The Step contract every step kind implements.
 
 A step module holds one `Step` subclass with the same parts in the same order: its `Params`
-model, its `outputs`, its `version`, `fingerprint(params)` and `run(ctx, params)`. The executor
+model, its `outputs`, its `version`, `fingerprint(params)` and `run(ctx, params)` — and, for a step
+that needs a GPU or much memory, `resources` (or `needs(params)` when that depends on params). The executor
 validates params, computes the cache key from them, and calls `run` with a `StepContext` that
 points at a fresh folder; the step writes its file outputs there and returns its value outputs.
 A step never sees the store, the journal file or other steps: only its params and its context.
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
+
+from trtflow.schema.recipe import Resources
 
 
 class StepParams(BaseModel):
@@ -121,9 +124,16 @@ class Step:
     outputs: ClassVar[dict[str, Output]] = {}
     version: ClassVar[int] = 1
     journaled: ClassVar[bool] = False
+    resources: ClassVar[Resources] = Resources()
+    """What the step needs from the machine that runs it; a recipe's `resources:` adds to it."""
+
+    def needs(self, params: StepParams) -> Resources:
+        """The resources for these params (a TensorRT runner among CPU ones needs a GPU)."""
+        return self.resources
 
     def fingerprint(self, params: StepParams) -> dict[str, str]:
-        """Facts about this machine that change the outputs (library versions, GPU); part of the key."""
+        """Facts about the machine that runs the step that change the outputs (library versions,
+        GPU); part of the key, so they are asked for where the step runs, not where the run started."""
         return {}
 
     def run(self, ctx: StepContext, params: StepParams) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from trtflow.precision.formats import PrecisionName
 from trtflow.runners.base import PlanModel, PlanRunner, Runner, RunnerConfig
 from trtflow.runners.registry import BACKENDS, config_type, plan_runner_entry, realizes_plans
 from trtflow.schema.paths import InputPath
+from trtflow.schema.recipe import Resources
 from trtflow.steps.base import Step, StepContext, StepParams, TrialRecord, file, value
 from trtflow.steps.bisect_judges import CommandCheck, Verdict
 from trtflow.tensors.comparison import Tolerances, worst_error
@@ -255,6 +256,9 @@ class BisectPrecision(Step):
     # 3: the report says which nodes the opset holds in FP32 (`held_by_opset`);
     # 4: a weight that flushes a stray value to zero is no suspect (a clean CNN is answered in one trial)
     journaled = True
+
+    def needs(self, params: Params) -> Resources:
+        return Resources(gpu=1) if params.backend == "tensorrt" else self.resources
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         # ONNX Runtime and onnx always: the reference, the screening and the final lowered model use them

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trtflow.errors import ParamError
 from trtflow.schema.paths import InputPath
+from trtflow.schema.recipe import Resources
 from trtflow.steps.base import Step, StepContext, StepParams, file
 
 PrecisionName = Literal["fp32", "fp16", "bf16"]
@@ -111,6 +112,7 @@ class BuildEngine(Step):
         "profile": file(".json", "Per-layer times (trtexec --exportProfile layout) for render-graph.", optional=True),
     }
     version = 1
+    resources = Resources(gpu=1)
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         from trtflow.trt.environment import fingerprint

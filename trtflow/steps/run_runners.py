@@ -45,6 +45,7 @@ from trtflow.runners.registry import runner_entry
 from trtflow.runners.tensorrt import refuse_onnx_engine
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
+from trtflow.schema.recipe import Resources
 from trtflow.steps.base import Step, StepContext, StepParams, file, folder, value
 from trtflow.tensors.inputs import DataSpec, LoaderSpec
 
@@ -316,6 +317,9 @@ class RunRunners(Step):
     version = 6  # 2: the `profiles` output; 3: inputs record their iteration count, runner errors are uniform;
     # 4: scalars stay scalars in the Polygraphy JSON files; 5: results name unnamed nodes as reports do;
     # 6: the notice that ONNX Runtime's CPU provider hides FP16 overflows (notices are kept with the cached entry)
+
+    def needs(self, params: Params) -> Resources:
+        return Resources(gpu=1) if any(config.backend == "tensorrt" for config in params.runners) else self.resources
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         facts = {"numpy": installed_version("numpy")}

@@ -1,0 +1,192 @@
+"""Where steps run: `--executor process` gives what threads give, and errors and progress cross processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+from pathlib import Path
+
+import pytest
+from conftest import write_recipe
+from run_compare.models import mlp_chain, save
+from trt.trt_doubles import GENERATIONS, double_env
+
+from trtflow.errors import (BackendUnavailable, ParamError, Problem, RecipeError, ReplayMismatch, StepError,
+                            TrtflowError, UsageError)
+from trtflow.executor.resources import UNKEYABLE_HERE
+from trtflow.graph.svg import GraphvizTimeout
+from trtflow.runners.base import RunnerFailed
+
+RECIPE = """
+trtflow: 1
+name: pools
+steps:
+  model: {uses: load, with: {path: model.onnx}}
+  taps: {uses: surgeon-insert-tap, with: {model: "${steps.model.model}", tensors: all}}
+  first: {uses: test-sleep, with: {text: hello, source: src.txt, size_kb: 3}}
+  second: {uses: test-sleep, with: {text: "got ${steps.first.length}", source: "${steps.first.out}"}}
+  search: {uses: test-trials, with: {trials: 6}}
+  where: {uses: test-pid}
+"""
+
+
+def _run(trtflow, tmp_path: Path, env: dict, *extra: str):
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")
+    (tmp_path / "src.txt").write_text("source text\n")
+    recipe = write_recipe(tmp_path, RECIPE)
+    return trtflow("run", recipe, "--workspace", tmp_path / "ws", "--out", tmp_path / "out", "--jobs", "2", *extra,
+                   cwd=tmp_path, env={**env, "TRTFLOW_PROGRESS_SECONDS": "0"})
+
+
+def _keys(tmp_path: Path) -> set[str]:
+    return {path.name for path in (tmp_path / "ws" / "store").glob("??/*")}
+
+
+def _contents(tmp_path: Path, step: str) -> dict[str, bytes | dict]:
+    """Every file a step wrote, manifests without when and how long."""
+    folder = tmp_path / "out" / "pools" / step
+    contents: dict[str, bytes | dict] = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        if path.name == "manifest.json":
+            manifest = json.loads(path.read_text())
+            contents[path.name] = {k: v for k, v in manifest.items() if k not in ("created", "seconds")}
+        else:
+            contents[path.relative_to(folder).as_posix()] = path.read_bytes()
+    return contents
+
+
+def _head_pid(tmp_path: Path) -> int:
+    (record,) = (tmp_path / "ws" / "runs").glob("*.json")
+    return int(record.stem.rsplit("-", 1)[1])
+
+
+def _worker_pid(tmp_path: Path) -> int:
+    return json.loads((tmp_path / "out" / "pools" / "where" / "values.json").read_text())["pid"]
+
+
+def test_a_process_pool_gives_the_keys_and_outputs_of_the_thread_pool(trtflow, tmp_path, plugin_env):
+    threads, processes = tmp_path / "threads", tmp_path / "processes"
+    threads.mkdir(), processes.mkdir()
+    by_threads = _run(trtflow, threads, plugin_env)
+    by_processes = _run(trtflow, processes, plugin_env, "--executor", "process")
+    assert by_threads.returncode == 0, by_threads.stdout + by_threads.stderr
+    assert by_processes.returncode == 0, by_processes.stdout + by_processes.stderr
+    assert "6 ran" in by_processes.stdout
+    assert _keys(threads) == _keys(processes) and len(_keys(threads)) == 6
+    for step in ("model", "taps", "first", "second", "search"):
+        assert _contents(threads, step) == _contents(processes, step), step
+    assert _worker_pid(threads) == _head_pid(threads)
+    assert _worker_pid(processes) != _head_pid(processes)  # the steps did run in worker processes
+
+    again = trtflow("run", processes / "recipe.yaml", "--workspace", threads / "ws", "--executor", "process",
+                    cwd=processes, env=plugin_env)
+    assert again.returncode == 0 and "6 cached" in again.stdout, again.stdout + again.stderr
+
+
+def test_progress_from_worker_processes_reaches_the_display_before_the_step_finishes(trtflow, tmp_path, plugin_env):
+    result = _run(trtflow, tmp_path, plugin_env, "--executor", "process")
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    progress = [i for i, line in enumerate(lines) if line.strip() == "first: 3/3 writing"]
+    finished = [i for i, line in enumerate(lines) if re.match(r"\s*ran first \(", line)]
+    assert progress and finished and progress[0] < finished[0], result.stdout
+
+
+def test_a_param_error_in_a_worker_process_points_at_the_param(trtflow, tmp_path):
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")
+    recipe = write_recipe(tmp_path, """
+trtflow: 1
+name: wrong
+steps:
+  model: {uses: load, with: {path: model.onnx}}
+  diff:
+    uses: compare
+    with: {results: "${steps.model.model}", reference: fp32}
+""")
+    result = trtflow("run", recipe, "--executor", "process", cwd=tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert f"{recipe}:8:" in output and "steps.diff.with.results" in output and "is not a results folder" in output
+    assert "Traceback" not in output
+
+
+def test_an_unknown_executor_is_a_usage_error(trtflow, tmp_path, plugin_env):
+    result = _run(trtflow, tmp_path, plugin_env, "--executor", "ray")
+    assert result.returncode == 2
+    assert "--executor ray: expected thread or process" in result.stderr
+
+
+ERRORS = [TrtflowError("broke"), UsageError("no such step"), ReplayMismatch("made for another model"),
+          RecipeError([Problem("expected a number", "r.yaml", 3, 7, "steps.diff.with.atol"), Problem("second")]),
+          StepError("ran out", step="hunt"), BackendUnavailable("install TensorRT", step="engine"),
+          ParamError("shapes", "x needs 3 dims"), RunnerFailed("fp16", "crashed"),
+          GraphvizTimeout("dot took too long", step="graph")]
+
+
+def _subclasses(cls: type) -> set[type]:
+    return {cls} | {sub for child in cls.__subclasses__() for sub in _subclasses(child)}
+
+
+def test_every_error_type_is_covered_here():
+    assert {type(error) for error in ERRORS} == _subclasses(TrtflowError)
+
+
+@pytest.mark.parametrize("error", ERRORS, ids=lambda error: type(error).__name__)
+def test_every_error_survives_pickling_with_its_message_location_and_exit_code(error):
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is type(error)
+    assert str(copy) == str(error) and copy.exit_code == error.exit_code
+    assert copy.__dict__ == error.__dict__  # problems with file/line/column, step, param, runner
+
+
+GPU_RECIPE = """
+trtflow: 1
+name: gpu
+steps:
+  model: {uses: load, with: {path: model.onnx}}
+  engine: {uses: build-engine, with: {model: "${steps.model.model}", precision: fp16}}
+  run:
+    uses: run-runners
+    with: {engine: "${steps.engine.engine}", runners: [{name: trt, backend: tensorrt}]}
+  cpu: {uses: test-sleep, with: {text: cpu}}
+  pinned: {uses: test-sleep, resources: {gpu: 1, memory_mb: 2048}, with: {text: pinned}}
+"""
+
+
+def _states(output: str) -> dict[str, str]:
+    rows = [[cell.strip() for cell in line.split("│")] for line in output.splitlines() if line.count("│") == 3]
+    return {row[0]: row[2] for row in rows}
+
+
+def test_status_does_not_guess_keys_made_of_another_machines_gpu(trtflow, tmp_path, plugin_env):
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")
+    recipe = write_recipe(tmp_path, GPU_RECIPE)
+    assert trtflow("run", recipe, "--only", "model", "--only", "cpu", cwd=tmp_path, env=plugin_env).returncode == 0
+    for command in (["status", recipe], ["run", recipe, "--dry-run"]):
+        result = trtflow(*command, cwd=tmp_path, env=plugin_env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert _states(result.stdout) == {"model": "cached", "engine": "unknown", "run": "unknown", "cpu": "cached",
+                                          "pinned": "unknown"}, result.stdout
+        assert UNKEYABLE_HERE in " ".join(result.stdout.split())
+        assert "needs `engine`, whose key is known only where it runs" in result.stdout
+
+    gpu_machine = double_env(GENERATIONS["10.x"])  # TensorRT and a GPU, as doubles
+    gpu_machine["PYTHONPATH"] += f"{os.pathsep}{plugin_env['PYTHONPATH']}"
+    result = trtflow("status", recipe, cwd=tmp_path, env={**plugin_env, **gpu_machine})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _states(result.stdout) == {"model": "cached", "engine": "never run", "run": "never run", "cpu": "cached",
+                                      "pinned": "never run"}, result.stdout
+
+
+def test_resources_are_checked_like_every_recipe_key(trtflow, tmp_path, plugin_env):
+    recipe = write_recipe(tmp_path, """
+trtflow: 1
+name: bad
+steps:
+  pinned: {uses: test-sleep, resources: {gpus: 1}}
+""")
+    result = trtflow("validate", recipe, cwd=tmp_path, env=plugin_env)
+    assert result.returncode == 2
+    assert f"{recipe}:5:" in result.stderr and "gpus" in result.stderr

@@ -1,0 +1,105 @@
+"""One step as a unit of work: the picklable task a pool runs, and what a worker does with it.
+
+A `StepTask` holds plain data only — the step's resolved key material and params, what it needs
+from the machine, where the workspace is — so any pool can run it: a thread, a process, or a
+machine that mounts the same workspace. The worker completes the key with its own facts, answers
+the step from the store or computes it, and reports progress through `StepEvents`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Protocol
+
+from trtflow.errors import StepError
+from trtflow.executor import keys
+from trtflow.executor.journal import FileJournal, load_replay
+from trtflow.executor.keys import Prepared, Resolved
+from trtflow.executor.store import Entry, MissingOutput
+from trtflow.executor.workspace import Workspace
+from trtflow.schema.recipe import Resources
+from trtflow.steps.base import StepContext
+
+
+class StepEvents(Protocol):
+    """What a running step reports: to the run's observer, or down a queue to it from a worker process."""
+
+    def progress(self, step_id: str, done: float, total: float | None, note: str) -> None: ...
+
+    def log(self, step_id: str, message: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class StepTask:
+    step_id: str
+    recipe_name: str
+    recipe_dir: Path  # the working folder of user commands a step runs
+    resolved: Resolved
+    resources: Resources  # where it may run; a pool that places work by resources reads it
+    workspace: Path
+    force: bool
+
+
+def run_task(task: StepTask, events: StepEvents) -> tuple[Entry, bool]:
+    """The entry of the task's step, computed here unless the store has it; True when computed.
+    The key is completed here, with the facts of the machine that runs the step."""
+    prepared = task.resolved.complete_here()
+    workspace = Workspace(task.workspace)
+    entry, computed = compute_step(task, prepared, workspace, events)
+    workspace.remember_material(task.recipe_name, task.step_id, prepared.material)
+    return entry, computed
+
+
+def _open_journal(task: StepTask, prepared: Prepared, workspace: Workspace) -> FileJournal:
+    kind = task.resolved.kind
+    budget = kind.Params.search_budget
+    path = workspace.journal_path(keys.journal_key(prepared.material, budget))
+    if task.force and path.exists():
+        path.unlink()
+    replay_file = getattr(prepared.params, "replay", None)
+    replayed = load_replay(Path(replay_file), keys.replay_identity(prepared.material, budget)) if replay_file else None
+    return FileJournal(path, keys.replay_identity(prepared.material, budget), replayed, task.step_id, kind.kind)
+
+
+def compute_step(task: StepTask, prepared: Prepared, workspace: Workspace, events: StepEvents) -> tuple[Entry, bool]:
+    """The entry for a prepared step, computing it unless the store has it; True when computed."""
+    store = workspace.store
+    kind, step_id = task.resolved.kind, task.step_id
+    if not task.force and (entry := store.lookup(prepared.key)):
+        return entry, False
+    with store.lock(prepared.key):
+        if not task.force and (entry := store.lookup(prepared.key)):  # a concurrent run made it meanwhile
+            return entry, False
+        work_dir = store.begin(prepared.key)
+        journal = _open_journal(task, prepared, workspace) if kind.journaled else None
+        started = time.monotonic()
+        notices: list[str] = []
+        incomplete: list[str] = []
+        try:
+            context = StepContext(
+                step_id=step_id, work_dir=work_dir, outputs=kind.outputs, journal=journal,
+                state_root=workspace.state_root, recipe_dir=task.recipe_dir,
+                progress=lambda done, total=None, note="": events.progress(step_id, done, total, note),
+                log=lambda message: events.log(step_id, message),
+                notice=notices.append, mark_incomplete=incomplete.append,
+            )
+            values = kind().run(context, prepared.params) or {}
+            info = {"uses": kind.kind, "step": step_id, "recipe": task.recipe_name,
+                    "seconds": round(time.monotonic() - started, 3),
+                    "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                    "material": prepared.material, "notices": notices}
+            if incomplete:
+                info["incomplete"] = "; ".join(incomplete)
+            return store.commit(prepared.key, work_dir, kind.outputs, values, info), True
+        except MissingOutput as error:
+            store.discard(work_dir)
+            raise StepError(f"{kind.kind} {error} (a bug in the step kind)", step=step_id) from error
+        except BaseException:
+            store.discard(work_dir)
+            raise
+        finally:
+            if journal:
+                journal.close()
