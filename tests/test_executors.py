@@ -14,10 +14,11 @@ from run_compare.models import mlp_chain, save
 from trt.trt_doubles import GENERATIONS, double_env
 
 from trtflow.errors import (BackendUnavailable, ParamError, Problem, RecipeError, ReplayMismatch, StepError,
-                            TrtflowError, UsageError)
+                            TensorFileError, TrtflowError, UsageError)
 from trtflow.executor.resources import UNKEYABLE_HERE
 from trtflow.graph.svg import GraphvizTimeout
 from trtflow.runners.base import RunnerFailed
+from trtflow.user_code import UserCodeError
 
 RECIPE = """
 trtflow: 1
@@ -121,8 +122,9 @@ def test_an_unknown_executor_is_a_usage_error(trtflow, tmp_path, plugin_env):
 ERRORS = [TrtflowError("broke"), UsageError("no such step"), ReplayMismatch("made for another model"),
           RecipeError([Problem("expected a number", "r.yaml", 3, 7, "steps.diff.with.atol"), Problem("second")]),
           StepError("ran out", step="hunt"), BackendUnavailable("install TensorRT", step="engine"),
-          ParamError("shapes", "x needs 3 dims"), RunnerFailed("fp16", "crashed"),
-          GraphvizTimeout("dot took too long", step="graph")]
+          ParamError("shapes", "x needs 3 dims"), ParamError("runners", "no such provider", within=(1, "providers")),
+          RunnerFailed("fp16", "crashed"), GraphvizTimeout("dot took too long", step="graph"),
+          TensorFileError("feeds.npz: holds pickled objects"), UserCodeError("loader.py:3: feeds() raised KeyError")]
 
 
 def _subclasses(cls: type) -> set[type]:
