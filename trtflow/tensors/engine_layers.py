@@ -64,6 +64,11 @@ class EngineLayerMap:
         """`{tensor: the layer writing it}` for every boundary tensor."""
         return {tensor: layer for layer in self.layers for tensor in layer.outputs}
 
+    def internal_tensors(self, model: "onnx.ModelProto") -> frozenset[str]:
+        """The tensors `model` computes that no engine layer writes: they stay inside fused kernels."""
+        boundary = set(self.outputs)
+        return frozenset(o for node in model.graph.node for o in node.output if o and o not in boundary)
+
     def as_json(self) -> dict:
         return {"engine_graph": self.engine_graph, "layers": [layer.as_json() for layer in self.layers],
                 "uncovered_nodes": list(self.uncovered)}

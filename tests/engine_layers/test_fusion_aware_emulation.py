@@ -1,0 +1,95 @@
+"""Fusion-aware emulation and per-engine-layer reports, through `trtflow run`.
+
+The model is `conv -> bn -> relu -> head`; the engine runs `conv + bn + relu` as one fused layer,
+`head` as another. The Conv's own output (~1e5) overflows FP16, so emulating node by node says the
+engine writes inf; but the fused kernel never stores it: BatchNormalization (var 1e6, scale 1e-3)
+is folded into the Conv's weights in FP32 (1e4 * 1e-3 = 10, exact in FP16) and only the layer's
+output (~100) is stored in FP16 — finite, as the engine that ships computes it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import write_recipe
+
+ENGINE_GRAPH = {"Layers": [
+    {"Name": "conv + bn + relu", "LayerType": "CaskConvolution", "Inputs": [{"Name": "x", "Format/Datatype": "Row major linear FP16"}],
+     "Outputs": [{"Name": "activation", "Format/Datatype": "Row major linear FP16"}]},
+    {"Name": "head", "LayerType": "ElementWise", "Inputs": [{"Name": "activation", "Format/Datatype": "Row major linear FP16"}],
+     "Outputs": [{"Name": "y", "Format/Datatype": "Row major linear FP16"}]}],
+    "Bindings": ["x", "y"]}
+
+RECIPE = """
+trtflow: 1
+name: fused
+steps:
+  taps:
+    uses: surgeon-insert-tap
+    with: {model: m.onnx, tensors: engine-layers, engine_graph: engine.json}
+  run:
+    uses: run-runners
+    with:
+      model: ${steps.taps.model}
+      data: {seed: 1, iterations: 2, ranges: {"*": [1, 10]}}
+      runners:
+        - {name: fp32, backend: onnxruntime}
+        - {name: per-node, backend: emulated, precision: fp16}
+        - {name: fused, backend: emulated, precision: fp16, engine_graph: engine.json}
+  diff:
+    uses: compare
+    with: {results: "${steps.run.results}", reference: fp32, atol: 0.5, rtol: 1.0e-2, group_by: engine_layer,
+           engine_layers: "${steps.taps.engine_layers}"}
+"""
+
+
+def conv_bn_model(path) -> None:
+    initializers = [numpy_helper.from_array(array, name) for name, array in {
+        "weight": np.full((2, 2, 1, 1), 1e4, np.float32), "bias": np.zeros(2, np.float32),
+        "gamma": np.ones(2, np.float32), "beta": np.zeros(2, np.float32), "mean": np.zeros(2, np.float32),
+        "var": np.full(2, 1e6, np.float32), "half": np.array(0.5, np.float32)}.items()]
+    nodes = [helper.make_node("Conv", ["x", "weight", "bias"], ["convolved"], name="conv"),
+             helper.make_node("BatchNormalization", ["convolved", "gamma", "beta", "mean", "var"], ["normalized"],
+                              name="bn", epsilon=0.0),
+             helper.make_node("Relu", ["normalized"], ["activation"], name="relu"),
+             helper.make_node("Mul", ["activation", "half"], ["y"], name="head")]
+    graph = helper.make_graph(nodes, "conv_bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 3, 3])], initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+
+
+def test_fused_conv_bn_relu_overflows_only_when_emulated_node_by_node(trtflow, tmp_path):
+    conv_bn_model(tmp_path / "m.onnx")
+    (tmp_path / "engine.json").write_text(json.dumps(ENGINE_GRAPH))
+    result = trtflow("run", write_recipe(tmp_path, RECIPE), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((tmp_path / "trtflow-out" / "fused" / "diff" / "report.json").read_text())
+    assert report["runners"]["per-node"]["first_nonfinite"]["node"] == "relu"  # the unfused Conv wrote inf
+    assert report["runners"]["fused"]["passed"] is True
+    assert report["nonfinite"]["fused"]["inf"] == 0
+    layers = report["engine_layers"]["runners"]
+    first = layers["per-node"]["first_divergent_layer"]
+    assert (first["layer"], first["nodes"], first["tensors"]) == ("conv + bn + relu", ["conv", "bn", "relu"], ["activation"])
+    assert [row["layer"] for row in layers["fused"]["layers"]] == ["conv + bn + relu", "head"]
+    assert layers["fused"]["first_divergent_layer"] is None and layers["fused"]["layers_failed"] == 0
+    summary = (tmp_path / "trtflow-out" / "fused" / "diff" / "summary.md").read_text()
+    assert "first divergent layer: `conv + bn + relu` (ONNX nodes: `conv`, `bn`, `relu`)" in summary
+
+
+def test_engine_graph_of_another_model_is_the_runner_entry_error(trtflow, tmp_path):
+    conv_bn_model(tmp_path / "m.onnx")
+    other = {"Layers": [{"Name": "a", "Inputs": [{"Name": "p"}], "Outputs": [{"Name": "q"}]}], "Bindings": ["p", "q"]}
+    (tmp_path / "engine.json").write_text(json.dumps(ENGINE_GRAPH))
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    recipe = RECIPE.replace("precision: fp16, engine_graph: engine.json", "precision: fp16, engine_graph: other.json")
+    result = trtflow("run", write_recipe(tmp_path, recipe), cwd=tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert "steps.run.with.runners[2].engine_graph" in output and "names no tensor the ONNX model computes" in output
+    assert "Traceback" not in output
