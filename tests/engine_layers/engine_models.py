@@ -176,3 +176,23 @@ def fixture_model(engine_graph: str, path: Path) -> Path:
     onnx.checker.check_model(model, full_check=True)
     onnx.save(model, str(path))
     return path
+
+
+def conv_bn_model(path: Path) -> Path:
+    """`conv -> bn -> relu -> head` on x[1, 2, 3, 3]: the Conv's own output (~1e5 for x in [1, 10])
+    overflows FP16; folded with its BatchNormalization (var 1e6) the weights are 10 and the output ~100."""
+    initializers = [numpy_helper.from_array(array, name) for name, array in {
+        "weight": np.full((2, 2, 1, 1), 1e4, np.float32), "bias": np.zeros(2, np.float32),
+        "gamma": np.ones(2, np.float32), "beta": np.zeros(2, np.float32), "mean": np.zeros(2, np.float32),
+        "var": np.full(2, 1e6, np.float32), "half": np.array(0.5, np.float32)}.items()]
+    nodes = [helper.make_node("Conv", ["x", "weight", "bias"], ["convolved"], name="conv"),
+             helper.make_node("BatchNormalization", ["convolved", "gamma", "beta", "mean", "var"], ["normalized"],
+                              name="bn", epsilon=0.0),
+             helper.make_node("Relu", ["normalized"], ["activation"], name="relu"),
+             helper.make_node("Mul", ["activation", "half"], ["y"], name="head")]
+    graph = helper.make_graph(nodes, "conv_bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 3, 3])], initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path

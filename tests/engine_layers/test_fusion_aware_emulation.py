@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
-
 from conftest import write_recipe
+
+from .engine_models import conv_bn_model
 
 ENGINE_GRAPH = {"Layers": [
     {"Name": "conv + bn + relu", "LayerType": "CaskConvolution", "Inputs": [{"Name": "x", "Format/Datatype": "Row major linear FP16"}],
@@ -45,23 +43,6 @@ steps:
     with: {results: "${steps.run.results}", reference: fp32, atol: 0.5, rtol: 1.0e-2, group_by: engine_layer,
            engine_layers: "${steps.taps.engine_layers}"}
 """
-
-
-def conv_bn_model(path) -> None:
-    initializers = [numpy_helper.from_array(array, name) for name, array in {
-        "weight": np.full((2, 2, 1, 1), 1e4, np.float32), "bias": np.zeros(2, np.float32),
-        "gamma": np.ones(2, np.float32), "beta": np.zeros(2, np.float32), "mean": np.zeros(2, np.float32),
-        "var": np.full(2, 1e6, np.float32), "half": np.array(0.5, np.float32)}.items()]
-    nodes = [helper.make_node("Conv", ["x", "weight", "bias"], ["convolved"], name="conv"),
-             helper.make_node("BatchNormalization", ["convolved", "gamma", "beta", "mean", "var"], ["normalized"],
-                              name="bn", epsilon=0.0),
-             helper.make_node("Relu", ["normalized"], ["activation"], name="relu"),
-             helper.make_node("Mul", ["activation", "half"], ["y"], name="head")]
-    graph = helper.make_graph(nodes, "conv_bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 3])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 3, 3])], initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
 
 
 def test_fused_conv_bn_relu_overflows_only_when_emulated_node_by_node(trtflow, tmp_path):
