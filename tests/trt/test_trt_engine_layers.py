@@ -34,12 +34,8 @@ steps:
     with: {model: "${steps.every.model}", timing_iterations: 0}
   run:
     uses: run-runners
-    with:
-      model: ${steps.taps.model}
-      engine: ${steps.tapped.engine}
-      data: {seed: 1, iterations: 1, ranges: {"*": [0, 1]}}
-      runners:
-        - {name: trt, backend: tensorrt}
+    with: {model: "${steps.taps.model}", engine: "${steps.tapped.engine}", runners: [{name: trt, backend: tensorrt}],
+           data: {seed: 1, iterations: 1, ranges: {"*": [0, 1]}}}
 """
 
 
