@@ -74,3 +74,21 @@ def test_engine_graph_of_another_model_is_the_runner_entry_error(trtflow, tmp_pa
     assert result.returncode == 2, output
     assert "steps.run.with.runners[2].engine_graph" in output and "names no tensor the ONNX model computes" in output
     assert "Traceback" not in output
+
+
+def test_tensorrt10_metadata_names_the_nodes_without_their_local_function(tmp_path):
+    """`[ONNX Layer: <node> | <local function>]` records, joined by \\x1f in a fused layer: the node is the part
+    before `|` (it was kept whole, so no layer matched a node of a model exported with local functions)."""
+    from trtflow.graph.from_engine import graph_from_layer_info
+    from trtflow.onnx_files import load_model
+    from trtflow.tensors.engine_layers import map_engine_layers
+
+    model = load_model(conv_bn_model(tmp_path / "m.onnx"))
+    document = {"Layers": [{**ENGINE_GRAPH["Layers"][0], "Name": "fused conv",
+                            "Metadata": "\x1f".join(f"[ONNX Layer: {n} | /block/Function]" for n in ("conv", "bn", "relu"))},
+                           {**ENGINE_GRAPH["Layers"][1], "Metadata": "[ONNX Layer: head]"}], "Bindings": ["x", "y"]}
+    graph = graph_from_layer_info(document)
+    assert graph.nodes["fused conv"].parts == ("conv", "bn", "relu")
+    layers = map_engine_layers(model, graph)
+    assert [(layer.name, layer.nodes) for layer in layers.layers] == [("fused conv", ("conv", "bn", "relu")),
+                                                                      ("head", ("head",))]
