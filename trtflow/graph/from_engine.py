@@ -31,7 +31,9 @@ _DTYPE_WORDS: tuple[tuple[str, str], ...] = (
     ("uint8", "uint8"), ("int8", "int8"), ("int4", "int4"), ("int32", "int32"), ("int64", "int64"),
     ("bool", "bool"), ("fp32", "fp32"), ("float", "fp32"), ("fp64", "fp64"), ("double", "fp64"),
 )
-_ONNX_LAYER = re.compile(r"\[ONNX Layer: ([^\]]+)\]")
+# `[ONNX Layer: <node> | <local function>...]`: the node name is what comes before the first `|`.
+_ONNX_LAYER = re.compile(r"\[ONNX Layer: ([^\]|]+?)\s*(?:\|[^\]]*)?\]")
+REFORMAT_PREFIX = "Reformatting CopyNode"  # a layer TensorRT inserts to convert a tensor's format; no ONNX node
 _HIDDEN_LAYER_KEYS = {"Name", "Inputs", "Outputs", "Metadata"}
 
 
@@ -46,15 +48,25 @@ def dtype_of(text: str | None) -> str | None:
     return None
 
 
+def onnx_layer_names(metadata: str | None) -> list[str]:
+    """The ONNX node names in a layer's metadata (several, joined by `\\x1f`, for a fused layer)."""
+    return _ONNX_LAYER.findall(metadata or "")
+
+
+def is_reformat(layer_name: str) -> bool:
+    """A format conversion TensorRT inserted: it copies its input, it computes nothing of the model."""
+    return layer_name.startswith(REFORMAT_PREFIX)
+
+
 def fused_parts(layer: dict) -> tuple[str, ...]:
     """The ONNX nodes a layer was built from: its Metadata, else the pieces of a fused name."""
     metadata = layer.get("Metadata")
     if isinstance(metadata, str):
-        found = _ONNX_LAYER.findall(metadata)
+        found = onnx_layer_names(metadata)
         if found:
             return tuple(dict.fromkeys(found))
     name = str(layer.get("Name", ""))
-    if name.startswith("Reformatting CopyNode"):  # "... to Conv_5 + Add_6": names the layer it serves
+    if is_reformat(name):  # "... to Conv_5 + Add_6": names the layer it serves
         return ()
     foreign = re.fullmatch(r"\{ForeignNode\[(.*)\]\}", name)
     if foreign:

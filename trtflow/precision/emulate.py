@@ -19,6 +19,11 @@ Two realizations share one graph walk (`_rewrite`), so they cannot drift apart:
   inference on an already-built session. For any plan both give bit-identical outputs (tested),
   provided both run with the same session options (`runners/emulated.py` fixes them).
 
+Fusion-aware emulation (`emulate(..., layers=...)`, the `emulated` runner's `engine_graph`) follows
+the engine that ships instead of one node at a time: tensors inside an engine layer are neither
+written nor read in the low type (the fused kernel keeps them in FP32), and BatchNormalization is
+folded into its Conv before weights are rounded (`trtflow.precision.fusion`).
+
 Candidates are the top-level nodes with a float32 output the low type can hold. If/Loop/Scan
 nodes are treated as one unit: their explicit float inputs and outputs are rounded, their bodies
 run as written.
@@ -40,6 +45,7 @@ if TYPE_CHECKING:
     import onnx
 
     from trtflow.precision.plan import PrecisionPlan
+    from trtflow.tensors.engine_layers import EngineLayerMap
 
 MASK_INPUT = "trtflow::low_precision"  # bool[number of candidates]: True runs that node in low precision
 FLOAT = 1  # onnx.TensorProto.FLOAT
@@ -75,8 +81,24 @@ class _Builder(GraphAdditions):
         return self.node("Cast", [low], output, to=FLOAT)
 
 
-def _rewrite(model: "onnx.ModelProto", precision: PrecisionName, policy_for) -> "onnx.ModelProto":
-    """A copy of `model` with every candidate node wired by the policy `policy_for(builder, sites)`."""
+def _outside(sites: list[Site], graph: "onnx.GraphProto", internal: frozenset[str]) -> list[Site]:
+    """`sites` without the tensors that stay inside fused engine layers: nothing rounds them."""
+    if not internal:
+        return sites
+    nodes = {node.name: node for node in graph.node}
+    kept = []
+    for site in sites:
+        inputs = nodes[site.node].input
+        reads = tuple(i for i in site.reads if inputs[i] not in internal)
+        kept.append(Site(site.node, reads, tuple(dict.fromkeys(inputs[i] for i in reads)),
+                         tuple(o for o in site.low_outputs if o not in internal)))
+    return kept
+
+
+def _rewrite(model: "onnx.ModelProto", precision: PrecisionName, policy_for,
+             internal: frozenset[str] = frozenset()) -> "onnx.ModelProto":
+    """A copy of `model` with every candidate node wired by the policy `policy_for(builder, sites)`;
+    `internal` tensors are left as computed (see `_outside`)."""
     import onnx
 
     from trtflow.onnx_files import at_least_opset, drop_unread_initializers, name_nodes
@@ -87,7 +109,7 @@ def _rewrite(model: "onnx.ModelProto", precision: PrecisionName, policy_for) -> 
     fmt = FORMATS[precision]
     if fmt.name == "fp8":
         model_copy = at_least_opset(model_copy, FP8_MIN_OPSET)
-    sites = precision_sites(model_copy, precision)
+    sites = _outside(precision_sites(model_copy, precision), model_copy.graph, internal)
     graph = model_copy.graph
     builder = _Builder(fmt, {t.name: t for t in graph.initializer if t.data_type == FLOAT})
     policy: _Policy = policy_for(builder, sites)
@@ -135,14 +157,20 @@ class _FixedPlan:
         self.builder.round(raw, output)
 
 
-def emulate(model: "onnx.ModelProto", plan: "PrecisionPlan") -> "onnx.ModelProto":
-    """An FP32 model that rounds through `plan.precision` wherever `plan` runs a node in low precision."""
+def emulate(model: "onnx.ModelProto", plan: "PrecisionPlan", layers: "EngineLayerMap | None" = None) -> "onnx.ModelProto":
+    """An FP32 model that rounds through `plan.precision` wherever `plan` runs a node in low precision;
+    with the engine's `layers`, only at engine-layer boundaries, BatchNormalization folded into its Conv."""
 
     def fixed(builder: _Builder, sites: list[Site]) -> _FixedPlan:
         low = {s.node for s in sites if s.node not in plan.keep}
         return _FixedPlan(builder, low, {o for s in sites if s.node in low for o in s.low_outputs})
 
-    return _rewrite(model, plan.precision, fixed)
+    if layers is None:
+        return _rewrite(model, plan.precision, fixed)
+    from trtflow.precision.fusion import fold_batch_norms
+
+    folded = fold_batch_norms(model, layers)
+    return _rewrite(folded, plan.precision, fixed, layers.internal_tensors(folded))
 
 
 @dataclass

@@ -6,6 +6,10 @@ float inputs, outputs and weights rounded through the format). `keep` names the 
 FP32: a list, or bisect-precision's keep file (`keep: ${steps.hunt.keep}`) to verify its fix on
 other inputs. A name the model lacks is an error, not a silently ignored typo.
 
+`engine_graph` (build-engine's `engine_graph`, or trtexec --exportLayerInfo) makes the emulation
+fusion-aware: it predicts the engine being shipped rather than a node-by-node FP16 model
+(`trtflow.precision.fusion`). Without it, nothing changes.
+
 The session runs the graph op by op (`EMULATION_SESSION_OPTIONS`): fusions would compute kept
 regions differently from the switchable model `bisect-precision` judges plans with, and a fused
 kernel is not what the ONNX graph says.
@@ -41,6 +45,7 @@ if TYPE_CHECKING:
 
     from trtflow.precision.emulate import SwitchableModel
     from trtflow.precision.plan import PrecisionPlan
+    from trtflow.tensors.engine_layers import EngineLayerMap
 
 EMULATION_SESSION_OPTIONS = {"graph_optimization_level": "disable_all"}
 
@@ -59,29 +64,61 @@ class Config(RunnerConfig):
         default_factory=list, description="Nodes that stay in FP32: a list of node names, or bisect-precision's "
                                           "keep file (`${steps.ID.keep}`).")
 
+    engine_graph: InputPath | None = Field(
+        None, description="Fusion-aware emulation: the engine's layer JSON (`${steps.ID.engine_graph}`, or trtexec "
+                          "--exportLayerInfo). Rounding happens only at engine-layer outputs; inside a fused layer "
+                          "values stay FP32, as in the fused kernel, and a BatchNormalization fused into a Conv is "
+                          "folded into its weights in FP32 before they are rounded (so the Conv's own output no "
+                          "longer exists: tap with `tensors: engine-layers`). Without it every low-precision node "
+                          "rounds its own outputs.")
+
     def kept_nodes(self) -> frozenset[str]:
         return frozenset(self.keep) if isinstance(self.keep, list) else read_keep_file(self.keep)
 
     def check_model(self, model: "onnx.ModelProto | None") -> None:
         if model is None:
             return
+        if self.engine_graph is not None:
+            self.engine_layers(model)
         names = node_names(model)
         unknown = sorted(self.kept_nodes() - names)
         if unknown:
             shown = ", ".join(f"`{name}`{did_you_mean(name, names)}" for name in unknown[:5])
             raise ValueError(f"`keep` names {len(unknown)} node(s) the model does not have: {shown}")
 
+    def engine_layers(self, model: "onnx.ModelProto") -> "EngineLayerMap":
+        """The layers of `engine_graph` in `model`'s terms; a ParamError at the key when the file is no engine
+        graph or the engine of another model."""
+        from trtflow.errors import ParamError, UsageError
+        from trtflow.onnx_files import named
+        from trtflow.tensors.engine_layers import load_engine_layers
+
+        try:
+            return load_engine_layers(named(model), self.engine_graph)
+        except ParamError:
+            raise
+        except UsageError as error:
+            raise ParamError("engine_graph", str(error)) from None
+
     def create(self, model: Path | None, outputs: list[str] | None) -> OnnxruntimeRunner:
+        from trtflow.precision.emulate import emulate
         from trtflow.precision.plan import PrecisionPlan
 
         plan = PrecisionPlan(self.precision, self.kept_nodes())
+        transform = plan.emulate
+        if self.engine_graph is not None:
+            def transform(model: "onnx.ModelProto") -> "onnx.ModelProto":
+                return emulate(model, plan, self.engine_layers(model))
         return OnnxruntimeRunner(self.name, model, outputs, session_options=EMULATION_SESSION_OPTIONS,
-                                 transform=plan.emulate)
+                                 transform=transform)
 
     def fingerprint(self) -> dict[str, str]:
         return {"onnxruntime": installed_version("onnxruntime"), "onnx": installed_version("onnx")}
 
     def plan_runner(self, subject: PlanModel) -> "SwitchableRunner":
+        if self.engine_graph is not None:
+            raise ValueError("`engine_graph` has no place in a runner that realizes precision plans: plans are "
+                             "judged node by node on the switchable model")
         if self.keep:
             raise ValueError("`keep` has no place in a runner that realizes precision plans: each plan says "
                              "which nodes stay FP32 (bisect-precision's `nodes: {exclude: ...}` narrows them)")

@@ -4,7 +4,8 @@ The tolerance rule is Polygraphy's (`trtflow.tensors.comparison`), and the same 
 `bisect-precision`'s `check:` takes; `check_finite` adds Polygraphy's `--validate` (NaN/Inf in any
 runner fails the check). Beyond pass/fail the report says where things first went
 wrong (`first_nonfinite`, `first_divergence`, each `{tensor, node, op, runner}`), and how error
-grows layer by layer (`trtflow.tensors.report`). A candidate runner that failed is reported (and
+grows layer by layer (`trtflow.tensors.report`); `group_by: engine_layer` adds the same per fused
+TensorRT layer (`trtflow.tensors.engine_layers`). A candidate runner that failed is reported (and
 fails the check); a reference that failed leaves nothing to check against, and fails the step.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from trtflow.errors import ParamError, StepError
 from trtflow.packages import installed_version
@@ -36,6 +37,18 @@ class Params(Tolerances, StepParams):
                           "every runner (counts over all iterations, first tensor holding any) are reported either "
                           "way; false leaves them to the tolerances, which already fail a tensor whose NaN/Inf differ.")
     gate: bool = Field(False, description="Exit 1 from the run when this check fails (CI).")
+    group_by: Literal["tensor", "engine_layer"] = Field(
+        "tensor", description="engine_layer: also report per fused TensorRT layer (error, first divergent layer "
+                              "with its ONNX nodes); needs `engine_layers`.")
+    engine_layers: InputPath | None = Field(
+        None, description="surgeon-insert-tap's engine-layer map (`${steps.ID.engine_layers}`), for group_by: engine_layer.")
+
+    @model_validator(mode="after")
+    def _engine_layers_with_grouping(self) -> "Params":
+        if (self.group_by == "engine_layer") != (self.engine_layers is not None):
+            raise ValueError("`group_by: engine_layer` and `engine_layers` (surgeon-insert-tap's "
+                             "`${steps.ID.engine_layers}`) go together")
+        return self
 
     cosmetic = frozenset({"gate"})
 
@@ -47,7 +60,8 @@ class Compare(Step):
     summary = "Check runners against a reference per tensor (Polygraphy's abs-or-rel rule); name the first bad node."
     Params = Params
     outputs = {
-        "report": file(".json", "passed, first_nonfinite, first_divergence, per-tensor statistics, per-runner growth."),
+        "report": file(".json", "passed, first_nonfinite, first_divergence, per-tensor statistics, per-runner growth "
+                                "(and `engine_layers` with group_by: engine_layer)."),
         "summary": file(".md", "The report for people: verdict, firsts, worst tensors."),
         "passed": value(True, "Whether every candidate matched the reference (and, with check_finite, no runner "
                               "returned NaN/Inf)."),
@@ -85,7 +99,23 @@ class Compare(Step):
                                     f"{len(compared)} compared: {', '.join(compared[:8])}{' ...' if len(compared) > 8 else ''}")
         report = build_report(results, params.reference, candidates, tolerances, check_finite=params.check_finite,
                               metrics=params.metrics, progress=lambda done, total: ctx.progress(done, total, "tensors"))
+        summary = summary_markdown(report)
+        if params.engine_layers is not None:
+            report["engine_layers"], lines = _grouped(report, params.engine_layers)
+            summary += "\n".join(lines) + "\n"
         ctx.output_path("report").write_text(json.dumps(report, indent=1))
-        ctx.output_path("summary").write_text(summary_markdown(report))
+        ctx.output_path("summary").write_text(summary)
         ctx.notice("\n".join(terminal_lines(report)))
         return {"passed": report["passed"]}
+
+
+def _grouped(report: dict, engine_layers) -> tuple[dict, list[str]]:
+    """The report per engine layer, and its Markdown section."""
+    from trtflow.tensors.engine_layers import EngineLayerMap, group_report, summary_lines
+
+    try:
+        layers = EngineLayerMap.read(engine_layers)
+    except ValueError as error:
+        raise ParamError("engine_layers", str(error)) from None
+    grouped = group_report(report, layers)
+    return grouped, summary_lines(grouped)

@@ -2,7 +2,10 @@
 
 Polygraphy's `--onnx-outputs mark all`, as a step whose result is cached and whose choice is
 reviewable: `tensors` (`all`, names or globs), `ops` (only tensors produced by these op types) and
-`exclude` (globs). A tap keeps the tensor's own name; the `taps` file maps each tap back to its
+`exclude` (globs). `tensors: engine-layers` with `engine_graph` (build-engine's `engine_graph`, or
+`trtexec --exportLayerInfo`) taps only the tensors engine layers write, so an engine built from the
+tapped model keeps the fusions of the engine that ships (`trtflow.tensors.engine_layers`); the
+`engine_layers` output maps each engine layer to its ONNX nodes and tensors. A tap keeps the tensor's own name; the `taps` file maps each tap back to its
 producing node, op and topological index. Tensors inside If/Loop/Scan bodies cannot be outputs of
 the model and are listed under `not_tapped`.
 """
@@ -12,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from trtflow.errors import ParamError
 from trtflow.packages import installed_version
@@ -22,13 +25,28 @@ from trtflow.steps.base import Step, StepContext, StepParams, file
 
 if TYPE_CHECKING:
     from trtflow.tensors.catalog import TensorInfo
+    from trtflow.tensors.engine_layers import EngineLayerMap
 
 
 class Params(StepParams):
     model: InputPath = Field(description="The ONNX model to tap.")
-    tensors: Literal["all"] | list[str] = Field("all", description="`all`, or tensor names / globs to tap.")
+    tensors: Literal["all", "engine-layers"] | list[str] = Field(
+        "all", description="`all`; `engine-layers`: only the outputs of the engine layers of `engine_graph`, so "
+                           "the tapped engine keeps its fusions; or tensor names / globs to tap.")
+    engine_graph: InputPath | None = Field(
+        None, description="For `tensors: engine-layers`: the engine's layer JSON (`${steps.ID.engine_graph}` of "
+                          "build-engine, or trtexec --exportLayerInfo), built from this model.")
     ops: list[str] | None = Field(None, description="Only tap tensors produced by these op types (e.g. [Add, Pow]).")
     exclude: list[str] = Field(default_factory=list, description="Tensor names / globs not to tap.")
+
+    @model_validator(mode="after")
+    def _engine_graph_with_engine_layers(self) -> "Params":
+        if self.tensors == "engine-layers" and self.engine_graph is None:
+            raise ValueError("`tensors: engine-layers` needs `engine_graph`: the engine's layer JSON "
+                             "(`${steps.ID.engine_graph}` of build-engine, or trtexec --exportLayerInfo)")
+        if self.tensors != "engine-layers" and self.engine_graph is not None:
+            raise ValueError("`engine_graph` only serves `tensors: engine-layers`; remove it or set that")
+        return self
 
 
 class SurgeonInsertTap(Step):
@@ -40,8 +58,10 @@ class SurgeonInsertTap(Step):
     outputs = {
         "model": file(".onnx", "The model with the taps as extra graph outputs."),
         "taps": file(".json", "Each tap: tensor, node, op, topological index, dtype, shape; and what was not tapped."),
+        "engine_layers": file(".json", "With `tensors: engine-layers`: each engine layer's ONNX nodes and output "
+                                       "tensors, for compare's `group_by: engine_layer`.", optional=True),
     }
-    version = 1
+    version = 2  # 2: tensors: engine-layers, the engine_layers output
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         return {"onnx": installed_version("onnx")}
@@ -52,9 +72,17 @@ class SurgeonInsertTap(Step):
         from trtflow.tensors.taps import mark_outputs, select, subgraph_tensors
 
         model, tensors = load_cataloged(params.model)
-        patterns = None if params.tensors == "all" else params.tensors
+        if params.tensors == "engine-layers":
+            layers = _engine_layers(model, params.engine_graph)
+            layers.write(ctx.output_path("engine_layers"))
+            tensors_in_scope = {name: tensors[name] for name in layers.outputs}
+            ctx.log(f"{len(layers.layers)} engine layers write {len(tensors_in_scope)} tensors of the model")
+            patterns = None
+        else:
+            tensors_in_scope = tensors
+            patterns = None if params.tensors == "all" else params.tensors
         _check_selectors(tensors, patterns, params.ops)
-        chosen = select(tensors, patterns, params.ops, params.exclude)
+        chosen = select(tensors_in_scope, patterns, params.ops, params.exclude)
         if not chosen:
             raise ParamError("tensors", "`tensors`, `ops` and `exclude` together select no tensor to tap: each "
                                         "selects some, but no tensor passes all three")
@@ -65,6 +93,17 @@ class SurgeonInsertTap(Step):
         ctx.output_path("taps").write_text(json.dumps(taps, indent=1))
         ctx.log(f"tapped {len(chosen)} tensors")
         return {}
+
+
+def _engine_layers(model, engine_graph) -> "EngineLayerMap":
+    """The engine layers of `engine_graph` in the model's terms; a graph of another model is the param's error."""
+    from trtflow.errors import UsageError
+    from trtflow.tensors.engine_layers import load_engine_layers
+
+    try:
+        return load_engine_layers(model, engine_graph)
+    except UsageError as error:
+        raise ParamError("engine_graph", str(error)) from None
 
 
 def _check_selectors(tensors: dict[str, TensorInfo], patterns: list[str] | None, ops: list[str] | None) -> None:

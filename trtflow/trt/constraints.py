@@ -15,18 +15,11 @@ the build or means nothing.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from trtflow.graph.from_engine import onnx_layer_names
 from trtflow.trt.api import BuildPrecision, TensorRT
-
-_ONNX_LAYER = re.compile(r"\[ONNX Layer: ([^\]|]+?)\s*(?:\|[^\]]*)?\]")
-
-
-def onnx_nodes(metadata: str | None) -> list[str]:
-    """The ONNX node names in a layer's metadata (several when the inspector lists a fused layer)."""
-    return _ONNX_LAYER.findall(metadata or "")
 
 
 @dataclass
@@ -62,7 +55,7 @@ def constrain(network: Any, precisions: dict[str, BuildPrecision], trt: TensorRT
     applied = Applied()
     matched: set[str] = set()
     for layer in _layers(network):
-        names = onnx_nodes(layer.metadata) + [layer.name]
+        names = onnx_layer_names(layer.metadata) + [layer.name]
         wanted = next((name for name in names if name in precisions), None)
         if wanted is None:
             continue

@@ -783,10 +783,11 @@ class _Module:
         verbosity = config.profiling_verbosity
         io = [{"name": t.name, "mode": "INPUT", "dtype": t.dtype.name, "shape": list(t.shape)} for t in network._inputs]
         io += [{"name": t.name, "mode": "OUTPUT", "dtype": t.dtype.name, "shape": list(t.shape)} for t in network._outputs]
-        layers = [{"name": layer.name, "type": layer.type.name, "metadata": layer.metadata,
-                   "inputs": [t.name for t in layer._inputs], "outputs": [t.name for t in layer._outputs],
-                   "precision": "FP32" if layer.name in fp32_layers or not low_precision else "FP16"}
-                  for layer in network._layers if layer.type != n["LayerType"].CONSTANT]
+        layers = _fused([{"name": layer.name, "type": layer.type.name, "metadata": layer.metadata, "op": layer._node.op_type,
+                          "inputs": [t.name for t in layer._inputs], "outputs": [t.name for t in layer._outputs],
+                          "precision": "FP32" if layer.name in fp32_layers or not low_precision else "FP16"}
+                         for layer in network._layers if layer.type != n["LayerType"].CONSTANT],
+                        {t.name for t in network._outputs})
         plan = {"tensorrt": g.version, "io": io, "layers": layers, "low_precision": low_precision,
                 "fp32_nodes": fp32_nodes, "profile": {k: [list(s) for s in v] for k, v in profile.items()},
                 "detailed": verbosity == n["ProfilingVerbosity"].DETAILED,
@@ -870,6 +871,34 @@ class _Module:
             for index, layer in enumerate(plan["layers"]):
                 context._profiler.report_layer_time(layer["name"], 0.01 * (index + 1))
         return True
+
+
+FUSED_EPILOGUES = {"BatchNormalization", "Add", "Relu"}  # what TensorRT fuses into a convolution's kernel
+
+
+def _fused(layers: list[dict], network_outputs: set[str]) -> list[dict]:
+    """Each convolution and the epilogue layers that read only its single output, as one layer; a tensor
+    that is a network output must be written to memory, so it ends the fusion."""
+    readers: dict[str, int] = {}
+    for layer in layers:
+        for name in layer["inputs"]:
+            readers[name] = readers.get(name, 0) + 1
+    fused: list[dict] = []
+    for layer in layers:
+        previous = fused[-1] if fused else None
+        joins = (previous is not None and previous["op"] in ("Conv", "fused") and layer["op"] in FUSED_EPILOGUES
+                 and len(previous["outputs"]) == 1 and previous["outputs"][0] in layer["inputs"]
+                 and readers.get(previous["outputs"][0]) == 1 and previous["outputs"][0] not in network_outputs
+                 and previous["precision"] == layer["precision"])
+        if not joins:
+            fused.append(dict(layer))
+            continue
+        internal = previous["outputs"][0]
+        previous.update(name=f"{previous['name']} + {layer['name']}", op="fused",
+                        metadata="\x1f".join(filter(None, [previous["metadata"], layer["metadata"]])),
+                        inputs=previous["inputs"] + [t for t in layer["inputs"] if t != internal],
+                        outputs=layer["outputs"])
+    return fused
 
 
 def _round_layer_outputs(model: Any, plan: dict) -> Any:
