@@ -78,6 +78,9 @@ def test_summary_names_the_constants_fp16_and_bf16_cannot_hold(trtflow, tmp_path
     assert fp16["tiny"]["underflow"] == 1
     bf16 = {entry["tensor"]: entry for entry in summary["out_of_range"]["bf16"]}
     assert set(bf16) == {"attn.mask"}, "BF16 holds 1e7 and 1e-9 but rounds float32-min to -inf"
+    converters = summary["out_of_range_converters"]["fp16"]  # what a user's converter makes of those values
+    assert converters["TensorRT weakly typed FP16 build"].startswith("±inf past ±65504 (its builder warns)")
+    assert converters["onnxconverter-common / ModelOpt AutoCast"] == "clamp to ±65504"
     assert summary["inputs"] == [{"name": "scores", "dtype": "float32", "shape": [3, 4]}]
     assert summary["subgraphs"] == 2 and summary["op_histogram"]["If"] == 1
     assert summary["renamed_nodes"] == {"masked": "", "as_image": "", "total": "", "positive": "",

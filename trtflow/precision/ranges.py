@@ -117,5 +117,15 @@ def lost_values(model: "onnx.ModelProto", fmt: Format) -> list[LostValues]:
     return sorted(found, key=lambda lost: (-lost.overflow, -lost.underflow, lost.tensor))
 
 
+# What FP32 -> FP16 converters do with the weights `lost_values` finds. trtflow emulates TensorRT (±inf),
+# but a user converting with another tool sees clamping instead, and should know the two differ.
+FP16_CONVERTERS = {
+    "trtflow emulation": "±inf past ±65504, values below half the smallest subnormal flushed to zero",
+    "TensorRT weakly typed FP16 build": "±inf past ±65504 (its builder warns); tiny values raised to the smallest "
+                                        "subnormal",
+    "onnxconverter-common / ModelOpt AutoCast": "clamp to ±65504",
+}
+
+
 def as_dicts(items: list) -> list[dict]:
     return [asdict(item) for item in items]

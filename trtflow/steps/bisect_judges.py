@@ -2,8 +2,10 @@
 
 The outputs come from the step's runner (`trtflow.runners.base.PlanRunner`: `realize(plan,
 feeds)`, then `infer` per feed); this module only judges them.
-The check is either the tolerance block of `compare` (`trtflow.tensors.comparison.Tolerances`),
-applied to every output of every sample and stopping at the first sample that fails, or a user
+The check is the tolerance block of `compare` (`trtflow.tensors.comparison.Tolerances`),
+applied to every output of every sample and stopping at the first sample that fails; a task metric
+(`trtflow.tensors.task_metrics.MetricCheck`, `{metric: top1_agreement, min: 0.99}`), whose mean over
+every sample of the model's outputs must be within its bounds; or a user
 command run like Polygraphy's `--check`: exit status 0 means pass. The command runs in the
 recipe's folder, so `command: [python, check.py]` finds the script next to the recipe; the files
 it reads are listed in `files`, which puts their content in the step's key (the command itself is
@@ -26,6 +28,7 @@ from trtflow.errors import ParamError, StepError
 from trtflow.lazy import lazy_import
 from trtflow.schema.paths import InputPath
 from trtflow.tensors.comparison import Tolerances, json_number, new_nonfinite
+from trtflow.tensors.task_metrics import MetricJudge
 
 np = lazy_import("numpy")
 
@@ -87,6 +90,12 @@ def check_tolerances(tolerances: Tolerances, reference: Sequence[Outputs], candi
             if not passed:
                 return Verdict(False, _metrics(worst, checked, tolerances))
     return Verdict(True, _metrics(worst, checked, tolerances))
+
+
+def check_metric(judge: MetricJudge, reference: Sequence[Outputs], candidates: Iterable[Outputs]) -> Verdict:
+    """The task metric's mean over every sample within its bounds (a mean needs them all: no early stop)."""
+    result = judge.judge(zip(reference, candidates))
+    return Verdict(result["passed"], result)
 
 
 def _metrics(worst: dict, checked: int, tolerances: Tolerances) -> dict:

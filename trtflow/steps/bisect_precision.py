@@ -47,6 +47,7 @@ from trtflow.steps.base import Step, StepContext, StepParams, TrialRecord, file,
 from trtflow.steps.bisect_judges import CommandCheck, Verdict
 from trtflow.tensors.comparison import Tolerances, worst_error
 from trtflow.tensors.inputs import DataSpec
+from trtflow.tensors.task_metrics import MetricCheck, MetricJudge, describe
 
 np = lazy_import("numpy")
 
@@ -101,8 +102,10 @@ class Params(StepParams):
         "minimal", description="minimal: a 1-minimal set of any nodes; bisect/linear: Polygraphy's prefix searches.")
     direction: Literal["forward", "reverse"] = Field(
         "forward", description="bisect/linear: keep leading (forward) or trailing (reverse) nodes, as Polygraphy.")
-    check: Tolerances | CommandCheck = Field(description="compare's tolerance block (atol, rtol, error_stat...) over "
-                                                         "every sample, or {command: [argv]} (exit 0 = pass).")
+    check: Tolerances | CommandCheck | MetricCheck = Field(
+        description="compare's tolerance block (atol, rtol, error_stat...) over every sample, {command: [argv]} "
+                    "(exit 0 = pass), or a task metric over the model's outputs, {metric: top1_agreement | cosine | "
+                    "script.py:function, min, max} (its mean over the samples within bounds).")
     max_trials: int | None = Field(None, ge=1, description="Stop the search after this many trials.")
     nodes: NodeSelection = Field(NodeSelection(), description="Candidate nodes: include/exclude globs, ops.")
     replay: InputPath | None = Field(None, description="A replay file (this step's `replay` output) answering trials.")
@@ -292,6 +295,8 @@ class BisectPrecision(Step):
         if held is not None:
             ctx.notice(held.describe(params.precision))
 
+        metric = (MetricJudge.load(params.check, [o.name for o in model.graph.output], "check")
+                  if isinstance(params.check, MetricCheck) else None)
         config = params.search_runner
         try:
             search_runner = config.plan_runner(PlanModel(model, Path(params.model), params.precision, ctx.state_dir,
@@ -306,6 +311,10 @@ class BisectPrecision(Step):
                                                                                            params.precision))))
             fp32 = runner if runner.switches_plans else lowered  # the same session: bit-identical to keeping all
             reference = self._reference(params, model, fp32, feeds, every_site)
+            if metric is not None:
+                broken = self._metric_rejects_the_reference(metric, reference)
+                if broken:
+                    raise ParamError("check", broken)
             if isinstance(params.check, CommandCheck):
                 broken = self._command_rejects_the_reference(ctx, params, model, feeds, reference, every_site)
                 if broken:
@@ -319,7 +328,7 @@ class BisectPrecision(Step):
 
             def evaluate(keep: frozenset[str]) -> Verdict:
                 return self._verdict(ctx, params, PrecisionPlan(params.precision, keep), model, runner, feeds,
-                                     reference)
+                                     reference, metric)
 
             result, trials = self._search(ctx, params, candidates, screening, evaluate, fixed_keep)
             search_seconds = sum(r.seconds for r in trials.records if r.origin == "run")
@@ -327,8 +336,8 @@ class BisectPrecision(Step):
             plan = PrecisionPlan(params.precision, (result.keep or frozenset()) | fixed_keep)
             # the lowered model on ONNX Runtime's CPU provider is verified too, unless the search ran exactly that
             also_lowered = None if config.model_copy(update={"name": lowered_config.name}) == lowered_config else lowered
-            final = (self._verify(ctx, params, model, plan, (runner, fp32, also_lowered), config.backend, every_site)
-                     if found else None)
+            final = (self._verify(ctx, params, model, plan, (runner, fp32, also_lowered), config.backend, every_site,
+                                  metric) if found else None)
         if found:
             save_model(plan.lower(model), ctx.output_path("model"))
             ctx.output_path("layer_precisions").write_text(json.dumps(plan.layer_map(model), indent=1))
@@ -378,13 +387,28 @@ class BisectPrecision(Step):
             return _reference_outputs(params, len(feeds), output_names)
         return list(_outputs(fp32, PrecisionPlan(params.precision, every_site), feeds))
 
-    def _verdict(self, ctx: StepContext, params: Params, plan, model, runner: PlanRunner, feeds, reference) -> Verdict:
-        from trtflow.steps.bisect_judges import check_command, check_tolerances
+    def _verdict(self, ctx: StepContext, params: Params, plan, model, runner: PlanRunner, feeds, reference,
+                 metric: MetricJudge | None) -> Verdict:
+        """`plan`'s verdict under the check; `metric` is the loaded judge when the check is a task metric."""
+        from trtflow.steps.bisect_judges import check_command, check_metric, check_tolerances
 
         candidates = _outputs(runner, plan, feeds)
         if isinstance(params.check, CommandCheck):
             return check_command(params.check, plan, model, feeds, reference, candidates, ctx.recipe_dir)
+        if metric is not None:
+            return check_metric(metric, reference, candidates)
         return check_tolerances(params.check, reference, candidates)
+
+    @staticmethod
+    def _metric_rejects_the_reference(metric: MetricJudge, reference: list[dict]) -> str | None:
+        """Why no plan can pass the task metric, or None: it must pass the reference judged against itself."""
+        from trtflow.steps.bisect_judges import check_metric
+
+        itself = check_metric(metric, reference, reference)
+        if itself.passed:
+            return None
+        return (f"the task metric fails even for the FP32 outputs judged against themselves, so no plan can pass "
+                f"it: {describe(itself.metrics)}; check its bounds (min/max)")
 
     def _command_rejects_the_reference(self, ctx: StepContext, params: Params, model, feeds, reference,
                                        every_site: frozenset[str]) -> str | None:
@@ -421,7 +445,7 @@ class BisectPrecision(Step):
         return result, trials
 
     def _verify(self, ctx: StepContext, params: Params, model, plan, runners: tuple, searched_on: str,
-                every_site: frozenset[str]) -> dict:
+                every_site: frozenset[str], metric: MetricJudge | None) -> dict:
         """The found plan again on fresh samples: with the search's runner and, unless the search ran it, as
         the lowered model on ONNX Runtime's CPU provider. `runners`: (search, reference, lowered or None)."""
         runner, fp32, lowered = runners
@@ -433,11 +457,11 @@ class BisectPrecision(Step):
             feeds = _feeds(params, model)
         reference = self._reference(params, model, fp32, feeds, every_site)
         verified: dict[str, Any] = {"samples": "fresh" if fresh else "search (inputs came from files)", "count": len(feeds)}
-        searched = self._verdict(ctx, params, plan, model, runner, feeds, reference)
+        searched = self._verdict(ctx, params, plan, model, runner, feeds, reference, metric)
         verified[searched_on] = {"passed": searched.passed, **searched.metrics}
         if lowered is not None:
             try:
-                on_cpu = self._verdict(ctx, params, plan, model, lowered, feeds, reference)
+                on_cpu = self._verdict(ctx, params, plan, model, lowered, feeds, reference, metric)
                 verified["lowered_onnxruntime"] = {"passed": on_cpu.passed, **on_cpu.metrics}
             except Exception as error:  # noqa: BLE001 - e.g. no BF16 kernels on ONNX Runtime's CPU provider
                 verified["lowered_onnxruntime"] = {"skipped": f"ONNX Runtime (CPU) cannot run it: {str(error)[:200]}"}
@@ -452,7 +476,8 @@ class BisectPrecision(Step):
             if evidence is not None:
                 index, record = by_keep[tuple(sorted(evidence.keep))]
                 metrics = record.metrics
-                worst = f": {worst_error(metrics)}" if metrics.get("worst_tensor") else ""
+                worst = (f": {worst_error(metrics)}" if metrics.get("worst_tensor")
+                         else f": {describe(metrics)}" if metrics.get("metric") else "")
                 reason = f"the check fails without it (trial {index + 1}{worst})"
             else:
                 reason = f"{params.mode} search ({params.direction}): {result.message}"

@@ -7,6 +7,8 @@ wrong (`first_nonfinite`, `first_divergence`, each `{tensor, node, op, runner}`)
 grows layer by layer (`trtflow.tensors.report`); `group_by: engine_layer` adds the same per fused
 TensorRT layer (`trtflow.tensors.engine_layers`). A candidate runner that failed is reported (and
 fails the check); a reference that failed leaves nothing to check against, and fails the step.
+`task_metrics` add checks in the task's own terms (`trtflow.tensors.task_metrics`: top-1 agreement,
+cosine, a user's metric), judged per candidate over the iterations; they join `passed`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from trtflow.schema.problems import did_you_mean
 from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, file, value
 from trtflow.tensors.comparison import Tolerances
+from trtflow.tensors.task_metrics import MetricCheck
 
 
 class Params(Tolerances, StepParams):
@@ -36,6 +39,11 @@ class Params(Tolerances, StepParams):
                           "NaN, or ±inf unless infinities_compare_equal declares infinities expected. The NaN/Inf of "
                           "every runner (counts over all iterations, first tensor holding any) are reported either "
                           "way; false leaves them to the tolerances, which already fail a tensor whose NaN/Inf differ.")
+    task_metrics: list[MetricCheck] = Field(
+        default_factory=list, exclude_if=lambda checks: not checks,  # recipes without them keep their step key
+        description="Checks in the task's own terms, each {metric: top1_agreement | cosine | script.py:function, "
+                    "min, max, tensors}: the metric's mean over iterations, per candidate runner, must be within "
+                    "[min, max]; their verdicts join `passed`.")
     gate: bool = Field(False, description="Exit 1 from the run when this check fails (CI).")
     group_by: Literal["tensor", "engine_layer"] = Field(
         "tensor", description="engine_layer: also report per fused TensorRT layer (error, first divergent layer "
@@ -75,6 +83,7 @@ class Compare(Step):
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from trtflow.tensors.report import build_report, summary_markdown, terminal_lines
+        from trtflow.tensors.task_metrics import describe, judge_results
         from trtflow.tensors.tensor_set import TensorSet
 
         if not TensorSet.is_tensor_set(params.results):
@@ -97,15 +106,22 @@ class Compare(Step):
             param, key = unmatched[0]
             raise ParamError(param, f"`{key}` names no compared tensor{did_you_mean(key, compared)}; the "
                                     f"{len(compared)} compared: {', '.join(compared[:8])}{' ...' if len(compared) > 8 else ''}")
+        task_metrics = judge_results(params.task_metrics, results, params.reference, candidates, "task_metrics")
         report = build_report(results, params.reference, candidates, tolerances, check_finite=params.check_finite,
                               metrics=params.metrics, progress=lambda done, total: ctx.progress(done, total, "tensors"))
+        if task_metrics:
+            report["task_metrics"] = task_metrics
+            report["passed"] = report["passed"] and all(result["passed"] for result in task_metrics)
         summary = summary_markdown(report)
         if params.engine_layers is not None:
             report["engine_layers"], lines = _grouped(report, params.engine_layers)
             summary += "\n".join(lines) + "\n"
+        metric_lines = [describe(result) for result in task_metrics]
+        if metric_lines:
+            summary += "\n## Task metrics\n\n" + "".join(f"- {line}\n" for line in metric_lines)
         ctx.output_path("report").write_text(json.dumps(report, indent=1))
         ctx.output_path("summary").write_text(summary)
-        ctx.notice("\n".join(terminal_lines(report)))
+        ctx.notice("\n".join(terminal_lines(report) + [f"task metric {line}" for line in metric_lines]))
         return {"passed": report["passed"]}
 
 

@@ -167,7 +167,7 @@ def _verify_written(model, model_path: Path, params: Params, declared, inference
 def summarize(model, source: Path, renamed: dict[str, str], inference: str) -> dict[str, Any]:
     from trtflow.onnx_files import iter_graphs, weight_bytes
     from trtflow.precision.formats import FORMATS
-    from trtflow.precision.ranges import as_dicts, constant_ranges, lost_values
+    from trtflow.precision.ranges import FP16_CONVERTERS, as_dicts, constant_ranges, lost_values
 
     nodes = [node for graph in iter_graphs(model.graph) for node in graph.node]
     initializers = {i.name for i in model.graph.initializer}
@@ -187,6 +187,7 @@ def summarize(model, source: Path, renamed: dict[str, str], inference: str) -> d
         "renamed_nodes": renamed,
         "constant_ranges": as_dicts(constant_ranges(model)),
         "out_of_range": {name: as_dicts(lost_values(model, FORMATS[name])) for name in ("fp16", "bf16")},
+        "out_of_range_converters": {"fp16": FP16_CONVERTERS},  # what becomes of those values, by converter
     }
 
 
@@ -199,10 +200,12 @@ class Load(Step):
     outputs = {
         "model": file(".onnx", "The normalized ONNX model (external data in model.onnx.data when large).", optional=True),
         "engine": file(".engine", "The TensorRT engine, when `path` is one.", optional=True),
-        "summary": file(".json", "Opset, op histogram, I/O, constant ranges, values out of FP16/BF16 range by node."),
+        "summary": file(".json", "Opset, op histogram, I/O, constant ranges, values out of FP16/BF16 range by node, and what "
+                                     "each FP16 converter makes of them (±inf or clamped)."),
         "kind": value("onnx", "`onnx` or `engine`: what was loaded."),
     }
-    version = 3  # 2: out_of_range entries give the constant's `size`; 3: subgraphs keep their declared types
+    version = 4  # 2: out_of_range entries give the constant's `size`; 3: subgraphs keep their declared types
+    # 4: out_of_range_converters says which converters give ±inf and which clamp
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         return {"onnx": installed_version("onnx")}
