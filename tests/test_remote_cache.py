@@ -264,3 +264,13 @@ def test_bad_remote_settings_are_usage_errors(tmp_path, plugin_env, args, env, m
     assert message in result.stderr
     assert "Traceback" not in result.stderr
     assert ledger_lines(plugin_env) == []
+
+
+def test_worker_processes_fetch_from_the_remote(tmp_path, plugin_env):
+    """The remote travels inside each task, so a worker process (or machine) looks it up itself."""
+    shared = _folder_remote(tmp_path / "nfs")
+    assert _run(tmp_path, plugin_env, shared, "alice").returncode == 0
+    result = _run(tmp_path, plugin_env, shared, "bob", "--executor", "process", "--jobs", "2")
+    assert result.returncode == 0, result.stderr
+    assert "2 cached" in result.stdout and len(ledger_lines(plugin_env)) == 2
+    assert _outputs(tmp_path, "bob", manifests=True) == _outputs(tmp_path, "alice", manifests=True)
