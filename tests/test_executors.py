@@ -13,8 +13,8 @@ from conftest import write_recipe
 from run_compare.models import mlp_chain, save
 from trt.trt_doubles import GENERATIONS, double_env
 
-from trtflow.errors import (BackendUnavailable, ParamError, Problem, RecipeError, ReplayMismatch, StepError,
-                            TensorFileError, TrtflowError, UsageError)
+from trtflow.errors import (BackendUnavailable, ParamError, Problem, RecipeError, RemoteError, ReplayMismatch,
+                            StepError, TensorFileError, TrtflowError, UsageError)
 from trtflow.executor.resources import UNKEYABLE_HERE
 from trtflow.graph.svg import GraphvizTimeout
 from trtflow.runners.base import RunnerFailed
@@ -124,7 +124,8 @@ ERRORS = [TrtflowError("broke"), UsageError("no such step"), ReplayMismatch("mad
           StepError("ran out", step="hunt"), BackendUnavailable("install TensorRT", step="engine"),
           ParamError("shapes", "x needs 3 dims"), ParamError("runners", "no such provider", within=(1, "providers")),
           RunnerFailed("fp16", "crashed"), GraphvizTimeout("dot took too long", step="graph"),
-          TensorFileError("feeds.npz: holds pickled objects"), UserCodeError("loader.py:3: feeds() raised KeyError")]
+          TensorFileError("feeds.npz: holds pickled objects"), UserCodeError("loader.py:3: feeds() raised KeyError"),
+          RemoteError("remote s3://team/cache: listing entries failed")]
 
 
 def _subclasses(cls: type) -> set[type]:

@@ -55,8 +55,10 @@ app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True, ric
                   pretty_exceptions_enable=False, help="Declarative YAML recipes for ONNX / TensorRT accuracy debugging.")
 cache_app = typer.Typer(no_args_is_help=True, help="Inspect and clean the artifact store.")
 replay_app = typer.Typer(no_args_is_help=True, help="Export trial journals as portable replays.")
+remote_app = typer.Typer(no_args_is_help=True, help="Keep the remote caches a workspace shares with a team.")
 app.add_typer(cache_app, name="cache")
 app.add_typer(replay_app, name="replay")
+app.add_typer(remote_app, name="remote")
 
 RecipeArg = typer.Argument(..., metavar="RECIPE", help="The recipe file (YAML).", show_default=False)
 SetOption = typer.Option([], "--set", metavar="NAME=VALUE", help=(
@@ -64,6 +66,9 @@ SetOption = typer.Option([], "--set", metavar="NAME=VALUE", help=(
     "var and keeps the others; or any step value: steps.ID.with.KEY=VALUE. VALUE is YAML."))
 WorkspaceOption = typer.Option(None, "--workspace", metavar="DIR", help="Cache folder [default: .trtflow/ next to the recipe, or $TRTFLOW_WORKSPACE].")
 DebugOption = typer.Option(False, "--debug", help="Show Python tracebacks.")
+RemoteOption = typer.Option(None, "--remote", metavar="URL|NAME", help=(
+    "Shared cache (file://, s3://, gs://, az://, or a name from `trtflow remote add`) [default: $TRTFLOW_REMOTE, "
+    "else the workspace's default remote]."))
 
 
 @contextmanager
@@ -146,9 +151,12 @@ def run(
     executor: str = typer.Option("thread", "--executor", metavar="NAME", help="Where steps run: thread (in this "
                                  "process) or process (--jobs worker processes)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show step log messages."),
+    remote: Optional[str] = RemoteOption,
+    no_push: bool = typer.Option(False, "--no-push", help="Fetch from the remote cache but upload nothing."),
+    offline: bool = typer.Option(False, "--offline", help="Use no remote cache, even a configured one."),
     debug: bool = DebugOption,
 ) -> None:
-    """Run a recipe: every step not already cached, in dependency order."""
+    """Run a recipe: every step not already cached (here, else on the remote cache), in dependency order."""
     with _errors_to_exit_codes(debug):
         from trtflow.display import ProgressDisplay, print_report
         from trtflow.executor.pools import POOLS
@@ -166,7 +174,7 @@ def run(
         _writable_folder(out.absolute(), "--out DIR")
         space.remember_recipe(recipe.absolute(), pipeline.recipe.name, out.absolute() / pipeline.recipe.name)
         options = RunOptions(force=chosen_force, only=chosen_only, jobs=jobs, out=out.absolute(), debug=debug,
-                             executor=executor)
+                             executor=executor, remote=_remote_spec(space, remote, offline, push=not no_push))
         display = ProgressDisplay(verbose=verbose)
         try:
             report = run_pipeline(pipeline, space, options, display)
@@ -298,8 +306,9 @@ def schema(debug: bool = DebugOption) -> None:
     print(text)
 
 
-def _cache_workspace(workspace: Optional[Path], recipe: Optional[Path]):
-    """The workspace the cache commands act on; an error, not an empty listing, when there is none."""
+def _cache_workspace(workspace: Optional[Path], recipe: Optional[Path], create: bool = False):
+    """The workspace the cache commands act on; an error, not an empty listing, when there is none
+    (unless `create`: `remote add` may come before the first run)."""
     from trtflow.executor.workspace import Workspace, chosen_root, origin
 
     if recipe is not None:
@@ -308,6 +317,8 @@ def _cache_workspace(workspace: Optional[Path], recipe: Optional[Path]):
         space = Workspace.for_recipe(recipe.absolute(), workspace)
     else:
         space = Workspace(chosen_root(workspace) or Path(".trtflow").absolute())
+    if create:
+        _writable_folder(space.root, origin(workspace))
     if not space.root.is_dir():
         named = f" (from {origin(workspace)})" if chosen_root(workspace) else ""
         raise UsageError(f"no trtflow workspace at {space.root}{named}; give --workspace DIR, or --recipe RECIPE for "
@@ -448,6 +459,155 @@ def _in_use(space, keep: list[Path], known: dict[str, dict], force: bool) -> tup
             f"({', '.join(sorted(set(unknown.values())))}), and every journal: run those recipes once (or name them "
             "with --keep) so gc knows what they use, or give --force to remove them")
     return used | set(unknown), None, [note]
+
+
+def _remote_spec(space, asked: Optional[str], offline: bool, push: bool = True):
+    """The remote cache a run uses, opened once here so a bad URL, a missing package or bad options
+    is a usage error before any step runs; None when offline or none is configured."""
+    from trtflow.executor.remote import RemoteSpec, choose_remote, storage_options
+
+    if offline:
+        if asked:
+            raise UsageError(f"--offline and --remote {asked} contradict each other; give one of them")
+        return None
+    url = choose_remote(space.root, asked)
+    if url is None:
+        return None
+    spec = RemoteSpec(url, storage_options(), push)
+    spec.open()
+    return spec
+
+
+def _transfer_remote(space, asked: Optional[str]):
+    """The remote `push` and `pull` talk to: one must be named or configured."""
+    spec = _remote_spec(space, asked, offline=False)
+    if spec is None:
+        raise UsageError("no remote cache: give --remote URL|NAME, set $TRTFLOW_REMOTE, or keep one with "
+                         "`trtflow remote add NAME URL --default`")
+    return spec.open()
+
+
+@contextmanager
+def _transfer_bars() -> Iterator:
+    """`bar(label)` makes a byte progress bar for one entry and returns its progress callback."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    from trtflow.display import console
+
+    with Progress(TextColumn("{task.description:<24}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                  console=console, transient=True) as bars:
+        def bar(label: str):
+            task = bars.add_task(label, total=None)
+            return lambda done, total, note: bars.update(task, completed=done, total=total)
+
+        yield bar
+
+
+TransferRecipeArg = typer.Argument(None, metavar="[RECIPE]", show_default=False,
+                                   help="Only the entries of this recipe's current state [default: every entry].")
+
+
+@app.command()
+def push(recipe: Optional[Path] = TransferRecipeArg, overrides: list[str] = SetOption,
+         workspace: Optional[Path] = WorkspaceOption, remote: Optional[str] = RemoteOption,
+         debug: bool = DebugOption) -> None:
+    """Upload to the remote cache the local entries it lacks (those RECIPE uses, or all)."""
+    with _errors_to_exit_codes(debug):
+        from trtflow.executor.status import pipeline_status
+
+        if recipe is not None:
+            pipeline = _load(recipe, overrides)
+            space = _workspace(recipe, workspace)
+            keys = [s.key for s in pipeline_status(pipeline, space) if s.state == "cached"]
+        else:
+            space = _cache_workspace(workspace, None)
+            keys = [entry.key for entry in space.store.entries()]
+        store, shared = space.store, _transfer_remote(space, remote)
+        entries = [entry for key in keys if (entry := store.lookup(key)) and not entry.manifest.get("incomplete")]
+        pushed = 0
+        with _transfer_bars() as bar:
+            for entry in entries:
+                if not shared.has(entry.key):
+                    shared.push(entry, bar(f"{entry.manifest.get('step', '?')} {entry.key[:8]}"))
+                    pushed += 1
+        print(f"pushed {pushed} entries to {shared.url} ({len(entries) - pushed} already there)")
+
+
+@app.command()
+def pull(recipe: Optional[Path] = TransferRecipeArg, overrides: list[str] = SetOption,
+         workspace: Optional[Path] = WorkspaceOption, remote: Optional[str] = RemoteOption,
+         debug: bool = DebugOption) -> None:
+    """Download from the remote cache the entries this workspace lacks (those RECIPE uses, or all)."""
+    with _errors_to_exit_codes(debug):
+        from trtflow.executor.status import pipeline_status
+
+        pipeline = _load(recipe, overrides) if recipe is not None else None
+        space = _workspace(recipe, workspace) if recipe is not None else _cache_workspace(workspace, None, create=True)
+        store, shared = space.store, _transfer_remote(space, remote)
+        pulled, tried = 0, set()
+        with _transfer_bars() as bar:
+            while True:  # a step's key is known once what it reads is here: pull in rounds down the graph
+                if pipeline is None:
+                    wanted = [key for key in shared.keys() if key not in tried]
+                else:
+                    wanted = [s.key for s in pipeline_status(pipeline, space)
+                              if s.state != "cached" and s.key and s.key not in tried]
+                if not wanted:
+                    break
+                for key in wanted:
+                    tried.add(key)
+                    with store.lock(key):
+                        if not store.lookup(key) and shared.fetch(key, store, bar(key[:12])):
+                            pulled += 1
+                if pipeline is None:
+                    break
+        print(f"pulled {pulled} entries from {shared.url}")
+
+
+@remote_app.command("add")
+def remote_add(name: str = typer.Argument(..., metavar="NAME"),
+               url: str = typer.Argument(..., metavar="URL", help="file:///shared/cache, s3://bucket/prefix, gs://..., az://..."),
+               default: bool = typer.Option(False, "--default", help="Use it when no --remote is given."),
+               workspace: Optional[Path] = WorkspaceOption, recipe: Optional[Path] = CacheRecipeOption) -> None:
+    """Keep a remote cache under NAME in the workspace."""
+    with _errors_to_exit_codes(False):
+        from trtflow.executor.remote import configured_remotes, save_remotes
+
+        if "://" not in url:
+            raise UsageError(f"URL {url}: expected a URL with a scheme (file:///shared/cache, s3://bucket/prefix, "
+                             "gs://bucket/prefix, az://container/prefix)")
+        space = _cache_workspace(workspace, recipe, create=True)
+        remotes, chosen = configured_remotes(space.root)
+        remotes[name] = url
+        save_remotes(space.root, remotes, name if default else chosen)
+        print(f"remote {name}: {url}{' (default)' if default else ''}")
+
+
+@remote_app.command("list")
+def remote_list(workspace: Optional[Path] = WorkspaceOption, recipe: Optional[Path] = CacheRecipeOption) -> None:
+    """The workspace's remote caches; the default one is marked."""
+    with _errors_to_exit_codes(False):
+        from trtflow.executor.remote import configured_remotes
+
+        remotes, chosen = configured_remotes(_cache_workspace(workspace, recipe).root)
+        for name, url in sorted(remotes.items()):
+            print(f"{name}\t{url}{'  (default)' if name == chosen else ''}")
+
+
+@remote_app.command("remove")
+def remote_remove(name: str = typer.Argument(..., metavar="NAME"), workspace: Optional[Path] = WorkspaceOption,
+                  recipe: Optional[Path] = CacheRecipeOption) -> None:
+    """Forget a remote (its data stays where it is)."""
+    with _errors_to_exit_codes(False):
+        from trtflow.executor.remote import configured_remotes, save_remotes
+
+        space = _cache_workspace(workspace, recipe)
+        remotes, chosen = configured_remotes(space.root)
+        if name not in remotes:
+            raise UsageError(f"no remote named {name}; remotes: {', '.join(sorted(remotes)) or 'none'}")
+        del remotes[name]
+        save_remotes(space.root, remotes, None if chosen == name else chosen)
+        print(f"removed remote {name}")
 
 
 @replay_app.command("export")

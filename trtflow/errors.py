@@ -103,3 +103,9 @@ class TensorFileError(UsageError, ValueError):
 
     Also a ValueError, so code that already turns a reader's ValueError into a located recipe error
     (`inputs:`, a `saved` runner's `path`) keeps doing so."""
+
+
+class RemoteError(TrtflowError):
+    """A remote cache could not be read or written (unreachable, no permission, no such bucket)."""
+
+    exit_code = 3

@@ -26,6 +26,7 @@ from trtflow.executor.keys import KeyWalk
 from trtflow.executor.links import publish
 from trtflow.executor.pipeline import Pipeline, PlannedStep
 from trtflow.executor.pools import POOLS
+from trtflow.executor.remote import RemoteSpec
 from trtflow.executor.store import Entry
 from trtflow.executor.tasks import StepTask
 from trtflow.executor.workspace import Workspace
@@ -42,6 +43,7 @@ class RunOptions:
     out: Path | None = None  # where output links go; None: no links
     debug: bool = False
     executor: str = "thread"  # a name in `pools.POOLS`
+    remote: RemoteSpec | None = None  # the shared cache steps look in, and push to
 
 
 @dataclass
@@ -148,7 +150,8 @@ def run_pipeline(pipeline: Pipeline, workspace: Workspace, options: RunOptions, 
                     try:  # resolving reads upstream entries and hashes user files: here, not in a worker
                         resolved = walk.resolve(step_id)
                         task = StepTask(step_id, pipeline.recipe.name, pipeline.recipe.base_dir, resolved,
-                                        step.needs(resolved.params), workspace.root, step_id in options.force)
+                                        step.needs(resolved.params), workspace.root, step_id in options.force,
+                                        options.remote)
                     except Exception as error:  # noqa: BLE001 - every failure becomes a recorded outcome
                         settle(step, _failure(pipeline, step, error, time.monotonic() - step_started,
                                               options.debug, workspace))

@@ -131,8 +131,6 @@ class Store:
         for name in all_files:
             file_path = work_dir / name
             files[name] = {"sha256": file_digest(file_path), "size": file_path.stat().st_size}
-            _fsync(file_path)
-            file_path.chmod(0o444)
         manifest_outputs: dict[str, dict] = {}
         for name, output in outputs.items():
             if output.kind == "value":
@@ -155,6 +153,15 @@ class Store:
             manifest_outputs[name] = {"kind": output.kind, "path": main, "digest": digest,
                                       "members": members}
         manifest = {"format": MANIFEST_FORMAT, "key": key, **info, "outputs": manifest_outputs, "files": files}
+        return self.seal(key, work_dir, manifest)
+
+    def seal(self, key: str, work_dir: Path, manifest: dict) -> Entry:
+        """Make `work_dir`, holding the files `manifest` lists, the entry for `key`: files made
+        durable and read-only, the manifest last, then the rename. `commit` seals what a step
+        wrote; a remote cache seals an entry it downloaded and verified."""
+        for name in manifest["files"]:
+            _fsync(work_dir / name)
+            (work_dir / name).chmod(0o444)
         manifest_path = work_dir / MANIFEST
         with open(manifest_path, "w") as handle:
             json.dump(manifest, handle, indent=1, sort_keys=True)

@@ -3,7 +3,8 @@
 A `StepTask` holds plain data only — the step's resolved key material and params, what it needs
 from the machine, where the workspace is — so any pool can run it: a thread, a process, or a
 machine that mounts the same workspace. The worker completes the key with its own facts, answers
-the step from the store or computes it, and reports progress through `StepEvents`.
+the step from the store, else from the team's remote cache, or computes it (and pushes what the
+remote lacks), and reports progress through `StepEvents`.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
 from trtflow.errors import StepError
 from trtflow.executor import keys
 from trtflow.executor.journal import FileJournal, load_replay
 from trtflow.executor.keys import Prepared, Resolved
+from trtflow.executor.remote import RemoteSpec, RemoteStore, fetch_for_run, share_for_run
 from trtflow.executor.store import Entry, MissingOutput
 from trtflow.executor.workspace import Workspace
 from trtflow.schema.recipe import Resources
@@ -41,6 +43,12 @@ class StepTask:
     resources: Resources  # where it may run; a pool that places work by resources reads it
     workspace: Path
     force: bool
+    remote: RemoteSpec | None = None  # the shared cache to look in and push to, if any
+
+
+def _progress_of(events: StepEvents, step_id: str) -> Callable[..., None]:
+    """`progress(done, total=None, note="")` for one step: what its code and its transfers call."""
+    return lambda done, total=None, note="": events.progress(step_id, done, total, note)
 
 
 def run_task(task: StepTask, events: StepEvents) -> tuple[Entry, bool]:
@@ -48,7 +56,10 @@ def run_task(task: StepTask, events: StepEvents) -> tuple[Entry, bool]:
     The key is completed here, with the facts of the machine that runs the step."""
     prepared = task.resolved.complete_here()
     workspace = Workspace(task.workspace)
-    entry, computed = compute_step(task, prepared, workspace, events)
+    remote = task.remote.open() if task.remote else None
+    entry, computed = compute_step(task, prepared, workspace, events, remote)
+    if remote and task.remote.push:
+        share_for_run(remote, entry, computed, _progress_of(events, task.step_id))
     workspace.remember_material(task.recipe_name, task.step_id, prepared.material)
     return entry, computed
 
@@ -64,14 +75,19 @@ def _open_journal(task: StepTask, prepared: Prepared, workspace: Workspace) -> F
     return FileJournal(path, keys.replay_identity(prepared.material, budget), replayed, task.step_id, kind.kind)
 
 
-def compute_step(task: StepTask, prepared: Prepared, workspace: Workspace, events: StepEvents) -> tuple[Entry, bool]:
-    """The entry for a prepared step, computing it unless the store has it; True when computed."""
+def compute_step(task: StepTask, prepared: Prepared, workspace: Workspace, events: StepEvents,
+                 remote: RemoteStore | None = None) -> tuple[Entry, bool]:
+    """The entry for a prepared step, computing it unless the store (or else the remote) has it;
+    True when computed."""
     store = workspace.store
     kind, step_id = task.resolved.kind, task.step_id
     if not task.force and (entry := store.lookup(prepared.key)):
         return entry, False
     with store.lock(prepared.key):
         if not task.force and (entry := store.lookup(prepared.key)):  # a concurrent run made it meanwhile
+            return entry, False
+        if remote and not task.force and (entry := fetch_for_run(remote, prepared.key, store,
+                                                                 _progress_of(events, step_id))):
             return entry, False
         work_dir = store.begin(prepared.key)
         journal = _open_journal(task, prepared, workspace) if kind.journaled else None
@@ -82,7 +98,7 @@ def compute_step(task: StepTask, prepared: Prepared, workspace: Workspace, event
             context = StepContext(
                 step_id=step_id, work_dir=work_dir, outputs=kind.outputs, journal=journal,
                 state_root=workspace.state_root, recipe_dir=task.recipe_dir,
-                progress=lambda done, total=None, note="": events.progress(step_id, done, total, note),
+                progress=_progress_of(events, step_id),
                 log=lambda message: events.log(step_id, message),
                 notice=notices.append, mark_incomplete=incomplete.append,
             )

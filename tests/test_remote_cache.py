@@ -1,0 +1,276 @@
+"""The team cache: two workspaces share a remote (a `file://` folder, and S3 served by a real moto
+server), and the second answers from what the first pushed — through `trtflow run`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from conftest import ledger_lines, run_cli, write_recipe
+from trtflow.executor.hashing import list_files
+
+RECIPE = """
+trtflow: 1
+name: team
+steps:
+  first: {uses: test-sleep, with: {text: hello, size_kb: 300}}
+  second: {uses: test-sleep, with: {text: "length ${steps.first.length}"}}
+"""
+
+
+@dataclass
+class Remote:
+    url: str
+    env: dict[str, str]
+    blobs: Callable[[], list[str]]  # the remote's blob paths
+    entries: Callable[[], list[str]]  # the remote's manifest paths
+    flip_byte: Callable[[str], None]  # damage one blob in place, keeping its size
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint():
+    """A real S3-compatible server (moto in server mode), for the whole session."""
+    pytest.importorskip("moto.server", reason="pip install 'trtflow[test]' (moto[server])")
+    pytest.importorskip("s3fs", reason="pip install 'trtflow[remote]'")
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                server.kill()
+                pytest.fail("moto_server did not start")
+            time.sleep(0.2)
+    yield f"http://127.0.0.1:{port}"
+    server.terminate()
+    server.wait(timeout=30)
+
+
+S3_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def _s3_remote(endpoint: str, bucket: str, extra_options: dict | None = None) -> Remote:
+    import s3fs
+
+    os.environ.update(S3_CREDENTIALS)
+    options = {"client_kwargs": {"endpoint_url": endpoint}, **(extra_options or {})}
+    fs = s3fs.S3FileSystem(**options)
+    fs.mkdir(bucket)
+
+    def listing(folder: str) -> Callable[[], list[str]]:
+        def paths() -> list[str]:
+            fs.invalidate_cache()
+            return fs.find(f"{bucket}/cache/{folder}")
+        return paths
+
+    def flip_byte(path: str) -> None:
+        content = bytearray(fs.cat_file(path))
+        content[0] ^= 0xFF
+        fs.pipe_file(path, bytes(content))
+
+    env = {**S3_CREDENTIALS, "TRTFLOW_REMOTE_OPTIONS": json.dumps(options)}
+    return Remote(f"s3://{bucket}/cache", env, listing("blobs"), listing("entries"), flip_byte)
+
+
+def _folder_remote(folder: Path) -> Remote:
+    def flip_byte(path: str) -> None:
+        blob = Path(path)
+        content = bytearray(blob.read_bytes())
+        content[0] ^= 0xFF
+        blob.write_bytes(bytes(content))
+
+    def listing(name: str) -> Callable[[], list[str]]:
+        return lambda: sorted(str(p) for p in (folder / name).rglob("*") if p.is_file())
+
+    return Remote(folder.as_uri(), {}, listing("blobs"), listing("entries"), flip_byte)
+
+
+@pytest.fixture(params=["file", "s3"])
+def remote(request, tmp_path) -> Remote:
+    if request.param == "file":
+        return _folder_remote(tmp_path / "shared-cache")
+    endpoint = request.getfixturevalue("moto_endpoint")
+    return _s3_remote(endpoint, f"trtflow-{request.node.name.split('[')[0][5:30].replace('_', '-')}-{os.getpid()}")
+
+
+def _run(tmp_path: Path, plugin_env: dict, remote: Remote, workspace: str, *extra: str):
+    recipe = tmp_path / "recipe.yaml"
+    if not recipe.exists():
+        write_recipe(tmp_path, RECIPE)
+    return run_cli("run", recipe, "--workspace", tmp_path / workspace, "--out", tmp_path / f"out-{workspace}",
+                   "--remote", remote.url, *extra, cwd=tmp_path, env={**plugin_env, **remote.env})
+
+
+def _outputs(tmp_path: Path, workspace: str, manifests: bool = False) -> dict[str, bytes]:
+    """The files of a workspace's output links; manifests (which hold when an entry was computed)
+    only when asked: a recomputed entry has the same outputs, not the same manifest."""
+    folder = tmp_path / f"out-{workspace}" / "team"  # links into the workspace's store
+    return {name: (folder / name).read_bytes() for name in list_files(folder)
+            if manifests or not name.endswith("/manifest.json")}
+
+
+def test_second_workspace_runs_no_step_and_gets_identical_outputs(tmp_path, plugin_env, remote):
+    first = _run(tmp_path, plugin_env, remote, "alice")
+    assert first.returncode == 0, first.stderr
+    assert len(remote.entries()) == 2
+    computed = ledger_lines(plugin_env)
+    assert computed == ["compute first hello", "compute second length 5"]
+
+    second = _run(tmp_path, plugin_env, remote, "bob")
+    assert second.returncode == 0, second.stderr
+    assert ledger_lines(plugin_env) == computed  # bob computed nothing
+    assert "2 cached" in second.stdout
+    assert _outputs(tmp_path, "bob", manifests=True) == _outputs(tmp_path, "alice", manifests=True)
+    assert set(_outputs(tmp_path, "bob", manifests=True)) == {f"{step}/{name}" for step in ("first", "second")
+                                              for name in ("out.txt", "values.json", "manifest.json")}
+
+
+def test_damaged_remote_entry_is_detected_recomputed_and_repaired(tmp_path, plugin_env, remote):
+    assert _run(tmp_path, plugin_env, remote, "alice").returncode == 0
+    first_out = next(path for path in remote.blobs() if _blob_is(path, "first/out.txt", tmp_path))
+    remote.flip_byte(first_out)
+
+    damaged = _run(tmp_path, plugin_env, remote, "bob")
+    assert damaged.returncode == 0, damaged.stderr
+    assert "is damaged (out.txt: content does not match its sha256)" in damaged.stderr
+    assert ledger_lines(plugin_env).count("compute first hello") == 2  # recomputed, never used
+    assert _outputs(tmp_path, "bob") == _outputs(tmp_path, "alice")
+
+    repaired = _run(tmp_path, plugin_env, remote, "carol")  # bob's push rewrote the damaged blob
+    assert repaired.returncode == 0, repaired.stderr
+    assert "damaged" not in repaired.stderr
+    assert ledger_lines(plugin_env).count("compute first hello") == 2
+    assert _outputs(tmp_path, "carol") == _outputs(tmp_path, "alice")
+
+
+def _blob_is(blob: str, output: str, tmp_path: Path) -> bool:
+    """Whether `blob` holds the bytes of alice's `output` (blobs are named by their sha256)."""
+    import hashlib
+
+    digest = hashlib.sha256((tmp_path / "out-alice" / "team" / output).read_bytes()).hexdigest()
+    return blob.endswith(digest)
+
+
+def test_run_killed_during_push_leaves_remote_readable_and_next_run_completes_it(tmp_path, plugin_env, moto_endpoint):
+    remote = _s3_remote(moto_endpoint, f"trtflow-killed-{os.getpid()}", {"default_block_size": 5 * 2**20})
+    write_recipe(tmp_path, RECIPE.replace("size_kb: 300", "size_kb: 40000"))
+    command = [sys.executable, "-m", "trtflow", "run", "recipe.yaml", "--workspace", "alice", "--out", "out-alice",
+               "--remote", remote.url]
+    env = {**{k: v for k, v in os.environ.items() if k != "TRTFLOW_WORKSPACE"}, **plugin_env, **remote.env,
+           "TRTFLOW_PROGRESS_SECONDS": "0.05", "COLUMNS": "200", "NO_COLOR": "1"}
+    killed = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in killed.stdout:
+        if "first:" in line and "pushing to remote" in line:
+            killed.send_signal(signal.SIGKILL)
+            break
+    assert killed.wait(timeout=120) == -signal.SIGKILL, "the push finished before the kill"
+    assert remote.entries() == []  # no manifest: the half-pushed entry does not exist for readers
+
+    reader = _run(tmp_path, plugin_env, remote, "bob", "--no-push")
+    assert reader.returncode == 0, reader.stderr
+    assert ledger_lines(plugin_env).count("compute first hello") == 2  # bob found nothing, computed
+    assert remote.entries() == []
+
+    resumed = _run(tmp_path, plugin_env, remote, "alice")  # first is cached in alice: its push completes now
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(remote.entries()) == 2
+
+    last = _run(tmp_path, plugin_env, remote, "carol")
+    assert last.returncode == 0, last.stderr
+    assert ledger_lines(plugin_env).count("compute first hello") == 2
+    assert _outputs(tmp_path, "carol") == _outputs(tmp_path, "alice")
+
+
+def test_configured_default_remote_offline_and_no_push(tmp_path, plugin_env):
+    shared = _folder_remote(tmp_path / "nfs")
+    recipe = write_recipe(tmp_path, RECIPE)
+    space = tmp_path / "alice"
+    added = run_cli("remote", "add", "team", shared.url, "--default", "--workspace", space)
+    assert added.returncode == 0, added.stderr
+    listed = run_cli("remote", "list", "--workspace", space)
+    assert listed.stdout.split() == ["team", shared.url, "(default)"]
+
+    offline = run_cli("run", recipe, "--workspace", space, "--offline", cwd=tmp_path, env=plugin_env)
+    assert offline.returncode == 0, offline.stderr
+    assert shared.entries() == []
+    no_push = run_cli("run", recipe, "--workspace", space, "--no-push", cwd=tmp_path, env=plugin_env)
+    assert no_push.returncode == 0 and shared.entries() == []
+    pushing = run_cli("run", recipe, "--workspace", space, cwd=tmp_path, env=plugin_env)  # the default remote
+    assert pushing.returncode == 0, pushing.stderr
+    assert len(shared.entries()) == 2
+
+    removed = run_cli("remote", "remove", "team", "--workspace", space)
+    assert removed.returncode == 0 and run_cli("remote", "list", "--workspace", space).stdout == ""
+
+
+def test_push_and_pull_by_hand(tmp_path, plugin_env):
+    shared = _folder_remote(tmp_path / "nfs")
+    recipe = write_recipe(tmp_path, RECIPE)
+    ran = run_cli("run", recipe, "--workspace", tmp_path / "alice", cwd=tmp_path, env=plugin_env)
+    assert ran.returncode == 0, ran.stderr
+    pushed = run_cli("push", recipe, "--workspace", tmp_path / "alice", "--remote", shared.url, env=plugin_env)
+    assert pushed.returncode == 0, pushed.stderr
+    assert f"pushed 2 entries to {shared.url} (0 already there)" in pushed.stdout
+
+    pulled = run_cli("pull", recipe, "--workspace", tmp_path / "bob", env={**plugin_env, "TRTFLOW_REMOTE": shared.url})
+    assert pulled.returncode == 0, pulled.stderr
+    assert f"pulled 2 entries from {shared.url}" in pulled.stdout  # second's key is known once first is pulled
+    offline = run_cli("run", recipe, "--workspace", tmp_path / "bob", "--offline", cwd=tmp_path, env=plugin_env)
+    assert offline.returncode == 0 and "2 cached" in offline.stdout
+    assert len(ledger_lines(plugin_env)) == 2
+
+
+def test_unreachable_remote_is_a_warning_and_the_run_completes(tmp_path, plugin_env):
+    (tmp_path / "a-file").write_text("not a folder")
+    broken = _folder_remote(tmp_path / "a-file" / "cache")
+    result = _run(tmp_path, plugin_env, broken, "alice")
+    assert result.returncode == 0, result.stderr
+    assert "computing here instead" in result.stderr
+    assert "the result is kept locally (`trtflow push` uploads it later)" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args, env, message", [
+    (["--remote", "team"], {}, "--remote team: no remote of that name"),
+    ([], {"TRTFLOW_REMOTE": "nowhere"}, "$TRTFLOW_REMOTE nowhere: no remote of that name"),
+    (["--remote", "file:///x"], {"TRTFLOW_REMOTE_OPTIONS": "{bad"}, "$TRTFLOW_REMOTE_OPTIONS is not valid JSON"),
+    (["--remote", "file:///x", "--offline"], {}, "--offline and --remote file:///x contradict each other"),
+    (["--remote", "nosuchscheme://bucket"], {}, "remote nosuchscheme://bucket:"),
+])
+def test_bad_remote_settings_are_usage_errors(tmp_path, plugin_env, args, env, message):
+    recipe = write_recipe(tmp_path, RECIPE)
+    result = run_cli("run", recipe, "--workspace", tmp_path / "ws", *args, cwd=tmp_path, env={**plugin_env, **env})
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert ledger_lines(plugin_env) == []
+
+
+def test_worker_processes_fetch_from_the_remote(tmp_path, plugin_env):
+    """The remote travels inside each task, so a worker process (or machine) looks it up itself."""
+    shared = _folder_remote(tmp_path / "nfs")
+    assert _run(tmp_path, plugin_env, shared, "alice").returncode == 0
+    result = _run(tmp_path, plugin_env, shared, "bob", "--executor", "process", "--jobs", "2")
+    assert result.returncode == 0, result.stderr
+    assert "2 cached" in result.stdout and len(ledger_lines(plugin_env)) == 2
+    assert _outputs(tmp_path, "bob", manifests=True) == _outputs(tmp_path, "alice", manifests=True)

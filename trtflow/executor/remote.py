@@ -1,0 +1,322 @@
+"""A remote cache shared by a team: store entries on any fsspec filesystem, so a step a colleague or
+CI already computed is downloaded instead of recomputed.
+
+The remote holds, under its URL:
+
+```
+blobs/<sha[:2]>/<sha256>       the bytes of every entry file, named by their sha256
+entries/<key[:2]>/<key>.json   an entry's manifest (the local store's manifest, as is)
+```
+
+Why this shape: a blob's name is its content, so two machines pushing the same key write the same
+bytes to the same names (harmless), and a push killed halfway is resumed by skipping the blobs
+already there. The manifest goes up last, and a reader treats a key without one as absent, so a
+reader never sees half an entry. Object stores (S3, GCS, Azure) publish an object only once its
+upload completes (s3fs uploads large files in parts and completes them on close); on a plain
+folder (`file://`, an NFS share) each object is written under a temporary name and renamed.
+
+Nothing is trusted: a download is hashed while it is written into the local store's temporary
+folder and sealed only when every file matches the manifest. A mismatch is a damaged remote entry:
+it is reported, never used, and the push after the recomputation overwrites it.
+
+fsspec (and s3fs, gcsfs, adlfs for their schemes) is imported only when a remote is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Callable, Iterator
+
+from filelock import FileLock
+
+from trtflow.errors import RemoteError, UsageError
+from trtflow.executor.store import MANIFEST, MANIFEST_FORMAT, Entry, Store
+
+REMOTE_VARIABLE = "TRTFLOW_REMOTE"
+OPTIONS_VARIABLE = "TRTFLOW_REMOTE_OPTIONS"
+CONFIG = "config.json"  # in the workspace: {"remotes": {name: url}, "default": name}
+CHUNK = 1 << 20  # bytes read and written at a time; progress is reported per chunk
+
+Progress = Callable[[float, "float | None", str], None]  # (bytes done, bytes in all, what is moving)
+
+
+def _no_progress(done: float, total: float | None, note: str) -> None:
+    """The progress report of callers that show none."""
+
+
+def warn(message: str) -> None:
+    """A remote that misbehaves costs time, never a result: say so and go on without it."""
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+# -- which remote ---------------------------------------------------------------------------------
+
+def configured_remotes(workspace_root: Path) -> tuple[dict[str, str], str | None]:
+    """The remotes kept in a workspace (`trtflow remote add`), and the default one's name."""
+    try:
+        config = json.loads((workspace_root / CONFIG).read_text())
+    except (OSError, ValueError):
+        return {}, None
+    remotes = config.get("remotes") if isinstance(config, dict) else None
+    if not isinstance(remotes, dict):
+        return {}, None
+    return remotes, config.get("default") if config.get("default") in remotes else None
+
+
+def save_remotes(workspace_root: Path, remotes: dict[str, str], default: str | None) -> None:
+    """Replace the workspace's remotes (written under a lock and renamed: concurrent edits never tear it)."""
+    workspace_root.mkdir(parents=True, exist_ok=True)
+    path = workspace_root / CONFIG
+    with FileLock(workspace_root / f"{CONFIG}.lock"):
+        try:
+            config = json.loads(path.read_text())
+        except (OSError, ValueError):
+            config = {}
+        config = config if isinstance(config, dict) else {}
+        config["remotes"] = remotes
+        config.pop("default", None)
+        if default is not None:
+            config["default"] = default
+        temporary = path.with_name(f"{CONFIG}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(config, indent=1, sort_keys=True))
+        os.replace(temporary, path)
+
+
+def storage_options() -> dict[str, Any]:
+    """fsspec storage options from $TRTFLOW_REMOTE_OPTIONS (JSON), e.g. an S3 endpoint:
+    `{"client_kwargs": {"endpoint_url": "http://minio:9000"}}`. Credentials come from each
+    backend's usual variables (AWS_ACCESS_KEY_ID, AWS_ENDPOINT_URL, GOOGLE_APPLICATION_CREDENTIALS...)."""
+    text = os.environ.get(OPTIONS_VARIABLE, "").strip()
+    if not text:
+        return {}
+    try:
+        options = json.loads(text)
+    except ValueError as error:
+        raise UsageError(f"${OPTIONS_VARIABLE} is not valid JSON ({error}); give a JSON object of fsspec storage "
+                         'options, e.g. {"client_kwargs": {"endpoint_url": "http://host:9000"}}') from None
+    if not isinstance(options, dict):
+        raise UsageError(f"${OPTIONS_VARIABLE} must be a JSON object of fsspec storage options, not {text!r}")
+    return options
+
+
+@dataclass(frozen=True)
+class RemoteSpec:
+    """Which remote a run uses and whether it pushes: plain data, so a task carries it to any worker."""
+
+    url: str
+    options: dict[str, Any] = field(default_factory=dict)
+    push: bool = True
+
+    def open(self) -> "RemoteStore":
+        return RemoteStore.open(self.url, self.options)
+
+
+def choose_remote(workspace_root: Path, asked: str | None) -> str | None:
+    """The remote URL a command uses: `--remote URL|NAME`, else $TRTFLOW_REMOTE, else the workspace's
+    default remote; None when there is none."""
+    remotes, default = configured_remotes(workspace_root)
+    chosen, option = (asked, "--remote") if asked else (os.environ.get(REMOTE_VARIABLE, "").strip(), f"${REMOTE_VARIABLE}")
+    if not chosen:
+        return remotes[default] if default else None
+    if "://" in chosen:
+        return chosen
+    if chosen in remotes:
+        return remotes[chosen]
+    known = f"; remotes of this workspace: {', '.join(sorted(remotes))}" if remotes else ""
+    raise UsageError(f"{option} {chosen}: no remote of that name{known}; give a URL (file:///shared/cache, "
+                     "s3://bucket/prefix, gs://..., az://...) or add one with `trtflow remote add NAME URL`")
+
+
+# -- the remote store -----------------------------------------------------------------------------
+
+class DamagedEntry(Exception):
+    """A remote entry whose files do not match its manifest."""
+
+
+def _safe_name(name: str) -> bool:
+    """Whether a manifest's file name stays inside the entry folder (a damaged manifest may say anything)."""
+    path = PurePosixPath(name)
+    return bool(name) and not path.is_absolute() and ".." not in path.parts
+
+
+class RemoteStore:
+    """Entries on an fsspec filesystem; verbs mirror the local store's: `has`, `fetch`, `push`, `keys`."""
+
+    def __init__(self, url: str, filesystem: Any, root: str):
+        self.url = url
+        self.fs = filesystem
+        self.root = root.rstrip("/")
+        protocols = (filesystem.protocol,) if isinstance(filesystem.protocol, str) else filesystem.protocol
+        self.is_folder = "file" in protocols  # a plain folder publishes by rename, not on upload completion
+        self.damaged: set[str] = set()  # keys found damaged here: their next push rewrites every blob
+
+    @classmethod
+    def open(cls, url: str, options: dict[str, Any]) -> "RemoteStore":
+        try:
+            import fsspec
+        except ImportError:
+            raise UsageError(f"remote {url}: the remote cache needs fsspec: pip install 'trtflow[remote]'") from None
+        try:
+            filesystem, root = fsspec.core.url_to_fs(url, **options)
+        except ImportError as error:  # the scheme's package (s3fs, gcsfs, adlfs) is missing
+            raise UsageError(f"remote {url}: {error} (pip install 'trtflow[remote]' brings s3fs)") from None
+        except (ValueError, TypeError) as error:
+            raise UsageError(f"remote {url}: {error}; check the URL and ${OPTIONS_VARIABLE}") from None
+        return cls(url, filesystem, root)
+
+    def _manifest_path(self, key: str) -> str:
+        return f"{self.root}/entries/{key[:2]}/{key}.json"
+
+    def _blob_path(self, digest: str) -> str:
+        return f"{self.root}/blobs/{digest[:2]}/{digest}"
+
+    @contextmanager
+    def _talking(self, doing: str) -> Iterator[None]:
+        """Turn whatever the backend raises into a RemoteError that names the remote and what failed."""
+        try:
+            yield
+        except (DamagedEntry, FileNotFoundError):
+            raise
+        except Exception as error:  # noqa: BLE001 - backends raise their own types (botocore, aiohttp...)
+            raise RemoteError(f"remote {self.url}: {doing} failed: {type(error).__name__}: {error}") from None
+
+    def _manifest(self, key: str) -> dict | None:
+        """The manifest of a whole entry for `key`, or None (absent, unreadable, or not one we can use)."""
+        try:
+            with self._talking(f"reading entry {key[:12]}"):
+                manifest = json.loads(self.fs.cat_file(self._manifest_path(key)))
+        except (FileNotFoundError, ValueError):
+            return None
+        if (not isinstance(manifest, dict) or manifest.get("key") != key or manifest.get("format") != MANIFEST_FORMAT
+                or manifest.get("incomplete") or not isinstance(manifest.get("files"), dict)):
+            return None
+        return manifest
+
+    def has(self, key: str) -> bool:
+        """Whether the remote holds an entry for `key` (its manifest; the blobs are checked on fetch)."""
+        with self._talking(f"looking up entry {key[:12]}"):
+            return self.fs.exists(self._manifest_path(key))
+
+    def keys(self) -> list[str]:
+        """Every key with a manifest on the remote."""
+        with self._talking("listing entries"):
+            found = self.fs.find(f"{self.root}/entries") if self.fs.exists(f"{self.root}/entries") else []
+        return sorted(PurePosixPath(path).stem for path in found if path.endswith(".json"))
+
+    def fetch(self, key: str, store: Store, progress: Progress = _no_progress) -> Entry | None:
+        """Download the entry for `key` into `store` and return it; None when the remote has no whole,
+        intact entry. Each file is hashed as it is written and the entry sealed only when all match,
+        so a damaged remote entry is reported and never used. Call under `store.lock(key)`."""
+        manifest = self._manifest(key)
+        if manifest is None:
+            return None
+        files = manifest["files"]
+        total = float(sum(meta.get("size", 0) for meta in files.values()))
+        done = 0.0
+        work_dir = store.begin(key)
+        try:
+            for name, meta in files.items():
+                if not _safe_name(name):
+                    raise DamagedEntry(f"file name {name!r} leaves the entry")
+                target = work_dir / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                digest = hashlib.sha256()
+                with self._talking(f"downloading {name} of entry {key[:12]}"):
+                    with self.fs.open(self._blob_path(meta["sha256"]), "rb") as source, open(target, "wb") as sink:
+                        while chunk := source.read(CHUNK):
+                            digest.update(chunk)
+                            sink.write(chunk)
+                            done += len(chunk)
+                            progress(done, total, "fetching from remote")
+                if digest.hexdigest() != meta["sha256"] or target.stat().st_size != meta["size"]:
+                    raise DamagedEntry(f"{name}: content does not match its sha256")
+            entry = store.seal(key, work_dir, manifest)
+        except (DamagedEntry, FileNotFoundError) as error:
+            store.discard(work_dir)
+            self.damaged.add(key)
+            detail = f"{error.filename}: missing" if isinstance(error, FileNotFoundError) else str(error)
+            warn(f"remote {self.url}: entry {key[:12]} ({manifest.get('step', '?')}) is damaged ({detail}); "
+                 "not used: it is recomputed here and pushed again")
+            return None
+        except BaseException:
+            store.discard(work_dir)
+            raise
+        self.damaged.discard(key)
+        return entry
+
+    def push(self, entry: Entry, progress: Progress = _no_progress) -> None:
+        """Upload `entry`: blobs the remote lacks (every blob, if the remote's entry was found damaged),
+        then the manifest last. Pushing a key twice, or from two machines at once, is harmless."""
+        repair = entry.key in self.damaged
+        files = entry.manifest["files"]
+        total = float(sum(meta["size"] for meta in files.values()))
+        done = 0.0
+        for name, meta in files.items():
+            blob = self._blob_path(meta["sha256"])
+            with self._talking(f"checking {name} of entry {entry.key[:12]}"):
+                present = not repair and self._size(blob) == meta["size"]
+            if not present:
+                def report(sent: float, base: float = done) -> None:
+                    progress(base + sent, total, "pushing to remote")
+
+                with self._talking(f"uploading {name} of entry {entry.key[:12]}"):
+                    self._publish(blob, entry.path / name, report)
+            done += meta["size"]
+        with self._talking(f"uploading the manifest of entry {entry.key[:12]}"):
+            self._publish(self._manifest_path(entry.key), entry.path / MANIFEST, lambda sent: None)
+        self.damaged.discard(entry.key)
+
+    def _size(self, path: str) -> int | None:
+        try:
+            return self.fs.size(path)
+        except FileNotFoundError:
+            return None
+
+    def _publish(self, path: str, source: Path, report: Callable[[float], None]) -> None:
+        """Write `source` to `path` so readers see all of it or nothing (see the module docstring)."""
+        target = f"{path}.tmp-{os.getpid()}-{secrets.token_hex(4)}" if self.is_folder else path
+        if self.is_folder:
+            self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+        sent = 0
+        try:
+            with open(source, "rb") as reader, self.fs.open(target, "wb") as writer:
+                while chunk := reader.read(CHUNK):
+                    writer.write(chunk)
+                    sent += len(chunk)
+                    report(sent)
+            if self.is_folder:
+                self.fs.mv(target, path)
+        except BaseException:
+            if self.is_folder and self.fs.exists(target):
+                self.fs.rm_file(target)
+            raise
+
+
+# -- what a run does with it ----------------------------------------------------------------------
+
+def fetch_for_run(remote: RemoteStore, key: str, store: Store, progress: Progress) -> Entry | None:
+    """A run's remote lookup: a remote that cannot be reached is a miss, with a warning."""
+    try:
+        return remote.fetch(key, store, progress)
+    except RemoteError as error:
+        warn(f"{error}; computing here instead")
+        return None
+
+
+def share_for_run(remote: RemoteStore, entry: Entry, computed: bool, progress: Progress) -> None:
+    """A run's push: what it computed, and what it found locally but the remote lacks (a push an
+    earlier run did not finish). A failed push is a warning: the run's results stand."""
+    if entry.manifest.get("incomplete"):
+        return
+    try:
+        if computed or entry.key in remote.damaged or not remote.has(entry.key):
+            remote.push(entry, progress)
+    except RemoteError as error:
+        warn(f"{error}; the result is kept locally (`trtflow push` uploads it later)")
