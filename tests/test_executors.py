@@ -130,9 +130,9 @@ def test_a_param_error_in_a_worker_process_points_at_the_param(trtflow, tmp_path
 
 
 def test_an_unknown_executor_is_a_usage_error(trtflow, tmp_path, plugin_env):
-    result = _run(trtflow, tmp_path, plugin_env, "--executor", "ray")
+    result = _run(trtflow, tmp_path, plugin_env, "--executor", "dask")
     assert result.returncode == 2
-    assert "--executor ray: expected thread or process" in result.stderr
+    assert "--executor dask: expected one of thread, process, ray" in result.stderr
 
 
 ERRORS = [TrtflowError("broke"), UsageError("no such step"), ReplayMismatch("made for another model"),

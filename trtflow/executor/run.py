@@ -42,6 +42,7 @@ class RunOptions:
     out: Path | None = None  # where output links go; None: no links
     debug: bool = False
     executor: str = "thread"  # a name in `pools.POOLS`
+    address: str | None = None  # the cluster of `--executor ray`; None: a local one for the run
 
 
 @dataclass
@@ -127,7 +128,7 @@ def run_pipeline(pipeline: Pipeline, workspace: Workspace, options: RunOptions, 
     walk = KeyWalk(pipeline, selected, stat_cache)
     outcomes: dict[str, StepOutcome] = {}
     jobs = max(1, options.jobs)
-    pool = POOLS[options.executor](jobs, observer)
+    pool = POOLS[options.executor](jobs, observer, options.address)
     running: dict[Future, tuple[PlannedStep, StepParams, float]] = {}
 
     def settle(step: PlannedStep, outcome: StepOutcome, entry: Entry | None = None) -> None:
