@@ -26,13 +26,14 @@ REPO = Path(__file__).resolve().parents[1]
 ENVIRONMENT = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
 
 
-def timed_run(recipe: Path, workspace: Path, out: Path) -> float:
+def timed_run(recipe: Path, workspace: Path, out: Path, *options: str) -> float:
+    """Wall seconds of one `trtflow run RECIPE [OPTIONS]`; exits with its error output if it fails."""
     started = time.perf_counter()
     result = subprocess.run([sys.executable, "-m", "trtflow", "run", str(recipe), "--workspace", str(workspace),
-                             "--out", str(out)], capture_output=True, text=True, env=ENVIRONMENT)
+                             "--out", str(out), *options], capture_output=True, text=True, env=ENVIRONMENT)
     elapsed = time.perf_counter() - started
     if result.returncode not in (0, 1):
-        sys.exit(f"trtflow run failed ({result.returncode}):\n{result.stderr}")
+        sys.exit(f"trtflow run {' '.join(options)} failed ({result.returncode}):\n{result.stdout}{result.stderr}")
     return elapsed
 
 

@@ -1,18 +1,26 @@
-"""What a team's remote cache saves: a cold run, against a run whose steps another workspace already
-pushed to the remote.
+"""Running on more than this process, side by side in one run: executors, then the remote cache.
 
-    python bench/distributed.py [RECIPE ...] [--remote URL] [--repeat N]
+    python bench/distributed.py [--jobs 2] [--seeds 16] [--remote URL] [--repeat N] [RECIPE ...]
 
-One workspace runs RECIPE cold and pushes to the remote (default: a temporary `file://` folder;
-give `--remote s3://...` with the usual AWS variables and $TRTFLOW_REMOTE_OPTIONS for a real one);
-then the local-hit run (the same workspace again) and the remote-hit run (a fresh workspace each
-time, which downloads every entry) are timed, N times each. Transfer time is the time to read
+`executor_comparison` runs a matrix recipe — one model, then `--seeds` independent run-runners
+steps (the demo model in emulated FP16, one seed each) — cold, in fresh workspaces: with the
+default thread executor and `--jobs N`, then with `--executor ray` on a local Ray of N CPUs that
+the run starts and stops itself. It prints both wall times and the ratio: what a Ray run costs on
+one machine (start-up, worker processes importing onnxruntime) before it gains other machines.
+Skipped when Ray is not installed (`pip install 'trtflow[ray]'`).
+
+`remote_cache_comparison` measures what a team's remote cache saves: one workspace runs RECIPE
+(default: the quickstart) cold and pushes to the remote (default: a temporary `file://` folder;
+give `--remote s3://...` with the usual AWS variables and $TRTFLOW_REMOTE_OPTIONS for a real
+one); then the local-hit run (the same workspace again) and the remote-hit run (a fresh workspace
+each time, which downloads every entry) are timed, N times each. Transfer time is the time to read
 every blob of the remote once, outside trtflow. Goal: remote-hit <= 1.2 x local-hit + transfer.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
 import tempfile
 import time
@@ -20,6 +28,38 @@ from pathlib import Path
 
 import cached_run
 from cached_run import REPO, timed_run
+
+MODEL = REPO / "pipelines" / "models" / "overflow_demo.onnx"
+
+MATRIX_RECIPE = """
+trtflow: 1
+name: distributed-bench
+steps:
+  model: {{uses: load, with: {{path: {model}}}}}
+  run:
+    uses: run-runners
+    matrix: {{seed: [{seeds}]}}
+    with:
+      model: ${{steps.model.model}}
+      data: {{seed: "${{matrix.seed}}", iterations: 8, shapes: {{x: [8, 16, 64]}}, ranges: {{"*": [0, 10]}}}}
+      runners: [{{name: fp16, backend: emulated, precision: fp16}}]
+"""
+
+
+def executor_comparison(jobs: int = 2, seeds: int = 16) -> None:
+    """Print the cold wall time of the matrix recipe on threads and on a local Ray, both `jobs` wide."""
+    if importlib.util.find_spec("ray") is None:
+        print("ray executor        skipped: Ray is not installed (pip install 'trtflow[ray]')")
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        recipe = Path(folder) / "matrix.yaml"
+        recipe.write_text(MATRIX_RECIPE.format(model=MODEL, seeds=", ".join(str(seed) for seed in range(1, seeds + 1))))
+        threads = timed_run(recipe, Path(folder) / "threads", Path(folder) / "out", "--jobs", str(jobs))
+        on_ray = timed_run(recipe, Path(folder) / "ray", Path(folder) / "out", "--jobs", str(jobs), "--executor", "ray")
+    print(f"matrix recipe       {seeds} run-runners steps + load, cold, {jobs} at a time")
+    print(f"thread executor     {threads:.2f} s  (--jobs {jobs})")
+    print(f"ray executor        {on_ray:.2f} s  (local Ray, {jobs} CPUs, started and stopped by the run)")
+    print(f"ray/thread          {on_ray / threads:.2f}")
 
 
 def transfer_seconds(url: str) -> float:
@@ -35,7 +75,7 @@ def transfer_seconds(url: str) -> float:
     return time.perf_counter() - started
 
 
-def measure(recipe: Path, remote: str | None, repeat: int) -> None:
+def remote_cache_comparison(recipe: Path, remote: str | None, repeat: int) -> None:
     with tempfile.TemporaryDirectory() as folder:
         url = remote or (Path(folder) / "remote").as_uri()
         cached_run.ENVIRONMENT.pop("TRTFLOW_REMOTE", None)
@@ -48,6 +88,7 @@ def measure(recipe: Path, remote: str | None, repeat: int) -> None:
         fetched = [timed_run(recipe, Path(folder) / f"fresh-{index}", Path(folder) / f"out-{index}")
                    for index in range(repeat)]
         transfer = transfer_seconds(url)
+        cached_run.ENVIRONMENT.pop("TRTFLOW_REMOTE")
     local_hit, remote_hit = statistics.median(local), statistics.median(fetched)
     goal = 1.2 * local_hit + transfer
     print(f"recipe          {recipe.relative_to(REPO) if recipe.is_relative_to(REPO) else recipe}")
@@ -64,11 +105,14 @@ def measure(recipe: Path, remote: str | None, repeat: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("recipes", nargs="*", type=Path, default=[REPO / "pipelines" / "quickstart.yaml"])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--seeds", type=int, default=16)
     parser.add_argument("--remote", metavar="URL", help="the shared cache [default: a temporary file:// folder]")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    executor_comparison(args.jobs, args.seeds)
     for recipe in args.recipes:
-        measure(recipe.absolute(), args.remote, args.repeat)
+        remote_cache_comparison(recipe.absolute(), args.remote, args.repeat)
 
 
 if __name__ == "__main__":

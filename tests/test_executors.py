@@ -7,6 +7,7 @@ import os
 import pickle
 import re
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 from conftest import write_recipe
@@ -67,20 +68,35 @@ def _worker_pid(tmp_path: Path) -> int:
     return json.loads((tmp_path / "out" / "pools" / "where" / "values.json").read_text())["pid"]
 
 
-def test_a_process_pool_gives_the_keys_and_outputs_of_the_thread_pool(trtflow, tmp_path, plugin_env):
-    threads, processes = tmp_path / "threads", tmp_path / "processes"
-    threads.mkdir(), processes.mkdir()
-    by_threads = _run(trtflow, threads, plugin_env)
-    by_processes = _run(trtflow, processes, plugin_env, "--executor", "process")
+def same_as_threads(trtflow, tmp_path: Path, env: dict, *executor: str) -> tuple[Path, Path, CompletedProcess]:
+    """Run the recipe on threads and with `executor` options in two folders; check that both give the
+    same keys and outputs and that the executor ran the steps in other processes. Returns
+    (threads folder, executor folder, the executor's run)."""
+    threads, elsewhere = tmp_path / "threads", tmp_path / "elsewhere"
+    threads.mkdir(), elsewhere.mkdir()
+    by_threads = _run(trtflow, threads, env)
+    by_executor = _run(trtflow, elsewhere, env, *executor)
     assert by_threads.returncode == 0, by_threads.stdout + by_threads.stderr
-    assert by_processes.returncode == 0, by_processes.stdout + by_processes.stderr
-    assert "6 ran" in by_processes.stdout
-    assert _keys(threads) == _keys(processes) and len(_keys(threads)) == 6
+    assert by_executor.returncode == 0, by_executor.stdout + by_executor.stderr
+    assert "6 ran" in by_executor.stdout
+    assert _keys(threads) == _keys(elsewhere) and len(_keys(threads)) == 6
     for step in ("model", "taps", "first", "second", "search"):
-        assert _contents(threads, step) == _contents(processes, step), step
+        assert _contents(threads, step) == _contents(elsewhere, step), step
     assert _worker_pid(threads) == _head_pid(threads)
-    assert _worker_pid(processes) != _head_pid(processes)  # the steps did run in worker processes
+    assert _worker_pid(elsewhere) != _head_pid(elsewhere)  # the steps did run in other processes
+    return threads, elsewhere, by_executor
 
+
+def progress_came_before_finish(stdout: str) -> bool:
+    """True when the display showed `first`'s last progress before it reported `first` finished."""
+    lines = stdout.splitlines()
+    progress = [i for i, line in enumerate(lines) if line.strip() == "first: 3/3 writing"]
+    finished = [i for i, line in enumerate(lines) if re.match(r"\s*ran first \(", line)]
+    return bool(progress and finished and progress[0] < finished[0])
+
+
+def test_a_process_pool_gives_the_keys_and_outputs_of_the_thread_pool(trtflow, tmp_path, plugin_env):
+    threads, processes, _ = same_as_threads(trtflow, tmp_path, plugin_env, "--executor", "process")
     again = trtflow("run", processes / "recipe.yaml", "--workspace", threads / "ws", "--executor", "process",
                     cwd=processes, env=plugin_env)
     assert again.returncode == 0 and "6 cached" in again.stdout, again.stdout + again.stderr
@@ -89,15 +105,10 @@ def test_a_process_pool_gives_the_keys_and_outputs_of_the_thread_pool(trtflow, t
 def test_progress_from_worker_processes_reaches_the_display_before_the_step_finishes(trtflow, tmp_path, plugin_env):
     result = _run(trtflow, tmp_path, plugin_env, "--executor", "process")
     assert result.returncode == 0, result.stdout + result.stderr
-    lines = result.stdout.splitlines()
-    progress = [i for i, line in enumerate(lines) if line.strip() == "first: 3/3 writing"]
-    finished = [i for i, line in enumerate(lines) if re.match(r"\s*ran first \(", line)]
-    assert progress and finished and progress[0] < finished[0], result.stdout
+    assert progress_came_before_finish(result.stdout), result.stdout
 
 
-def test_a_param_error_in_a_worker_process_points_at_the_param(trtflow, tmp_path):
-    save(mlp_chain(layers=2), tmp_path / "model.onnx")
-    recipe = write_recipe(tmp_path, """
+WRONG_PARAM = """
 trtflow: 1
 name: wrong
 steps:
@@ -105,7 +116,12 @@ steps:
   diff:
     uses: compare
     with: {results: "${steps.model.model}", reference: fp32}
-""")
+"""
+
+
+def test_a_param_error_in_a_worker_process_points_at_the_param(trtflow, tmp_path):
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")
+    recipe = write_recipe(tmp_path, WRONG_PARAM)
     result = trtflow("run", recipe, "--executor", "process", cwd=tmp_path)
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
@@ -114,9 +130,9 @@ steps:
 
 
 def test_an_unknown_executor_is_a_usage_error(trtflow, tmp_path, plugin_env):
-    result = _run(trtflow, tmp_path, plugin_env, "--executor", "ray")
+    result = _run(trtflow, tmp_path, plugin_env, "--executor", "dask")
     assert result.returncode == 2
-    assert "--executor ray: expected thread or process" in result.stderr
+    assert "--executor dask: expected one of thread, process, ray" in result.stderr
 
 
 ERRORS = [TrtflowError("broke"), UsageError("no such step"), ReplayMismatch("made for another model"),

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import REPO, run_cli
 
-HEAVY = ("onnx", "onnxruntime", "tensorrt", "onnx_graphsurgeon", "torch", "numpy", "fsspec", "s3fs")
+HEAVY = ("onnx", "onnxruntime", "tensorrt", "onnx_graphsurgeon", "torch", "numpy", "fsspec", "s3fs", "ray")
 QUICKSTART = REPO / "pipelines" / "quickstart.yaml"
 
 PROBE = """

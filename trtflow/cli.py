@@ -149,7 +149,10 @@ def run(
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would run and why; run nothing."),
     jobs: int = typer.Option(1, "--jobs", "-j", min=1, metavar="N", help="Independent steps to run at once."),
     executor: str = typer.Option("thread", "--executor", metavar="NAME", help="Where steps run: thread (in this "
-                                 "process) or process (--jobs worker processes)."),
+                                 "process), process (--jobs worker processes) or ray (Ray tasks)."),
+    address: Optional[str] = typer.Option(None, "--address", metavar="ADDRESS", help="With --executor ray: the "
+                                          "cluster (auto, HOST:PORT, ray://HOST:10001); default: a local Ray "
+                                          "with --jobs CPUs for this run."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show step log messages."),
     remote: Optional[str] = RemoteOption,
     no_push: bool = typer.Option(False, "--no-push", help="Fetch from the remote cache but upload nothing."),
@@ -163,7 +166,9 @@ def run(
         from trtflow.executor.run import RunOptions, run_pipeline
 
         if executor not in POOLS:
-            raise UsageError(f"--executor {executor}: expected {' or '.join(POOLS)}")
+            raise UsageError(f"--executor {executor}: expected one of {', '.join(POOLS)}")
+        if address is not None and executor != "ray":
+            raise UsageError(f"--address {address}: only --executor ray runs on a cluster; add --executor ray")
         pipeline = _load(recipe, overrides)
         chosen_force = _step_ids(pipeline, force, "--force")
         chosen_only = _step_ids(pipeline, only, "--only") or None
@@ -174,7 +179,8 @@ def run(
         _writable_folder(out.absolute(), "--out DIR")
         space.remember_recipe(recipe.absolute(), pipeline.recipe.name, out.absolute() / pipeline.recipe.name)
         options = RunOptions(force=chosen_force, only=chosen_only, jobs=jobs, out=out.absolute(), debug=debug,
-                             executor=executor, remote=_remote_spec(space, remote, offline, push=not no_push))
+                             executor=executor, address=address,
+                             remote=_remote_spec(space, remote, offline, push=not no_push))
         display = ProgressDisplay(verbose=verbose)
         try:
             report = run_pipeline(pipeline, space, options, display)

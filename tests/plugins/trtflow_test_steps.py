@@ -90,11 +90,21 @@ class TrialsStep(Step):
         return {"passed": True}
 
 
+class PidParams(StepParams):
+    seconds: float = 0.0
+
+
 class PidStep(Step):
-    """Return the id of the process that ran it: a worker process's differs from the run's own."""
+    """Return the id of the process that ran it: a worker process's differs from the run's own.
+    The ledger line names the process and the GPUs it was given, and `log` is written before the
+    step sleeps, so a test can kill the process mid-step and find what it left."""
 
     kind = "test-pid"
-    outputs = {"pid": value(0, "the process id")}
+    Params = PidParams
+    outputs = {"pid": value(0, "the process id"), "log": file(".txt", "the process id")}
 
-    def run(self, ctx: StepContext, params: StepParams) -> dict[str, Any]:
+    def run(self, ctx: StepContext, params: PidParams) -> dict[str, Any]:
+        Path(ctx.output_path("log")).write_text(f"{os.getpid()}\n")
+        _ledger(f"compute {ctx.step_id} {os.getpid()} gpus={os.environ.get('CUDA_VISIBLE_DEVICES', '')}")
+        time.sleep(params.seconds)
         return {"pid": os.getpid()}

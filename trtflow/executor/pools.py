@@ -4,25 +4,32 @@ A pool takes a `StepTask` and returns a future of what `run_task` returns; what 
 on the way reaches the run's observer — directly from a thread, or through a queue that the run
 loop relays from a worker process. `thread` (the default) runs steps in this process; `process`
 runs each in a worker process that starts from nothing, as a worker on another machine sharing the
-workspace would.
+workspace would; `ray` runs each as a Ray task on a node that has the resources the step needs.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import socket
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from trtflow.errors import StepError, UsageError
 from trtflow.executor.store import Entry
 from trtflow.executor.tasks import StepEvents, StepTask, run_task
 
 if TYPE_CHECKING:
     from multiprocessing.queues import SimpleQueue
 
+    from ray.util.queue import Queue as RayQueue
+
     from trtflow.executor.run import Observer
 
 
 class StepPool:
-    """Runs tasks, up to `jobs` at a time."""
+    """Runs tasks, up to `jobs` at a time. `address` names the cluster of a pool that runs on one
+    (`--address`); the CLI refuses it for the others."""
 
     relay_seconds: float | None = None
     """How often the run loop calls `relay`; None when events reach the observer by themselves."""
@@ -40,7 +47,7 @@ class StepPool:
 class ThreadPool(StepPool):
     """Steps run in threads of this process and call the observer themselves."""
 
-    def __init__(self, jobs: int, observer: Observer):
+    def __init__(self, jobs: int, observer: Observer, address: str | None = None):
         self.observer = observer
         self.executor = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="trtflow-step")
 
@@ -63,7 +70,7 @@ class _QueuedEvents:
     """A worker process's `StepEvents`: each event goes down the queue, written before the step's
     result is sent, so the run relays a step's last progress before it reports the step finished."""
 
-    def __init__(self, events: SimpleQueue):
+    def __init__(self, events: SimpleQueue | RayQueue):
         self.events = events
 
     def progress(self, step_id: str, done: float, total: float | None, note: str) -> None:
@@ -84,7 +91,7 @@ class ProcessPool(StepPool):
 
     relay_seconds = 0.1
 
-    def __init__(self, jobs: int, observer: Observer):
+    def __init__(self, jobs: int, observer: Observer, address: str | None = None):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
@@ -106,4 +113,116 @@ class ProcessPool(StepPool):
         self.executor.shutdown(wait=False, cancel_futures=True)
 
 
-POOLS: dict[str, type[StepPool]] = {"thread": ThreadPool, "process": ProcessPool}
+RAY_RETRIES = 2
+"""Times Ray runs a step again when the worker running it is lost (killed, out of memory, node gone).
+A lost attempt leaves only its private `tmp/` folder: the entry is committed by a rename or not at all."""
+
+
+def _worker_environment() -> dict[str, str]:
+    """What the workers of a Ray cluster need from this process's environment: the `TRTFLOW_*`
+    settings (step plugins among them) and PYTHONPATH, where plugin step kinds are imported from."""
+    return {name: value for name, value in os.environ.items() if name.startswith("TRTFLOW_") or name == "PYTHONPATH"}
+
+
+def run_on_ray_worker(task: StepTask, events: RayQueue) -> tuple[Entry, bool]:
+    """A step on a Ray worker, which reaches the run's workspace on a shared disk (a local cluster,
+    or a mount every node has). This is the seam for workers that share no disk: with a remote
+    cache, pull the task's input entries from it into the worker's store before `run_task`, and
+    push the entry after, so the head finds it there."""
+    if not task.workspace.is_dir():
+        raise StepError(f"the Ray worker on {socket.gethostname()} does not see the workspace {task.workspace}: "
+                        "Ray workers need the workspace on a disk every node mounts at that path", step=task.step_id)
+    return run_task(task, _QueuedEvents(events))
+
+
+def _fits(needs: dict[str, float], node: dict[str, float]) -> bool:
+    return all(node.get(name, 0) >= amount for name, amount in needs.items())
+
+
+def _describe(resources: dict[str, float]) -> str:
+    """`2 CPU, 1 GPU, 16436 MiB memory`: what a step needs or a node has; what is not named is none."""
+    amounts = {"CPU": resources.get("CPU", 0), "GPU": resources.get("GPU", 0),
+               "MiB memory": resources.get("memory", 0) / 2**20}
+    return ", ".join(f"{amount:.0f} {name}" for name, amount in amounts.items() if amount) or "nothing"
+
+
+def _check_reachable(address: str) -> None:
+    """Fail fast on an address nothing answers at: `ray.init` would retry it for minutes."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not (host and port.isdigit()):
+        raise UsageError(f"--address {address}: expected auto, HOST:PORT or ray://HOST:PORT")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as error:
+        raise UsageError(f"--address {address}: no Ray cluster answers there ({error.strerror or error}); start "
+                         "one (`ray start --head`) or give the address `ray status` prints") from None
+
+
+class RayPool(StepPool):
+    """Each step is a Ray task placed on a node with the GPUs and memory it declares; events come
+    back through a Ray queue. Without `address` a local Ray with `jobs` CPUs starts for the run and
+    stops with it."""
+
+    relay_seconds = 0.1
+
+    def __init__(self, jobs: int, observer: Observer, address: str | None = None):
+        try:
+            import ray
+        except ImportError:
+            raise UsageError("--executor ray needs Ray: pip install 'trtflow[ray]'") from None
+        from ray.util.queue import Queue
+
+        self.ray = ray
+        self.observer = observer
+        if address and address != "auto":
+            _check_reachable(address)
+        # a local Ray's workers inherit this environment (and start with it, before the first step);
+        # a cluster's workers get what they need of it with the run's tasks
+        where = ({"address": address, "runtime_env": {"env_vars": _worker_environment()}} if address
+                 else {"num_cpus": jobs, "include_dashboard": False})
+        try:  # worker output would garble the progress display; steps report through events
+            ray.init(**where, log_to_driver=False, logging_level=logging.WARNING)
+        except ConnectionError as error:
+            raise UsageError(f"--address {address}: {error}; start a cluster (`ray start --head`) or "
+                             "give the address `ray status` prints") from None
+        self.nodes = [node["Resources"] for node in ray.nodes() if node["Alive"]]
+        self.events = Queue()
+        self.step_task = ray.remote(run_on_ray_worker)
+        self.running: set = set()
+
+    def submit(self, task: StepTask) -> Future[tuple[Entry, bool]]:
+        needs = {"GPU": task.resources.gpu, "memory": (task.resources.memory_mb or 0) * 2**20}
+        result: Future[tuple[Entry, bool]] = Future()
+        if not any(_fits(needs, node) for node in self.nodes):  # Ray would wait for such a node forever
+            result.set_exception(StepError(
+                f"needs {_describe(needs)}; no node of the Ray cluster has that much "
+                f"(nodes: {'; '.join(_describe(node) for node in self.nodes)})", step=task.step_id))
+            return result
+        reference = self.step_task.options(num_gpus=needs["GPU"], memory=needs["memory"] or None,
+                                           max_retries=RAY_RETRIES).remote(task, self.events)
+        self.running.add(reference)
+
+        def settle(done: Future) -> None:
+            self.running.discard(reference)
+            try:
+                result.set_result(done.result())
+            except self.ray.exceptions.RayTaskError as error:  # the step's own error, as the thread pool gives it
+                result.set_exception(error.cause)
+            except self.ray.exceptions.RayError as error:  # lost workers, each retried: the last word
+                result.set_exception(StepError(f"Ray could not finish it ({RAY_RETRIES + 1} attempts): "
+                                               f"{type(error).__name__}: {error}", step=task.step_id))
+
+        reference.future().add_done_callback(settle)
+        return result
+
+    def relay(self) -> None:
+        for name, args in self.events.get_nowait_batch(self.events.qsize()):
+            getattr(self.observer, name)(*args)
+
+    def shutdown(self) -> None:
+        for reference in list(self.running):  # an interrupted run: its steps discard their tmp folders
+            self.ray.cancel(reference)
+        self.ray.shutdown()
+
+
+POOLS: dict[str, type[StepPool]] = {"thread": ThreadPool, "process": ProcessPool, "ray": RayPool}

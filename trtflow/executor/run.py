@@ -44,6 +44,7 @@ class RunOptions:
     debug: bool = False
     executor: str = "thread"  # a name in `pools.POOLS`
     remote: RemoteSpec | None = None  # the shared cache steps look in, and push to
+    address: str | None = None  # the cluster of `--executor ray`; None: a local one for the run
 
 
 @dataclass
@@ -129,7 +130,7 @@ def run_pipeline(pipeline: Pipeline, workspace: Workspace, options: RunOptions, 
     walk = KeyWalk(pipeline, selected, stat_cache)
     outcomes: dict[str, StepOutcome] = {}
     jobs = max(1, options.jobs)
-    pool = POOLS[options.executor](jobs, observer)
+    pool = POOLS[options.executor](jobs, observer, options.address)
     running: dict[Future, tuple[PlannedStep, StepParams, float]] = {}
 
     def settle(step: PlannedStep, outcome: StepOutcome, entry: Entry | None = None) -> None:
