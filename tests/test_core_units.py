@@ -7,7 +7,7 @@ from onnx import helper
 
 from trtflow.executor.dag import Dag
 from trtflow.executor.keys import describe_changes, material, step_key
-from trtflow.onnx_files import name_nodes
+from trtflow.onnxmodel.files import name_nodes
 from trtflow.schema.refs import BadReference, Reference, parse_reference, substitute, unescape
 
 
@@ -79,7 +79,7 @@ def test_external_data_files_are_found_without_onnx_in_every_graph(tmp_path):
     import onnx
     from onnx import numpy_helper
 
-    from trtflow.onnx_files import external_data_files
+    from trtflow.onnxmodel.files import external_data_files
 
     def weights(name: str, value: float):
         return numpy_helper.from_array(np.full(4, value, np.float32), name)
@@ -108,7 +108,7 @@ def test_save_model_with_external_data_leaves_the_model_usable(tmp_path):
     import onnx
     from onnx import numpy_helper
 
-    from trtflow.onnx_files import save_model
+    from trtflow.onnxmodel.files import save_model
 
     weight = numpy_helper.from_array(np.arange(600, dtype=np.float32), "w")
     graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
@@ -130,7 +130,7 @@ def test_opset_conversion_leaves_large_weights_out_of_the_converter_and_matches_
     import onnx
     from onnx import TensorProto, numpy_helper, version_converter
 
-    from trtflow.onnx_files import at_least_opset
+    from trtflow.onnxmodel.files import at_least_opset
 
     rng = np.random.default_rng(0)
     weights = [numpy_helper.from_array(rng.normal(size=(16, 64)).astype(np.float32), "w1"),

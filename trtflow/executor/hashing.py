@@ -48,7 +48,7 @@ def _companions(path: Path) -> list[str]:
     data. Parsing the model costs an onnx import, so it happens only when the model file changed."""
     if path.suffix.lower() != ".onnx":
         return []
-    from trtflow.onnx_files import external_data_files
+    from trtflow.onnxmodel.files import external_data_files
 
     try:
         return external_data_files(path)

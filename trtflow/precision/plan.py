@@ -7,7 +7,7 @@ One noun, three realizations (docs/architecture.md, "Precision plans"):
   kept nodes), which is what a strongly typed TensorRT 11 build consumes;
 - `layer_map(model)`: `{layer name: precision}` constraints for weakly typed TensorRT <= 10.
 
-Nodes are named by `trtflow.onnx_files.name_nodes`; `keep` holds the names of nodes that stay in
+Nodes are named by `trtflow.onnxmodel.files.name_nodes`; `keep` holds the names of nodes that stay in
 FP32, every other float-computing node runs in `precision`.
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trtflow.precision.formats import FORMATS, Format, PrecisionName
+from trtflow.onnxmodel.formats import FORMATS, Format, PrecisionName
 
 if TYPE_CHECKING:
     import onnx

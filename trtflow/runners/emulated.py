@@ -27,7 +27,7 @@ from pydantic import Field
 
 from trtflow.lazy import lazy_import
 from trtflow.packages import installed_version
-from trtflow.precision.formats import PrecisionName
+from trtflow.onnxmodel.formats import PrecisionName
 from trtflow.precision.plan import read_keep_file
 from trtflow.runners.base import Feed, PlanModel, RunnerConfig
 from trtflow.runners.onnxruntime import OnnxruntimeRunner
@@ -47,7 +47,7 @@ EMULATION_SESSION_OPTIONS = {"graph_optimization_level": "disable_all"}
 
 def node_names(model: "onnx.ModelProto") -> set[str]:
     """Every node's name as plans use it (`name_nodes`), subgraphs included; `model` is not changed."""
-    from trtflow.onnx_files import iter_graphs, named
+    from trtflow.onnxmodel.files import iter_graphs, named
 
     return {node.name for graph in iter_graphs(named(model).graph) for node in graph.node}
 

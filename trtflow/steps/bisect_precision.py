@@ -8,7 +8,7 @@ This step answers with ONNX node names, a verified mixed-precision model, and th
    arbitrary nodes; `bisect`/`linear` with `direction` reproduce Polygraphy's `debug precision`;
 3. every trial asks the step's runner to realize the plan (`runner`, any runner entry that
    realizes plans — `trtflow.runners.base.PlanRunner`; `backend: NAME` is its shorthand) and the
-   check for a verdict on its outputs (`trtflow.steps.bisect_judges`) — through the executor's
+   check for a verdict on its outputs (`trtflow.tensors.judges`) — through the executor's
    journal, so a killed run resumes without repeating finished trials and a `replay` answers them
    on another machine. The runner is deactivated whatever happens, so a failed search leaves no
    scratch files;
@@ -38,13 +38,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from trtflow.errors import ParamError
 from trtflow.lazy import lazy_import
 from trtflow.packages import installed_version
-from trtflow.precision.formats import PrecisionName
+from trtflow.onnxmodel.formats import PrecisionName
 from trtflow.runners.base import PlanModel, PlanRunner, Runner, RunnerConfig
 from trtflow.runners.registry import BACKENDS, config_type, plan_runner_entry, realizes_plans
 from trtflow.schema.paths import InputPath
 from trtflow.schema.recipe import Resources
 from trtflow.steps.base import Step, StepContext, StepParams, TrialRecord, file, value
-from trtflow.steps.bisect_judges import CommandCheck, Verdict
+from trtflow.tensors.judges import CommandCheck, Verdict
 from trtflow.tensors.comparison import Tolerances, worst_error
 from trtflow.tensors.inputs import DataSpec
 
@@ -266,8 +266,8 @@ class BisectPrecision(Step):
                 **params.search_runner.fingerprint()}
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
-        from trtflow.onnx_files import load_model, name_nodes, save_model
-        from trtflow.precision.formats import FORMATS
+        from trtflow.onnxmodel.files import load_model, name_nodes, save_model
+        from trtflow.onnxmodel.formats import FORMATS
         from trtflow.precision.lower import unlowerable_nodes
         from trtflow.precision.plan import PrecisionPlan
         from trtflow.precision.screening import screen
@@ -379,7 +379,7 @@ class BisectPrecision(Step):
         return list(_outputs(fp32, PrecisionPlan(params.precision, every_site), feeds))
 
     def _verdict(self, ctx: StepContext, params: Params, plan, model, runner: PlanRunner, feeds, reference) -> Verdict:
-        from trtflow.steps.bisect_judges import check_command, check_tolerances
+        from trtflow.tensors.judges import check_command, check_tolerances
 
         candidates = _outputs(runner, plan, feeds)
         if isinstance(params.check, CommandCheck):
@@ -390,7 +390,7 @@ class BisectPrecision(Step):
                                        every_site: frozenset[str]) -> str | None:
         """Why the check command is broken, or None: it must pass the FP32 model with the reference as its results."""
         from trtflow.precision.plan import PrecisionPlan
-        from trtflow.steps.bisect_judges import check_command
+        from trtflow.tensors.judges import check_command
 
         folder = ctx.recipe_dir or Path.cwd()
         unlisted = params.check.unlisted_files(folder)

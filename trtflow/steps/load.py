@@ -1,7 +1,7 @@
 """`load`: bring a model into the recipe — checked, shape-inferred, every node named.
 
 Everything downstream names nodes and tensors, so `load` makes names stable first
-(`onnx_files.name_nodes`), fixes dynamic dims the user pins with `shapes`, runs shape inference so
+(`onnxmodel.files.name_nodes`), fixes dynamic dims the user pins with `shapes`, runs shape inference so
 tapped tensors have types, and writes a summary that already answers the first questions of an
 FP16 investigation: which constants FP16 or BF16 cannot hold, and who reads them. A TensorRT
 engine (`.engine`/`.plan`) is passed through as an `engine` artifact.
@@ -76,7 +76,7 @@ def _infer_and_save(model, model_path: Path, ctx: StepContext, declared):
     summary, not fatal: the model stays usable and TensorRT infers shapes itself."""
     import onnx
 
-    from trtflow.onnx_files import load_model, save_model
+    from trtflow.onnxmodel.files import load_model, save_model
 
     status = "ok"
     small = model.ByteSize() < _PROTOBUF_LIMIT
@@ -100,7 +100,7 @@ def _infer_and_save(model, model_path: Path, ctx: StepContext, declared):
 
 def _declared_types(model) -> list[tuple[list, list, list]]:
     """Copies of every graph's value_info, inputs and outputs (top level first), to undo inference."""
-    from trtflow.onnx_files import iter_graphs
+    from trtflow.onnxmodel.files import iter_graphs
 
     return [tuple([copy.deepcopy(v) for v in field] for field in (graph.value_info, graph.input, graph.output))
             for graph in iter_graphs(model.graph)]
@@ -116,7 +116,7 @@ def _restore_types(model, declared: list[tuple[list, list, list]], first: int) -
     then refuses the LSTM reading it, or finds a 0-sized output buffer at run time. The top level
     keeps its (pinned) inputs and gets back its declared outputs, without value_info.
     Inference never adds nodes, so `iter_graphs` meets the graphs in the same order as before."""
-    from trtflow.onnx_files import iter_graphs
+    from trtflow.onnxmodel.files import iter_graphs
 
     for index, (graph, (value_info, inputs, outputs)) in enumerate(zip(iter_graphs(model.graph), declared)):
         if index < first:
@@ -147,7 +147,7 @@ def _verify_written(model, model_path: Path, params: Params, declared, inference
 
     If ONNX Runtime refuses the user's file too (custom ops, a plugin for TensorRT), it cannot
     judge ours, and the model is kept as written. Otherwise the top-level inferred types go too."""
-    from trtflow.onnx_files import save_model
+    from trtflow.onnxmodel.files import save_model
 
     refusal = _refusal(model_path, params.check)
     if refusal is None or _refusal(params.path, params.check) is not None:
@@ -165,8 +165,8 @@ def _verify_written(model, model_path: Path, params: Params, declared, inference
 
 
 def summarize(model, source: Path, renamed: dict[str, str], inference: str) -> dict[str, Any]:
-    from trtflow.onnx_files import iter_graphs, weight_bytes
-    from trtflow.precision.formats import FORMATS
+    from trtflow.onnxmodel.files import iter_graphs, weight_bytes
+    from trtflow.onnxmodel.formats import FORMATS
     from trtflow.precision.ranges import as_dicts, constant_ranges, lost_values
 
     nodes = [node for graph in iter_graphs(model.graph) for node in graph.node]
@@ -222,7 +222,7 @@ class Load(Step):
         import onnx
         from google.protobuf.message import DecodeError
 
-        from trtflow.onnx_files import load_model, name_nodes, refused_external_data
+        from trtflow.onnxmodel.files import load_model, name_nodes, refused_external_data
 
         ctx.progress(0, 5, "reading")
         # read first: `check: false` is no advice for a file that is not ONNX at all, or truncated

@@ -328,8 +328,8 @@ class RunRunners(Step):
         return facts
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
-        from trtflow.onnx_files import load_model, named
-        from trtflow.tensors.catalog import catalog
+        from trtflow.onnxmodel.files import load_model, named
+        from trtflow.onnxmodel.catalog import catalog
         from trtflow.tensors.tensor_set import INPUTS, TensorSetWriter
 
         # every node with its stable name, whichever runners run: `results` names nodes as reports do

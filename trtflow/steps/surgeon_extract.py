@@ -60,8 +60,8 @@ class SurgeonExtract(Step):
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from onnx.utils import Extractor
 
-        from trtflow.onnx_files import save_model
-        from trtflow.tensors.catalog import load_cataloged
+        from trtflow.onnxmodel.files import save_model
+        from trtflow.onnxmodel.catalog import load_cataloged
 
         model, tensors = load_cataloged(params.model)
         for param in ("inputs", "outputs"):

@@ -21,7 +21,7 @@ from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, file
 
 if TYPE_CHECKING:
-    from trtflow.tensors.catalog import TensorInfo
+    from trtflow.onnxmodel.catalog import TensorInfo
 
 
 class Params(StepParams):
@@ -47,8 +47,8 @@ class SurgeonInsertTap(Step):
         return {"onnx": installed_version("onnx")}
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
-        from trtflow.onnx_files import save_model
-        from trtflow.tensors.catalog import load_cataloged
+        from trtflow.onnxmodel.files import save_model
+        from trtflow.onnxmodel.catalog import load_cataloged
         from trtflow.tensors.taps import mark_outputs, select, subgraph_tensors
 
         model, tensors = load_cataloged(params.model)

@@ -107,7 +107,7 @@ def _write_samples(folder: Path, samples: Iterable[dict[str, np.ndarray]]) -> Pa
 def check_command(check: CommandCheck, plan: "PrecisionPlan", model: "onnx.ModelProto", feeds: Sequence[Feed],
                   reference: Sequence[Outputs], candidates: Iterable[Outputs], cwd: Path | None) -> Verdict:
     """Run the user's command (in `cwd`) on this plan's files; its exit status is the verdict."""
-    from trtflow.onnx_files import save_model
+    from trtflow.onnxmodel.files import save_model
 
     with tempfile.TemporaryDirectory(prefix="trtflow-check-") as scratch:
         root = Path(scratch)
