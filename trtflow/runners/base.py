@@ -87,6 +87,11 @@ class PlanModel:
     log: Callable[[str], None] = lambda message: None
 
 
+PROFILE_SUFFIX = ".profile.json"
+"""A runner's layer profile is saved as `<runner name>.profile.json`: run-runners writes its `profiles`
+folder that way and render-graph finds a runner's profile in it by that name."""
+
+
 def layer_profile(runner: Runner) -> list[dict] | None:
     """The per-layer profile of `runner`'s latest inferences, or None for runners that measure none."""
     report = getattr(runner, "layer_profile", None)

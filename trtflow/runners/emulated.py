@@ -28,7 +28,7 @@ from pydantic import Field
 from trtflow.lazy import lazy_import
 from trtflow.packages import installed_version
 from trtflow.onnxmodel.formats import PrecisionName
-from trtflow.precision.plan import read_keep_file
+from trtflow.onnxmodel.keep_files import read_keep_file
 from trtflow.runners.base import Feed, PlanModel, RunnerConfig
 from trtflow.runners.onnxruntime import OnnxruntimeRunner
 from trtflow.schema.paths import InputPath

@@ -383,7 +383,8 @@ class BisectPrecision(Step):
 
         candidates = _outputs(runner, plan, feeds)
         if isinstance(params.check, CommandCheck):
-            return check_command(params.check, plan, model, feeds, reference, candidates, ctx.recipe_dir)
+            return check_command(params.check, plan.lower(model), plan.keep, feeds, reference, candidates,
+                                 ctx.recipe_dir)
         return check_tolerances(params.check, reference, candidates)
 
     def _command_rejects_the_reference(self, ctx: StepContext, params: Params, model, feeds, reference,
@@ -397,8 +398,8 @@ class BisectPrecision(Step):
         if unlisted:
             ctx.notice(f"check.command reads {', '.join(unlisted)}, which check.files does not list: editing "
                        f"{'it' if len(unlisted) == 1 else 'them'} will not re-run this step")
-        verdict = check_command(params.check, PrecisionPlan(params.precision, every_site), model, feeds, reference,
-                                reference, ctx.recipe_dir)
+        fp32 = PrecisionPlan(params.precision, every_site)
+        verdict = check_command(params.check, fp32.lower(model), fp32.keep, feeds, reference, reference, ctx.recipe_dir)
         if verdict.passed:
             return None
         output = verdict.metrics["output"].rstrip() or "(no output)"
