@@ -123,6 +123,21 @@ def test_save_model_with_external_data_leaves_the_model_usable(tmp_path):
     assert numpy_helper.to_array(reloaded.graph.initializer[0])[599] == 599
 
 
+def test_an_output_is_its_file_and_the_companions_it_declares(tmp_path):
+    """The store groups an output's files by what the output declares (`Output.companions`), not by
+    a file-format rule of its own: a declared companion is part of the output and of its digest,
+    a stray file beside it is not."""
+    from trtflow.executor.store import Store
+    from trtflow.steps.base import file
+
+    store, key = Store(tmp_path / "store"), "ab" * 32
+    work_dir = store.begin(key)
+    for name in ("table.bin", "table.bin.idx", "table.bin.tmp"):
+        (work_dir / name).write_text(name)
+    entry = store.commit(key, work_dir, {"table": file(".bin", "a table", companions=("{file}.idx",))}, {}, {})
+    assert entry.outputs["table"]["members"] == ["table.bin", "table.bin.idx"]
+
+
 def test_opset_conversion_leaves_large_weights_out_of_the_converter_and_matches_it():
     """`at_least_opset` converts a weightless copy (the converter held five copies of the weights) and
     gives the converter's own answer: same nodes, inputs and initializers, weights in their order."""

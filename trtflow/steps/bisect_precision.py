@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trtflow.errors import ParamError
 from trtflow.lazy import lazy_import
+from trtflow.onnxmodel.files import EXTERNAL_DATA
 from trtflow.packages import installed_version
 from trtflow.onnxmodel.formats import PrecisionName
 from trtflow.runners.base import PlanModel, PlanRunner, Runner, RunnerConfig
@@ -245,7 +246,8 @@ class BisectPrecision(Step):
     Params = Params
     outputs = {
         "keep": file(".json", "Nodes that stay in high precision, each with the evidence: {nodes: [{name, op, reason}]}."),
-        "model": file(".onnx", "The verified mixed-precision model (absent when no plan passes).", optional=True),
+        "model": file(".onnx", "The verified mixed-precision model (absent when no plan passes).",
+                      optional=True, companions=(EXTERNAL_DATA,)),
         "report": file(".json", "Screening, every trial {plan, passed, metrics, seconds, replayed}, final metrics."),
         "summary": file(".md", "The report in a few lines of Markdown."),
         "layer_precisions": file(".json", "{node: precision} for weakly typed TensorRT <= 10 builds.", optional=True),

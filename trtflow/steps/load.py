@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from trtflow.errors import ParamError, StepError
+from trtflow.onnxmodel.files import EXTERNAL_DATA
 from trtflow.packages import installed_version
 from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, file, value
@@ -197,7 +198,8 @@ class Load(Step):
     summary = "Load an ONNX model (checked, shape-inferred, nodes named) or a TensorRT engine; summarize it."
     Params = Params
     outputs = {
-        "model": file(".onnx", "The normalized ONNX model (external data in model.onnx.data when large).", optional=True),
+        "model": file(".onnx", "The normalized ONNX model (external data in model.onnx.data when large).",
+                      optional=True, companions=(EXTERNAL_DATA,)),
         "engine": file(".engine", "The TensorRT engine, when `path` is one.", optional=True),
         "summary": file(".json", "Opset, op histogram, I/O, constant ranges, values out of FP16/BF16 range by node."),
         "kind": value("onnx", "`onnx` or `engine`: what was loaded."),

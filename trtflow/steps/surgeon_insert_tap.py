@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from trtflow.errors import ParamError
+from trtflow.onnxmodel.files import EXTERNAL_DATA
 from trtflow.packages import installed_version
 from trtflow.schema.problems import did_you_mean
 from trtflow.schema.paths import InputPath
@@ -38,7 +39,7 @@ class SurgeonInsertTap(Step):
     summary = "Mark intermediate tensors (all, names, globs, by op type) as model outputs, like `mark all`."
     Params = Params
     outputs = {
-        "model": file(".onnx", "The model with the taps as extra graph outputs."),
+        "model": file(".onnx", "The model with the taps as extra graph outputs.", companions=(EXTERNAL_DATA,)),
         "taps": file(".json", "Each tap: tensor, node, op, topological index, dtype, shape; and what was not tapped."),
     }
     version = 1
