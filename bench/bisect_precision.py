@@ -40,12 +40,12 @@ from bisect_models import chain_model  # noqa: E402
 
 from trtflow.precision import search  # noqa: E402
 from trtflow.precision.sites import precision_sites  # noqa: E402
-from trtflow.precision.formats import FORMATS  # noqa: E402
+from trtflow.onnxmodel.formats import FORMATS  # noqa: E402
 from trtflow.precision.plan import PrecisionPlan  # noqa: E402
 from trtflow.precision.screening import screen  # noqa: E402
 from trtflow.runners.base import PlanModel  # noqa: E402
 from trtflow.runners.emulated import Config as Emulated  # noqa: E402
-from trtflow.steps.bisect_judges import check_tolerances  # noqa: E402
+from trtflow.tensors.judges import check_tolerances  # noqa: E402
 from trtflow.steps.bisect_precision import fp32_magnitudes  # noqa: E402
 from trtflow.tensors.comparison import Tolerances  # noqa: E402
 

@@ -7,7 +7,7 @@ from onnx import helper
 
 from trtflow.executor.dag import Dag
 from trtflow.executor.keys import describe_changes, material, step_key
-from trtflow.onnx_files import name_nodes
+from trtflow.onnxmodel.files import name_nodes
 from trtflow.schema.refs import BadReference, Reference, parse_reference, substitute, unescape
 
 
@@ -79,7 +79,7 @@ def test_external_data_files_are_found_without_onnx_in_every_graph(tmp_path):
     import onnx
     from onnx import numpy_helper
 
-    from trtflow.onnx_files import external_data_files
+    from trtflow.onnxmodel.files import external_data_files
 
     def weights(name: str, value: float):
         return numpy_helper.from_array(np.full(4, value, np.float32), name)
@@ -108,7 +108,7 @@ def test_save_model_with_external_data_leaves_the_model_usable(tmp_path):
     import onnx
     from onnx import numpy_helper
 
-    from trtflow.onnx_files import save_model
+    from trtflow.onnxmodel.files import save_model
 
     weight = numpy_helper.from_array(np.arange(600, dtype=np.float32), "w")
     graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
@@ -123,6 +123,21 @@ def test_save_model_with_external_data_leaves_the_model_usable(tmp_path):
     assert numpy_helper.to_array(reloaded.graph.initializer[0])[599] == 599
 
 
+def test_an_output_is_its_file_and_the_companions_it_declares(tmp_path):
+    """The store groups an output's files by what the output declares (`Output.companions`), not by
+    a file-format rule of its own: a declared companion is part of the output and of its digest,
+    a stray file beside it is not."""
+    from trtflow.executor.store import Store
+    from trtflow.steps.base import file
+
+    store, key = Store(tmp_path / "store"), "ab" * 32
+    work_dir = store.begin(key)
+    for name in ("table.bin", "table.bin.idx", "table.bin.tmp"):
+        (work_dir / name).write_text(name)
+    entry = store.commit(key, work_dir, {"table": file(".bin", "a table", companions=("{file}.idx",))}, {}, {})
+    assert entry.outputs["table"]["members"] == ["table.bin", "table.bin.idx"]
+
+
 def test_opset_conversion_leaves_large_weights_out_of_the_converter_and_matches_it():
     """`at_least_opset` converts a weightless copy (the converter held five copies of the weights) and
     gives the converter's own answer: same nodes, inputs and initializers, weights in their order."""
@@ -130,7 +145,7 @@ def test_opset_conversion_leaves_large_weights_out_of_the_converter_and_matches_
     import onnx
     from onnx import TensorProto, numpy_helper, version_converter
 
-    from trtflow.onnx_files import at_least_opset
+    from trtflow.onnxmodel.files import at_least_opset
 
     rng = np.random.default_rng(0)
     weights = [numpy_helper.from_array(rng.normal(size=(16, 64)).astype(np.float32), "w1"),

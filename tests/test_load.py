@@ -267,7 +267,7 @@ def test_checker_modes(trtflow, tmp_path, check):
 
 def test_lost_values_counts_exactly_at_the_edges_of_the_format():
     """Weights inside a format's range skip the elementwise rounding; the edges must still count right."""
-    from trtflow.precision.formats import FORMATS
+    from trtflow.onnxmodel.formats import FORMATS
     from trtflow.precision.ranges import lost_values
 
     in_range = np.array([65504.0, -65519.0, 2.0**-24, -2.0**-24 * 0.51], np.float32)  # round to ±max / min subnormal

@@ -641,7 +641,7 @@ def replay_export(
 def inspect(path: Path = typer.Argument(..., metavar="PATH", help="A model, tensor set, Polygraphy JSON, compare report, .npz or .npy."),
             debug: bool = DebugOption) -> None:
     """Summarize what a file from a debug session holds."""
-    from trtflow.tensors.inspect import describe
+    from trtflow.inspect import describe
 
     with _errors_to_exit_codes(debug):
         print("\n".join(describe(path)))

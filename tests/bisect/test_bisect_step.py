@@ -301,7 +301,7 @@ def test_a_runner_entry_is_the_backend_spelled_out_and_a_wrong_one_is_a_recipe_e
 
 FAILING_RUNNER_CLI = """
 import sys
-from trtflow import onnx_files
+from trtflow.onnxmodel import files as onnx_files
 from trtflow.runners.base import RunnerFailed
 from trtflow.runners.onnxruntime import OnnxruntimeRunner
 

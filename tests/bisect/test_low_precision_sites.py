@@ -174,7 +174,7 @@ def test_the_search_session_reads_its_weights_from_file_and_judges_as_emulate_do
     re-serialized copies. Deactivating the runner removes the file; the caller's model is untouched."""
     import tempfile
 
-    from trtflow import onnx_files
+    from trtflow.onnxmodel import files as onnx_files
     from trtflow.runners.base import PlanModel
     from trtflow.runners.emulated import Config
     from trtflow.steps.bisect_precision import fp32_magnitudes
@@ -250,7 +250,7 @@ def test_bisect_precision_does_not_blame_a_resize_for_its_scales(trtflow, tmp_pa
 
 
 def test_statistics_typed_apart_are_read_in_fp32_and_not_suspected():
-    from trtflow.precision.formats import FORMATS
+    from trtflow.onnxmodel.formats import FORMATS
     from trtflow.precision.screening import screen
 
     statistics = [constant("scale", [np.sqrt(1e7)]), constant("bias", [0.5]), constant("mean", [0.0]),

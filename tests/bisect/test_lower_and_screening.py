@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from bisect_models import chain_model, varied_model
-from trtflow.precision.formats import FORMATS
+from trtflow.onnxmodel.formats import FORMATS
 from trtflow.precision.plan import PrecisionPlan
 from trtflow.precision.screening import screen
 from trtflow.steps.bisect_precision import fp32_magnitudes

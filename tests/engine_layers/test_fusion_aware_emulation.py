@@ -80,7 +80,7 @@ def test_tensorrt10_metadata_names_the_nodes_without_their_local_function(tmp_pa
     """`[ONNX Layer: <node> | <local function>]` records, joined by \\x1f in a fused layer: the node is the part
     before `|` (it was kept whole, so no layer matched a node of a model exported with local functions)."""
     from trtflow.graph.from_engine import graph_from_layer_info
-    from trtflow.onnx_files import load_model
+    from trtflow.onnxmodel.files import load_model
     from trtflow.tensors.engine_layers import map_engine_layers
 
     model = load_model(conv_bn_model(tmp_path / "m.onnx"))

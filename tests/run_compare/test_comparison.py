@@ -155,7 +155,7 @@ def test_polygraphy_json_keeps_scalars_scalars(tmp_path):
 
 @pytest.mark.parametrize("error_stat,named", [("elemwise", "max"), ("median", "median"), ("quantile", "p95")])
 def test_a_check_names_the_statistic_it_used(error_stat, named):
-    from trtflow.steps.bisect_judges import check_tolerances
+    from trtflow.tensors.judges import check_tolerances
     from trtflow.tensors.comparison import worst_error
 
     want = {"t": np.linspace(0, 1, 101, dtype=np.float32)}

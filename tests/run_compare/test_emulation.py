@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from run_compare.models import float_input, layer_norm_overflow, make_model, mlp_chain
 from trtflow.precision.emulate import switchable
-from trtflow.precision.formats import FORMATS
+from trtflow.onnxmodel.formats import FORMATS
 from trtflow.precision.plan import PrecisionPlan
 
 
@@ -116,8 +116,8 @@ def test_fp8_on_an_old_opset_model_is_converted():
 
 
 def test_taps_skip_subgraph_tensors_and_list_them():
-    from trtflow.onnx_files import name_nodes
-    from trtflow.tensors.catalog import catalog
+    from trtflow.onnxmodel.files import name_nodes
+    from trtflow.onnxmodel.catalog import catalog
     from trtflow.tensors.taps import mark_outputs, select, subgraph_tensors
 
     body = helper.make_graph([helper.make_node("Neg", ["x"], ["inner"])], "then", [], [float_input("inner", [2])])

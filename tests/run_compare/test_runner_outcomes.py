@@ -64,8 +64,8 @@ def test_a_model_with_external_data_runs_in_onnxruntime(trtflow, tmp_path):
 
 LOW_THRESHOLD_CLI = """
 import sys
-import trtflow.onnx_files
-trtflow.onnx_files.EXTERNAL_DATA_THRESHOLD = 0  # every model a step saves gets external data, as past 64 MB
+import trtflow.onnxmodel.files
+trtflow.onnxmodel.files.EXTERNAL_DATA_THRESHOLD = 0  # every model a step saves gets external data, as past 64 MB
 from trtflow.cli import main
 sys.argv = ["trtflow", *sys.argv[1:]]
 main()

@@ -14,6 +14,7 @@ import os
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Callable
 
 from trtflow.errors import UsageError
 
@@ -43,24 +44,17 @@ def combine(entries: dict[str, str]) -> str:
     return hashlib.sha256(listing.encode()).hexdigest()
 
 
-def _companions(path: Path) -> list[str]:
-    """Files that are part of `path`'s content though stored beside it: an ONNX model's external
-    data. Parsing the model costs an onnx import, so it happens only when the model file changed."""
-    if path.suffix.lower() != ".onnx":
-        return []
-    from trtflow.onnx_files import external_data_files
-
-    try:
-        return external_data_files(path)
-    except Exception:  # noqa: BLE001 - not a readable model: the step reading it will say so
-        return []
+Companions = Callable[[Path], list[str]]
+"""Names (relative to a file's folder) of the files beside it that are part of its content; the
+step reading the file declares them (`Step.companions`), so this module knows no file format."""
 
 
 class StatCache:
     """Digests of user files, remembered by (path, size, mtime_ns, inode).
 
-    An ONNX model's digest covers its external-data files too (`_companions`), so retrained
-    weights in `model.onnx.data` invalidate the steps that read `model.onnx`."""
+    A file's digest covers the companions its reader declares (an ONNX model's external data), so
+    retrained weights in `model.onnx.data` invalidate the steps that read `model.onnx`. Finding them
+    may parse the file, so it happens only when the file changed; the row remembers them."""
 
     def __init__(self, database: Path):
         database.parent.mkdir(parents=True, exist_ok=True)
@@ -71,11 +65,11 @@ class StatCache:
         )
         self._lock = threading.Lock()  # steps run on several threads with --jobs
 
-    def _file(self, path: Path, with_companions: bool = False) -> tuple[str, list[str]]:
+    def _file(self, path: Path, companions: Companions | None = None) -> tuple[str, list[str]]:
         with self._lock:
-            return self._file_locked(path, with_companions)
+            return self._file_locked(path, companions)
 
-    def _file_locked(self, path: Path, with_companions: bool) -> tuple[str, list[str]]:
+    def _file_locked(self, path: Path, companions: Companions | None) -> tuple[str, list[str]]:
         stat = path.stat()
         if not path.is_file():  # a FIFO or device inside a folder, or named as external data: reading it never ends
             raise UsageError(f"{path} is not a regular file (a FIFO, a device or a socket), so it cannot be hashed "
@@ -84,26 +78,27 @@ class StatCache:
             "SELECT digest, companions FROM files_v2 WHERE path = ? AND size = ? AND mtime_ns = ? AND inode = ?",
             (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino),
         ).fetchone()
-        if row and (row[1] is not None or not with_companions):
+        if row and (row[1] is not None or companions is None):
             return row[0], json.loads(row[1] or "[]")
         digest = file_digest(path)
-        companions = _companions(path) if with_companions else None
+        found = None if companions is None else companions(path)
         self._connection.execute(
             "INSERT OR REPLACE INTO files_v2 VALUES (?, ?, ?, ?, ?, ?)",
             (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino, digest,
-             None if companions is None else json.dumps(companions)),
+             None if found is None else json.dumps(found)),
         )
-        return digest, companions or []
+        return digest, found or []
 
-    def digest(self, path: Path) -> str:
-        """Content digest of a user file or folder, hashing only what changed since last time."""
+    def digest(self, path: Path, companions: Companions = lambda path: []) -> str:
+        """Content digest of a user file or folder, hashing only what changed since last time; a
+        file's digest covers the `companions` beside it."""
         if path.is_dir():
             return combine({name: self._file(path / name)[0] for name in list_files(path)})
-        digest, companions = self._file(path, with_companions=True)
-        if not companions:
+        digest, found = self._file(path, companions)
+        if not found:
             return digest
         parts = {path.name: digest}
-        for name in companions:
+        for name in found:
             try:
                 parts[name] = self._file(path.parent / name)[0]
             except FileNotFoundError:

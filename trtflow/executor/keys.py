@@ -184,7 +184,7 @@ def resolve(pipeline: Pipeline, step: PlannedStep, entries: dict[str, Entry], st
             label = path.relative_to(pipeline.recipe.base_dir).as_posix()
         except ValueError:
             label = user_file
-        identities[user_file] = ("file", stat_cache.digest(path), label)
+        identities[user_file] = ("file", stat_cache.digest(path, step.kind.companions), label)
     labels: dict[str, str] = {}
     dumped = params.model_dump(mode="json", exclude=set(step.kind.Params.cosmetic))
     return Resolved(step.kind, params, identify_paths(dumped, identities, labels), labels)

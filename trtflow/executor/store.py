@@ -61,12 +61,12 @@ def _fsync(path: Path) -> None:
 
 
 def _output_files(work_dir: Path, name: str, output: Output, all_files: list[str]) -> list[str]:
-    """The files making up one output: a folder's content, or a file plus its sidecars
-    (`model.onnx.data` next to `model.onnx` — ONNX external data)."""
-    main = output.file_name(name)
+    """The files making up one output: a folder's content, or a file plus the companions its
+    output declares (`Output.companions`)."""
     if output.kind == "folder":
+        main = output.file_name(name)
         return [f for f in all_files if f.startswith(main + "/")]
-    return [f for f in all_files if f == main or (f.startswith(main + ".") and "/" not in f)]
+    return sorted(set(output.member_names(name)).intersection(all_files))
 
 
 class Store:

@@ -1,6 +1,6 @@
 """ONNX models as a Graph: nodes named the way every trtflow report names them, with shapes and dtypes.
 
-Nodes get their names from `onnx_files.name_nodes`, so the names in a compare report, a bisect
+Nodes get their names from `onnxmodel.files.name_nodes`, so the names in a compare report, a bisect
 `keep` list and this graph agree. Shapes and dtypes come from ONNX shape inference; a model it
 cannot handle is still drawn, without them. Subgraphs (If branches, Loop and Scan bodies) are
 expanded with their `scope`, so the detailed view draws them as clusters and the simplified view
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trtflow.graph.model import Edge, Graph, Node, Tensor, io_node_name
-from trtflow.onnx_files import iter_graphs, load_model, name_nodes
+from trtflow.onnxmodel.files import iter_graphs, load_model, name_nodes
 
 if TYPE_CHECKING:
     import onnx

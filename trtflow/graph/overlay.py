@@ -223,7 +223,7 @@ def read_highlight(source: list[str] | Path) -> list[str]:
     """Node names to outline: a list, or a JSON file — bisect's `keep` (`{"nodes": [{name, ...}]}`) or a list."""
     if not isinstance(source, Path):
         return list(source)
-    from trtflow.precision.plan import read_keep_file
+    from trtflow.onnxmodel.keep_files import read_keep_file
 
     try:
         return sorted(read_keep_file(source))

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from trtflow.precision.formats import FORMATS, PrecisionName
+from trtflow.onnxmodel.formats import FORMATS, PrecisionName
 from trtflow.precision.graph_additions import GraphAdditions
 from trtflow.precision.sites import Site, precision_sites
 
@@ -101,7 +101,7 @@ def _rewrite(model: "onnx.ModelProto", precision: PrecisionName, policy_for,
     `internal` tensors are left as computed (see `_outside`)."""
     import onnx
 
-    from trtflow.onnx_files import at_least_opset, drop_unread_initializers, name_nodes
+    from trtflow.onnxmodel.files import at_least_opset, drop_unread_initializers, name_nodes
 
     model_copy = onnx.ModelProto()
     model_copy.CopyFrom(model)

@@ -30,7 +30,7 @@ def fold_batch_norms(model: "onnx.ModelProto", layers: "EngineLayerMap") -> "onn
     import onnx
     from onnx import numpy_helper
 
-    from trtflow.onnx_files import drop_unread_initializers, name_nodes
+    from trtflow.onnxmodel.files import drop_unread_initializers, name_nodes
 
     folded = onnx.ModelProto()
     folded.CopyFrom(model)

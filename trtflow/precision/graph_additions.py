@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from trtflow.precision.formats import Format
+from trtflow.onnxmodel.formats import Format
 
 if TYPE_CHECKING:
     import numpy as np

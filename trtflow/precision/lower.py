@@ -124,8 +124,8 @@ def lower(model: "onnx.ModelProto", plan: "PrecisionPlan") -> "onnx.ModelProto":
     """A copy of `model` computing in `plan.precision` except the nodes `plan` keeps (and unlowerable ones)."""
     import onnx
 
-    from trtflow.onnx_files import at_least_opset, drop_unread_initializers, name_nodes
-    from trtflow.precision.formats import FORMATS
+    from trtflow.onnxmodel.files import at_least_opset, drop_unread_initializers, name_nodes
+    from trtflow.onnxmodel.formats import FORMATS
 
     lowered = onnx.ModelProto()
     lowered.CopyFrom(model)

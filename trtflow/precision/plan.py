@@ -7,18 +7,16 @@ One noun, three realizations (docs/architecture.md, "Precision plans"):
   kept nodes), which is what a strongly typed TensorRT 11 build consumes;
 - `layer_map(model)`: `{layer name: precision}` constraints for weakly typed TensorRT <= 10.
 
-Nodes are named by `trtflow.onnx_files.name_nodes`; `keep` holds the names of nodes that stay in
+Nodes are named by `trtflow.onnxmodel.files.name_nodes`; `keep` holds the names of nodes that stay in
 FP32, every other float-computing node runs in `precision`.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trtflow.precision.formats import FORMATS, Format, PrecisionName
+from trtflow.onnxmodel.formats import FORMATS, Format, PrecisionName
 
 if TYPE_CHECKING:
     import onnx
@@ -51,16 +49,3 @@ class PrecisionPlan:
 
         return layer_map(model, self)
 
-
-def read_keep_file(path: Path) -> frozenset[str]:
-    """The node names in a keep file: bisect-precision's `keep` (`{"nodes": [{"name", "op", "reason"}]}`),
-    or a plain JSON list of names. Raises ValueError saying what a keep file looks like."""
-    try:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
-        entries = document["nodes"] if isinstance(document, dict) else document
-        if not isinstance(entries, list):
-            raise TypeError("`nodes` is not a list")
-        return frozenset(entry["name"] if isinstance(entry, dict) else str(entry) for entry in entries)
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ValueError(f"{path}: not a keep file ({{\"nodes\": [{{\"name\": ...}}]}} or a list of names): "
-                         f"{error}") from None

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
-from trtflow.onnx_files import iter_graphs
-from trtflow.precision.formats import Format
+from trtflow.onnxmodel.files import iter_graphs
+from trtflow.onnxmodel.formats import Format
 
 if TYPE_CHECKING:
     import onnx

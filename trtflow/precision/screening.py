@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
-from trtflow.precision.formats import Format
+from trtflow.onnxmodel.formats import Format
 from trtflow.precision.ranges import lost_values
 
 if TYPE_CHECKING:

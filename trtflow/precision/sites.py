@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from trtflow.precision.formats import PrecisionName
+from trtflow.onnxmodel.formats import PrecisionName
 
 if TYPE_CHECKING:
     import onnx
@@ -94,7 +94,7 @@ def precision_sites(model: "onnx.ModelProto", precision: PrecisionName) -> list[
     One pass against graph order: when a node is reached, every node reading its outputs has been
     seen, so whether an output is a parameter (only ever read as one) is known.
     """
-    from trtflow.tensors.catalog import catalog
+    from trtflow.onnxmodel.catalog import catalog
 
     tensors = catalog(model)
     float_tensors = {name for name, info in tensors.items() if info.is_float32}
@@ -147,7 +147,7 @@ def held_by_opset(model: "onnx.ModelProto", precision: PrecisionName) -> OpsetHe
     """The top-level nodes a newer opset would let `precision` reach (see `OpsetHeld`), or None."""
     import onnx.defs
 
-    from trtflow.tensors.catalog import catalog
+    from trtflow.onnxmodel.catalog import catalog
 
     reached = {site.node for site in precision_sites(model, precision)}
     float_tensors = {name for name, info in catalog(model).items() if info.is_float32}
@@ -175,7 +175,7 @@ def held_by_opset(model: "onnx.ModelProto", precision: PrecisionName) -> OpsetHe
 
 def subgraph_reads(node: "onnx.NodeProto") -> set[str]:
     """Outer-scope names the subgraphs of `node` read (everything they read that they do not define)."""
-    from trtflow.onnx_files import iter_graphs
+    from trtflow.onnxmodel.files import iter_graphs
 
     reads, defined = set(), set()
     for attribute in node.attribute:

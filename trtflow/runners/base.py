@@ -50,7 +50,7 @@ from trtflow.lazy import lazy_import
 if TYPE_CHECKING:
     import onnx
 
-    from trtflow.precision.formats import PrecisionName
+    from trtflow.onnxmodel.formats import PrecisionName
     from trtflow.precision.plan import PrecisionPlan
 
 np = lazy_import("numpy")
@@ -80,11 +80,16 @@ class PlanRunner(Runner, Protocol):
 class PlanModel:
     """What a plan runner realizes plans of: the model, loaded once by its caller and shared."""
 
-    model: "onnx.ModelProto"  # weights loaded, every node named (`onnx_files.name_nodes`); never changed
+    model: "onnx.ModelProto"  # weights loaded, every node named (`onnxmodel.files.name_nodes`); never changed
     path: Path  # the file it came from (a TensorRT build parses a file)
     precision: "PrecisionName"  # the low precision of every plan
     state_dir: Callable[[str], Path] | None = None  # a workspace folder by name that outlives runs (timing caches)
     log: Callable[[str], None] = lambda message: None
+
+
+PROFILE_SUFFIX = ".profile.json"
+"""A runner's layer profile is saved as `<runner name>.profile.json`: run-runners writes its `profiles`
+folder that way and render-graph finds a runner's profile in it by that name."""
 
 
 def layer_profile(runner: Runner) -> list[dict] | None:

@@ -31,8 +31,8 @@ from pydantic import Field
 
 from trtflow.lazy import lazy_import
 from trtflow.packages import installed_version
-from trtflow.precision.formats import PrecisionName
-from trtflow.precision.plan import read_keep_file
+from trtflow.onnxmodel.formats import PrecisionName
+from trtflow.onnxmodel.keep_files import read_keep_file
 from trtflow.runners.base import Feed, PlanModel, RunnerConfig
 from trtflow.runners.onnxruntime import OnnxruntimeRunner
 from trtflow.schema.paths import InputPath
@@ -52,7 +52,7 @@ EMULATION_SESSION_OPTIONS = {"graph_optimization_level": "disable_all"}
 
 def node_names(model: "onnx.ModelProto") -> set[str]:
     """Every node's name as plans use it (`name_nodes`), subgraphs included; `model` is not changed."""
-    from trtflow.onnx_files import iter_graphs, named
+    from trtflow.onnxmodel.files import iter_graphs, named
 
     return {node.name for graph in iter_graphs(named(model).graph) for node in graph.node}
 
@@ -90,7 +90,7 @@ class Config(RunnerConfig):
         """The layers of `engine_graph` in `model`'s terms; a ParamError at the key when the file is no engine
         graph or the engine of another model."""
         from trtflow.errors import ParamError, UsageError
-        from trtflow.onnx_files import named
+        from trtflow.onnxmodel.files import named
         from trtflow.tensors.engine_layers import load_engine_layers
 
         try:

@@ -122,7 +122,7 @@ class OnnxruntimeRunner:
     custom_op_library: Path | None = None
     transform: Callable | None = None  # ModelProto -> ModelProto, applied before outputs are marked
     disabled_optimizers: list[str] = field(default_factory=list)  # ONNX Runtime graph transformers to skip
-    scratch_weights: bool = False  # in-memory weights past onnx_files.EXTERNAL_DATA_THRESHOLD go to a scratch
+    scratch_weights: bool = False  # in-memory weights past onnxmodel.files.EXTERNAL_DATA_THRESHOLD go to a scratch
     # file the session reads; a model given in memory hands them over (its initializers then point into the file)
     session: Any = None
     _scratch: Path | None = None
@@ -157,8 +157,8 @@ class OnnxruntimeRunner:
         """The model as ORT should load it: bytes, or a scratch file (`scratch_weights`, or over 2 GB)."""
         from google.protobuf.message import EncodeError
 
-        from trtflow.onnx_files import EXTERNAL_DATA_THRESHOLD, load_model, save_model, weight_bytes
-        from trtflow.tensors.catalog import catalog
+        from trtflow.onnxmodel.files import EXTERNAL_DATA_THRESHOLD, load_model, save_model, weight_bytes
+        from trtflow.onnxmodel.catalog import catalog
         from trtflow.tensors.taps import mark_outputs
 
         model = self.model

@@ -45,13 +45,22 @@ class Output:
     suffix: str = ""  # a file's natural extension: ".onnx", ".json"
     optional: bool = False  # a step may legitimately not produce it (e.g. `engine` for an ONNX load)
     example: Any = None  # for values: stands in for the output when a recipe is validated before it ran
+    companions: tuple[str, ...] = ()
+    """Files a file output keeps beside it that are part of its content, `{file}` standing for the
+    output's file name: an ONNX model's external data (`"{file}.data"`). The store hashes and keeps
+    them with the output; the executor knows no file format, only these declarations."""
 
     def file_name(self, name: str) -> str:
         return name + self.suffix if self.kind == "file" else name
 
+    def member_names(self, name: str) -> list[str]:
+        """The output's file and the companions it may have (a companion may be absent)."""
+        main = self.file_name(name)
+        return [main, *(companion.format(file=main) for companion in self.companions)]
 
-def file(suffix: str, description: str, *, optional: bool = False) -> Output:
-    return Output("file", description, suffix=suffix, optional=optional)
+
+def file(suffix: str, description: str, *, optional: bool = False, companions: tuple[str, ...] = ()) -> Output:
+    return Output("file", description, suffix=suffix, optional=optional, companions=companions)
 
 
 def folder(description: str, *, optional: bool = False) -> Output:
@@ -126,6 +135,15 @@ class Step:
     journaled: ClassVar[bool] = False
     resources: ClassVar[Resources] = Resources()
     """What the step needs from the machine that runs it; a recipe's `resources:` adds to it."""
+
+    @classmethod
+    def companions(cls, path: Path) -> list[str]:
+        """Files beside a user file this step reads that are part of its content (relative to the
+        file's folder): an ONNX model's external data. Their digests enter the step's key with the
+        file's, so retrained weights in `model.onnx.data` re-run the steps that read `model.onnx`."""
+        from trtflow.onnxmodel.files import external_data_beside
+
+        return external_data_beside(path)
 
     def needs(self, params: StepParams) -> Resources:
         """The resources for these params (a TensorRT runner among CPU ones needs a GPU)."""

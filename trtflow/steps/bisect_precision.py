@@ -8,7 +8,7 @@ This step answers with ONNX node names, a verified mixed-precision model, and th
    arbitrary nodes; `bisect`/`linear` with `direction` reproduce Polygraphy's `debug precision`;
 3. every trial asks the step's runner to realize the plan (`runner`, any runner entry that
    realizes plans — `trtflow.runners.base.PlanRunner`; `backend: NAME` is its shorthand) and the
-   check for a verdict on its outputs (`trtflow.steps.bisect_judges`) — through the executor's
+   check for a verdict on its outputs (`trtflow.tensors.judges`) — through the executor's
    journal, so a killed run resumes without repeating finished trials and a `replay` answers them
    on another machine. The runner is deactivated whatever happens, so a failed search leaves no
    scratch files;
@@ -37,14 +37,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trtflow.errors import ParamError
 from trtflow.lazy import lazy_import
+from trtflow.onnxmodel.files import EXTERNAL_DATA
 from trtflow.packages import installed_version
-from trtflow.precision.formats import PrecisionName
+from trtflow.onnxmodel.formats import PrecisionName
 from trtflow.runners.base import PlanModel, PlanRunner, Runner, RunnerConfig
 from trtflow.runners.registry import BACKENDS, config_type, plan_runner_entry, realizes_plans
 from trtflow.schema.paths import InputPath
 from trtflow.schema.recipe import Resources
 from trtflow.steps.base import Step, StepContext, StepParams, TrialRecord, file, value
-from trtflow.steps.bisect_judges import CommandCheck, Verdict
+from trtflow.tensors.judges import CommandCheck, Verdict
 from trtflow.tensors.comparison import Tolerances, worst_error
 from trtflow.tensors.inputs import DataSpec
 from trtflow.tensors.task_metrics import MetricCheck, MetricJudge, describe
@@ -248,7 +249,8 @@ class BisectPrecision(Step):
     Params = Params
     outputs = {
         "keep": file(".json", "Nodes that stay in high precision, each with the evidence: {nodes: [{name, op, reason}]}."),
-        "model": file(".onnx", "The verified mixed-precision model (absent when no plan passes).", optional=True),
+        "model": file(".onnx", "The verified mixed-precision model (absent when no plan passes).",
+                      optional=True, companions=(EXTERNAL_DATA,)),
         "report": file(".json", "Screening, every trial {plan, passed, metrics, seconds, replayed}, final metrics."),
         "summary": file(".md", "The report in a few lines of Markdown."),
         "layer_precisions": file(".json", "{node: precision} for weakly typed TensorRT <= 10 builds.", optional=True),
@@ -269,8 +271,8 @@ class BisectPrecision(Step):
                 **params.search_runner.fingerprint()}
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
-        from trtflow.onnx_files import load_model, name_nodes, save_model
-        from trtflow.precision.formats import FORMATS
+        from trtflow.onnxmodel.files import load_model, name_nodes, save_model
+        from trtflow.onnxmodel.formats import FORMATS
         from trtflow.precision.lower import unlowerable_nodes
         from trtflow.precision.plan import PrecisionPlan
         from trtflow.precision.screening import screen
@@ -390,11 +392,12 @@ class BisectPrecision(Step):
     def _verdict(self, ctx: StepContext, params: Params, plan, model, runner: PlanRunner, feeds, reference,
                  metric: MetricJudge | None) -> Verdict:
         """`plan`'s verdict under the check; `metric` is the loaded judge when the check is a task metric."""
-        from trtflow.steps.bisect_judges import check_command, check_metric, check_tolerances
+        from trtflow.tensors.judges import check_command, check_metric, check_tolerances
 
         candidates = _outputs(runner, plan, feeds)
         if isinstance(params.check, CommandCheck):
-            return check_command(params.check, plan, model, feeds, reference, candidates, ctx.recipe_dir)
+            return check_command(params.check, plan.lower(model), plan.keep, feeds, reference, candidates,
+                                 ctx.recipe_dir)
         if metric is not None:
             return check_metric(metric, reference, candidates)
         return check_tolerances(params.check, reference, candidates)
@@ -402,7 +405,7 @@ class BisectPrecision(Step):
     @staticmethod
     def _metric_rejects_the_reference(metric: MetricJudge, reference: list[dict]) -> str | None:
         """Why no plan can pass the task metric, or None: it must pass the reference judged against itself."""
-        from trtflow.steps.bisect_judges import check_metric
+        from trtflow.tensors.judges import check_metric
 
         itself = check_metric(metric, reference, reference)
         if itself.passed:
@@ -414,15 +417,15 @@ class BisectPrecision(Step):
                                        every_site: frozenset[str]) -> str | None:
         """Why the check command is broken, or None: it must pass the FP32 model with the reference as its results."""
         from trtflow.precision.plan import PrecisionPlan
-        from trtflow.steps.bisect_judges import check_command
+        from trtflow.tensors.judges import check_command
 
         folder = ctx.recipe_dir or Path.cwd()
         unlisted = params.check.unlisted_files(folder)
         if unlisted:
             ctx.notice(f"check.command reads {', '.join(unlisted)}, which check.files does not list: editing "
                        f"{'it' if len(unlisted) == 1 else 'them'} will not re-run this step")
-        verdict = check_command(params.check, PrecisionPlan(params.precision, every_site), model, feeds, reference,
-                                reference, ctx.recipe_dir)
+        fp32 = PrecisionPlan(params.precision, every_site)
+        verdict = check_command(params.check, fp32.lower(model), fp32.keep, feeds, reference, reference, ctx.recipe_dir)
         if verdict.passed:
             return None
         output = verdict.metrics["output"].rstrip() or "(no output)"

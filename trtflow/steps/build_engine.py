@@ -67,7 +67,7 @@ class Params(StepParams):
 
 
 def _keep_names(path: Path) -> frozenset[str]:
-    from trtflow.precision.plan import read_keep_file
+    from trtflow.onnxmodel.keep_files import read_keep_file
 
     try:
         return read_keep_file(path)

@@ -1,7 +1,7 @@
 """`load`: bring a model into the recipe — checked, shape-inferred, every node named.
 
 Everything downstream names nodes and tensors, so `load` makes names stable first
-(`onnx_files.name_nodes`), fixes dynamic dims the user pins with `shapes`, runs shape inference so
+(`onnxmodel.files.name_nodes`), fixes dynamic dims the user pins with `shapes`, runs shape inference so
 tapped tensors have types, and writes a summary that already answers the first questions of an
 FP16 investigation: which constants FP16 or BF16 cannot hold, and who reads them. A TensorRT
 engine (`.engine`/`.plan`) is passed through as an `engine` artifact.
@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from trtflow.errors import ParamError, StepError
+from trtflow.onnxmodel.files import EXTERNAL_DATA
 from trtflow.packages import installed_version
 from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, file, value
@@ -76,7 +77,7 @@ def _infer_and_save(model, model_path: Path, ctx: StepContext, declared):
     summary, not fatal: the model stays usable and TensorRT infers shapes itself."""
     import onnx
 
-    from trtflow.onnx_files import load_model, save_model
+    from trtflow.onnxmodel.files import load_model, save_model
 
     status = "ok"
     small = model.ByteSize() < _PROTOBUF_LIMIT
@@ -100,7 +101,7 @@ def _infer_and_save(model, model_path: Path, ctx: StepContext, declared):
 
 def _declared_types(model) -> list[tuple[list, list, list]]:
     """Copies of every graph's value_info, inputs and outputs (top level first), to undo inference."""
-    from trtflow.onnx_files import iter_graphs
+    from trtflow.onnxmodel.files import iter_graphs
 
     return [tuple([copy.deepcopy(v) for v in field] for field in (graph.value_info, graph.input, graph.output))
             for graph in iter_graphs(model.graph)]
@@ -116,7 +117,7 @@ def _restore_types(model, declared: list[tuple[list, list, list]], first: int) -
     then refuses the LSTM reading it, or finds a 0-sized output buffer at run time. The top level
     keeps its (pinned) inputs and gets back its declared outputs, without value_info.
     Inference never adds nodes, so `iter_graphs` meets the graphs in the same order as before."""
-    from trtflow.onnx_files import iter_graphs
+    from trtflow.onnxmodel.files import iter_graphs
 
     for index, (graph, (value_info, inputs, outputs)) in enumerate(zip(iter_graphs(model.graph), declared)):
         if index < first:
@@ -147,7 +148,7 @@ def _verify_written(model, model_path: Path, params: Params, declared, inference
 
     If ONNX Runtime refuses the user's file too (custom ops, a plugin for TensorRT), it cannot
     judge ours, and the model is kept as written. Otherwise the top-level inferred types go too."""
-    from trtflow.onnx_files import save_model
+    from trtflow.onnxmodel.files import save_model
 
     refusal = _refusal(model_path, params.check)
     if refusal is None or _refusal(params.path, params.check) is not None:
@@ -165,8 +166,8 @@ def _verify_written(model, model_path: Path, params: Params, declared, inference
 
 
 def summarize(model, source: Path, renamed: dict[str, str], inference: str) -> dict[str, Any]:
-    from trtflow.onnx_files import iter_graphs, weight_bytes
-    from trtflow.precision.formats import FORMATS
+    from trtflow.onnxmodel.files import iter_graphs, weight_bytes
+    from trtflow.onnxmodel.formats import FORMATS
     from trtflow.precision.ranges import FP16_CONVERTERS, as_dicts, constant_ranges, lost_values
 
     nodes = [node for graph in iter_graphs(model.graph) for node in graph.node]
@@ -198,7 +199,8 @@ class Load(Step):
     summary = "Load an ONNX model (checked, shape-inferred, nodes named) or a TensorRT engine; summarize it."
     Params = Params
     outputs = {
-        "model": file(".onnx", "The normalized ONNX model (external data in model.onnx.data when large).", optional=True),
+        "model": file(".onnx", "The normalized ONNX model (external data in model.onnx.data when large).",
+                      optional=True, companions=(EXTERNAL_DATA,)),
         "engine": file(".engine", "The TensorRT engine, when `path` is one.", optional=True),
         "summary": file(".json", "Opset, op histogram, I/O, constant ranges, values out of FP16/BF16 range by node, and what "
                                      "each FP16 converter makes of them (±inf or clamped)."),
@@ -225,7 +227,7 @@ class Load(Step):
         import onnx
         from google.protobuf.message import DecodeError
 
-        from trtflow.onnx_files import load_model, name_nodes, refused_external_data
+        from trtflow.onnxmodel.files import load_model, name_nodes, refused_external_data
 
         ctx.progress(0, 5, "reading")
         # read first: `check: false` is no advice for a file that is not ONNX at all, or truncated

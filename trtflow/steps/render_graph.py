@@ -94,7 +94,7 @@ class Params(StepParams):
 def _profile_file(profile: Path, runner: str | None) -> Path:
     """The profile to read: `profile` itself, or `runner`'s file in run-runners' `profiles` folder."""
     from trtflow.schema.problems import did_you_mean
-    from trtflow.steps.run_runners import PROFILE_SUFFIX
+    from trtflow.runners.base import PROFILE_SUFFIX
 
     if not profile.is_dir():
         if runner is not None:

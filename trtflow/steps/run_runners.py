@@ -40,7 +40,7 @@ from pydantic import Field, field_validator, model_validator
 from trtflow.errors import ParamError, StepError
 from trtflow.lazy import lazy_import
 from trtflow.packages import installed_version
-from trtflow.runners.base import Runner, RunnerConfig, RunnerFailed, failing_as, layer_profile
+from trtflow.runners.base import PROFILE_SUFFIX, Runner, RunnerConfig, RunnerFailed, failing_as, layer_profile
 from trtflow.runners.registry import runner_entry
 from trtflow.runners.tensorrt import refuse_onnx_engine
 from trtflow.schema.paths import InputPath
@@ -52,7 +52,6 @@ from trtflow.tensors.inputs import DataSpec, LoaderSpec
 np = lazy_import("numpy")
 
 UNKNOWN_SIZE_FALLBACK = 64 << 20  # bytes assumed for a tensor nothing tells the size of
-PROFILE_SUFFIX = ".profile.json"  # profiles/<runner>.profile.json; render-graph finds runners by it
 
 
 class Params(StepParams):
@@ -328,8 +327,8 @@ class RunRunners(Step):
         return facts
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
-        from trtflow.onnx_files import load_model, named
-        from trtflow.tensors.catalog import catalog
+        from trtflow.onnxmodel.files import load_model, named
+        from trtflow.onnxmodel.catalog import catalog
         from trtflow.tensors.tensor_set import INPUTS, TensorSetWriter
 
         # every node with its stable name, whichever runners run: `results` names nodes as reports do

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from trtflow.errors import ParamError
+from trtflow.onnxmodel.files import EXTERNAL_DATA
 from trtflow.packages import installed_version
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
@@ -51,7 +52,7 @@ class SurgeonExtract(Step):
     kind = "surgeon-extract"
     summary = "Cut the subgraph between named tensors into a standalone model (new inputs typed and shaped)."
     Params = Params
-    outputs = {"model": file(".onnx", "The standalone subgraph.")}
+    outputs = {"model": file(".onnx", "The standalone subgraph.", companions=(EXTERNAL_DATA,))}
     version = 2  # 2: weights that If/Loop bodies read from the outer graph are carried over
 
     def fingerprint(self, params: Params) -> dict[str, str]:
@@ -60,8 +61,8 @@ class SurgeonExtract(Step):
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from onnx.utils import Extractor
 
-        from trtflow.onnx_files import save_model
-        from trtflow.tensors.catalog import load_cataloged
+        from trtflow.onnxmodel.files import save_model
+        from trtflow.onnxmodel.catalog import load_cataloged
 
         model, tensors = load_cataloged(params.model)
         for param in ("inputs", "outputs"):

@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, model_validator
 
 from trtflow.errors import ParamError
+from trtflow.onnxmodel.files import EXTERNAL_DATA
 from trtflow.packages import installed_version
 from trtflow.schema.problems import did_you_mean
 from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, file
 
 if TYPE_CHECKING:
-    from trtflow.tensors.catalog import TensorInfo
+    from trtflow.onnxmodel.catalog import TensorInfo
     from trtflow.tensors.engine_layers import EngineLayerMap
 
 
@@ -56,7 +57,7 @@ class SurgeonInsertTap(Step):
     summary = "Mark intermediate tensors (all, names, globs, by op type) as model outputs, like `mark all`."
     Params = Params
     outputs = {
-        "model": file(".onnx", "The model with the taps as extra graph outputs."),
+        "model": file(".onnx", "The model with the taps as extra graph outputs.", companions=(EXTERNAL_DATA,)),
         "taps": file(".json", "Each tap: tensor, node, op, topological index, dtype, shape; and what was not tapped."),
         "engine_layers": file(".json", "With `tensors: engine-layers`: each engine layer's ONNX nodes and output "
                                        "tensors, for compare's `group_by: engine_layer`.", optional=True),
@@ -67,8 +68,8 @@ class SurgeonInsertTap(Step):
         return {"onnx": installed_version("onnx")}
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
-        from trtflow.onnx_files import save_model
-        from trtflow.tensors.catalog import load_cataloged
+        from trtflow.onnxmodel.files import save_model
+        from trtflow.onnxmodel.catalog import load_cataloged
         from trtflow.tensors.taps import mark_outputs, select, subgraph_tensors
 
         model, tensors = load_cataloged(params.model)

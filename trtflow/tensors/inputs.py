@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from trtflow.lazy import lazy_import
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
-from trtflow.tensors.catalog import declared_shape
+from trtflow.onnxmodel.catalog import declared_shape
 from trtflow.tensors.name_globs import RULE, matching_key
 
 np = lazy_import("numpy")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import fnmatch
 from typing import TYPE_CHECKING, Iterable
 
-from trtflow.tensors.catalog import TensorInfo
+from trtflow.onnxmodel.catalog import TensorInfo
 
 if TYPE_CHECKING:
     import onnx
@@ -40,7 +40,7 @@ def select(tensors: dict[str, TensorInfo], patterns: Iterable[str] | None, ops: 
 
 def subgraph_tensors(model: "onnx.ModelProto") -> list[str]:
     """Tensors computed inside If/Loop/Scan bodies: visible to no tap."""
-    from trtflow.onnx_files import iter_graphs
+    from trtflow.onnxmodel.files import iter_graphs
 
     graphs = list(iter_graphs(model.graph))[1:]
     return list(dict.fromkeys(output for graph in graphs for node in graph.node for output in node.output if output))

@@ -3,7 +3,7 @@
 One function, `build_engine`, does what `trtexec --onnx ... --saveEngine --exportLayerInfo` does
 plus what precision debugging needs:
 - the ONNX model is parsed from a file whose nodes all have trtflow's stable names
-  (`onnx_files.name_nodes`), so layer names and `[ONNX Layer: ...]` metadata speak the names our
+  (`onnxmodel.files.name_nodes`), so layer names and `[ONNX Layer: ...]` metadata speak the names our
   reports, keep sets and plans use; parser errors name the node, its op and TensorRT's message;
 - precision follows the generation (`api.TensorRT.resolve_typing`): a strongly typed build parses
   the plan's lowered mixed-precision model (`PrecisionPlan.lower`); a weakly typed build sets the
@@ -105,7 +105,7 @@ def timing_cache_file(state_dir: Path) -> Path:
 
 def _named_model(model_path: Path) -> "onnx.ModelProto | None":
     """The model with trtflow's node names, or None when the file already has them."""
-    from trtflow.onnx_files import load_model, name_nodes
+    from trtflow.onnxmodel.files import load_model, name_nodes
 
     if not name_nodes(load_model(model_path, load_weights=False)):
         return None
@@ -115,7 +115,7 @@ def _named_model(model_path: Path) -> "onnx.ModelProto | None":
 
 
 def _lowered_model(model_path: Path, precision: BuildPrecision, keep: frozenset[str]) -> "onnx.ModelProto":
-    from trtflow.onnx_files import load_model, name_nodes
+    from trtflow.onnxmodel.files import load_model, name_nodes
     from trtflow.precision.plan import PrecisionPlan
 
     model = load_model(model_path)
@@ -124,7 +124,7 @@ def _lowered_model(model_path: Path, precision: BuildPrecision, keep: frozenset[
 
 
 def _nodes_by_index(model_file: Path) -> list[tuple[str, str]]:
-    from trtflow.onnx_files import load_model
+    from trtflow.onnxmodel.files import load_model
 
     return [(node.name, node.op_type) for node in load_model(model_file, load_weights=False).graph.node]
 
@@ -282,7 +282,7 @@ def build_engine(model_path: Path, settings: BuildSettings, *, keep: frozenset[s
         model_file = model_path
         rewritten = _model_to_parse(model_path, settings, mode, keep, layer_precisions)
         if rewritten is not None:
-            from trtflow.onnx_files import save_model
+            from trtflow.onnxmodel.files import save_model
 
             model_file = Path(scratch) / model_path.name
             save_model(rewritten, model_file)

@@ -73,7 +73,7 @@ def _array_line(name: str, array: np.ndarray) -> str:
 def _model(path: Path) -> list[str]:
     from google.protobuf.message import DecodeError
 
-    from trtflow.onnx_files import iter_graphs, load_model
+    from trtflow.onnxmodel.files import iter_graphs, load_model
     from trtflow.tensors.inputs import model_inputs
 
     with _reading(path, "ONNX model", DecodeError):
@@ -227,7 +227,7 @@ def _engine_graph(path: Path, data: dict) -> list[str]:
 
 
 def _is_layer_precisions(data: Any) -> bool:
-    from trtflow.precision.formats import FORMATS
+    from trtflow.onnxmodel.formats import FORMATS
 
     return (isinstance(data, dict) and bool(data)
             and all(isinstance(value, str) and value in {"fp32", *FORMATS} for value in data.values()))

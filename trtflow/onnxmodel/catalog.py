@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trtflow.onnx_files import graph_only_copy, load_model, name_nodes
+from trtflow.onnxmodel.files import graph_only_copy, load_model, name_nodes
 
 if TYPE_CHECKING:
     import onnx
@@ -61,7 +61,7 @@ def declared_shape(type_proto) -> tuple[Dim, ...] | None:
 def catalog(model: "onnx.ModelProto") -> dict[str, TensorInfo]:
     """Every tensor of the top-level graph (inputs, initializers, node outputs), in topological order.
 
-    Nodes must already be named (`trtflow.onnx_files.name_nodes`).
+    Nodes must already be named (`trtflow.onnxmodel.files.name_nodes`).
     """
     import onnx
 

@@ -35,8 +35,6 @@ np = lazy_import("numpy")
 if TYPE_CHECKING:
     import onnx
 
-    from trtflow.precision.plan import PrecisionPlan
-
 Feed = dict[str, "np.ndarray"]
 Outputs = dict[str, "np.ndarray"]
 
@@ -113,15 +111,18 @@ def _write_samples(folder: Path, samples: Iterable[dict[str, np.ndarray]]) -> Pa
     return folder
 
 
-def check_command(check: CommandCheck, plan: "PrecisionPlan", model: "onnx.ModelProto", feeds: Sequence[Feed],
+def check_command(check: CommandCheck, candidate: "onnx.ModelProto", keep: frozenset[str], feeds: Sequence[Feed],
                   reference: Sequence[Outputs], candidates: Iterable[Outputs], cwd: Path | None) -> Verdict:
-    """Run the user's command (in `cwd`) on this plan's files; its exit status is the verdict."""
-    from trtflow.onnx_files import save_model
+    """Run the user's command (in `cwd`) on one plan's files: `candidate` is the plan's lowered model,
+    `keep` the nodes it holds in high precision; the command's exit status is the verdict.
+
+    The caller realizes the plan, so judging outputs needs no precision plans here."""
+    from trtflow.onnxmodel.files import save_model
 
     with tempfile.TemporaryDirectory(prefix="trtflow-check-") as scratch:
         root = Path(scratch)
-        save_model(plan.lower(model), root / "candidate.onnx")
-        (root / "keep.json").write_text(json.dumps(sorted(plan.keep)))
+        save_model(candidate, root / "candidate.onnx")
+        (root / "keep.json").write_text(json.dumps(sorted(keep)))
         environment = {
             **os.environ,
             "TRTFLOW_CANDIDATE_MODEL": str(root / "candidate.onnx"),

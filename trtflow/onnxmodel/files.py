@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     import onnx
 
 EXTERNAL_DATA_THRESHOLD = 64 << 20  # bytes of weights above which a model is saved with external data
+EXTERNAL_DATA = "{file}.data"
+"""Where `save_model` puts a model's external data, beside it (`{file}`: the model's file name). A
+step output holding a model declares it as a companion, so the store keeps it with the model."""
 
 
 def load_model(path: Path, *, load_weights: bool = True) -> "onnx.ModelProto":
@@ -50,7 +53,7 @@ def save_model(model: "onnx.ModelProto", path: Path, *, external_data: bool | No
     path.parent.mkdir(parents=True, exist_ok=True)
     if external_data:
         onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
-                        location=path.name + ".data", size_threshold=1024)
+                        location=EXTERNAL_DATA.format(file=path.name), size_threshold=1024)
         if keep_weights:
             load_external_data_for_model(model, str(path.parent))
     else:
@@ -161,6 +164,17 @@ def external_data_files(path: Path) -> list[str]:
             finally:
                 view.release()
     return sorted(found)
+
+
+def external_data_beside(path: Path) -> list[str]:
+    """`external_data_files` of an ONNX model; nothing for any other file, or for a file that is not
+    a readable model (the step reading it says what is wrong, with the step named)."""
+    if path.suffix.lower() != ".onnx":
+        return []
+    try:
+        return external_data_files(path)
+    except Exception:  # noqa: BLE001 - any parse failure: the reader reports it
+        return []
 
 
 def _external_tensors(model: "onnx.ModelProto") -> Iterator["onnx.TensorProto"]:
