@@ -36,7 +36,7 @@ SIDEWAYS: dict[str, set[str]] = {
     "runners": {"precision", "tensors", "trt"},
     "trt": {"precision"},
     "precision": set(),
-    "tensors": set(),
+    "tensors": {"graph"},  # an engine-layer map is built from the engine graph graph/ reads
     "graph": set(),
     "interface": {"__main__", "cli", "display", "doctor", "inspect"},
 }

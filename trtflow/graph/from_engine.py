@@ -21,6 +21,7 @@ from typing import Any
 
 from trtflow.errors import UsageError
 from trtflow.graph.model import Edge, Graph, Node, Tensor, io_node_name
+from trtflow.onnxmodel.engine_layers import onnx_layer_names
 
 # Order matters: "bfloat16" contains "float", "uint8" contains "int8".
 _DTYPE_WORDS: tuple[tuple[str, str], ...] = (
@@ -32,7 +33,6 @@ _DTYPE_WORDS: tuple[tuple[str, str], ...] = (
     ("bool", "bool"), ("fp32", "fp32"), ("float", "fp32"), ("fp64", "fp64"), ("double", "fp64"),
 )
 # `[ONNX Layer: <node> | <local function>...]`: the node name is what comes before the first `|`.
-_ONNX_LAYER = re.compile(r"\[ONNX Layer: ([^\]|]+?)\s*(?:\|[^\]]*)?\]")
 REFORMAT_PREFIX = "Reformatting CopyNode"  # a layer TensorRT inserts to convert a tensor's format; no ONNX node
 _HIDDEN_LAYER_KEYS = {"Name", "Inputs", "Outputs", "Metadata"}
 
@@ -46,11 +46,6 @@ def dtype_of(text: str | None) -> str | None:
         if word in lowered:
             return dtype
     return None
-
-
-def onnx_layer_names(metadata: str | None) -> list[str]:
-    """The ONNX node names in a layer's metadata (several, joined by `\\x1f`, for a fused layer)."""
-    return _ONNX_LAYER.findall(metadata or "")
 
 
 def is_reformat(layer_name: str) -> bool:

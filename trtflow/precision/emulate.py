@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     import onnx
 
     from trtflow.precision.plan import PrecisionPlan
-    from trtflow.tensors.engine_layers import EngineLayerMap
+    from trtflow.onnxmodel.engine_layers import EngineLayerMap
 
 MASK_INPUT = "trtflow::low_precision"  # bool[number of candidates]: True runs that node in low precision
 FLOAT = 1  # onnx.TensorProto.FLOAT

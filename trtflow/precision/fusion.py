@@ -20,7 +20,7 @@ import numpy as np
 if TYPE_CHECKING:
     import onnx
 
-    from trtflow.tensors.engine_layers import EngineLayerMap
+    from trtflow.onnxmodel.engine_layers import EngineLayerMap
 
 
 def fold_batch_norms(model: "onnx.ModelProto", layers: "EngineLayerMap") -> "onnx.ModelProto":

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     from trtflow.precision.emulate import SwitchableModel
     from trtflow.precision.plan import PrecisionPlan
-    from trtflow.tensors.engine_layers import EngineLayerMap
+    from trtflow.onnxmodel.engine_layers import EngineLayerMap
 
 EMULATION_SESSION_OPTIONS = {"graph_optimization_level": "disable_all"}
 

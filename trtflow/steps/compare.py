@@ -127,7 +127,8 @@ class Compare(Step):
 
 def _grouped(report: dict, engine_layers) -> tuple[dict, list[str]]:
     """The report per engine layer, and its Markdown section."""
-    from trtflow.tensors.engine_layers import EngineLayerMap, group_report, summary_lines
+    from trtflow.onnxmodel.engine_layers import EngineLayerMap
+    from trtflow.tensors.engine_layers import group_report, summary_lines
 
     try:
         layers = EngineLayerMap.read(engine_layers)

@@ -26,7 +26,7 @@ from trtflow.steps.base import Step, StepContext, StepParams, file
 
 if TYPE_CHECKING:
     from trtflow.onnxmodel.catalog import TensorInfo
-    from trtflow.tensors.engine_layers import EngineLayerMap
+    from trtflow.onnxmodel.engine_layers import EngineLayerMap
 
 
 class Params(StepParams):

@@ -24,70 +24,16 @@ The map is one noun with three uses: the tensors to tap (`surgeon-insert-tap`'s
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trtflow.errors import UsageError
+from trtflow.onnxmodel.engine_layers import EngineLayer, EngineLayerMap
 
 if TYPE_CHECKING:
     import onnx
 
     from trtflow.graph.model import Graph
-
-
-@dataclass(frozen=True)
-class EngineLayer:
-    name: str  # the TensorRT layer name, as the engine graph spells it
-    nodes: tuple[str, ...]  # the ONNX nodes it computes, in graph order
-    outputs: tuple[str, ...]  # the ONNX tensors it writes to memory (its boundary tensors)
-
-    def as_json(self) -> dict:
-        return {"name": self.name, "nodes": list(self.nodes), "outputs": list(self.outputs)}
-
-
-@dataclass(frozen=True)
-class EngineLayerMap:
-    """Engine layers in execution order, each with its ONNX nodes and output tensors."""
-
-    engine_graph: str  # where the layers came from, for messages
-    layers: tuple[EngineLayer, ...]
-    uncovered: tuple[str, ...] = ()  # ONNX nodes no engine layer computes (an engine of another model?)
-
-    @property
-    def outputs(self) -> list[str]:
-        """Every boundary tensor, in engine order: the tensors that can be tapped without breaking a fusion."""
-        return [tensor for layer in self.layers for tensor in layer.outputs]
-
-    def layer_of(self) -> dict[str, EngineLayer]:
-        """`{tensor: the layer writing it}` for every boundary tensor."""
-        return {tensor: layer for layer in self.layers for tensor in layer.outputs}
-
-    def internal_tensors(self, model: "onnx.ModelProto") -> frozenset[str]:
-        """The tensors `model` computes that no engine layer writes: they stay inside fused kernels."""
-        boundary = set(self.outputs)
-        return frozenset(o for node in model.graph.node for o in node.output if o and o not in boundary)
-
-    def as_json(self) -> dict:
-        return {"engine_graph": self.engine_graph, "layers": [layer.as_json() for layer in self.layers],
-                "uncovered_nodes": list(self.uncovered)}
-
-    def write(self, path: Path) -> None:
-        Path(path).write_text(json.dumps(self.as_json(), indent=1), encoding="utf-8")
-
-    @classmethod
-    def read(cls, path: Path) -> "EngineLayerMap":
-        """A map `surgeon-insert-tap` wrote (its `engine_layers` output); ValueError says what one looks like."""
-        try:
-            document = json.loads(Path(path).read_text(encoding="utf-8"))
-            layers = tuple(EngineLayer(str(entry["name"]), tuple(entry["nodes"]), tuple(entry["outputs"]))
-                           for entry in document["layers"])
-            return cls(str(document.get("engine_graph", Path(path).name)), layers,
-                       tuple(document.get("uncovered_nodes", ())))
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise ValueError(f"{path}: not an engine-layer map (surgeon-insert-tap's `engine_layers` output, "
-                             f"{{\"layers\": [{{\"name\", \"nodes\", \"outputs\"}}]}}): {error}") from None
 
 
 def _resolved_writer(layer: str, graph: "Graph", writers: dict[str, str]) -> str:

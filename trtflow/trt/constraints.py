@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from trtflow.graph.from_engine import onnx_layer_names
+from trtflow.onnxmodel.engine_layers import onnx_layer_names
 from trtflow.trt.api import BuildPrecision, TensorRT
 
 
