@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -92,6 +93,9 @@ def test_doctor_reports_versions(trtflow, tmp_path):
     assert result.returncode == 0
     for component in ("onnxruntime", "tensorrt", "gpu", "CPUExecutionProvider"):
         assert component in result.stdout
+    rows = {line.split("│")[0].strip(): line.split("│")[1].strip() for line in result.stdout.splitlines() if "│" in line}
+    for package in ("trtflow", "numpy", "onnx", "onnxruntime"):  # what is installed, as packaging records it
+        assert rows[package] == importlib.metadata.version(package), (package, rows)
     if importlib.util.find_spec("tensorrt") is None:  # what to do, brackets and all (not eaten as markup)
         assert "not installed: install trtflow[tensorrt] on a machine with an NVIDIA GPU" in " ".join(result.stdout.split())
     if importlib.util.find_spec("cuda") is None:  # without cuda-python nobody asked CUDA: no "none visible"

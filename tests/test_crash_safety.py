@@ -107,6 +107,21 @@ def test_truncated_store_file_is_found_and_recomputed(trtflow, tmp_path, plugin_
     assert trtflow("cache", "verify", "--workspace", workspace, cwd=tmp_path).returncode == 0
 
 
+def test_run_itself_finds_a_truncated_store_file_and_recomputes(trtflow, tmp_path, plugin_env):
+    """No `cache verify` in between: the lookup checks each file's recorded size."""
+    recipe = write_recipe(tmp_path, SLOW.replace("seconds: 4, size_kb: 400", "size_kb: 8"))
+    assert trtflow("run", recipe, cwd=tmp_path, env=plugin_env).returncode == 0
+    slow_entry = next(e for e in _entries(tmp_path / ".trtflow") if "slow" in (e / "out.txt").read_text()[:10])
+    (slow_entry / "out.txt").chmod(0o644)
+    with open(slow_entry / "out.txt", "r+") as handle:
+        handle.truncate(100)
+    rerun = trtflow("run", recipe, cwd=tmp_path, env=plugin_env)
+    assert rerun.returncode == 0, rerun.stderr
+    assert [line.split()[1] for line in ledger_lines(plugin_env)].count("slow") == 2
+    assert len((tmp_path / "trtflow-out" / "slow" / "slow" / "out.txt").read_text()) > 100
+    assert trtflow("cache", "verify", "--workspace", tmp_path / ".trtflow", cwd=tmp_path).returncode == 0
+
+
 def test_damaged_entry_is_not_a_hit_even_without_verify(trtflow, tmp_path, plugin_env):
     recipe = write_recipe(tmp_path, SLOW.replace("seconds: 4, size_kb: 400", "size_kb: 8"))
     assert trtflow("run", recipe, cwd=tmp_path, env=plugin_env).returncode == 0

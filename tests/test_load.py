@@ -279,3 +279,19 @@ def test_lost_values_counts_exactly_at_the_edges_of_the_format():
     [found] = lost_values(model, FORMATS["fp16"])
     assert (found.tensor, found.overflow, found.underflow) == ("lost", 1, 1)
     assert lost_values(model, FORMATS["bf16"]) == []
+
+
+def test_a_model_the_checker_rejects_is_a_located_error_and_check_false_loads_it_anyway(trtflow, tmp_path):
+    """A node reading a tensor nothing produces: protobuf parses the file, onnx.checker refuses it."""
+    graph = helper.make_graph([helper.make_node("Add", ["scores", "nowhere"], ["y"], name="add")], "dangling",
+                              [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [3, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "dangling.onnx"))
+    result, out = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "dangling.onnx"))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "steps.model.with.path" in result.stderr and "dangling.onnx: not a valid ONNX model" in result.stderr
+    assert "nowhere" in result.stderr and "set `check: false`" in result.stderr, result.stderr
+    assert not out.exists()
+    loaded, out = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "dangling.onnx").replace("shapes:", "check: false, shapes:"))
+    assert loaded.returncode == 0, loaded.stderr  # ONNX Runtime refuses the file too: load keeps what it wrote
+    assert (out / "model.onnx").is_file()
