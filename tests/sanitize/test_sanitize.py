@@ -205,3 +205,27 @@ def test_without_folding_only_dead_nodes_go(trtflow, tmp_path):
     sanitized = onnx.load(str(output / "model.onnx"))
     assert sorted(n.name for n in sanitized.graph.node) == sorted(n.name for n in model.graph.node if n.name != "dead")
     _same_outputs(tmp_path / "model.onnx", output / "model.onnx", _feed(16))
+
+
+def test_fold_size_limit_leaves_large_folds_to_run_time(trtflow, tmp_path):
+    write_model(tmp_path / "model.onnx", shape_chain_model(width=16), weights(16, 3), external=False)
+    result, output = _sanitize(trtflow, tmp_path, ", fold_size_limit_mb: 0.0005")  # 512 bytes: less than a 16x16 weight
+    assert result.returncode == 0, result.stdout + result.stderr
+    ops = node_ops(onnx.load(str(output / "model.onnx")))
+    assert "Transpose" in ops and not SHAPE_OPS & set(ops), ops
+    _same_outputs(tmp_path / "model.onnx", output / "model.onnx", _feed(16))
+
+
+def test_external_data_outside_the_model_folder_is_refused(trtflow, tmp_path):
+    (tmp_path / "models").mkdir()
+    make_big_model(tmp_path / "models" / "model.onnx", mb=1, width=256)
+    (tmp_path / "models" / "model.onnx.data").rename(tmp_path / "weights.data")
+    model = onnx.load(str(tmp_path / "models" / "model.onnx"), load_external_data=False)
+    for tensor in model.graph.initializer:
+        for entry in tensor.external_data:
+            if entry.key == "location":
+                entry.value = "../weights.data"
+    onnx.save(model, str(tmp_path / "models" / "model.onnx"))
+    result, _ = run_recipe(trtflow, tmp_path, "clean: {uses: surgeon-sanitize, with: {model: models/model.onnx}}\n")
+    output = _failure(result, 2)
+    assert "steps.clean.with.model" in output and "climbs out of the model's folder" in output

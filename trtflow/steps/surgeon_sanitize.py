@@ -71,13 +71,9 @@ class Params(StepParams):
                           "folding, before cleanup and sorting; returns None (edited in place) or a new `gs.Graph`.")
 
 
-def _node_count(graph: "gs.Graph") -> int:
-    return len(graph.nodes) + sum(len(subgraph.nodes) for subgraph in graph.subgraphs(recursive=True))
-
-
-def _op_histogram(graph: "gs.Graph") -> Counter:
-    nodes = [*graph.nodes, *(node for subgraph in graph.subgraphs(recursive=True) for node in subgraph.nodes)]
-    return Counter(node.op for node in nodes)
+def _nodes(graph: "gs.Graph") -> list["gs.Node"]:
+    """The nodes of `graph` and of its subgraphs."""
+    return [*graph.nodes, *(node for subgraph in graph.subgraphs(recursive=True) for node in subgraph.nodes)]
 
 
 def _constants(graph: "gs.Graph") -> Iterator["gs.Constant"]:
@@ -185,16 +181,20 @@ def _override_shapes(graph: "gs.Graph", shapes: dict[str, list[int | str]]) -> N
 def _fold(graph: "gs.Graph", folder: Path, size_limit: int | None, ctx: StepContext) -> tuple["gs.Graph", int]:
     """Fold until a pass folds nothing (a folded shape can make its consumers foldable in the
     next pass, once shapes are inferred again); returns the graph and the passes that folded."""
+    from onnx_graphsurgeon.logger import G_LOGGER
+
     passes = 0
     while passes < MAX_FOLD_PASSES:
-        before = _node_count(graph)
-        with _weights_mapped(graph, folder):
+        before = len(_nodes(graph))
+        # GraphSurgeon prints its warnings (a part it could not evaluate, a large folded tensor) into
+        # the run's display; what it could not fold stays in the model, and the summary counts what it did
+        with _weights_mapped(graph, folder), G_LOGGER.suppress(G_LOGGER.ERROR):
             graph.fold_constants(fold_shapes=True, size_threshold=size_limit, error_ok=True)
         graph.cleanup()
-        if _node_count(graph) == before:
+        if len(_nodes(graph)) == before:
             break
         passes += 1
-        ctx.log(f"fold pass {passes}: {before - _node_count(graph)} nodes folded")
+        ctx.log(f"fold pass {passes}: {before - len(_nodes(graph))} nodes folded")
         graph, inference = _reinferred(graph)
         if inference != "ok":
             ctx.log(f"shape inference {inference}")
@@ -327,8 +327,8 @@ class SurgeonSanitize(Step):
         graph = gs.import_onnx(model)
         del model
         folder = params.model.parent
-        before = _node_count(graph)
-        ops_before = _op_histogram(graph)
+        before = len(_nodes(graph))
+        ops_before = Counter(node.op for node in _nodes(graph))
         if params.override_shapes:
             ctx.progress(1, 5, "overriding shapes")
             _override_shapes(graph, params.override_shapes)
@@ -338,11 +338,11 @@ class SurgeonSanitize(Step):
             ctx.progress(2, 5, "folding constants")
             size_limit = int(params.fold_size_limit_mb * 2**20) if params.fold_size_limit_mb is not None else None
             graph, passes = _fold(graph, folder, size_limit, ctx)
-            folded = before - _node_count(graph)
+            folded = before - len(_nodes(graph))
         if params.script is not None:
             ctx.progress(3, 5, f"running {params.script.script.name}:{params.script.function}")
             graph = _run_script(params.script, graph, folder)
-        after_script = _node_count(graph)
+        after_script = len(_nodes(graph))
         if params.cleanup:
             graph.cleanup()
         if params.toposort:
