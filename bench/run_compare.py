@@ -13,7 +13,6 @@ Each is a child process; wall time and its peak RSS (from wait4) are printed wit
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
@@ -45,17 +44,30 @@ def build_model(path: Path, blocks: int, rows: int, width: int) -> int:
     return len(nodes) + 1  # computed tensors plus the input
 
 
-def measured(argv: list[str], cwd: Path) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MiB) of a child process."""
+# A child's peak RSS is taken by a bare Python that starts it: Linux keeps the high-water mark of
+# the process image an exec replaces, so a child forked from this process (onnx, onnxruntime or a
+# test run loaded) would report at least this process's RSS.
+_LAUNCHER = ("import os, subprocess, sys\n"
+             "child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+             "_, status, usage = os.wait4(child.pid, 0)\n"
+             "print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)")
+
+
+def measured_run(argv: list[str], cwd: Path) -> tuple[float, float, str | None]:
+    """(wall seconds, peak RSS in MiB, its stderr if it failed else None) of a child process."""
     started = time.perf_counter()
-    process = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
+    launched = subprocess.run([sys.executable, "-S", "-c", _LAUNCHER, *argv], cwd=cwd, capture_output=True, text=True)
     seconds = time.perf_counter() - started
-    stderr = process.stderr.read().decode()
-    process.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"failed: {' '.join(argv)}\n{stderr}")
-    return seconds, usage.ru_maxrss / 1024
+    exit_code, peak_kb = map(int, launched.stdout.split())
+    return seconds, peak_kb / 1024, launched.stderr if exit_code != 0 else None
+
+
+def measured(argv: list[str], cwd: Path) -> tuple[float, float]:
+    """(wall seconds, peak RSS in MiB) of a child process that must succeed."""
+    seconds, peak_mb, failure = measured_run(argv, cwd)
+    if failure is not None:
+        sys.exit(f"failed: {' '.join(argv)}\n{failure}")
+    return seconds, peak_mb
 
 
 def main() -> None:

@@ -32,6 +32,9 @@ steps:
     uses: surgeon-insert-tap
     with: {model: "${steps.model.model}", tensors: ["ln/*", "${vars.model}"], ops: "${vars.ops}", exclude: [y]}
   part: {uses: surgeon-extract, with: {model: "${steps.model.model}", inputs: [x], outputs: ["${vars.model}"]}}
+  sane:
+    uses: surgeon-sanitize
+    with: {model: "${steps.model.model}", override_shapes: {x: [1, n]}, fold_size_limit_mb: 16, script: feeds.py:feeds}
 """,
     "run-and-compare": """
 trtflow: 1

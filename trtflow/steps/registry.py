@@ -19,6 +19,7 @@ BUILTIN: dict[str, str] = {
     "load": "trtflow.steps.load:Load",
     "surgeon-insert-tap": "trtflow.steps.surgeon_insert_tap:SurgeonInsertTap",
     "surgeon-extract": "trtflow.steps.surgeon_extract:SurgeonExtract",
+    "surgeon-sanitize": "trtflow.steps.surgeon_sanitize:SurgeonSanitize",
     "run-runners": "trtflow.steps.run_runners:RunRunners",
     "compare": "trtflow.steps.compare:Compare",
     "build-engine": "trtflow.steps.build_engine:BuildEngine",
