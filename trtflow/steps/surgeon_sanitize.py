@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from pydantic import Field
 
 from trtflow.errors import ParamError, StepError
+from trtflow.onnxmodel.files import EXTERNAL_DATA
 from trtflow.packages import installed_version
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
@@ -138,7 +139,7 @@ def _infer_shapes(model: "onnx.ModelProto") -> str:
     bytes and works past protobuf's 2 GB limit. Subgraphs keep their declared types."""
     import onnx
 
-    from trtflow.onnx_files import graph_only_copy
+    from trtflow.onnxmodel.files import graph_only_copy
 
     light, _ = graph_only_copy(model)
     try:
@@ -225,7 +226,7 @@ def _run_script(spec: ScriptSpec, graph: "gs.Graph", folder: Path) -> "gs.Graph"
 
 def _weights(model: "onnx.ModelProto") -> Iterator["onnx.TensorProto"]:
     """Every tensor that holds weight bytes: initializers and Constant values, subgraphs included."""
-    from trtflow.onnx_files import iter_graphs
+    from trtflow.onnxmodel.files import iter_graphs
 
     for graph in iter_graphs(model.graph):
         yield from graph.initializer
@@ -233,7 +234,7 @@ def _weights(model: "onnx.ModelProto") -> Iterator["onnx.TensorProto"]:
 
 
 def _iter_nodes(model: "onnx.ModelProto") -> Iterator["onnx.NodeProto"]:
-    from trtflow.onnx_files import iter_graphs
+    from trtflow.onnxmodel.files import iter_graphs
 
     return (node for graph in iter_graphs(model.graph) for node in graph.node)
 
@@ -261,7 +262,7 @@ def _write_model(model: "onnx.ModelProto", source_folder: Path, path: Path) -> N
     import onnx
     from onnx.external_data_helper import ExternalDataInfo, load_external_data_for_model, uses_external_data
 
-    from trtflow.onnx_files import EXTERNAL_DATA_THRESHOLD, save_model
+    from trtflow.onnxmodel.files import EXTERNAL_DATA_THRESHOLD, save_model
 
     def stored(tensor: "onnx.TensorProto") -> ExternalDataInfo | None:
         return ExternalDataInfo(tensor) if uses_external_data(tensor) else None
@@ -271,7 +272,7 @@ def _write_model(model: "onnx.ModelProto", source_folder: Path, path: Path) -> N
         load_external_data_for_model(model, str(source_folder))
         save_model(model, path, external_data=False)
         return
-    data_name = path.name + ".data"
+    data_name = EXTERNAL_DATA.format(file=path.name)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.parent / data_name, "wb") as sink:
         for tensor in _weights(model):
@@ -298,7 +299,8 @@ class SurgeonSanitize(Step):
     summary = "Fold constants and shape subgraphs, clean up, sort, pin input shapes, run a GraphSurgeon script."
     Params = Params
     outputs = {
-        "model": file(".onnx", "The sanitized model (external data in model.onnx.data when large)."),
+        "model": file(".onnx", "The sanitized model (external data in model.onnx.data when large).",
+                      companions=(EXTERNAL_DATA,)),
         "summary": file(".json", "Nodes before and after, nodes folded and cleaned up, ops removed, names given."),
     }
     version = 1
@@ -311,7 +313,7 @@ class SurgeonSanitize(Step):
         from google.protobuf.message import DecodeError
         from onnx.external_data_helper import uses_external_data
 
-        from trtflow.onnx_files import load_model, name_nodes, refused_external_data
+        from trtflow.onnxmodel.files import load_model, name_nodes, refused_external_data
 
         ctx.progress(0, 5, "reading")
         try:
