@@ -90,3 +90,14 @@ def test_a_tolerance_key_that_names_no_tensor_is_a_recipe_error(trtflow, tmp_pat
     assert result.returncode == 2, output
     assert "steps.diff.with.rtol: `act_1` names no compared tensor (did you mean `act1`?)" in output, output
     assert "Traceback" not in output and not (out / "diff").exists()
+
+
+def test_a_nan_statistic_fails_however_loose_the_tolerances():
+    """NaN compares False with everything: a mean or max error that is NaN must fail, not pass."""
+    reference = np.ones((4, 8), np.float32)
+    candidate = reference.copy()
+    candidate[1, 2] = np.nan
+    for error_stat in ("mean", "max", "elemwise"):
+        loose = Tolerances(atol=1e9, rtol=1e9, error_stat=error_stat)
+        assert not loose.passes("y", reference, candidate), error_stat
+        assert loose.passes("y", reference, reference.copy()), error_stat
