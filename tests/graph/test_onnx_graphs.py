@@ -68,3 +68,13 @@ def test_simplified_view_shows_what_is_asked():
     simplified = simplify(graph, show_constants=True, show_reformats=True)
     names = {node.name for node in simplified.ops()}
     assert {"shape_of", "take_batch", "copy"} <= names
+
+
+def test_drawing_a_model_leaves_the_callers_model_as_it_was():
+    """Naming is a value: the graph has the stable names, the model handed in keeps its own."""
+    model = conv_block()
+    model.graph.node[0].name = ""
+    before = model.SerializeToString()
+    graph = graph_from_model(model)
+    assert model.SerializeToString() == before
+    assert model.graph.node[0].output[0] in graph.nodes  # named after its first output
