@@ -115,3 +115,26 @@ def test_journal_lines_are_flushed_per_trial(trtflow, tmp_path, plugin_env):
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+
+
+def test_a_search_with_a_remote_resumes_from_its_journal_in_another_workspace(trtflow, tmp_path, plugin_env):
+    """A node lost mid-search: its trials were copied to the remote one by one, and a fresh workspace
+    sharing the remote answers them from that copy instead of computing them again."""
+    remote = tmp_path / "remote"
+    lost, other = tmp_path / "lost", tmp_path / "other"
+    lost.mkdir(), other.mkdir()
+    recipe = write_recipe(lost, TRIALS)
+    env = {**plugin_env, "TRTFLOW_REMOTE": f"file://{remote}"}
+    _kill_after_trials(recipe, lost, env, 4)
+    started_before_kill = len(_trials_computed(env))
+    (copy,) = (remote / "journals").glob("*.jsonl")
+    (journal,) = (lost / ".trtflow" / "journals").glob("*.jsonl")
+    assert copy.name == journal.name
+    finished = {json.loads(line)["trial"]["index"] for line in copy.read_text().splitlines()[1:]}
+    assert len(finished) >= 3
+
+    result = trtflow("run", write_recipe(other, TRIALS), cwd=other, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not finished & set(_trials_computed(env)[started_before_kill:]), "a trial on the remote is not redone"
+    assert {int(index) for index, _, origin in _report(other) if origin == "journal"} == finished
+    assert len(copy.read_text().splitlines()) == 13  # the header and every trial, the resumed ones too

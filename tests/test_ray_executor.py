@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -23,6 +24,7 @@ from run_compare.models import mlp_chain, save
 from test_executors import WRONG_PARAM, progress_came_before_finish, same_as_threads
 
 from trtflow.errors import StepError
+from trtflow.executor.detached import worker_workspace
 from trtflow.executor.pools import RAY_RETRIES, run_on_ray_worker
 from trtflow.executor.tasks import StepTask
 from trtflow.schema.recipe import Resources
@@ -222,8 +224,65 @@ def test_an_address_nothing_answers_at_is_a_usage_error(trtflow, tmp_path, plugi
     assert f"--address {address}: no Ray cluster answers there (Connection refused); start one" in result.stderr
 
 
-def test_a_ray_worker_that_does_not_see_the_workspace_says_so(tmp_path):
+def test_a_ray_worker_that_does_not_see_the_workspace_and_has_no_remote_says_so(tmp_path):
     task = StepTask("slow", "killed", tmp_path, None, Resources(), tmp_path / "elsewhere", False)
     with pytest.raises(StepError, match="does not see the workspace .*elsewhere: Ray workers need the workspace on a "
-                                        "disk every node mounts at that path"):
+                                        "disk every node mounts at that path, or a remote cache to exchange entries "
+                                        r"through \(`--remote URL`, without --no-push\)"):
         run_on_ray_worker(task, None)
+
+
+CHAIN = """
+trtflow: 1
+name: chain
+steps:
+  first: {uses: test-sleep, with: {text: hello, size_kb: 3}}
+  second: {uses: test-sleep, with: {text: "after ", source: "${steps.first.out}"}}
+"""
+
+HIDE = 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
+
+
+def _can_hide_folders() -> bool:
+    """Whether this machine lets a process mount a folder only it sees (a private mount namespace)."""
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs none /mnt"], capture_output=True)
+    return probe.returncode == 0
+
+
+requires_private_mounts = pytest.mark.skipif(shutil.which("unshare") is None or not _can_hide_folders(),
+                                             reason="needs `unshare -m` to give the run a folder Ray workers cannot see")
+
+
+def _entries(store: Path) -> dict[str, str]:
+    """Each entry of a store: its key, and the content of its `out.txt`."""
+    return {path.name: (path / "out.txt").read_text() for path in store.glob("??/*")}
+
+
+@requires_ray
+@requires_private_mounts
+def test_a_ray_worker_sharing_no_disk_with_the_run_exchanges_entries_through_the_remote(
+        trtflow, tmp_path, ray_env, cluster):
+    """The run's workspace is in a folder mounted only in the run's mount namespace: the Ray workers
+    cannot see it, as on nodes that share no disk with the run."""
+    recipe = write_recipe(tmp_path, CHAIN)
+    threads = trtflow("run", recipe, "--workspace", tmp_path / "threads", cwd=tmp_path, env=ray_env)
+    assert threads.returncode == 0, threads.stdout + threads.stderr
+    real, hidden = tmp_path / "real", tmp_path / "hidden"
+    real.mkdir(), hidden.mkdir()
+    workspace = hidden / "ws"  # what the run calls its workspace; nothing outside its namespace sees it
+    worker_side = worker_workspace(workspace)
+    try:
+        run = subprocess.run(["unshare", "-m", "sh", "-c", HIDE, "sh", str(real), str(hidden), sys.executable, "-m",
+                              "trtflow", "run", str(recipe), "--workspace", str(workspace), "--executor", "ray",
+                              "--address", cluster, "--remote", f"file://{tmp_path / 'remote'}"],
+                             cwd=tmp_path, env={**os.environ, **ray_env, "NO_COLOR": "1", "COLUMNS": "200"},
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert "2 ran" in run.stdout, run.stdout
+        expected = _entries(tmp_path / "threads" / "store")
+        assert len(expected) == 2
+        assert _entries(real / "ws" / "store") == expected  # the run fetched what the workers computed
+        # the workers ran in a workspace of their own, `second` on the copy of `first` they fetched
+        assert _entries(worker_side / "store") == expected
+    finally:
+        shutil.rmtree(worker_side, ignore_errors=True)

@@ -17,6 +17,7 @@ import json
 import os
 import threading
 from pathlib import Path
+from typing import Callable
 
 from trtflow.errors import ReplayMismatch
 from trtflow.executor.keys import canonical, describe_changes
@@ -33,10 +34,12 @@ class FileJournal:
     """`Journal` (see steps.base) backed by one JSON-lines file."""
 
     def __init__(self, path: Path, identity: dict, replay: list[TrialRecord] | None = None,
-                 step_id: str = "", uses: str = ""):
+                 step_id: str = "", uses: str = "", appended: Callable[[Path], None] | None = None):
+        """`appended(path)` is called after each trial is on disk: a remote copy kept per trial."""
         self.path = path
         self.identity = identity
         self.step_id, self.uses = step_id, uses
+        self._appended = appended
         self._lock = threading.Lock()
         self._records: dict[str, TrialRecord] = {}
         for record in replay or []:
@@ -75,9 +78,11 @@ class FileJournal:
 
     def append(self, trial: dict, passed: bool, metrics: dict, seconds: float) -> TrialRecord:
         record = TrialRecord(trial, bool(passed), metrics, float(seconds), "run")
-        with self._lock:
+        with self._lock:  # held while the copy goes up, so an older copy never overwrites a newer one
             self._write(_row(record))
             self._records[_trial_key(trial)] = record
+            if self._appended:
+                self._appended(self.path)
         return record
 
     def records(self) -> list[TrialRecord]:

@@ -4,7 +4,8 @@ A pool takes a `StepTask` and returns a future of what `run_task` returns; what 
 on the way reaches the run's observer — directly from a thread, or through a queue that the run
 loop relays from a worker process. `thread` (the default) runs steps in this process; `process`
 runs each in a worker process that starts from nothing, as a worker on another machine sharing the
-workspace would; `ray` runs each as a Ray task on a node that has the resources the step needs.
+workspace would; `ray` runs each as a Ray task on a node that has the resources the step needs, sharing the workspace
+or, on a node that shares no disk with the run, exchanging entries through the remote cache.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from trtflow.errors import StepError, UsageError
+from trtflow.executor.detached import bring_home, localize
 from trtflow.executor.store import Entry
-from trtflow.executor.tasks import StepEvents, StepTask, run_task
+from trtflow.executor.tasks import StepEvents, StepTask, progress_of, run_task
 
 if TYPE_CHECKING:
     from multiprocessing.queues import SimpleQueue
@@ -125,14 +127,17 @@ def _worker_environment() -> dict[str, str]:
 
 
 def run_on_ray_worker(task: StepTask, events: RayQueue) -> tuple[Entry, bool]:
-    """A step on a Ray worker, which reaches the run's workspace on a shared disk (a local cluster,
-    or a mount every node has). This is the seam for workers that share no disk: with a remote
-    cache, pull the task's input entries from it into the worker's store before `run_task`, and
-    push the entry after, so the head finds it there."""
-    if not task.workspace.is_dir():
+    """A step on a Ray worker. A worker that reaches the run's workspace (a local cluster, or a
+    mount every node has) runs the step there; one that shares no disk with the run runs it in a
+    workspace of its own, exchanging entries with the run through the remote cache (`detached`)."""
+    if task.workspace.is_dir():
+        return run_task(task, _QueuedEvents(events))
+    if task.remote is None or not task.remote.push:
         raise StepError(f"the Ray worker on {socket.gethostname()} does not see the workspace {task.workspace}: "
-                        "Ray workers need the workspace on a disk every node mounts at that path", step=task.step_id)
-    return run_task(task, _QueuedEvents(events))
+                        "Ray workers need the workspace on a disk every node mounts at that path, or a remote cache "
+                        "to exchange entries through (`--remote URL`, without --no-push)", step=task.step_id)
+    queued = _QueuedEvents(events)
+    return run_task(localize(task, task.remote.open(), progress_of(queued, task.step_id)), queued)
 
 
 def _fits(needs: dict[str, float], node: dict[str, float]) -> bool:
@@ -189,6 +194,7 @@ class RayPool(StepPool):
         self.events = Queue()
         self.step_task = ray.remote(run_on_ray_worker)
         self.running: set = set()
+        self.homing = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="trtflow-fetch")
 
     def submit(self, task: StepTask) -> Future[tuple[Entry, bool]]:
         needs = {"GPU": task.resources.gpu, "memory": (task.resources.memory_mb or 0) * 2**20}
@@ -205,7 +211,8 @@ class RayPool(StepPool):
         def settle(done: Future) -> None:
             self.running.discard(reference)
             try:
-                result.set_result(done.result())
+                entry, computed = done.result()
+                self.homing.submit(self._bring_home, task, entry, computed, result)
             except self.ray.exceptions.RayTaskError as error:  # the step's own error, as the thread pool gives it
                 result.set_exception(error.cause)
             except self.ray.exceptions.RayError as error:  # lost workers, each retried: the last word
@@ -215,6 +222,14 @@ class RayPool(StepPool):
         reference.future().add_done_callback(settle)
         return result
 
+    def _bring_home(self, task: StepTask, entry: Entry, computed: bool, result: Future[tuple[Entry, bool]]) -> None:
+        """Settle `result` with the run's own copy of the worker's entry (a download when the worker
+        shares no disk with the run: in a thread of its own, never in Ray's callback thread)."""
+        try:
+            result.set_result((bring_home(task, entry, progress_of(self.observer, task.step_id)), computed))
+        except Exception as error:  # noqa: BLE001 - the run records it as the step's failure
+            result.set_exception(error)
+
     def relay(self) -> None:
         for name, args in self.events.get_nowait_batch(self.events.qsize()):
             getattr(self.observer, name)(*args)
@@ -222,6 +237,7 @@ class RayPool(StepPool):
     def shutdown(self) -> None:
         for reference in list(self.running):  # an interrupted run: its steps discard their tmp folders
             self.ray.cancel(reference)
+        self.homing.shutdown(wait=False, cancel_futures=True)
         self.ray.shutdown()
 
 

@@ -273,6 +273,31 @@ class RemoteStore:
             self._publish(self._manifest_path(entry.key), entry.path / MANIFEST, lambda sent: None)
         self.damaged.discard(entry.key)
 
+    def _journal_path(self, journal_key: str) -> str:
+        return f"{self.root}/journals/{journal_key}.jsonl"
+
+    def put_journal(self, journal_key: str, source: Path) -> None:
+        """Replace the remote copy of a trial journal with `source` (readers see the old or the new one)."""
+        with self._talking(f"uploading journal {journal_key[:12]}"):
+            self._publish(self._journal_path(journal_key), source, lambda sent: None)
+
+    def get_journal(self, journal_key: str, target: Path) -> bool:
+        """Download the remote copy of a trial journal to `target`; False when the remote has none.
+        The file appears whole or not at all: it is written aside and renamed."""
+        temporary = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with self._talking(f"downloading journal {journal_key[:12]}"):
+                self.fs.get_file(self._journal_path(journal_key), str(temporary))
+        except FileNotFoundError:
+            temporary.unlink(missing_ok=True)
+            return False
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
+        os.replace(temporary, target)
+        return True
+
     def _size(self, path: str) -> int | None:
         try:
             return self.fs.size(path)
@@ -320,3 +345,32 @@ def share_for_run(remote: RemoteStore, entry: Entry, computed: bool, progress: P
             remote.push(entry, progress)
     except RemoteError as error:
         warn(f"{error}; the result is kept locally (`trtflow push` uploads it later)")
+
+
+class JournalMirror:
+    """The remote copy of one step's trial journal, so a search whose node is lost resumes on
+    another: pushed after every trial, pulled when a step starts without a local journal. The
+    remote copy only saves trials; failing to reach it is a warning, once, and the search goes on."""
+
+    def __init__(self, remote: RemoteStore, journal_key: str):
+        self.remote = remote
+        self.journal_key = journal_key
+        self.failed = False
+
+    def pull(self, path: Path) -> None:
+        """Bring the remote journal to `path` unless there is a local one (it is at least as new)."""
+        if path.exists():
+            return
+        try:
+            self.remote.get_journal(self.journal_key, path)
+        except RemoteError as error:
+            warn(f"{error}; the search starts without the trials it holds")
+
+    def push(self, path: Path) -> None:
+        if self.failed:
+            return
+        try:
+            self.remote.put_journal(self.journal_key, path)
+        except RemoteError as error:
+            self.failed = True
+            warn(f"{error}; trials are kept in the local journal only")

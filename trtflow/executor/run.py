@@ -3,9 +3,9 @@
 Steps are scheduled as soon as what they need has finished, up to `jobs` at a time, on a
 `StepPool` (threads by default, `--executor process` for worker processes). What a pool runs is a
 picklable `StepTask`; the worker completes the key with its own machine's facts and answers the
-step from the store or computes it, so a distributed pool needs only a shared workspace. A failed
-step does not stop independent branches: their results are still cached, and the steps that
-needed the failed one are reported as skipped.
+step from the store or computes it, so a distributed pool needs only a shared workspace or a
+remote cache. A failed step does not stop independent branches: their results are still cached,
+and the steps that needed the failed one are reported as skipped.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from trtflow.errors import StepError
 from trtflow.executor import keys
 from trtflow.executor.journal import FileJournal, load_replay
 from trtflow.executor.keys import Prepared, Resolved
-from trtflow.executor.remote import RemoteSpec, RemoteStore, fetch_for_run, share_for_run
+from trtflow.executor.remote import JournalMirror, RemoteSpec, RemoteStore, fetch_for_run, share_for_run
 from trtflow.executor.store import Entry, MissingOutput
 from trtflow.executor.workspace import Workspace
 from trtflow.schema.recipe import Resources
@@ -46,7 +46,7 @@ class StepTask:
     remote: RemoteSpec | None = None  # the shared cache to look in and push to, if any
 
 
-def _progress_of(events: StepEvents, step_id: str) -> Callable[..., None]:
+def progress_of(events: StepEvents, step_id: str) -> Callable[..., None]:
     """`progress(done, total=None, note="")` for one step: what its code and its transfers call."""
     return lambda done, total=None, note="": events.progress(step_id, done, total, note)
 
@@ -59,20 +59,28 @@ def run_task(task: StepTask, events: StepEvents) -> tuple[Entry, bool]:
     remote = task.remote.open() if task.remote else None
     entry, computed = compute_step(task, prepared, workspace, events, remote)
     if remote and task.remote.push:
-        share_for_run(remote, entry, computed, _progress_of(events, task.step_id))
+        share_for_run(remote, entry, computed, progress_of(events, task.step_id))
     workspace.remember_material(task.recipe_name, task.step_id, prepared.material)
     return entry, computed
 
 
-def _open_journal(task: StepTask, prepared: Prepared, workspace: Workspace) -> FileJournal:
+def _open_journal(task: StepTask, prepared: Prepared, workspace: Workspace,
+                  remote: RemoteStore | None) -> FileJournal:
+    """The step's trial journal; with a remote, resumed from the remote copy when this workspace has
+    none (the search began on a node since lost) and copied there after every trial."""
     kind = task.resolved.kind
     budget = kind.Params.search_budget
-    path = workspace.journal_path(keys.journal_key(prepared.material, budget))
+    journal_key = keys.journal_key(prepared.material, budget)
+    path = workspace.journal_path(journal_key)
     if task.force and path.exists():
         path.unlink()
+    mirror = JournalMirror(remote, journal_key) if remote else None
+    if mirror and not task.force:
+        mirror.pull(path)
     replay_file = getattr(prepared.params, "replay", None)
     replayed = load_replay(Path(replay_file), keys.replay_identity(prepared.material, budget)) if replay_file else None
-    return FileJournal(path, keys.replay_identity(prepared.material, budget), replayed, task.step_id, kind.kind)
+    return FileJournal(path, keys.replay_identity(prepared.material, budget), replayed, task.step_id, kind.kind,
+                       mirror.push if mirror and task.remote.push else None)
 
 
 def compute_step(task: StepTask, prepared: Prepared, workspace: Workspace, events: StepEvents,
@@ -87,10 +95,10 @@ def compute_step(task: StepTask, prepared: Prepared, workspace: Workspace, event
         if not task.force and (entry := store.lookup(prepared.key)):  # a concurrent run made it meanwhile
             return entry, False
         if remote and not task.force and (entry := fetch_for_run(remote, prepared.key, store,
-                                                                 _progress_of(events, step_id))):
+                                                                 progress_of(events, step_id))):
             return entry, False
         work_dir = store.begin(prepared.key)
-        journal = _open_journal(task, prepared, workspace) if kind.journaled else None
+        journal = _open_journal(task, prepared, workspace, remote) if kind.journaled else None
         started = time.monotonic()
         notices: list[str] = []
         incomplete: list[str] = []
@@ -98,7 +106,7 @@ def compute_step(task: StepTask, prepared: Prepared, workspace: Workspace, event
             context = StepContext(
                 step_id=step_id, work_dir=work_dir, outputs=kind.outputs, journal=journal,
                 state_root=workspace.state_root, recipe_dir=task.recipe_dir,
-                progress=_progress_of(events, step_id),
+                progress=progress_of(events, step_id),
                 log=lambda message: events.log(step_id, message),
                 notice=notices.append, mark_incomplete=incomplete.append,
             )
