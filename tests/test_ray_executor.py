@@ -35,6 +35,9 @@ except ImportError:
     ray = None
 
 requires_ray = pytest.mark.skipif(ray is None, reason="Ray is not installed (pip install 'trtflow[ray]')")
+# one pytest-xdist worker runs them all: one test cluster, and no other worker's Ray starting or
+# stopping while a test counts this machine's Ray clusters
+pytestmark = pytest.mark.xdist_group("ray")
 
 NO_TOKEN = {"RAY_AUTH_MODE": "disabled"}  # the test cluster and the runs that join it agree on no auth token
 
