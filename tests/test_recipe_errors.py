@@ -142,7 +142,7 @@ def _alias_bomb(levels: int) -> str:
     (_alias_bomb(9), "more than 100,000 values once its YAML aliases"),
     (HEAD + "vars:\n  loop: &loop [1, *loop]\nsteps:\n  a: {uses: load, with: {path: m.onnx}}\n",
      "vars.loop[1]: a YAML alias refers to the anchor that contains it"),
-    (HEAD + "vars:\n  deep: " + "[" * 2000 + "]" * 2000 + "\nsteps:\n  a: {uses: load, with: {path: m.onnx}}\n",
+    (HEAD + "vars:\n  deep: " + "[" * 500 + "]" * 500 + "\nsteps:\n  a: {uses: load, with: {path: m.onnx}}\n",
      "nested more than 100 levels deep"),
 ], ids=["alias-bomb", "alias-cycle", "deep-nesting"])
 def test_a_recipe_too_large_to_build_is_refused_quickly(trtflow, recipe_folder, text, words):
