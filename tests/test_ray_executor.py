@@ -182,7 +182,7 @@ def test_without_an_address_a_local_ray_runs_the_recipe_and_stops_with_it(trtflo
     result = trtflow("run", recipe, "--executor", "ray", "--jobs", "2", cwd=tmp_path, env=ray_env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2 ran" in result.stdout, result.stdout
-    assert _ray_servers() == before  # the cluster it started is gone
+    assert not _ray_servers() - before  # the cluster it started is gone (an older one may stop meanwhile)
 
 
 def _ray_servers() -> set[int]:
