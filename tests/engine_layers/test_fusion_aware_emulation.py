@@ -92,3 +92,19 @@ def test_tensorrt10_metadata_names_the_nodes_without_their_local_function(tmp_pa
     layers = map_engine_layers(model, graph)
     assert [(layer.name, layer.nodes) for layer in layers.layers] == [("fused conv", ("conv", "bn", "relu")),
                                                                       ("head", ("head",))]
+
+
+def test_a_nan_error_is_the_worst_of_its_engine_layer_whatever_the_tensor_order():
+    """`max` with a NaN among the values returns whichever comes first; the report must say nan, as JSON."""
+    from trtflow.onnxmodel.engine_layers import EngineLayer, EngineLayerMap
+    from trtflow.tensors.engine_layers import group_report
+
+    layer = EngineLayer("conv + relu", ("conv", "relu"), ("a", "b"))
+    for order in (("nan", 2.0), (2.0, "nan")):
+        report = {"runners": ["fp16"], "tensors": [
+            {"runner": "fp16", "tensor": name, "abs": {"max": error}, "passed": False, "new_nonfinite": 0}
+            for name, error in zip(("a", "b"), order)]}
+        grouped = group_report(report, EngineLayerMap("engine.json", (layer,)))
+        row = grouped["runners"]["fp16"]["layers"][0]
+        assert row["max_abs"] == "nan", order
+        json.dumps(grouped, allow_nan=False)  # valid JSON

@@ -17,7 +17,7 @@ Per-tensor tolerances (`{glob: number}`) pick their entry by `trtflow.tensors.na
 from __future__ import annotations
 
 import math
-from typing import Annotated, Iterable, Literal, Sequence
+from typing import Annotated, Any, Iterable, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -163,6 +163,22 @@ def json_number(value: float | int | None) -> float | int | str | None:
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
     return value
+
+
+def number_from_json(value: Any) -> float | None:
+    """What `json_number` wrote, as a float again (NaN and infinities included); None for anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def worst(values: list[float]) -> float | None:
+    """The largest of `values`, NaN above everything: an error that is NaN is the worst there is
+    (`max` alone returns whichever comes first when a NaN is among them)."""
+    return max(values, key=lambda value: (math.isnan(value), value)) if values else None
 
 
 REPORTED_QUANTILES = {"median": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}

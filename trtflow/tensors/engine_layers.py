@@ -149,19 +149,13 @@ def group_report(report: dict[str, Any], layers: EngineLayerMap) -> dict[str, An
 
 
 def _layer_row(layer: EngineLayer, tensors: list[dict]) -> dict:
-    errors = [t.get("abs", {}).get("max") for t in tensors]
-    numeric = [float(e) for e in errors if isinstance(e, (int, float)) or (isinstance(e, str) and _is_number(e))]
+    from trtflow.tensors.comparison import json_number, number_from_json, worst
+
+    errors = [number_from_json(t.get("abs", {}).get("max")) for t in tensors]
     return {"layer": layer.name, "nodes": list(layer.nodes), "tensors": [t["tensor"] for t in tensors],
-            "passed": all(t["passed"] for t in tensors), "max_abs": max(numeric) if numeric else None,
+            "passed": all(t["passed"] for t in tensors),
+            "max_abs": json_number(worst([error for error in errors if error is not None])),
             "new_nonfinite": sum(t["new_nonfinite"] for t in tensors)}
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def summary_lines(grouped: dict[str, Any], limit: int = 25) -> list[str]:
@@ -176,7 +170,8 @@ def summary_lines(grouped: dict[str, Any], limit: int = 25) -> list[str]:
     for runner, result in grouped["runners"].items():
         lines += ["", f"| {runner}: engine layer | ONNX nodes | max abs | NaN/Inf new | passed |", "|---|---|---|---|---|"]
         for row in result["layers"][:limit]:
-            max_abs = "—" if row["max_abs"] is None else f"{row['max_abs']:.3g}"
+            max_abs = "—" if row["max_abs"] is None else (
+                f"{row['max_abs']:.3g}" if isinstance(row["max_abs"], float) else row["max_abs"])
             lines.append(f"| {row['layer']} | {', '.join(row['nodes'])} | {max_abs} | {row['new_nonfinite']} | "
                          f"{'yes' if row['passed'] else 'no'} |")
     return lines
