@@ -293,7 +293,10 @@ def test_a_runner_entry_is_the_backend_spelled_out_and_a_wrong_one_is_a_recipe_e
     for extra, expected in (("runner: {backend: saved, path: saved.json}", "steps.hunt.with.runner"),
                             ("runner: {backend: emulated, precision: bf16}", "say the plans' low precision once"),
                             ("runner: {backend: emulated, isolate: true}", "`isolate` is for run-runners"),
-                            ("runner: {backend: emulated, keep: [node5]}", "each plan says which nodes stay FP32")):
+                            ("runner: {backend: emulated, keep: [node5]}", "each plan says which nodes stay FP32"),
+                            ("runner: {backend: onnxruntime, providers: [NoSuchExecutionProvider]}",
+                             "steps.hunt.with.runner.providers: runner `onnxruntime`: `NoSuchExecutionProvider` is no ONNX "
+                             "Runtime execution provider")):
         done = run(trtflow, tmp_path, write_recipe(tmp_path, hunt_step("chain.onnx", extra), name="wrong"))
         assert done.returncode == 2 and expected in done.stdout + done.stderr, done.stdout + done.stderr
         assert "Traceback" not in done.stdout + done.stderr

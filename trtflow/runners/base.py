@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Literal, Protoco
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trtflow.errors import StepError, TrtflowError
+from trtflow.errors import ParamError, StepError, TrtflowError
 from trtflow.lazy import lazy_import
 
 if TYPE_CHECKING:
@@ -124,6 +124,16 @@ class RunnerConfig(BaseModel):
     def fingerprint(self) -> dict[str, str]:
         """Library versions and hardware that change this runner's outputs (part of the step key)."""
         return {}
+
+    def check_entry(self, model: "onnx.ModelProto | None", key: str, *within: str | int) -> None:
+        """`check_model` as a ParamError at the recipe key holding this entry (`runners[1].providers`):
+        every step that takes runner entries checks them so, before any runner starts."""
+        try:
+            self.check_model(model)
+        except ParamError as error:  # names the key of the entry at fault
+            raise ParamError(key, f"runner `{self.name}`: {error}", within=(*within, error.param, *error.within)) from None
+        except (OSError, ValueError) as error:
+            raise ParamError(key, f"runner `{self.name}`: {error}", within=within) from None
 
     def plan_runner(self, subject: PlanModel) -> PlanRunner:
         """A runner that realizes precision plans of `subject` (backends that can override this).

@@ -300,6 +300,7 @@ class BisectPrecision(Step):
         metric = (MetricJudge.load(params.check, [o.name for o in model.graph.output], "check")
                   if isinstance(params.check, MetricCheck) else None)
         config = params.search_runner
+        config.check_entry(model, "runner")
         try:
             search_runner = config.plan_runner(PlanModel(model, Path(params.model), params.precision, ctx.state_dir,
                                                          ctx.log))

@@ -132,13 +132,7 @@ def _empty_feeds(params: Params) -> list[dict]:
 
 def _check_runners(params: Params, model) -> None:
     for index, config in enumerate(params.runners):
-        try:
-            config.check_model(model)
-        except ParamError as error:  # names the key of the entry at fault
-            raise ParamError("runners", f"runner `{config.name}`: {error}",
-                             within=(index, error.param, *error.within)) from None
-        except (OSError, ValueError) as error:
-            raise ParamError("runners", f"runner `{config.name}`: {error}") from None
+        config.check_entry(model, "runners", index)
 
 
 def _notice_opset_held_nodes(ctx: StepContext, params: Params, model) -> None:
