@@ -32,7 +32,6 @@ _DTYPE_WORDS: tuple[tuple[str, str], ...] = (
     ("uint8", "uint8"), ("int8", "int8"), ("int4", "int4"), ("int32", "int32"), ("int64", "int64"),
     ("bool", "bool"), ("fp32", "fp32"), ("float", "fp32"), ("fp64", "fp64"), ("double", "fp64"),
 )
-# `[ONNX Layer: <node> | <local function>...]`: the node name is what comes before the first `|`.
 REFORMAT_PREFIX = "Reformatting CopyNode"  # a layer TensorRT inserts to convert a tensor's format; no ONNX node
 _HIDDEN_LAYER_KEYS = {"Name", "Inputs", "Outputs", "Metadata"}
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import onnx
 
+# `[ONNX Layer: <node> | <local function>...]`: the node name is what comes before the first `|`.
 _ONNX_LAYER = re.compile(r"\[ONNX Layer: ([^\]|]+?)\s*(?:\|[^\]]*)?\]")
 
 

@@ -89,16 +89,10 @@ class Config(RunnerConfig):
     def engine_layers(self, model: "onnx.ModelProto") -> "EngineLayerMap":
         """The layers of `engine_graph` in `model`'s terms; a ParamError at the key when the file is no engine
         graph or the engine of another model."""
-        from trtflow.errors import ParamError, UsageError
         from trtflow.onnxmodel.files import named
         from trtflow.tensors.engine_layers import load_engine_layers
 
-        try:
-            return load_engine_layers(named(model), self.engine_graph)
-        except ParamError:
-            raise
-        except UsageError as error:
-            raise ParamError("engine_graph", str(error)) from None
+        return load_engine_layers(named(model), self.engine_graph)
 
     def create(self, model: Path | None, outputs: list[str] | None) -> OnnxruntimeRunner:
         from trtflow.precision.emulate import emulate

@@ -11,8 +11,9 @@ no second copy in memory, and ONNX Runtime's check that external data stays insi
 folder holds. Only a rewritten model over protobuf's 2 GB limit goes through a scratch file, and
 so does one made with `scratch_weights` (the switchable emulated model, the screening probe): its
 weights move to the file, so the session holds the only other copy. `deactivate` removes it.
-This runner is the one place trtflow opens ONNX Runtime sessions; the emulated runner and
-`bisect-precision`'s plans reuse it with a model in memory (`model` may be a ModelProto).
+Every session a runner needs is opened here (through `trtflow.ort_sessions.open_session`); the
+emulated runner and `bisect-precision`'s plans reuse this runner with a model in memory (`model` may
+be a ModelProto).
 
 Precision plans (`Config.plan_runner`): each plan's lowered mixed-precision model
 (`PrecisionPlan.lower`) in a new session on this entry's providers.

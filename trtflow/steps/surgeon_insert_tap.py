@@ -26,7 +26,6 @@ from trtflow.steps.base import Step, StepContext, StepParams, file
 
 if TYPE_CHECKING:
     from trtflow.onnxmodel.catalog import TensorInfo
-    from trtflow.onnxmodel.engine_layers import EngineLayerMap
 
 
 class Params(StepParams):
@@ -70,11 +69,12 @@ class SurgeonInsertTap(Step):
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from trtflow.onnxmodel.files import save_model
         from trtflow.onnxmodel.catalog import load_cataloged
+        from trtflow.tensors.engine_layers import load_engine_layers
         from trtflow.tensors.taps import mark_outputs, select, subgraph_tensors
 
         model, tensors = load_cataloged(params.model)
         if params.tensors == "engine-layers":
-            layers = _engine_layers(model, params.engine_graph)
+            layers = load_engine_layers(model, params.engine_graph)
             layers.write(ctx.output_path("engine_layers"))
             tensors_in_scope = {name: tensors[name] for name in layers.outputs}
             ctx.log(f"{len(layers.layers)} engine layers write {len(tensors_in_scope)} tensors of the model")
@@ -94,17 +94,6 @@ class SurgeonInsertTap(Step):
         ctx.output_path("taps").write_text(json.dumps(taps, indent=1))
         ctx.log(f"tapped {len(chosen)} tensors")
         return {}
-
-
-def _engine_layers(model, engine_graph) -> "EngineLayerMap":
-    """The engine layers of `engine_graph` in the model's terms; a graph of another model is the param's error."""
-    from trtflow.errors import UsageError
-    from trtflow.tensors.engine_layers import load_engine_layers
-
-    try:
-        return load_engine_layers(model, engine_graph)
-    except UsageError as error:
-        raise ParamError("engine_graph", str(error)) from None
 
 
 def _check_selectors(tensors: dict[str, TensorInfo], patterns: list[str] | None, ops: list[str] | None) -> None:

@@ -117,10 +117,15 @@ def _segment_layer(walk: list["onnx.NodeProto"], named_by: dict[str, str], order
 
 
 def load_engine_layers(model: "onnx.ModelProto", engine_graph: Path) -> EngineLayerMap:
-    """`map_engine_layers` of an engine graph JSON file (TensorRT 8.6 to 11 layouts)."""
+    """`map_engine_layers` of an engine graph JSON file (TensorRT 8.6 to 11 layouts). A file that is no
+    engine graph, or the engine of another model, is an error of the `engine_graph` param that named it."""
+    from trtflow.errors import ParamError
     from trtflow.graph.from_engine import load_layer_info
 
-    return map_engine_layers(model, load_layer_info(engine_graph))
+    try:
+        return map_engine_layers(model, load_layer_info(engine_graph))
+    except UsageError as error:
+        raise ParamError("engine_graph", str(error)) from None
 
 
 # --- compare reports, per engine layer ---------------------------------------------------------------
