@@ -107,5 +107,3 @@ class TensorFileError(UsageError, ValueError):
 
 class RemoteError(TrtflowError):
     """A remote cache could not be read or written (unreachable, no permission, no such bucket)."""
-
-    exit_code = 3

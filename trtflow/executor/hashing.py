@@ -89,7 +89,7 @@ class StatCache:
         )
         return digest, found or []
 
-    def digest(self, path: Path, companions: Companions = lambda path: []) -> str:
+    def digest(self, path: Path, companions: Companions) -> str:
         """Content digest of a user file or folder, hashing only what changed since last time; a
         file's digest covers the `companions` beside it."""
         if path.is_dir():

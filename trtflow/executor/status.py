@@ -67,10 +67,10 @@ def _step_status(pipeline: Pipeline, workspace: Workspace, walk: KeyWalk, step_i
         return StepStatus(step_id, uses, "error", [str(error)]), None
     store = workspace.store
     journal = journal_key(prepared.material, step.kind.Params.search_budget) if step.kind.journaled else None
-    entry = None if step_id in force else store.lookup(prepared.key)
+    entry = None
     if step_id in force:
         state, reasons = "stale", ["--force"]
-    elif entry:
+    elif entry := store.lookup(prepared.key):
         state, reasons = "cached", []
     elif reason := store.incomplete_reason(prepared.key):
         state, reasons = "stale", [f"its last run was incomplete: {reason}"]

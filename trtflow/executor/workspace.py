@@ -90,6 +90,9 @@ class Workspace:
         """Record that `recipe_file` runs in this workspace, and the folder its output links go to:
         `cache gc --keep` must not remove what another recipe sharing the workspace uses, nor leave
         that recipe's links dangling."""
+        recorded = self.known_recipes().get(str(recipe_file.resolve()))
+        if recorded and recorded["name"] == name and (links is None or str(links) in recorded["links"]):
+            return  # the usual case, a run like the last: no lock, no write
         with FileLock(self.root / f"{RECIPES}.lock"):
             known = self.known_recipes()
             record = known.setdefault(str(recipe_file.resolve()), {"name": name, "links": []})

@@ -140,7 +140,9 @@ class Step:
     def companions(cls, path: Path) -> list[str]:
         """Files beside a user file this step reads that are part of its content (relative to the
         file's folder): an ONNX model's external data. Their digests enter the step's key with the
-        file's, so retrained weights in `model.onnx.data` re-run the steps that read `model.onnx`."""
+        file's, so retrained weights in `model.onnx.data` re-run the steps that read `model.onnx`.
+        The answer must depend on the file alone: the stat cache keeps one companion list per file,
+        whichever step kind hashed it first."""
         from trtflow.onnxmodel.files import external_data_beside
 
         return external_data_beside(path)
