@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trtflow.errors import ParamError
 from trtflow.precision.plan import PrecisionPlan
 from trtflow.runners.base import PlanModel
 from trtflow.runners.tensorrt import Config
@@ -43,10 +42,13 @@ def test_one_build_per_plan_and_warm_timing_cache(trt_generation, tmp_path):
         for inputs, produced in zip(feeds, fixed):
             np.testing.assert_allclose(produced["y"], reference(inputs["x"]), rtol=1e-2)
         assert [p.suffix for p in (tmp_path / "state" / "tensorrt").iterdir()] == [".cache"]
-        with pytest.raises(ParamError, match="FP8 needs explicit Q/DQ"):
-            runner.realize(PrecisionPlan("fp8"), feeds)
     finally:
         runner.deactivate()
+
+
+def test_fp8_plans_are_refused_before_anything_runs(tmp_path):
+    with pytest.raises(ValueError, match="FP8 needs explicit Q/DQ"):
+        Config(name="trt", backend="tensorrt").plan_runner(PlanModel(None, tmp_path / "m.onnx", "fp8"))
 
 
 def test_a_runner_with_its_own_engine_cannot_realize_plans(tmp_path):

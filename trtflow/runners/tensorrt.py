@@ -74,6 +74,9 @@ class Config(RunnerConfig):
         if self.engine is not None:
             raise ValueError("`engine` has no place in a runner that realizes precision plans: each plan's "
                              "engine is built from the model")
+        if subject.precision not in ("fp16", "bf16"):  # said before the reference, screening and any build
+            raise ValueError(f"bisect-precision on TensorRT searches fp16 or bf16 plans, not {subject.precision} "
+                             "(FP8 needs explicit Q/DQ quantization in TensorRT)")
         return TensorRTPlanRunner(self.name, subject)
 
 
@@ -159,13 +162,9 @@ class TensorRTPlanRunner:
         self._cache = TimingCache(timing_cache_file(state_dir("tensorrt")) if state_dir else None, self._log)
 
     def realize(self, plan: "PrecisionPlan", feeds: Sequence[Feed]) -> None:
-        from trtflow.errors import ParamError
         from trtflow.trt.builder import BuildSettings, build_engine
         from trtflow.trt.execution import EngineSession
 
-        if plan.precision not in ("fp16", "bf16"):
-            raise ParamError("precision", f"bisect-precision on TensorRT searches fp16 or bf16 plans, not {plan.precision} "
-                                          "(FP8 needs explicit Q/DQ quantization in TensorRT)")
         self._close_engine()
         settings = BuildSettings(precision=plan.precision, shapes=_shapes_of(feeds))
         built = build_engine(self.subject.path, settings, keep=plan.keep, timing_cache=self._cache, log=self._log,
