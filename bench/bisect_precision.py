@@ -38,16 +38,16 @@ sys.path.insert(0, str(REPO / "tests" / "bisect"))
 
 from bisect_models import chain_model  # noqa: E402
 
-from trtflow.precision import search  # noqa: E402
-from trtflow.precision.sites import precision_sites  # noqa: E402
 from trtflow.onnxmodel.formats import FORMATS  # noqa: E402
+from trtflow.precision import search  # noqa: E402
 from trtflow.precision.plan import PrecisionPlan  # noqa: E402
 from trtflow.precision.screening import screen  # noqa: E402
+from trtflow.precision.sites import precision_sites  # noqa: E402
 from trtflow.runners.base import PlanModel  # noqa: E402
 from trtflow.runners.emulated import Config as Emulated  # noqa: E402
-from trtflow.tensors.judges import check_tolerances  # noqa: E402
 from trtflow.steps.bisect_precision import fp32_magnitudes  # noqa: E402
 from trtflow.tensors.comparison import Tolerances  # noqa: E402
+from trtflow.tensors.judges import check_tolerances  # noqa: E402
 
 CHECK = Tolerances(atol=0.05, rtol=0.05)
 
@@ -55,7 +55,8 @@ CHECK = Tolerances(atol=0.05, rtol=0.05)
 def emulated(model):
     """bisect-precision's default runner: the switchable emulated model, activated."""
     runner = Emulated(name="emulated", backend="emulated", precision="fp16").plan_runner(
-        PlanModel(model, Path("unused.onnx"), "fp16"))
+        PlanModel(model, Path("unused.onnx"), "fp16")
+    )
     runner.activate()
     return runner
 
@@ -78,27 +79,38 @@ def ours(model, feeds, culprits: set[str]) -> list[tuple]:
     setup = time.perf_counter() - started
 
     def judge(keep):
-        return check_tolerances(CHECK, reference, outputs(backend, PrecisionPlan("fp16", keep), feeds)).passed
+        return check_tolerances(
+            CHECK, reference, outputs(backend, PrecisionPlan("fp16", keep), feeds)
+        ).passed
 
     rows = []
     nodes = [s.node for s in sites]
     scratch = tempfile.TemporaryDirectory()
     onnx.save_model(model, f"{scratch.name}/model.onnx")  # the step screens the recipe's file
     started = time.perf_counter()
-    magnitudes = fp32_magnitudes(Path(scratch.name) / "model.onnx",
-                                 [t for s in sites for t in s.low_inputs + s.low_outputs], feeds)
+    magnitudes = fp32_magnitudes(
+        Path(scratch.name) / "model.onnx",
+        [t for s in sites for t in s.low_inputs + s.low_outputs],
+        feeds,
+    )
     screening = screen(model, FORMATS["fp16"], sites, magnitudes)
-    result = search.minimal(screening.lowering_order(nodes), judge, expect_clean=not screening.suspects)
+    result = search.minimal(
+        screening.lowering_order(nodes), judge, expect_clean=not screening.suspects
+    )
     rows.append(("minimal", result, setup + time.perf_counter() - started))
-    for name, run in (("minimal/unseeded", lambda: search.minimal(nodes, judge)),
-                      ("prefix-bisect", lambda: search.bisect(nodes, judge))):
+    for name, run in (
+        ("minimal/unseeded", lambda: search.minimal(nodes, judge)),
+        ("prefix-bisect", lambda: search.bisect(nodes, judge)),
+    ):
         started = time.perf_counter()
         result = run()
         rows.append((name, result, setup + time.perf_counter() - started))
     backend.deactivate()
     scratch.cleanup()
-    return [(name, r.evaluations, seconds, None if r.keep is None else len(r.keep), r.keep == culprits)
-            for name, r, seconds in rows]
+    return [
+        (name, r.evaluations, seconds, None if r.keep is None else len(r.keep), r.keep == culprits)
+        for name, r, seconds in rows
+    ]
 
 
 def per_trial_seconds(model, feeds) -> tuple[float, float]:
@@ -118,8 +130,9 @@ def per_trial_seconds(model, feeds) -> tuple[float, float]:
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
     started = time.perf_counter()
     for plan in plans:
-        session = onnxruntime.InferenceSession(plan.emulate(model).SerializeToString(), options,
-                                               providers=["CPUExecutionProvider"])
+        session = onnxruntime.InferenceSession(
+            plan.emulate(model).SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
         for feed in feeds:
             session.run(None, feed)
     return switchable, (time.perf_counter() - started) / len(plans)
@@ -133,7 +146,9 @@ def acmp(model, feeds, culprits: set[str]) -> tuple:
     def validate(expected, produced):
         nonlocal attempts
         attempts += 1
-        return all(CHECK.passes("y", want, got.astype(np.float32)) for want, got in zip(expected, produced))
+        return all(
+            CHECK.passes("y", want, got.astype(np.float32)) for want, got in zip(expected, produced)
+        )
 
     printed = io.StringIO()
     started = time.perf_counter()
@@ -141,35 +156,58 @@ def acmp(model, feeds, culprits: set[str]) -> tuple:
         with contextlib.redirect_stdout(printed):
             auto_convert_mixed_precision(model, feeds[0], validate_fn=validate, keep_io_types=True)
     except Exception as error:  # noqa: BLE001 - report the peer's failure in the table
-        return ("acmp", attempts - 1, time.perf_counter() - started, f"failed: {str(error)[:40]}", False)
+        return (
+            "acmp",
+            attempts - 1,
+            time.perf_counter() - started,
+            f"failed: {str(error)[:40]}",
+            False,
+        )
     seconds = time.perf_counter() - started
     done = [line for line in printed.getvalue().splitlines() if line.startswith("Done:")]
-    kept = set(ast.literal_eval(done[-1][len("Done:"):].strip())) if done else set()
-    return ("acmp", attempts - 2, seconds, len(kept), kept == culprits)  # minus the FP32 self-check and final re-run
+    kept = set(ast.literal_eval(done[-1][len("Done:") :].strip())) if done else set()
+    return (
+        "acmp",
+        attempts - 2,
+        seconds,
+        len(kept),
+        kept == culprits,
+    )  # minus the FP32 self-check and final re-run
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="50,200,1000,2000")
     parser.add_argument("--culprits", default="1,3,5")
-    parser.add_argument("--acmp-max", type=int, default=1000, help="skip acmp above this many nodes (it is slow)")
+    parser.add_argument(
+        "--acmp-max", type=int, default=1000, help="skip acmp above this many nodes (it is slow)"
+    )
     args = parser.parse_args()
     rng = random.Random(11)
-    print(f"{'n':>5} {'k':>2} {'bound':>5} | {'method':<17} {'trials':>6} {'seconds':>8} {'kept':>6} exact")
+    print(
+        f"{'n':>5} {'k':>2} {'bound':>5} | {'method':<17} {'trials':>6} {'seconds':>8} {'kept':>6} exact"
+    )
     for count in map(int, args.sizes.split(",")):
         for k in map(int, args.culprits.split(",")):
             model, culprits = chain_model(count, set(rng.sample(range(count), k)), seed=count + k)
             culprits = set(culprits)
-            feeds = [{"x": np.random.default_rng(i).uniform(-1, 1, (2, 8)).astype(np.float32)} for i in range(4)]
+            feeds = [
+                {"x": np.random.default_rng(i).uniform(-1, 1, (2, 8)).astype(np.float32)}
+                for i in range(4)
+            ]
             bound = k * math.ceil(math.log2(count)) + 10
             rows = ours(model, feeds, culprits)
             if count <= args.acmp_max:
                 rows.append(acmp(model, feeds, culprits))
             for name, trials, seconds, kept, exact in rows:
-                print(f"{count:>5} {k:>2} {bound:>5} | {name:<17} {trials:>6} {seconds:>8.2f} {kept!s:>6} {exact}")
+                print(
+                    f"{count:>5} {k:>2} {bound:>5} | {name:<17} {trials:>6} {seconds:>8.2f} {kept!s:>6} {exact}"
+                )
         switchable, rewrite = per_trial_seconds(*chain_model(count, {count // 2})[:1], feeds)
-        print(f"{count:>5} per trial (4 samples): switchable {switchable * 1000:.1f} ms, rewrite + session "
-              f"{rewrite * 1000:.1f} ms ({rewrite / switchable:.0f}x)")
+        print(
+            f"{count:>5} per trial (4 samples): switchable {switchable * 1000:.1f} ms, rewrite + session "
+            f"{rewrite * 1000:.1f} ms ({rewrite / switchable:.0f}x)"
+        )
 
 
 if __name__ == "__main__":

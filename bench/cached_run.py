@@ -29,31 +29,59 @@ ENVIRONMENT = {key: value for key, value in os.environ.items() if key != "PYTHON
 def timed_run(recipe: Path, workspace: Path, out: Path, *options: str) -> float:
     """Wall seconds of one `trtflow run RECIPE [OPTIONS]`; exits with its error output if it fails."""
     started = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "trtflow", "run", str(recipe), "--workspace", str(workspace),
-                             "--out", str(out), *options], capture_output=True, text=True, env=ENVIRONMENT)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trtflow",
+            "run",
+            str(recipe),
+            "--workspace",
+            str(workspace),
+            "--out",
+            str(out),
+            *options,
+        ],
+        capture_output=True,
+        text=True,
+        env=ENVIRONMENT,
+    )
     elapsed = time.perf_counter() - started
     if result.returncode not in (0, 1):
-        sys.exit(f"trtflow run {' '.join(options)} failed ({result.returncode}):\n{result.stdout}{result.stderr}")
+        sys.exit(
+            f"trtflow run {' '.join(options)} failed ({result.returncode}):\n{result.stdout}{result.stderr}"
+        )
     return elapsed
 
 
 def measure(recipe: Path, repeat: int) -> None:
     with tempfile.TemporaryDirectory() as folder:
-        timed_run(recipe, Path(folder) / "warm-up", Path(folder) / "warm-up-out")  # writes bytecode caches
+        timed_run(
+            recipe, Path(folder) / "warm-up", Path(folder) / "warm-up-out"
+        )  # writes bytecode caches
         workspace, out = Path(folder) / "ws", Path(folder) / "out"
         cold = timed_run(recipe, workspace, out)
         cached = [timed_run(recipe, workspace, out) for _ in range(repeat)]
     median = statistics.median(cached)
     print(f"recipe        {recipe.relative_to(REPO) if recipe.is_relative_to(REPO) else recipe}")
     print(f"cold run      {cold:.3f} s")
-    print(f"cached run    {median:.3f} s (median of {repeat}; min {min(cached):.3f}, max {max(cached):.3f})")
+    print(
+        f"cached run    {median:.3f} s (median of {repeat}; min {min(cached):.3f}, max {max(cached):.3f})"
+    )
     print(f"cached/cold   {median / cold:.3f}  (goal: < 0.25 and cached < 1 s)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("recipes", nargs="*", type=Path,
-                        default=[REPO / "pipelines" / "quickstart.yaml", REPO / "pipelines" / "render-fp16-overlay.yaml"])
+    parser.add_argument(
+        "recipes",
+        nargs="*",
+        type=Path,
+        default=[
+            REPO / "pipelines" / "quickstart.yaml",
+            REPO / "pipelines" / "render-fp16-overlay.yaml",
+        ],
+    )
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     for recipe in args.recipes:

@@ -53,12 +53,28 @@ def executor_comparison(jobs: int = 2, seeds: int = 16) -> None:
         return
     with tempfile.TemporaryDirectory() as folder:
         recipe = Path(folder) / "matrix.yaml"
-        recipe.write_text(MATRIX_RECIPE.format(model=MODEL, seeds=", ".join(str(seed) for seed in range(1, seeds + 1))))
-        threads = timed_run(recipe, Path(folder) / "threads", Path(folder) / "out", "--jobs", str(jobs))
-        on_ray = timed_run(recipe, Path(folder) / "ray", Path(folder) / "out", "--jobs", str(jobs), "--executor", "ray")
+        recipe.write_text(
+            MATRIX_RECIPE.format(
+                model=MODEL, seeds=", ".join(str(seed) for seed in range(1, seeds + 1))
+            )
+        )
+        threads = timed_run(
+            recipe, Path(folder) / "threads", Path(folder) / "out", "--jobs", str(jobs)
+        )
+        on_ray = timed_run(
+            recipe,
+            Path(folder) / "ray",
+            Path(folder) / "out",
+            "--jobs",
+            str(jobs),
+            "--executor",
+            "ray",
+        )
     print(f"matrix recipe       {seeds} run-runners steps + load, cold, {jobs} at a time")
     print(f"thread executor     {threads:.2f} s  (--jobs {jobs})")
-    print(f"ray executor        {on_ray:.2f} s  (local Ray, {jobs} CPUs, started and stopped by the run)")
+    print(
+        f"ray executor        {on_ray:.2f} s  (local Ray, {jobs} CPUs, started and stopped by the run)"
+    )
     print(f"ray/thread          {on_ray / threads:.2f}")
 
 
@@ -79,14 +95,18 @@ def remote_cache_comparison(recipe: Path, remote: str | None, repeat: int) -> No
     with tempfile.TemporaryDirectory() as folder:
         url = remote or (Path(folder) / "remote").as_uri()
         cached_run.ENVIRONMENT.pop("TRTFLOW_REMOTE", None)
-        timed_run(recipe, Path(folder) / "warm-up", Path(folder) / "warm-up-out")  # writes bytecode caches
+        timed_run(
+            recipe, Path(folder) / "warm-up", Path(folder) / "warm-up-out"
+        )  # writes bytecode caches
         workspace, out = Path(folder) / "ws", Path(folder) / "out"
         cold = timed_run(recipe, workspace, out)  # no remote yet: every step computes
         cached_run.ENVIRONMENT["TRTFLOW_REMOTE"] = url
         timed_run(recipe, workspace, out)  # pushes every entry
         local = [timed_run(recipe, workspace, out) for _ in range(repeat)]
-        fetched = [timed_run(recipe, Path(folder) / f"fresh-{index}", Path(folder) / f"out-{index}")
-                   for index in range(repeat)]
+        fetched = [
+            timed_run(recipe, Path(folder) / f"fresh-{index}", Path(folder) / f"out-{index}")
+            for index in range(repeat)
+        ]
         transfer = transfer_seconds(url)
         cached_run.ENVIRONMENT.pop("TRTFLOW_REMOTE")
     local_hit, remote_hit = statistics.median(local), statistics.median(fetched)
@@ -95,19 +115,27 @@ def remote_cache_comparison(recipe: Path, remote: str | None, repeat: int) -> No
     print(f"remote          {remote or 'a temporary file:// folder'}")
     print(f"cold run        {cold:.3f} s")
     print(f"local-hit run   {local_hit:.3f} s (median of {repeat})")
-    print(f"remote-hit run  {remote_hit:.3f} s (median of {repeat}; min {min(fetched):.3f}, max {max(fetched):.3f})")
+    print(
+        f"remote-hit run  {remote_hit:.3f} s (median of {repeat}; min {min(fetched):.3f}, max {max(fetched):.3f})"
+    )
     print(f"transfer        {transfer:.3f} s (reading every blob once)")
     print(f"remote-hit/cold {remote_hit / cold:.3f}")
-    print(f"goal            remote-hit <= 1.2 x local-hit + transfer = {goal:.3f} s: "
-          f"{'met' if remote_hit <= goal else 'MISSED'}")
+    print(
+        f"goal            remote-hit <= 1.2 x local-hit + transfer = {goal:.3f} s: "
+        f"{'met' if remote_hit <= goal else 'MISSED'}"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("recipes", nargs="*", type=Path, default=[REPO / "pipelines" / "quickstart.yaml"])
+    parser.add_argument(
+        "recipes", nargs="*", type=Path, default=[REPO / "pipelines" / "quickstart.yaml"]
+    )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--seeds", type=int, default=16)
-    parser.add_argument("--remote", metavar="URL", help="the shared cache [default: a temporary file:// folder]")
+    parser.add_argument(
+        "--remote", metavar="URL", help="the shared cache [default: a temporary file:// folder]"
+    )
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     executor_comparison(args.jobs, args.seeds)

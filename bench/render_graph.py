@@ -50,7 +50,11 @@ class ModelBuilder:
     def op(self, op_type: str, inputs: list[str], **attributes) -> str:
         self.count += 1
         output = f"t{self.count}"
-        self.nodes.append(helper.make_node(op_type, inputs, [output], name=f"{op_type}_{self.count}", **attributes))
+        self.nodes.append(
+            helper.make_node(
+                op_type, inputs, [output], name=f"{op_type}_{self.count}", **attributes
+            )
+        )
         return output
 
     def linear(self, x: str, inputs: int, outputs: int) -> str:
@@ -60,28 +64,54 @@ class ModelBuilder:
     def layer_norm(self, x: str) -> str:
         axes = self.constant([-1])
         centered = self.op("Sub", [x, self.op("ReduceMean", [x, axes], keepdims=1)])
-        variance = self.op("ReduceMean", [self.op("Pow", [centered, self.constant(2.0)]), axes], keepdims=1)
-        normalized = self.op("Div", [centered, self.op("Sqrt", [self.op("Add", [variance, self.constant(1e-5)])])])
-        return self.op("Add", [self.op("Mul", [normalized, self.constant(np.ones(HIDDEN))]), self.constant(np.zeros(HIDDEN))])
+        variance = self.op(
+            "ReduceMean", [self.op("Pow", [centered, self.constant(2.0)]), axes], keepdims=1
+        )
+        normalized = self.op(
+            "Div", [centered, self.op("Sqrt", [self.op("Add", [variance, self.constant(1e-5)])])]
+        )
+        return self.op(
+            "Add",
+            [
+                self.op("Mul", [normalized, self.constant(np.ones(HIDDEN))]),
+                self.constant(np.zeros(HIDDEN)),
+            ],
+        )
 
     def gelu(self, x: str) -> str:
         erf = self.op("Erf", [self.op("Div", [x, self.constant(1.4142135)])])
-        return self.op("Mul", [self.op("Mul", [x, self.op("Add", [erf, self.constant(1.0)])]), self.constant(0.5)])
+        return self.op(
+            "Mul",
+            [self.op("Mul", [x, self.op("Add", [erf, self.constant(1.0)])]), self.constant(0.5)],
+        )
 
     def heads(self, x: str) -> str:
         """[B, S, H] -> [B, heads, S, H/heads] with the target shape computed from Shape, like exporters do."""
-        batch = self.op("Unsqueeze", [self.op("Gather", [self.op("Shape", [x]), self.constant(0)], axis=0),
-                                      self.constant([0])])
+        batch = self.op(
+            "Unsqueeze",
+            [
+                self.op("Gather", [self.op("Shape", [x]), self.constant(0)], axis=0),
+                self.constant([0]),
+            ],
+        )
         shape = self.op("Concat", [batch, self.constant([-1, HEADS, HIDDEN // HEADS])], axis=0)
         return self.op("Transpose", [self.op("Reshape", [x, shape])], perm=[0, 2, 1, 3])
 
     def block(self, x: str) -> str:
         normed = self.layer_norm(x)
         q, k, v = (self.heads(self.linear(normed, HIDDEN, HIDDEN)) for _ in range(3))
-        scores = self.op("Div", [self.op("MatMul", [q, self.op("Transpose", [k], perm=[0, 1, 3, 2])]),
-                                 self.constant(2.0)])
+        scores = self.op(
+            "Div",
+            [
+                self.op("MatMul", [q, self.op("Transpose", [k], perm=[0, 1, 3, 2])]),
+                self.constant(2.0),
+            ],
+        )
         context = self.op("MatMul", [self.op("Softmax", [scores], axis=-1), v])
-        merged = self.op("Reshape", [self.op("Transpose", [context], perm=[0, 2, 1, 3]), self.constant([0, 0, HIDDEN])])
+        merged = self.op(
+            "Reshape",
+            [self.op("Transpose", [context], perm=[0, 2, 1, 3]), self.constant([0, 0, HIDDEN])],
+        )
         x = self.op("Add", [x, self.linear(merged, HIDDEN, HIDDEN)])
         hidden = self.gelu(self.linear(self.layer_norm(x), HIDDEN, 4 * HIDDEN))
         return self.op("Add", [x, self.linear(hidden, 4 * HIDDEN, HIDDEN)])
@@ -93,10 +123,13 @@ def transformer(layers: int) -> onnx.ModelProto:
     for _ in range(layers):
         x = builder.block(x)
     builder.nodes.append(helper.make_node("Identity", [x], ["y"], name="output"))
-    graph = helper.make_graph(builder.nodes, "transformer",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", SEQUENCE, HIDDEN])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", SEQUENCE, HIDDEN])],
-                              builder.initializers)
+    graph = helper.make_graph(
+        builder.nodes,
+        "transformer",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", SEQUENCE, HIDDEN])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", SEQUENCE, HIDDEN])],
+        builder.initializers,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -120,9 +153,13 @@ def render(path: Path, mode: str, formats: list[str], folder: Path) -> dict[str,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", type=int, default=49, help="transformer blocks (49 make 3,039 nodes)")
+    parser.add_argument(
+        "--layers", type=int, default=49, help="transformer blocks (49 make 3,039 nodes)"
+    )
     parser.add_argument("--formats", default="html,dot,svg" if graphviz_version() else "html,dot")
-    parser.add_argument("--skip-detailed", action="store_true", help="do not run the detailed-mode peer")
+    parser.add_argument(
+        "--skip-detailed", action="store_true", help="do not run the detailed-mode peer"
+    )
     args = parser.parse_args()
     formats = args.formats.split(",")
     with tempfile.TemporaryDirectory() as scratch:
@@ -137,13 +174,17 @@ def main() -> None:
     for mode, seconds in results.items():
         total = sum(seconds.get(key, 0.0) for key in timed)
         phases = ", ".join(f"{key} {seconds[key]:.2f} s" for key in timed if key in seconds)
-        print(f"{mode:>10}: {int(seconds['nodes'])} nodes -> {int(seconds['nodes shown'])} shown; "
-              f"total {total:.2f} s ({phases})")
+        print(
+            f"{mode:>10}: {int(seconds['nodes'])} nodes -> {int(seconds['nodes shown'])} shown; "
+            f"total {total:.2f} s ({phases})"
+        )
     if "detailed" in results:
         simplified_total = sum(results["simplified"].get(key, 0.0) for key in timed)
         detailed_total = sum(results["detailed"].get(key, 0.0) for key in timed)
-        print(f"simplified / detailed time: {simplified_total / detailed_total:.2f}; "
-              f"goal: simplified under 60 s -> {'met' if simplified_total < 60 else 'NOT met'}")
+        print(
+            f"simplified / detailed time: {simplified_total / detailed_total:.2f}; "
+            f"goal: simplified under 60 s -> {'met' if simplified_total < 60 else 'NOT met'}"
+        )
 
 
 if __name__ == "__main__":

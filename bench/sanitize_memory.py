@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -55,7 +54,9 @@ def export_torch_model(path: Path) -> dict[str, np.ndarray]:
 
     example = torch.randn(2, 8, 64)
     # the exporter's own folding would leave nothing to fold: keep the Shape chains it traced
-    torch.onnx.export(Heads(), (example,), str(path), input_names=["x"], dynamo=False, do_constant_folding=False)
+    torch.onnx.export(
+        Heads(), (example,), str(path), input_names=["x"], dynamo=False, do_constant_folding=False
+    )
     return {"x": example.numpy()}
 
 
@@ -71,31 +72,66 @@ def compare(work: Path, feed: dict[str, np.ndarray], big: bool) -> None:
     Polygraphy 0.53 folds a model past 2 GB, then fails to write it (protobuf cannot size it): its
     peak until then is still the memory it needs, and is printed with the failure."""
     (work / "recipe.yaml").write_text(RECIPE)
-    trtflow = [sys.executable, "-m", "trtflow", "run", "recipe.yaml", "--workspace", "ws", "--out", "out"]
-    polygraphy = [shutil.which("polygraphy", path=str(Path(sys.executable).parent)), "surgeon", "sanitize",
-                  "model.onnx", "--fold-constants", "-o", "polygraphy/folded.onnx"]
+    trtflow = [
+        sys.executable,
+        "-m",
+        "trtflow",
+        "run",
+        "recipe.yaml",
+        "--workspace",
+        "ws",
+        "--out",
+        "out",
+    ]
+    polygraphy = [
+        shutil.which("polygraphy", path=str(Path(sys.executable).parent)),
+        "surgeon",
+        "sanitize",
+        "model.onnx",
+        "--fold-constants",
+        "-o",
+        "polygraphy/folded.onnx",
+    ]
     if big:
         polygraphy.append("--save-external-data")
     (work / "polygraphy").mkdir(exist_ok=True)
-    runs = {"polygraphy sanitize": (work / "polygraphy" / "folded.onnx", *measured_run(polygraphy, work)),
-            "trtflow surgeon-sanitize": (work / "out" / "bench" / "clean" / "model.onnx", *measured(trtflow, work))}
+    runs = {
+        "polygraphy sanitize": (
+            work / "polygraphy" / "folded.onnx",
+            *measured_run(polygraphy, work),
+        ),
+        "trtflow surgeon-sanitize": (
+            work / "out" / "bench" / "clean" / "model.onnx",
+            *measured(trtflow, work),
+        ),
+    }
     _, poly_seconds, poly_mb, _ = runs["polygraphy sanitize"]
     reference = run_model(work / "model.onnx", feed)
-    print(f"{'':26}{'wall s':>9}{'peak MiB':>10}{'nodes':>8}{'shape ops':>11}{'time ratio':>12}{'memory ratio':>14}")
+    print(
+        f"{'':26}{'wall s':>9}{'peak MiB':>10}{'nodes':>8}{'shape ops':>11}{'time ratio':>12}{'memory ratio':>14}"
+    )
     for label, (path, seconds, mb, *failure) in runs.items():
         if failure and failure[0] is not None:
-            print(f"{label:26}{seconds:9.2f}{mb:10.0f}  failed: {failure[0].strip().splitlines()[-1]}")
+            print(
+                f"{label:26}{seconds:9.2f}{mb:10.0f}  failed: {failure[0].strip().splitlines()[-1]}"
+            )
             continue
         ops = ops_of(path)
         for expected, actual in zip(reference, run_model(path, feed), strict=True):
             np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5)
-        print(f"{label:26}{seconds:9.2f}{mb:10.0f}{len(ops):8}{sum(op in SHAPE_OPS for op in ops):11}"
-              f"{seconds / poly_seconds:12.2f}{mb / poly_mb:14.2f}")
-    print(f"input: {len(ops_of(work / 'model.onnx'))} nodes; the outputs written give the input model's outputs")
+        print(
+            f"{label:26}{seconds:9.2f}{mb:10.0f}{len(ops):8}{sum(op in SHAPE_OPS for op in ops):11}"
+            f"{seconds / poly_seconds:12.2f}{mb / poly_mb:14.2f}"
+        )
+    print(
+        f"input: {len(ops_of(work / 'model.onnx'))} nodes; the outputs written give the input model's outputs"
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--mb", type=float, default=2200, help="MiB of external weights")
     parser.add_argument("--width", type=int, default=4096)
     parser.add_argument("--torch", action="store_true", help="also fold a real torch export")
@@ -110,9 +146,13 @@ def main() -> None:
             compare(work / "torch", feed, big=False)
         (work / "big").mkdir()
         layers = make_big_model(work / "big" / "model.onnx", args.mb, args.width)
-        print(f"model: {layers} weights of {args.width}x{args.width} float32 "
-              f"({(work / 'big' / 'model.onnx.data').stat().st_size / 2**20:.0f} MiB external data)")
-        feed = {"x": np.random.default_rng(1).standard_normal((2, 4, args.width)).astype(np.float32)}
+        print(
+            f"model: {layers} weights of {args.width}x{args.width} float32 "
+            f"({(work / 'big' / 'model.onnx.data').stat().st_size / 2**20:.0f} MiB external data)"
+        )
+        feed = {
+            "x": np.random.default_rng(1).standard_normal((2, 4, args.width)).astype(np.float32)
+        }
         compare(work / "big", feed, big=(work / "big" / "model.onnx.data").stat().st_size >= 2**31)
     finally:
         shutil.rmtree(work, ignore_errors=True)

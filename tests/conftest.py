@@ -21,19 +21,30 @@ def installed(*programs: str) -> str | None:
     return next((path for name in programs if (path := shutil.which(name))), None)
 
 
-requires_graphviz = pytest.mark.skipif(installed("dot") is None,
-                                       reason="Graphviz's `dot` is not installed (`apt-get install -y graphviz`)")
-requires_chromium = pytest.mark.skipif(installed(*CHROMIUM_PROGRAMS) is None,
-                                       reason="Chromium is not installed (`apt-get install -y chromium`)")
+requires_graphviz = pytest.mark.skipif(
+    installed("dot") is None,
+    reason="Graphviz's `dot` is not installed (`apt-get install -y graphviz`)",
+)
+requires_chromium = pytest.mark.skipif(
+    installed(*CHROMIUM_PROGRAMS) is None,
+    reason="Chromium is not installed (`apt-get install -y chromium`)",
+)
 
 
-def run_cli(*args: str | Path, cwd: Path | None = None, env: dict | None = None,
-            timeout: float = 600) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str | Path, cwd: Path | None = None, env: dict | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess:
     """`trtflow ARGS` in a child process; returns the completed process (text stdout/stderr)."""
     full_env = {key: val for key, val in os.environ.items() if key != "TRTFLOW_WORKSPACE"}
     full_env.update({"COLUMNS": "200", "NO_COLOR": "1", **(env or {})})
-    return subprocess.run([sys.executable, "-m", "trtflow", *map(str, args)], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "trtflow", *map(str, args)],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture
@@ -51,7 +62,9 @@ def plugin_env(tmp_path):
     ledger = tmp_path / "ledger.txt"
     ledger.touch()
     return {
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(PLUGINS), os.environ.get("PYTHONPATH", "")])),
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(PLUGINS), os.environ.get("PYTHONPATH", "")])
+        ),
         "TRTFLOW_STEP_PLUGINS": "trtflow_test_steps",
         "TRTFLOW_TEST_LEDGER": str(ledger),
     }

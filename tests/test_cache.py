@@ -48,9 +48,13 @@ def test_second_run_computes_nothing(trtflow, tmp_path, plugin_env):
     assert len(_computed(plugin_env)) == 4, "an unchanged recipe must not recompute anything"
     assert "4 cached" in second.stdout
     links = tmp_path / "trtflow-out" / "chain" / "second"
-    assert (links / "out.txt").read_text().startswith("got 17hellosource text\n")  # 17 = len("hello" "source text\n")
+    assert (
+        (links / "out.txt").read_text().startswith("got 17hellosource text\n")
+    )  # 17 = len("hello" "source text\n")
     first_out = (tmp_path / "trtflow-out" / "chain" / "first" / "out.txt").read_text()
-    assert json.loads((links / "values.json").read_text())["length"] == len("got 17") + len(first_out)
+    assert json.loads((links / "values.json").read_text())["length"] == len("got 17") + len(
+        first_out
+    )
 
 
 def test_param_change_reruns_the_step_and_its_dependents_only(trtflow, tmp_path, plugin_env):
@@ -67,14 +71,20 @@ def test_param_change_reruns_the_step_and_its_dependents_only(trtflow, tmp_path,
     assert sorted(_computed(plugin_env)[4:]) == ["first", "second"]
 
 
-def test_cosmetic_param_and_file_rename_do_not_rerun_but_content_does(trtflow, tmp_path, plugin_env):
+def test_cosmetic_param_and_file_rename_do_not_rerun_but_content_does(
+    trtflow, tmp_path, plugin_env
+):
     recipe = _setup(tmp_path)
     assert trtflow("run", recipe, cwd=tmp_path, env=plugin_env).returncode == 0
     (tmp_path / "src.txt").rename(tmp_path / "renamed.txt")
-    edited = recipe.read_text().replace("src.txt", "renamed.txt").replace("label: one", "label: two")
+    edited = (
+        recipe.read_text().replace("src.txt", "renamed.txt").replace("label: one", "label: two")
+    )
     recipe.write_text(edited)
     assert trtflow("run", recipe, cwd=tmp_path, env=plugin_env).returncode == 0
-    assert len(_computed(plugin_env)) == 4, "same content under another name, and a cosmetic change, are cache hits"
+    assert len(_computed(plugin_env)) == 4, (
+        "same content under another name, and a cosmetic change, are cache hits"
+    )
     (tmp_path / "renamed.txt").write_text("new content\n")
     status = trtflow("status", recipe, cwd=tmp_path, env=plugin_env)
     assert "with.source: file renamed.txt changed" in status.stdout
@@ -117,18 +127,23 @@ def test_failed_step_skips_dependents_and_keeps_independent_work(trtflow, tmp_pa
     assert sorted(_computed(plugin_env)) == ["first", "gate", "third"]
     again = trtflow("run", recipe, cwd=tmp_path, env=plugin_env)
     assert again.returncode == 3
-    assert _computed(plugin_env)[3:] == ["first"], "finished independent steps stay cached after a failure"
+    assert _computed(plugin_env)[3:] == ["first"], (
+        "finished independent steps stay cached after a failure"
+    )
 
 
 def test_parallel_jobs_overlap(trtflow, tmp_path, plugin_env):
-    recipe = write_recipe(tmp_path, """
+    recipe = write_recipe(
+        tmp_path,
+        """
 trtflow: 1
 name: parallel
 steps:
   a: {uses: test-sleep, with: {text: a, seconds: 1.5, size_kb: 3}}
   b: {uses: test-sleep, with: {text: b, seconds: 1.5, size_kb: 3}}
   c: {uses: test-sleep, with: {text: "${steps.a.length}${steps.b.length}"}}
-""")
+""",
+    )
     result = trtflow("run", recipe, "--jobs", "2", cwd=tmp_path, env=plugin_env)
     assert result.returncode == 0, result.stderr
     records = [json.loads(p.read_text()) for p in (tmp_path / ".trtflow" / "runs").glob("*.json")]
@@ -138,7 +153,9 @@ steps:
 
 
 def test_matrix_expansion_and_binding(trtflow, tmp_path, plugin_env):
-    recipe = write_recipe(tmp_path, """
+    recipe = write_recipe(
+        tmp_path,
+        """
 trtflow: 1
 name: sweep
 steps:
@@ -154,7 +171,8 @@ steps:
     uses: test-sleep
     with: {text: "n=${steps.make@beta.length}"}
     after: [measure]
-""")
+""",
+    )
     result = trtflow("run", recipe, cwd=tmp_path, env=plugin_env)
     assert result.returncode == 0, result.stderr
     out = tmp_path / "trtflow-out" / "sweep"
@@ -162,11 +180,15 @@ steps:
     assert (out / "measure@beta" / "out.txt").read_text().startswith("len=4")  # bound to make@beta
     assert (out / "pick" / "out.txt").read_text().startswith("n=4")
     dag = trtflow("dag", recipe, "--format", "mermaid", cwd=tmp_path, env=plugin_env)
-    assert "s1 --> s3" in dag.stdout and "s2 --> s4" in dag.stdout  # make@beta -> measure@beta, measure@alpha -> pick
+    assert (
+        "s1 --> s3" in dag.stdout and "s2 --> s4" in dag.stdout
+    )  # make@beta -> measure@beta, measure@alpha -> pick
 
 
 def test_matrix_values_become_safe_folder_names(trtflow, tmp_path, plugin_env):
-    recipe = write_recipe(tmp_path, """
+    recipe = write_recipe(
+        tmp_path,
+        """
 trtflow: 1
 name: paths
 steps:
@@ -174,32 +196,45 @@ steps:
     uses: test-sleep
     matrix: {file: [data/a.txt, "b c"]}
     with: {text: "${matrix.file}"}
-""")
+""",
+    )
     result = trtflow("run", recipe, cwd=tmp_path, env=plugin_env)
     assert result.returncode == 0, result.stderr
     out = tmp_path / "trtflow-out" / "paths"
-    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["read@b_c", "read@data_a.txt"]
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
+        "read@b_c",
+        "read@data_a.txt",
+    ]
     assert (out / "read@data_a.txt" / "out.txt").read_text().startswith("data/a.txt")
 
 
 def test_gc_keep_removes_what_the_recipe_no_longer_uses(trtflow, tmp_path, plugin_env):
-    recipe = write_recipe(tmp_path, """
+    recipe = write_recipe(
+        tmp_path,
+        """
 trtflow: 1
 name: pruned
 vars: {n: 3}
 steps:
   hunt: {uses: test-trials, with: {trials: "${vars.n}"}}
   note: {uses: test-sleep, with: {text: fixed}}
-""")
+""",
+    )
     workspace = tmp_path / ".trtflow"
     assert trtflow("run", recipe, cwd=tmp_path, env=plugin_env).returncode == 0
     recipe.write_text(recipe.read_text().replace("n: 3", "n: 4"))
     assert trtflow("run", recipe, cwd=tmp_path, env=plugin_env).returncode == 0
-    assert len(list(workspace.glob("store/??/*"))) == 3 and len(list(workspace.glob("journals/*.jsonl"))) == 2
+    assert (
+        len(list(workspace.glob("store/??/*"))) == 3
+        and len(list(workspace.glob("journals/*.jsonl"))) == 2
+    )
     gc = trtflow("cache", "gc", "--keep", recipe, cwd=tmp_path, env=plugin_env)
     assert gc.returncode == 0, gc.stderr
     assert "1 entries, 1 journals" in gc.stdout
-    assert len(list(workspace.glob("store/??/*"))) == 2 and len(list(workspace.glob("journals/*.jsonl"))) == 1
+    assert (
+        len(list(workspace.glob("store/??/*"))) == 2
+        and len(list(workspace.glob("journals/*.jsonl"))) == 1
+    )
     again = trtflow("run", recipe, cwd=tmp_path, env=plugin_env)
     assert again.returncode == 0 and "2 cached" in again.stdout
 
@@ -207,13 +242,21 @@ steps:
 def _shared_workspace_recipes(folder: Path) -> dict[str, Path]:
     """Three recipes side by side, so all run in `folder/.trtflow` (like pipelines/)."""
     folder.mkdir()
-    return {name: write_recipe(folder, f"trtflow: 1\nname: {name}\nsteps:\n"
-                                       f"  one: {{uses: test-sleep, with: {{text: {name}-1}}}}\n"
-                                       f"  two: {{uses: test-sleep, with: {{text: {name}-2}}}}\n", f"{name}.yaml")
-            for name in ("a", "b", "c")}
+    return {
+        name: write_recipe(
+            folder,
+            f"trtflow: 1\nname: {name}\nsteps:\n"
+            f"  one: {{uses: test-sleep, with: {{text: {name}-1}}}}\n"
+            f"  two: {{uses: test-sleep, with: {{text: {name}-2}}}}\n",
+            f"{name}.yaml",
+        )
+        for name in ("a", "b", "c")
+    }
 
 
-def test_gc_keep_spares_other_recipes_of_the_workspace_and_cleans_their_links(trtflow, tmp_path, plugin_env):
+def test_gc_keep_spares_other_recipes_of_the_workspace_and_cleans_their_links(
+    trtflow, tmp_path, plugin_env
+):
     recipes = _shared_workspace_recipes(tmp_path / "pipes")
     workspace = tmp_path / "pipes" / ".trtflow"
     for recipe in recipes.values():
@@ -223,7 +266,9 @@ def test_gc_keep_spares_other_recipes_of_the_workspace_and_cleans_their_links(tr
     assert len(list(workspace.glob("store/??/*"))) == 7
     # c ran before workspaces recorded their recipes: gc knows its entries only by their recipe name
     known = json.loads((workspace / "recipes.json").read_text())
-    (workspace / "recipes.json").write_text(json.dumps({f: links for f, links in known.items() if "c.yaml" not in f}))
+    (workspace / "recipes.json").write_text(
+        json.dumps({f: links for f, links in known.items() if "c.yaml" not in f})
+    )
 
     dry = trtflow("cache", "gc", "--keep", recipes["a"], "--dry-run", cwd=tmp_path, env=plugin_env)
     assert dry.returncode == 0, dry.stderr
@@ -234,30 +279,49 @@ def test_gc_keep_spares_other_recipes_of_the_workspace_and_cleans_their_links(tr
     assert len(list(workspace.glob("store/??/*"))) == 7, "--dry-run removes nothing"
 
     gc = trtflow("cache", "gc", "--keep", recipes["a"], cwd=tmp_path, env=plugin_env)
-    assert gc.returncode == 0 and "removed 0 temporary folders, 1 entries" in gc.stdout, gc.stdout + gc.stderr
+    assert gc.returncode == 0 and "removed 0 temporary folders, 1 entries" in gc.stdout, (
+        gc.stdout + gc.stderr
+    )
     for name in ("a", "b", "c"):
         status = trtflow("status", recipes[name], cwd=tmp_path, env=plugin_env)
         assert status.stdout.count("cached") == 2, (name, status.stdout)
 
-    recipes["b"].unlink()  # a recorded recipe that is gone: its entries go, and so do its output links
+    recipes[
+        "b"
+    ].unlink()  # a recorded recipe that is gone: its entries go, and so do its output links
     gone = trtflow("cache", "gc", "--keep", recipes["a"], cwd=tmp_path, env=plugin_env)
-    assert gone.returncode == 0 and "2 entries" in gone.stdout and "2 broken output links" in gone.stdout, gone.stdout
+    assert (
+        gone.returncode == 0
+        and "2 entries" in gone.stdout
+        and "2 broken output links" in gone.stdout
+    ), gone.stdout
     assert not (tmp_path / "trtflow-out" / "b" / "one").is_symlink()
     forced = trtflow("cache", "gc", "--keep", recipes["a"], "--force", cwd=tmp_path, env=plugin_env)
-    assert forced.returncode == 0 and "2 entries" in forced.stdout and "2 broken output links" in forced.stdout
+    assert (
+        forced.returncode == 0
+        and "2 entries" in forced.stdout
+        and "2 broken output links" in forced.stdout
+    )
     out = tmp_path / "trtflow-out"
     assert not (out / "c" / "two").is_symlink()
     assert (out / "a" / "one" / "out.txt").read_text().startswith("a-1")
     assert len(list(workspace.glob("store/??/*"))) == 2
 
 
-def test_gc_refuses_to_guess_when_another_recipe_of_the_workspace_is_broken(trtflow, tmp_path, plugin_env):
+def test_gc_refuses_to_guess_when_another_recipe_of_the_workspace_is_broken(
+    trtflow, tmp_path, plugin_env
+):
     recipes = _shared_workspace_recipes(tmp_path / "pipes")
     for name in ("a", "b"):
         assert trtflow("run", recipes[name], cwd=tmp_path, env=plugin_env).returncode == 0
-    recipes["b"].write_text(recipes["b"].read_text().replace("uses: test-sleep", "uses: no-such-kind"))
+    recipes["b"].write_text(
+        recipes["b"].read_text().replace("uses: test-sleep", "uses: no-such-kind")
+    )
     gc = trtflow("cache", "gc", "--keep", recipes["a"], cwd=tmp_path, env=plugin_env)
-    assert gc.returncode == 2 and "b.yaml also runs in this workspace but cannot be loaded" in gc.stderr, gc.stderr
+    assert (
+        gc.returncode == 2
+        and "b.yaml also runs in this workspace but cannot be loaded" in gc.stderr
+    ), gc.stderr
     assert "give --force" in gc.stderr
     assert len(list((tmp_path / "pipes" / ".trtflow").glob("store/??/*"))) == 4
 
@@ -268,4 +332,6 @@ def test_cache_commands_find_the_workspace_of_a_recipe(trtflow, tmp_path, plugin
     for command in (["cache", "ls"], ["cache", "verify"], ["cache", "gc"]):
         result = trtflow(*command, "--recipe", recipes["a"], cwd=tmp_path, env=plugin_env)
         assert result.returncode == 0, (command, result.stderr)
-    assert "a" in trtflow("cache", "ls", "--recipe", recipes["a"], cwd=tmp_path, env=plugin_env).stdout
+    assert (
+        "a" in trtflow("cache", "ls", "--recipe", recipes["a"], cwd=tmp_path, env=plugin_env).stdout
+    )

@@ -25,8 +25,15 @@ steps:
 def _start(recipe: Path, cwd: Path, env: dict) -> subprocess.Popen:
     full_env = {**os.environ, **env}
     full_env.pop("TRTFLOW_WORKSPACE", None)
-    return subprocess.Popen([sys.executable, "-m", "trtflow", "run", str(recipe)], cwd=cwd, env=full_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "trtflow", "run", str(recipe)],
+        cwd=cwd,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _wait_for(predicate, timeout: float = 60) -> None:
@@ -52,12 +59,18 @@ def test_sigkill_mid_step_leaves_no_entry_and_rerun_succeeds(trtflow, tmp_path, 
     assert len(committed) == 1, "only `quick` finished before the kill"
     assert all((entry / "manifest.json").exists() for entry in committed)
     leftovers = list((workspace / "store" / "tmp").iterdir())
-    assert leftovers and any((p / "out.txt").exists() for p in leftovers), "the killed step was writing in tmp/"
+    assert leftovers and any((p / "out.txt").exists() for p in leftovers), (
+        "the killed step was writing in tmp/"
+    )
 
     rerun = trtflow("run", recipe, cwd=tmp_path, env=plugin_env)
     assert rerun.returncode == 0, rerun.stderr
-    assert re.search(r"cached\s+quick", rerun.stdout) and re.search(r"ran\s+slow", rerun.stdout), rerun.stdout
-    assert [line for line in ledger_lines(plugin_env) if line.startswith("compute quick")] == ["compute quick quick"]
+    assert re.search(r"cached\s+quick", rerun.stdout) and re.search(r"ran\s+slow", rerun.stdout), (
+        rerun.stdout
+    )
+    assert [line for line in ledger_lines(plugin_env) if line.startswith("compute quick")] == [
+        "compute quick quick"
+    ]
     verify = trtflow("cache", "verify", "--workspace", workspace, cwd=tmp_path)
     assert verify.returncode == 0 and "3 entries: 0 damaged" in verify.stdout
     gc = trtflow("cache", "gc", "--workspace", workspace, cwd=tmp_path)
@@ -66,7 +79,9 @@ def test_sigkill_mid_step_leaves_no_entry_and_rerun_succeeds(trtflow, tmp_path, 
 
 
 def test_two_concurrent_runs_compute_each_step_once(tmp_path, plugin_env):
-    recipe = write_recipe(tmp_path, SLOW.replace("seconds: 4, size_kb: 400", "seconds: 2, size_kb: 20"))
+    recipe = write_recipe(
+        tmp_path, SLOW.replace("seconds: 4, size_kb: 400", "seconds: 2, size_kb: 20")
+    )
     first = _start(recipe, tmp_path, plugin_env)
     second = _start(recipe, tmp_path, plugin_env)
     outputs = [p.communicate(timeout=120) for p in (first, second)]
@@ -84,7 +99,9 @@ def test_many_concurrent_runs_share_one_out_folder(tmp_path, plugin_env):
     outputs = [run.communicate(timeout=300) for run in runs]
     assert [run.returncode for run in runs] == [0] * 6, outputs
     out = tmp_path / "trtflow-out" / "wide"
-    assert sorted(p.name for p in out.iterdir() if not p.name.endswith(".lock")) == sorted(f"s{i}" for i in range(30))
+    assert sorted(p.name for p in out.iterdir() if not p.name.endswith(".lock")) == sorted(
+        f"s{i}" for i in range(30)
+    )
     assert all((out / f"s{i}" / "out.txt").read_text().startswith(f"t{i}") for i in range(30))
 
 
@@ -111,7 +128,9 @@ def test_run_itself_finds_a_truncated_store_file_and_recomputes(trtflow, tmp_pat
     """No `cache verify` in between: the lookup checks each file's recorded size."""
     recipe = write_recipe(tmp_path, SLOW.replace("seconds: 4, size_kb: 400", "size_kb: 8"))
     assert trtflow("run", recipe, cwd=tmp_path, env=plugin_env).returncode == 0
-    slow_entry = next(e for e in _entries(tmp_path / ".trtflow") if "slow" in (e / "out.txt").read_text()[:10])
+    slow_entry = next(
+        e for e in _entries(tmp_path / ".trtflow") if "slow" in (e / "out.txt").read_text()[:10]
+    )
     (slow_entry / "out.txt").chmod(0o644)
     with open(slow_entry / "out.txt", "r+") as handle:
         handle.truncate(100)
@@ -119,13 +138,20 @@ def test_run_itself_finds_a_truncated_store_file_and_recomputes(trtflow, tmp_pat
     assert rerun.returncode == 0, rerun.stderr
     assert [line.split()[1] for line in ledger_lines(plugin_env)].count("slow") == 2
     assert len((tmp_path / "trtflow-out" / "slow" / "slow" / "out.txt").read_text()) > 100
-    assert trtflow("cache", "verify", "--workspace", tmp_path / ".trtflow", cwd=tmp_path).returncode == 0
+    assert (
+        trtflow("cache", "verify", "--workspace", tmp_path / ".trtflow", cwd=tmp_path).returncode
+        == 0
+    )
 
 
 def test_damaged_entry_is_not_a_hit_even_without_verify(trtflow, tmp_path, plugin_env):
     recipe = write_recipe(tmp_path, SLOW.replace("seconds: 4, size_kb: 400", "size_kb: 8"))
     assert trtflow("run", recipe, cwd=tmp_path, env=plugin_env).returncode == 0
-    quick_entry = next(e for e in _entries(tmp_path / ".trtflow") if (e / "out.txt").read_text().startswith("quick"))
+    quick_entry = next(
+        e
+        for e in _entries(tmp_path / ".trtflow")
+        if (e / "out.txt").read_text().startswith("quick")
+    )
     (quick_entry / "manifest.json").chmod(0o644)
     (quick_entry / "manifest.json").write_text("{ torn")
     rerun = trtflow("run", recipe, cwd=tmp_path, env=plugin_env)
@@ -137,10 +163,15 @@ def test_an_unwritable_workspace_or_out_folder_is_a_usage_error(trtflow, tmp_pat
     recipe = write_recipe(tmp_path, SLOW.replace("seconds: 4, size_kb: 400", "size_kb: 8"))
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    for args, option in ((["--workspace", blocker / "ws"], "--workspace DIR"), (["--out", blocker / "out"], "--out DIR")):
+    for args, option in (
+        (["--workspace", blocker / "ws"], "--workspace DIR"),
+        (["--out", blocker / "out"], "--out DIR"),
+    ):
         result = trtflow("run", recipe, *args, cwd=tmp_path, env=plugin_env)
         assert result.returncode == 2, result.stderr
-        assert f"cannot create {blocker}" in result.stderr and option in result.stderr, result.stderr
+        assert f"cannot create {blocker}" in result.stderr and option in result.stderr, (
+            result.stderr
+        )
         assert "Traceback" not in result.stderr and "internal error" not in result.stderr
     assert ledger_lines(plugin_env) == []
 
@@ -148,7 +179,9 @@ def test_an_unwritable_workspace_or_out_folder_is_a_usage_error(trtflow, tmp_pat
 def test_a_full_disk_fails_the_step_cleanly_and_says_so(trtflow, tmp_path, plugin_env):
     small = tmp_path / "small"
     small.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)], capture_output=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)], capture_output=True
+    )
     if mounted.returncode != 0:
         import pytest
 
@@ -158,9 +191,14 @@ def test_a_full_disk_fails_the_step_cleanly_and_says_so(trtflow, tmp_path, plugi
         workspace = small / "ws"
         result = trtflow("run", recipe, "--workspace", workspace, cwd=tmp_path, env=plugin_env)
         assert result.returncode == 3, result.stdout + result.stderr
-        assert "step `slow`: the disk is full" in result.stderr and f"workspace {workspace}" in result.stderr
+        assert (
+            "step `slow`: the disk is full" in result.stderr
+            and f"workspace {workspace}" in result.stderr
+        )
         assert "Traceback" not in result.stdout + result.stderr
-        assert re.search(r"ran\s+quick", result.stdout) and re.search(r"skipped\s+after", result.stdout)
+        assert re.search(r"ran\s+quick", result.stdout) and re.search(
+            r"skipped\s+after", result.stdout
+        )
         verify = trtflow("cache", "verify", "--workspace", workspace, cwd=tmp_path)
         assert verify.returncode == 0 and "verified 1 entries: 0 damaged" in verify.stdout
         assert not list((workspace / "store" / "tmp").iterdir())

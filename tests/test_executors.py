@@ -14,8 +14,18 @@ from conftest import write_recipe
 from run_compare.models import mlp_chain, save
 from trt.trt_doubles import GENERATIONS, double_env
 
-from trtflow.errors import (BackendUnavailable, ParamError, Problem, RecipeError, RemoteError, ReplayMismatch,
-                            StepError, TensorFileError, TrtflowError, UsageError)
+from trtflow.errors import (
+    BackendUnavailable,
+    ParamError,
+    Problem,
+    RecipeError,
+    RemoteError,
+    ReplayMismatch,
+    StepError,
+    TensorFileError,
+    TrtflowError,
+    UsageError,
+)
 from trtflow.executor.resources import UNKEYABLE_HERE
 from trtflow.graph.svg import GraphvizTimeout
 from trtflow.runners.base import RunnerFailed
@@ -38,8 +48,19 @@ def _run(trtflow, tmp_path: Path, env: dict, *extra: str):
     save(mlp_chain(layers=2), tmp_path / "model.onnx")
     (tmp_path / "src.txt").write_text("source text\n")
     recipe = write_recipe(tmp_path, RECIPE)
-    return trtflow("run", recipe, "--workspace", tmp_path / "ws", "--out", tmp_path / "out", "--jobs", "2", *extra,
-                   cwd=tmp_path, env={**env, "TRTFLOW_PROGRESS_SECONDS": "0"})
+    return trtflow(
+        "run",
+        recipe,
+        "--workspace",
+        tmp_path / "ws",
+        "--out",
+        tmp_path / "out",
+        "--jobs",
+        "2",
+        *extra,
+        cwd=tmp_path,
+        env={**env, "TRTFLOW_PROGRESS_SECONDS": "0"},
+    )
 
 
 def _keys(tmp_path: Path) -> set[str]:
@@ -53,7 +74,9 @@ def _contents(tmp_path: Path, step: str) -> dict[str, bytes | dict]:
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         if path.name == "manifest.json":
             manifest = json.loads(path.read_text())
-            contents[path.name] = {k: v for k, v in manifest.items() if k not in ("created", "seconds")}
+            contents[path.name] = {
+                k: v for k, v in manifest.items() if k not in ("created", "seconds")
+            }
         else:
             contents[path.relative_to(folder).as_posix()] = path.read_bytes()
     return contents
@@ -68,7 +91,9 @@ def _worker_pid(tmp_path: Path) -> int:
     return json.loads((tmp_path / "out" / "pools" / "where" / "values.json").read_text())["pid"]
 
 
-def same_as_threads(trtflow, tmp_path: Path, env: dict, *executor: str) -> tuple[Path, Path, CompletedProcess]:
+def same_as_threads(
+    trtflow, tmp_path: Path, env: dict, *executor: str
+) -> tuple[Path, Path, CompletedProcess]:
     """Run the recipe on threads and with `executor` options in two folders; check that both give the
     same keys and outputs and that the executor ran the steps in other processes. Returns
     (threads folder, executor folder, the executor's run)."""
@@ -95,14 +120,26 @@ def progress_came_before_finish(stdout: str) -> bool:
     return bool(progress and finished and progress[0] < finished[0])
 
 
-def test_a_process_pool_gives_the_keys_and_outputs_of_the_thread_pool(trtflow, tmp_path, plugin_env):
+def test_a_process_pool_gives_the_keys_and_outputs_of_the_thread_pool(
+    trtflow, tmp_path, plugin_env
+):
     threads, processes, _ = same_as_threads(trtflow, tmp_path, plugin_env, "--executor", "process")
-    again = trtflow("run", processes / "recipe.yaml", "--workspace", threads / "ws", "--executor", "process",
-                    cwd=processes, env=plugin_env)
+    again = trtflow(
+        "run",
+        processes / "recipe.yaml",
+        "--workspace",
+        threads / "ws",
+        "--executor",
+        "process",
+        cwd=processes,
+        env=plugin_env,
+    )
     assert again.returncode == 0 and "6 cached" in again.stdout, again.stdout + again.stderr
 
 
-def test_progress_from_worker_processes_reaches_the_display_before_the_step_finishes(trtflow, tmp_path, plugin_env):
+def test_progress_from_worker_processes_reaches_the_display_before_the_step_finishes(
+    trtflow, tmp_path, plugin_env
+):
     result = _run(trtflow, tmp_path, plugin_env, "--executor", "process")
     assert result.returncode == 0, result.stdout + result.stderr
     assert progress_came_before_finish(result.stdout), result.stdout
@@ -125,7 +162,11 @@ def test_a_param_error_in_a_worker_process_points_at_the_param(trtflow, tmp_path
     result = trtflow("run", recipe, "--executor", "process", cwd=tmp_path)
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
-    assert f"{recipe}:8:" in output and "steps.diff.with.results" in output and "is not a results folder" in output
+    assert (
+        f"{recipe}:8:" in output
+        and "steps.diff.with.results" in output
+        and "is not a results folder" in output
+    )
     assert "Traceback" not in output
 
 
@@ -135,13 +176,23 @@ def test_an_unknown_executor_is_a_usage_error(trtflow, tmp_path, plugin_env):
     assert "--executor dask: expected one of thread, process, ray" in result.stderr
 
 
-ERRORS = [TrtflowError("broke"), UsageError("no such step"), ReplayMismatch("made for another model"),
-          RecipeError([Problem("expected a number", "r.yaml", 3, 7, "steps.diff.with.atol"), Problem("second")]),
-          StepError("ran out", step="hunt"), BackendUnavailable("install TensorRT", step="engine"),
-          ParamError("shapes", "x needs 3 dims"), ParamError("runners", "no such provider", within=(1, "providers")),
-          RunnerFailed("fp16", "crashed"), GraphvizTimeout("dot took too long", step="graph"),
-          TensorFileError("feeds.npz: holds pickled objects"), UserCodeError("loader.py:3: feeds() raised KeyError"),
-          RemoteError("remote s3://team/cache: listing entries failed")]
+ERRORS = [
+    TrtflowError("broke"),
+    UsageError("no such step"),
+    ReplayMismatch("made for another model"),
+    RecipeError(
+        [Problem("expected a number", "r.yaml", 3, 7, "steps.diff.with.atol"), Problem("second")]
+    ),
+    StepError("ran out", step="hunt"),
+    BackendUnavailable("install TensorRT", step="engine"),
+    ParamError("shapes", "x needs 3 dims"),
+    ParamError("runners", "no such provider", within=(1, "providers")),
+    RunnerFailed("fp16", "crashed"),
+    GraphvizTimeout("dot took too long", step="graph"),
+    TensorFileError("feeds.npz: holds pickled objects"),
+    UserCodeError("loader.py:3: feeds() raised KeyError"),
+    RemoteError("remote s3://team/cache: listing entries failed"),
+]
 
 
 def _subclasses(cls: type) -> set[type]:
@@ -175,19 +226,33 @@ steps:
 
 
 def _states(output: str) -> dict[str, str]:
-    rows = [[cell.strip() for cell in line.split("│")] for line in output.splitlines() if line.count("│") == 3]
+    rows = [
+        [cell.strip() for cell in line.split("│")]
+        for line in output.splitlines()
+        if line.count("│") == 3
+    ]
     return {row[0]: row[2] for row in rows}
 
 
 def test_status_does_not_guess_keys_made_of_another_machines_gpu(trtflow, tmp_path, plugin_env):
     save(mlp_chain(layers=2), tmp_path / "model.onnx")
     recipe = write_recipe(tmp_path, GPU_RECIPE)
-    assert trtflow("run", recipe, "--only", "model", "--only", "cpu", cwd=tmp_path, env=plugin_env).returncode == 0
+    assert (
+        trtflow(
+            "run", recipe, "--only", "model", "--only", "cpu", cwd=tmp_path, env=plugin_env
+        ).returncode
+        == 0
+    )
     for command in (["status", recipe], ["run", recipe, "--dry-run"]):
         result = trtflow(*command, cwd=tmp_path, env=plugin_env)
         assert result.returncode == 0, result.stdout + result.stderr
-        assert _states(result.stdout) == {"model": "cached", "engine": "unknown", "run": "unknown", "cpu": "cached",
-                                          "pinned": "unknown"}, result.stdout
+        assert _states(result.stdout) == {
+            "model": "cached",
+            "engine": "unknown",
+            "run": "unknown",
+            "cpu": "cached",
+            "pinned": "unknown",
+        }, result.stdout
         assert UNKEYABLE_HERE in " ".join(result.stdout.split())
         assert "needs `engine`, whose key is known only where it runs" in result.stdout
 
@@ -195,17 +260,25 @@ def test_status_does_not_guess_keys_made_of_another_machines_gpu(trtflow, tmp_pa
     gpu_machine["PYTHONPATH"] += f"{os.pathsep}{plugin_env['PYTHONPATH']}"
     result = trtflow("status", recipe, cwd=tmp_path, env={**plugin_env, **gpu_machine})
     assert result.returncode == 0, result.stdout + result.stderr
-    assert _states(result.stdout) == {"model": "cached", "engine": "never run", "run": "never run", "cpu": "cached",
-                                      "pinned": "never run"}, result.stdout
+    assert _states(result.stdout) == {
+        "model": "cached",
+        "engine": "never run",
+        "run": "never run",
+        "cpu": "cached",
+        "pinned": "never run",
+    }, result.stdout
 
 
 def test_resources_are_checked_like_every_recipe_key(trtflow, tmp_path, plugin_env):
-    recipe = write_recipe(tmp_path, """
+    recipe = write_recipe(
+        tmp_path,
+        """
 trtflow: 1
 name: bad
 steps:
   pinned: {uses: test-sleep, resources: {gpus: 1}}
-""")
+""",
+    )
     result = trtflow("validate", recipe, cwd=tmp_path, env=plugin_env)
     assert result.returncode == 2
     assert f"{recipe}:5:" in result.stderr and "gpus" in result.stderr

@@ -25,7 +25,12 @@ def _trials_computed(env: dict) -> list[int]:
 
 
 def _report(tmp_path) -> list[list[str]]:
-    return [line.split() for line in (tmp_path / "trtflow-out" / "search" / "hunt" / "report.txt").read_text().splitlines()]
+    return [
+        line.split()
+        for line in (tmp_path / "trtflow-out" / "search" / "hunt" / "report.txt")
+        .read_text()
+        .splitlines()
+    ]
 
 
 def _kill_after_trials(recipe, tmp_path, env, count: int) -> None:
@@ -53,7 +58,9 @@ def test_killed_search_resumes_without_repeating_trials(trtflow, tmp_path, plugi
     assert {int(index) for index, _, origin in report if origin == "journal"} == finished
     assert [passed for _, passed, _ in report] == [str(i % 2 == 1) for i in range(12)]
     lines = journal.read_text().splitlines()
-    assert all(json.loads(line) for line in lines), "the torn line was cut off, later appends are whole lines"
+    assert all(json.loads(line) for line in lines), (
+        "the torn line was cut off, later appends are whole lines"
+    )
 
 
 def test_raising_the_budget_reuses_the_journal(trtflow, tmp_path, plugin_env):
@@ -68,14 +75,18 @@ def test_replay_export_and_import(trtflow, tmp_path, plugin_env):
     recipe = write_recipe(tmp_path, TRIALS.replace("seconds: 0.25", "seconds: 0"))
     assert trtflow("run", recipe, cwd=tmp_path, env=plugin_env).returncode == 0
     replay = tmp_path / "hunt.replay.json"
-    exported = trtflow("replay", "export", recipe, "hunt", "-o", replay, cwd=tmp_path, env=plugin_env)
+    exported = trtflow(
+        "replay", "export", recipe, "hunt", "-o", replay, cwd=tmp_path, env=plugin_env
+    )
     assert exported.returncode == 0 and "wrote 12 trials" in exported.stdout
     content = json.loads(replay.read_text())
     assert content["made_from"]["params"]["trials"] == 12 and len(content["trials"]) == 12
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    replayed = write_recipe(elsewhere, TRIALS.replace("seconds: 0.25", f"seconds: 0, replay: {replay}"))
+    replayed = write_recipe(
+        elsewhere, TRIALS.replace("seconds: 0.25", f"seconds: 0, replay: {replay}")
+    )
     before = len(_trials_computed(plugin_env))
     result = trtflow("run", replayed, cwd=elsewhere, env=plugin_env)
     assert result.returncode == 0, result.stderr
@@ -87,9 +98,17 @@ def test_replay_made_for_other_inputs_is_refused(trtflow, tmp_path, plugin_env):
     recipe = write_recipe(tmp_path, TRIALS.replace("seconds: 0.25", "seconds: 0"))
     assert trtflow("run", recipe, cwd=tmp_path, env=plugin_env).returncode == 0
     replay = tmp_path / "hunt.replay.json"
-    assert trtflow("replay", "export", recipe, "hunt", "-o", replay, cwd=tmp_path, env=plugin_env).returncode == 0
-    other = write_recipe(tmp_path, TRIALS.replace("trials: 12, seconds: 0.25", f"trials: 7, seconds: 0, replay: {replay}"),
-                         "other.yaml")
+    assert (
+        trtflow(
+            "replay", "export", recipe, "hunt", "-o", replay, cwd=tmp_path, env=plugin_env
+        ).returncode
+        == 0
+    )
+    other = write_recipe(
+        tmp_path,
+        TRIALS.replace("trials: 12, seconds: 0.25", f"trials: 7, seconds: 0, replay: {replay}"),
+        "other.yaml",
+    )
     result = trtflow("run", other, cwd=tmp_path, env=plugin_env)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "was made for other inputs" in result.stderr and "with.trials: 12 -> 7" in result.stderr
@@ -98,7 +117,9 @@ def test_replay_made_for_other_inputs_is_refused(trtflow, tmp_path, plugin_env):
 
 def test_replay_export_of_a_step_without_journal_is_a_usage_error(trtflow, tmp_path, plugin_env):
     recipe = write_recipe(tmp_path, "trtflow: 1\nname: plain\nsteps:\n  s: {uses: test-sleep}\n")
-    result = trtflow("replay", "export", recipe, "s", "-o", tmp_path / "r.json", cwd=tmp_path, env=plugin_env)
+    result = trtflow(
+        "replay", "export", recipe, "s", "-o", tmp_path / "r.json", cwd=tmp_path, env=plugin_env
+    )
     assert result.returncode == 2 and "keeps no trial journal" in result.stderr
 
 
@@ -117,7 +138,9 @@ def test_journal_lines_are_flushed_per_trial(trtflow, tmp_path, plugin_env):
         process.wait()
 
 
-def test_a_search_with_a_remote_resumes_from_its_journal_in_another_workspace(trtflow, tmp_path, plugin_env):
+def test_a_search_with_a_remote_resumes_from_its_journal_in_another_workspace(
+    trtflow, tmp_path, plugin_env
+):
     """A node lost mid-search: its trials were copied to the remote one by one, and a fresh workspace
     sharing the remote answers them from that copy instead of computing them again."""
     remote = tmp_path / "remote"
@@ -135,6 +158,10 @@ def test_a_search_with_a_remote_resumes_from_its_journal_in_another_workspace(tr
 
     result = trtflow("run", write_recipe(other, TRIALS), cwd=other, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert not finished & set(_trials_computed(env)[started_before_kill:]), "a trial on the remote is not redone"
+    assert not finished & set(_trials_computed(env)[started_before_kill:]), (
+        "a trial on the remote is not redone"
+    )
     assert {int(index) for index, _, origin in _report(other) if origin == "journal"} == finished
-    assert len(copy.read_text().splitlines()) == 13  # the header and every trial, the resumed ones too
+    assert (
+        len(copy.read_text().splitlines()) == 13
+    )  # the header and every trial, the resumed ones too

@@ -90,8 +90,12 @@ def _refusal(importer: str, imported: str) -> str | None:
     """Why `importer` may not import `imported` (both trtflow modules), or None when it may."""
     source, target = _unit(importer), _unit(imported)
     if source == "steps" and target == "steps":
-        if importer in STEP_SHARED or imported in STEP_SHARED or importer == "trtflow.steps" \
-                or imported == "trtflow.steps":
+        if (
+            importer in STEP_SHARED
+            or imported in STEP_SHARED
+            or importer == "trtflow.steps"
+            or imported == "trtflow.steps"
+        ):
             return None
         return "a step never imports another step: move what they share to the layer it belongs in"
     if source == target:
@@ -99,11 +103,16 @@ def _refusal(importer: str, imported: str) -> str | None:
     if source == "executor" and _layer(target) == "bottom":
         return "the executor does not know model formats: a step's outputs and params declare their files"
     if source == "executor" and target == "steps":
-        return None if imported in STEP_SHARED | {"trtflow.steps"} else \
-            "the executor knows steps only through steps.base and steps.registry"
+        return (
+            None
+            if imported in STEP_SHARED | {"trtflow.steps"}
+            else "the executor knows steps only through steps.base and steps.registry"
+        )
     if RANK[target] < RANK[source]:
         return None
-    if RANK[target] == RANK[source] and target in SIDEWAYS.get(source, SIDEWAYS.get(_layer(source), set())):
+    if RANK[target] == RANK[source] and target in SIDEWAYS.get(
+        source, SIDEWAYS.get(_layer(source), set())
+    ):
         return None
     return f"{_layer(source)} ({source}) may not import {_layer(target)} ({target})"
 
@@ -120,7 +129,9 @@ def test_imports_point_one_way():
                 continue
             reason = _refusal(module, imported)
             if reason:
-                violations.append(f"{path.relative_to(PACKAGE.parent)}:{line}: imports {imported}: {reason}")
+                violations.append(
+                    f"{path.relative_to(PACKAGE.parent)}:{line}: imports {imported}: {reason}"
+                )
     violations = list(dict.fromkeys(violations))  # `from m import a, b` is one import
     assert violations == [], "\n".join(violations)
 
@@ -134,13 +145,22 @@ def test_executor_knows_no_model_format(module):
     which files belong to an output is declared by the output (`Output.companions`)."""
     path = MODULES[module]
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                  and node.body and isinstance(node.body[0], ast.Expr)}
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+    }
     heavy = [imported for _, imported in _imports(module, path) if imported.split(".")[0] in HEAVY]
-    rules = [node.value for node in ast.walk(tree)
-             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
-             and (".onnx" in node.value or ".data" in node.value)]
+    rules = [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+        and (".onnx" in node.value or ".data" in node.value)
+    ]
     assert (heavy, rules) == ([], [])
 
 
@@ -153,5 +173,7 @@ def test_the_checker_sees_lazy_and_sideways_imports():
     assert _refusal("trtflow.graph.overlay", "trtflow.steps.base")
     assert _refusal("trtflow.onnxmodel.files", "trtflow.tensors.catalog")
     assert _refusal("trtflow.runners.emulated", "trtflow.precision.emulate") is None
-    lazy = [imported for _, imported in _imports("trtflow.steps.load", MODULES["trtflow.steps.load"])]
+    lazy = [
+        imported for _, imported in _imports("trtflow.steps.load", MODULES["trtflow.steps.load"])
+    ]
     assert "onnx" in lazy  # imported inside a function only

@@ -9,10 +9,19 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO, run_cli
 
-HEAVY = ("onnx", "onnxruntime", "tensorrt", "onnx_graphsurgeon", "torch", "numpy", "fsspec", "s3fs", "ray")
+HEAVY = (
+    "onnx",
+    "onnxruntime",
+    "tensorrt",
+    "onnx_graphsurgeon",
+    "torch",
+    "numpy",
+    "fsspec",
+    "s3fs",
+    "ray",
+)
 QUICKSTART = REPO / "pipelines" / "quickstart.yaml"
 
 PROBE = """
@@ -29,14 +38,25 @@ print("HEAVY=" + json.dumps(sorted(m for m in {heavy} if m in sys.modules)))
 
 def _heavy_modules_after(*args: str, cwd) -> list[str]:
     code = PROBE.format(heavy=repr(HEAVY))
-    result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd)
+    result = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd
+    )
     assert "EXIT=0" in result.stdout, result.stdout + result.stderr
     line = next(line for line in result.stdout.splitlines() if line.startswith("HEAVY="))
-    return json.loads(line[len("HEAVY="):])
+    return json.loads(line[len("HEAVY=") :])
 
 
-@pytest.mark.parametrize("args", [["--help"], ["validate", str(QUICKSTART)], ["dag", str(QUICKSTART)],
-                                  ["status", str(QUICKSTART)], ["steps"], ["schema"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["validate", str(QUICKSTART)],
+        ["dag", str(QUICKSTART)],
+        ["status", str(QUICKSTART)],
+        ["steps"],
+        ["schema"],
+    ],
+)
 def test_light_commands_do_not_import_frameworks(args, tmp_path):
     extra = ["--workspace", str(tmp_path / "ws")] if args[0] == "status" else []
     assert _heavy_modules_after(*args, *extra, cwd=tmp_path) == []
@@ -44,7 +64,19 @@ def test_light_commands_do_not_import_frameworks(args, tmp_path):
 
 def test_fully_cached_run_does_not_import_frameworks(tmp_path):
     workspace = str(tmp_path / "ws")
-    first = run_cli("run", QUICKSTART, "--workspace", workspace, "--out", tmp_path / "out", cwd=tmp_path)
+    first = run_cli(
+        "run", QUICKSTART, "--workspace", workspace, "--out", tmp_path / "out", cwd=tmp_path
+    )
     assert first.returncode == 0, first.stderr
-    assert _heavy_modules_after("run", str(QUICKSTART), "--workspace", workspace, "--out", str(tmp_path / "out"),
-                                cwd=tmp_path) == []
+    assert (
+        _heavy_modules_after(
+            "run",
+            str(QUICKSTART),
+            "--workspace",
+            workspace,
+            "--out",
+            str(tmp_path / "out"),
+            cwd=tmp_path,
+        )
+        == []
+    )

@@ -28,4 +28,6 @@ def test_publish_replaces_what_was_there(tmp_path, before):
         folder.mkdir()
     publish(_entry(tmp_path, "newer"), folder)
     assert folder.is_symlink() and (folder / "out.txt").read_text() == "newer"
-    assert sorted(p.name for p in folder.parent.iterdir() if not p.name.endswith(".lock")) == ["step"]
+    assert sorted(p.name for p in folder.parent.iterdir() if not p.name.endswith(".lock")) == [
+        "step"
+    ]

@@ -11,9 +11,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
-
 from conftest import REPO, write_recipe
+from onnx import TensorProto, helper, numpy_helper
 
 FLOAT32_MIN = float(np.finfo(np.float32).min)
 
@@ -21,32 +20,67 @@ FLOAT32_MIN = float(np.finfo(np.float32).min)
 def _faulty_model() -> onnx.ModelProto:
     """Attention-style masking with a float32-min constant, a BatchNormalization whose variance
     overflows FP16, unnamed nodes, a dynamic batch and an If subgraph."""
-    mask = numpy_helper.from_array(np.array([0.0, FLOAT32_MIN, 0.0, FLOAT32_MIN], np.float32), "attn.mask")
+    mask = numpy_helper.from_array(
+        np.array([0.0, FLOAT32_MIN, 0.0, FLOAT32_MIN], np.float32), "attn.mask"
+    )
     scale = numpy_helper.from_array(np.ones(4, np.float32), "bn.scale")
     bias = numpy_helper.from_array(np.zeros(4, np.float32), "bn.bias")
     mean = numpy_helper.from_array(np.zeros(4, np.float32), "bn.mean")
     variance = numpy_helper.from_array(np.array([1.0, 1e7, 2.0, 3.0], np.float32), "bn.var")
     tiny = numpy_helper.from_array(np.array(1e-9, np.float32), "tiny")
-    then_branch = helper.make_graph([helper.make_node("Relu", ["masked"], ["relu_out"])], "then", [],
-                                    [helper.make_tensor_value_info("relu_out", TensorProto.FLOAT, ["batch", 4])])
-    else_branch = helper.make_graph([helper.make_node("Neg", ["masked"], ["neg_out"])], "else", [],
-                                    [helper.make_tensor_value_info("neg_out", TensorProto.FLOAT, ["batch", 4])])
+    then_branch = helper.make_graph(
+        [helper.make_node("Relu", ["masked"], ["relu_out"])],
+        "then",
+        [],
+        [helper.make_tensor_value_info("relu_out", TensorProto.FLOAT, ["batch", 4])],
+    )
+    else_branch = helper.make_graph(
+        [helper.make_node("Neg", ["masked"], ["neg_out"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("neg_out", TensorProto.FLOAT, ["batch", 4])],
+    )
     nodes = [
         helper.make_node("Add", ["scores", "attn.mask"], ["masked"]),  # unnamed
         helper.make_node("Add", ["masked", "tiny"], ["shifted"], name="shift"),
         helper.make_node("Unsqueeze", ["shifted", "axes"], ["as_image"]),
-        helper.make_node("BatchNormalization", ["as_image", "bn.scale", "bn.bias", "bn.mean", "bn.var"], ["bn_out"], name="bn"),
+        helper.make_node(
+            "BatchNormalization",
+            ["as_image", "bn.scale", "bn.bias", "bn.mean", "bn.var"],
+            ["bn_out"],
+            name="bn",
+        ),
         helper.make_node("ReduceSum", ["scores"], ["total"], keepdims=0),
         helper.make_node("Greater", ["total", "zero"], ["positive"]),
-        helper.make_node("If", ["positive"], ["branch_out"], name="branch", then_branch=then_branch, else_branch=else_branch),
+        helper.make_node(
+            "If",
+            ["positive"],
+            ["branch_out"],
+            name="branch",
+            then_branch=then_branch,
+            else_branch=else_branch,
+        ),
     ]
-    initializers = [mask, scale, bias, mean, variance, tiny,
-                    numpy_helper.from_array(np.array([2, 3], np.int64), "axes"),
-                    numpy_helper.from_array(np.array(0.0, np.float32), "zero")]
-    graph = helper.make_graph(nodes, "faulty", [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", 4])],
-                              [helper.make_tensor_value_info("bn_out", TensorProto.FLOAT, ["batch", 4, 1, 1]),
-                               helper.make_tensor_value_info("branch_out", TensorProto.FLOAT, ["batch", 4])],
-                              initializer=initializers)
+    initializers = [
+        mask,
+        scale,
+        bias,
+        mean,
+        variance,
+        tiny,
+        numpy_helper.from_array(np.array([2, 3], np.int64), "axes"),
+        numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "faulty",
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", 4])],
+        [
+            helper.make_tensor_value_info("bn_out", TensorProto.FLOAT, ["batch", 4, 1, 1]),
+            helper.make_tensor_value_info("branch_out", TensorProto.FLOAT, ["batch", 4]),
+        ],
+        initializer=initializers,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model
@@ -64,7 +98,9 @@ steps:
 
 def _run(trtflow, folder: Path, recipe_text: str):
     recipe = write_recipe(folder, recipe_text)
-    return trtflow("run", recipe, "--out", folder / "out", cwd=folder), folder / "out" / "loading" / "model"
+    return trtflow(
+        "run", recipe, "--out", folder / "out", cwd=folder
+    ), folder / "out" / "loading" / "model"
 
 
 def test_summary_names_the_constants_fp16_and_bf16_cannot_hold(trtflow, tmp_path):
@@ -73,30 +109,52 @@ def test_summary_names_the_constants_fp16_and_bf16_cannot_hold(trtflow, tmp_path
     assert result.returncode == 0, result.stderr
     summary = json.loads((out / "summary.json").read_text())
     fp16 = {entry["tensor"]: entry for entry in summary["out_of_range"]["fp16"]}
-    assert fp16["attn.mask"]["overflow"] == 2 and fp16["attn.mask"]["consumers"] == [{"name": "masked", "op": "Add"}]
-    assert fp16["bn.var"]["overflow"] == 1 and fp16["bn.var"]["consumers"] == [{"name": "bn", "op": "BatchNormalization"}]
+    assert fp16["attn.mask"]["overflow"] == 2 and fp16["attn.mask"]["consumers"] == [
+        {"name": "masked", "op": "Add"}
+    ]
+    assert fp16["bn.var"]["overflow"] == 1 and fp16["bn.var"]["consumers"] == [
+        {"name": "bn", "op": "BatchNormalization"}
+    ]
     assert fp16["tiny"]["underflow"] == 1
     bf16 = {entry["tensor"]: entry for entry in summary["out_of_range"]["bf16"]}
     assert set(bf16) == {"attn.mask"}, "BF16 holds 1e7 and 1e-9 but rounds float32-min to -inf"
-    converters = summary["out_of_range_converters"]["fp16"]  # what a user's converter makes of those values
-    assert converters["TensorRT weakly typed FP16 build"].startswith("±inf past ±65504 (its builder warns)")
+    converters = summary["out_of_range_converters"][
+        "fp16"
+    ]  # what a user's converter makes of those values
+    assert converters["TensorRT weakly typed FP16 build"].startswith(
+        "±inf past ±65504 (its builder warns)"
+    )
     assert converters["onnxconverter-common / ModelOpt AutoCast"] == "clamp to ±65504"
     assert summary["inputs"] == [{"name": "scores", "dtype": "float32", "shape": [3, 4]}]
     assert summary["subgraphs"] == 2 and summary["op_histogram"]["If"] == 1
-    assert summary["renamed_nodes"] == {"masked": "", "as_image": "", "total": "", "positive": "",
-                                        "relu_out": "", "neg_out": ""}
+    assert summary["renamed_nodes"] == {
+        "masked": "",
+        "as_image": "",
+        "total": "",
+        "positive": "",
+        "relu_out": "",
+        "neg_out": "",
+    }
     model = onnx.load(str(out / "model.onnx"))
     names = [node.name for node in model.graph.node]
     assert "" not in names and len(set(names)) == len(names)
     assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_value == 3
     inferred = {info.name for info in model.graph.value_info}
-    assert {"masked", "shifted", "as_image"} <= inferred, "shape inference gave intermediate tensors types"
+    assert {"masked", "shifted", "as_image"} <= inferred, (
+        "shape inference gave intermediate tensors types"
+    )
 
 
 def test_model_with_external_data(trtflow, tmp_path):
     model = _faulty_model()
-    onnx.save_model(model, str(tmp_path / "ext.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
-                    location="ext.weights", size_threshold=0)
+    onnx.save_model(
+        model,
+        str(tmp_path / "ext.onnx"),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location="ext.weights",
+        size_threshold=0,
+    )
     assert (tmp_path / "ext.weights").exists()
     result, out = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "ext.onnx"))
     assert result.returncode == 0, result.stderr
@@ -110,25 +168,43 @@ def test_a_model_with_large_weights_is_stored_with_them_external(trtflow, tmp_pa
     steps that only read the graph (taps, the FP32 session, drawing) do not parse them."""
     width, layers = 1024, 24  # 96 MB of weights
     rng = np.random.default_rng(0)
-    weights = [numpy_helper.from_array(rng.normal(0, 0.03, (width, width)).astype(np.float32), f"w{i}")
-               for i in range(layers)]
-    nodes = [helper.make_node("MatMul", [f"h{i}" if i else "x", f"w{i}"], [f"h{i + 1}"]) for i in range(layers)]
-    graph = helper.make_graph(nodes, "big", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, width])],
-                              [helper.make_tensor_value_info(f"h{layers}", TensorProto.FLOAT, [2, width])], weights)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "big.onnx"))
+    weights = [
+        numpy_helper.from_array(rng.normal(0, 0.03, (width, width)).astype(np.float32), f"w{i}")
+        for i in range(layers)
+    ]
+    nodes = [
+        helper.make_node("MatMul", [f"h{i}" if i else "x", f"w{i}"], [f"h{i + 1}"])
+        for i in range(layers)
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "big",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, width])],
+        [helper.make_tensor_value_info(f"h{layers}", TensorProto.FLOAT, [2, width])],
+        weights,
+    )
+    onnx.save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+        str(tmp_path / "big.onnx"),
+    )
     steps = """
   taps: {uses: surgeon-insert-tap, with: {model: "${steps.model.model}"}}
   run:
     uses: run-runners
     with: {model: "${steps.taps.model}", runners: [{name: fp32, backend: onnxruntime}]}
 """
-    result, out = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "big.onnx").replace(", shapes: {scores: [3, 4]}", "")
-                       + steps)
+    result, out = _run(
+        trtflow,
+        tmp_path,
+        RECIPE.replace("MODEL", "big.onnx").replace(", shapes: {scores: [3, 4]}", "") + steps,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     for step in ("model", "taps"):
         stored = out.parent / step / "model.onnx"
         assert stored.stat().st_size < 1 << 20 and (out.parent / step / "model.onnx.data").exists()
-        assert len(onnx.load(str(stored)).graph.initializer) == layers  # weights found through the out link
+        assert (
+            len(onnx.load(str(stored)).graph.initializer) == layers
+        )  # weights found through the out link
     from trtflow.tensors.tensor_set import TensorSet
 
     results = TensorSet.open(out.parent / "run" / "results")
@@ -137,14 +213,22 @@ def test_a_model_with_large_weights_is_stored_with_them_external(trtflow, tmp_pa
 
 def test_editing_external_weights_invalidates_the_model(trtflow, tmp_path):
     """The weights in `ext.weights` are part of `ext.onnx`: changing only them re-runs `load`."""
-    onnx.save_model(_faulty_model(), str(tmp_path / "ext.onnx"), save_as_external_data=True,
-                    all_tensors_to_one_file=True, location="ext.weights", size_threshold=0)
+    onnx.save_model(
+        _faulty_model(),
+        str(tmp_path / "ext.onnx"),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location="ext.weights",
+        size_threshold=0,
+    )
     result, out = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "ext.onnx"))
     assert result.returncode == 0, result.stderr
     headers = onnx.load(str(tmp_path / "ext.onnx"), load_external_data=False)
     variance = next(t for t in headers.graph.initializer if t.name == "bn.var")
     offset = int(next(entry.value for entry in variance.external_data if entry.key == "offset"))
-    with open(tmp_path / "ext.weights", "r+b") as weights:  # retrain one weight, leave ext.onnx as it is
+    with open(
+        tmp_path / "ext.weights", "r+b"
+    ) as weights:  # retrain one weight, leave ext.onnx as it is
         weights.seek(offset + 4)
         weights.write(np.float32(5.0).tobytes())
     status = trtflow("status", tmp_path / "recipe.yaml", cwd=tmp_path)
@@ -160,7 +244,11 @@ def test_editing_external_weights_invalidates_the_model(trtflow, tmp_path):
 
 def test_unknown_input_in_shapes_is_a_located_usage_error(trtflow, tmp_path):
     onnx.save(_faulty_model(), str(tmp_path / "faulty.onnx"))
-    result, _ = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "faulty.onnx").replace("scores: [3, 4]", "score: [3, 4]"))
+    result, _ = _run(
+        trtflow,
+        tmp_path,
+        RECIPE.replace("MODEL", "faulty.onnx").replace("scores: [3, 4]", "score: [3, 4]"),
+    )
     assert result.returncode == 2, result.stderr
     assert "recipe.yaml:7:" in result.stderr and "steps.model.with.shapes" in result.stderr
     assert "no input `score`; inputs: scores" in result.stderr
@@ -169,37 +257,60 @@ def test_unknown_input_in_shapes_is_a_located_usage_error(trtflow, tmp_path):
 def _cut_before(whole: bytes, field: str) -> bytes:
     """`whole` cut where `field` (and every field after it) starts: a truncation protobuf still parses."""
     head = onnx.load_model_from_string(whole)
-    for name in ("graph", "opset_import")[("graph", "opset_import").index(field):]:
+    for name in ("graph", "opset_import")[("graph", "opset_import").index(field) :]:
         head.ClearField(name)
     assert whole.startswith(head.SerializeToString())
-    return whole[:head.ByteSize()]
+    return whole[: head.ByteSize()]
 
 
-@pytest.mark.parametrize("content", ["junk", "truncated", "cut-before-graph", "cut-before-opset", "text"])
+@pytest.mark.parametrize(
+    "content", ["junk", "truncated", "cut-before-graph", "cut-before-opset", "text"]
+)
 @pytest.mark.parametrize("check", ["true", "false"])
 def test_invalid_model_file_is_a_clear_error(trtflow, tmp_path, content, check):
     whole = (REPO / "pipelines" / "models" / "overflow_demo.onnx").read_bytes()
-    (tmp_path / "junk.onnx").write_bytes({"junk": b"\x08\x07this is not protobuf" * 20, "truncated": whole[:3000],
-                                          "cut-before-graph": _cut_before(whole, "graph"),
-                                          "cut-before-opset": _cut_before(whole, "opset_import"),
-                                          "text": b"hello world\n"}[content])
-    result, _ = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "junk.onnx").replace("shapes:", f"check: {check}, shapes:"))
+    (tmp_path / "junk.onnx").write_bytes(
+        {
+            "junk": b"\x08\x07this is not protobuf" * 20,
+            "truncated": whole[:3000],
+            "cut-before-graph": _cut_before(whole, "graph"),
+            "cut-before-opset": _cut_before(whole, "opset_import"),
+            "text": b"hello world\n",
+        }[content]
+    )
+    result, _ = _run(
+        trtflow,
+        tmp_path,
+        RECIPE.replace("MODEL", "junk.onnx").replace("shapes:", f"check: {check}, shapes:"),
+    )
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "recipe.yaml:7:" in result.stderr and "steps.model.with.path" in result.stderr, result.stderr
+    assert "recipe.yaml:7:" in result.stderr and "steps.model.with.path" in result.stderr, (
+        result.stderr
+    )
     assert "junk.onnx: not an ONNX model, or a truncated one" in result.stderr, result.stderr
-    assert "check: false" not in result.stderr and "Traceback" not in result.stderr  # no advice that cannot help
+    assert (
+        "check: false" not in result.stderr and "Traceback" not in result.stderr
+    )  # no advice that cannot help
     assert not list((tmp_path / ".trtflow" / "store").glob("??/*"))
 
 
 @pytest.mark.parametrize("special", ["fifo", "device", "fifo-as-external-data"])
 def test_a_fifo_or_a_device_is_refused_before_anything_reads_it(trtflow, tmp_path, special):
     """Hashing a FIFO for the cache key waited for a writer forever, `/dev/zero` never ended."""
-    path = {"fifo": "pipe.onnx", "device": "/dev/zero", "fifo-as-external-data": "ext.onnx"}[special]
+    path = {"fifo": "pipe.onnx", "device": "/dev/zero", "fifo-as-external-data": "ext.onnx"}[
+        special
+    ]
     if special == "fifo":
         os.mkfifo(tmp_path / "pipe.onnx")
     elif special == "fifo-as-external-data":
-        onnx.save_model(_faulty_model(), str(tmp_path / "ext.onnx"), save_as_external_data=True,
-                        all_tensors_to_one_file=True, location="ext.weights", size_threshold=0)
+        onnx.save_model(
+            _faulty_model(),
+            str(tmp_path / "ext.onnx"),
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location="ext.weights",
+            size_threshold=0,
+        )
         (tmp_path / "ext.weights").unlink()
         os.mkfifo(tmp_path / "ext.weights")
     recipe = write_recipe(tmp_path, RECIPE.replace("MODEL", path))
@@ -209,7 +320,9 @@ def test_a_fifo_or_a_device_is_refused_before_anything_reads_it(trtflow, tmp_pat
     if special == "fifo-as-external-data":
         assert "ext.weights is not a regular file" in result.stderr, result.stderr
     else:
-        assert "recipe.yaml:7:" in result.stderr and "steps.model.with.path" in result.stderr, result.stderr
+        assert "recipe.yaml:7:" in result.stderr and "steps.model.with.path" in result.stderr, (
+            result.stderr
+        )
 
 
 @pytest.mark.parametrize("variant", ["absolute", "parent", "symlink"])
@@ -217,10 +330,19 @@ def test_external_data_outside_the_model_folder_is_refused_in_our_words(trtflow,
     """onnx refuses such data (good) with a raw ValidationError, which surfaced as exit 3."""
     (tmp_path / "models").mkdir()
     (tmp_path / "elsewhere").mkdir()
-    onnx.save_model(_faulty_model(), str(tmp_path / "elsewhere" / "faulty.onnx"), save_as_external_data=True,
-                    all_tensors_to_one_file=True, location="weights.bin", size_threshold=0)
-    location = {"absolute": str(tmp_path / "elsewhere" / "weights.bin"), "parent": "../elsewhere/weights.bin",
-                "symlink": "weights.bin"}[variant]
+    onnx.save_model(
+        _faulty_model(),
+        str(tmp_path / "elsewhere" / "faulty.onnx"),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location="weights.bin",
+        size_threshold=0,
+    )
+    location = {
+        "absolute": str(tmp_path / "elsewhere" / "weights.bin"),
+        "parent": "../elsewhere/weights.bin",
+        "symlink": "weights.bin",
+    }[variant]
     if variant == "symlink":
         (tmp_path / "models" / "weights.bin").symlink_to(tmp_path / "elsewhere" / "weights.bin")
     model = onnx.load(str(tmp_path / "elsewhere" / "faulty.onnx"), load_external_data=False)
@@ -231,16 +353,27 @@ def test_external_data_outside_the_model_folder_is_refused_in_our_words(trtflow,
     onnx.save(model, str(tmp_path / "models" / "faulty.onnx"))
     result, _ = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "models/faulty.onnx"))
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "recipe.yaml:7:" in result.stderr and "steps.model.with.path" in result.stderr, result.stderr
-    why = {"absolute": "which is an absolute path", "parent": "which climbs out of the model's folder",
-           "symlink": "which is a symbolic link"}[variant]
-    assert f"tensor `attn.mask` keeps its weights in `{location}`, {why}" in result.stderr, result.stderr
+    assert "recipe.yaml:7:" in result.stderr and "steps.model.with.path" in result.stderr, (
+        result.stderr
+    )
+    why = {
+        "absolute": "which is an absolute path",
+        "parent": "which climbs out of the model's folder",
+        "symlink": "which is a symbolic link",
+    }[variant]
+    assert f"tensor `attn.mask` keeps its weights in `{location}`, {why}" in result.stderr, (
+        result.stderr
+    )
     assert "ValidationError" not in result.stderr and "Traceback" not in result.stderr
 
 
 def test_engine_file_passes_through(trtflow, tmp_path):
     (tmp_path / "model.plan").write_bytes(b"serialized engine bytes")
-    result, out = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "model.plan").replace(", shapes: {scores: [3, 4]}", ""))
+    result, out = _run(
+        trtflow,
+        tmp_path,
+        RECIPE.replace("MODEL", "model.plan").replace(", shapes: {scores: [3, 4]}", ""),
+    )
     assert result.returncode == 0, result.stderr
     assert (out / "engine.engine").read_bytes() == b"serialized engine bytes"
     assert json.loads((out / "values.json").read_text())["kind"] == "engine"
@@ -249,9 +382,18 @@ def test_engine_file_passes_through(trtflow, tmp_path):
 
 def test_quickstart_summary_flags_nothing_for_fp16_constants(trtflow, tmp_path):
     """The demo model's fault is in activations, not constants: the summary must not cry wolf."""
-    shutil.copytree(REPO / "pipelines", tmp_path / "pipelines", ignore=shutil.ignore_patterns(".trtflow"))
-    result = trtflow("run", tmp_path / "pipelines" / "quickstart.yaml", "--only", "model", "--out", tmp_path / "out",
-                     cwd=tmp_path)
+    shutil.copytree(
+        REPO / "pipelines", tmp_path / "pipelines", ignore=shutil.ignore_patterns(".trtflow")
+    )
+    result = trtflow(
+        "run",
+        tmp_path / "pipelines" / "quickstart.yaml",
+        "--only",
+        "model",
+        "--out",
+        tmp_path / "out",
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "out" / "quickstart" / "model" / "summary.json").read_text())
     assert summary["out_of_range"]["fp16"] == [] and summary["nodes"] == 18
@@ -261,7 +403,11 @@ def test_quickstart_summary_flags_nothing_for_fp16_constants(trtflow, tmp_path):
 @pytest.mark.parametrize("check", ["true", "full"])
 def test_checker_modes(trtflow, tmp_path, check):
     onnx.save(_faulty_model(), str(tmp_path / "faulty.onnx"))
-    result, _ = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "faulty.onnx").replace("shapes:", f"check: {check}, shapes:"))
+    result, _ = _run(
+        trtflow,
+        tmp_path,
+        RECIPE.replace("MODEL", "faulty.onnx").replace("shapes:", f"check: {check}, shapes:"),
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -270,28 +416,57 @@ def test_lost_values_counts_exactly_at_the_edges_of_the_format():
     from trtflow.onnxmodel.formats import FORMATS
     from trtflow.precision.ranges import lost_values
 
-    in_range = np.array([65504.0, -65519.0, 2.0**-24, -2.0**-24 * 0.51], np.float32)  # round to ±max / min subnormal
-    lost = np.array([65520.0, 2.0**-26, 1.0, 0.0], np.float32)  # +inf, flushed to zero, fine, zero stays zero
-    model = helper.make_model(helper.make_graph(
-        [helper.make_node("Add", ["in_range", "lost"], ["y"], name="add")], "edges", [],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
-        initializer=[numpy_helper.from_array(in_range, "in_range"), numpy_helper.from_array(lost, "lost")]))
+    in_range = np.array(
+        [65504.0, -65519.0, 2.0**-24, -(2.0**-24) * 0.51], np.float32
+    )  # round to ±max / min subnormal
+    lost = np.array(
+        [65520.0, 2.0**-26, 1.0, 0.0], np.float32
+    )  # +inf, flushed to zero, fine, zero stays zero
+    model = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("Add", ["in_range", "lost"], ["y"], name="add")],
+            "edges",
+            [],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+            initializer=[
+                numpy_helper.from_array(in_range, "in_range"),
+                numpy_helper.from_array(lost, "lost"),
+            ],
+        )
+    )
     [found] = lost_values(model, FORMATS["fp16"])
     assert (found.tensor, found.overflow, found.underflow) == ("lost", 1, 1)
     assert lost_values(model, FORMATS["bf16"]) == []
 
 
-def test_a_model_the_checker_rejects_is_a_located_error_and_check_false_loads_it_anyway(trtflow, tmp_path):
+def test_a_model_the_checker_rejects_is_a_located_error_and_check_false_loads_it_anyway(
+    trtflow, tmp_path
+):
     """A node reading a tensor nothing produces: protobuf parses the file, onnx.checker refuses it."""
-    graph = helper.make_graph([helper.make_node("Add", ["scores", "nowhere"], ["y"], name="add")], "dangling",
-                              [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [3, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "dangling.onnx"))
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["scores", "nowhere"], ["y"], name="add")],
+        "dangling",
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
+    )
+    onnx.save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+        str(tmp_path / "dangling.onnx"),
+    )
     result, out = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "dangling.onnx"))
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "steps.model.with.path" in result.stderr and "dangling.onnx: not a valid ONNX model" in result.stderr
+    assert (
+        "steps.model.with.path" in result.stderr
+        and "dangling.onnx: not a valid ONNX model" in result.stderr
+    )
     assert "nowhere" in result.stderr and "set `check: false`" in result.stderr, result.stderr
     assert not out.exists()
-    loaded, out = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "dangling.onnx").replace("shapes:", "check: false, shapes:"))
-    assert loaded.returncode == 0, loaded.stderr  # ONNX Runtime refuses the file too: load keeps what it wrote
+    loaded, out = _run(
+        trtflow,
+        tmp_path,
+        RECIPE.replace("MODEL", "dangling.onnx").replace("shapes:", "check: false, shapes:"),
+    )
+    assert loaded.returncode == 0, (
+        loaded.stderr
+    )  # ONNX Runtime refuses the file too: load keeps what it wrote
     assert (out / "model.onnx").is_file()

@@ -10,13 +10,13 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pytest
-
 from conftest import ledger_lines, run_cli, write_recipe
+
 from trtflow.executor.hashing import list_files
 
 RECIPE = """
@@ -49,8 +49,11 @@ def moto_endpoint():
     pytest.importorskip("moto.server", reason="pip install 'trtflow[test]' (moto[server])")
     pytest.importorskip("s3fs", reason="pip install 'trtflow[remote]'")
     port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -66,7 +69,11 @@ def moto_endpoint():
     server.wait(timeout=30)
 
 
-S3_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
+S3_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "test",
+    "AWS_SECRET_ACCESS_KEY": "test",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
 
 
 def _s3_remote(endpoint: str, bucket: str, extra_options: dict | None = None) -> Remote:
@@ -81,6 +88,7 @@ def _s3_remote(endpoint: str, bucket: str, extra_options: dict | None = None) ->
         def paths() -> list[str]:
             fs.invalidate_cache()
             return fs.find(f"{bucket}/cache/{folder}")
+
         return paths
 
     def flip_byte(path: str) -> None:
@@ -110,23 +118,39 @@ def remote(request, tmp_path) -> Remote:
     if request.param == "file":
         return _folder_remote(tmp_path / "shared-cache")
     endpoint = request.getfixturevalue("moto_endpoint")
-    return _s3_remote(endpoint, f"trtflow-{request.node.name.split('[')[0][5:30].replace('_', '-')}-{os.getpid()}")
+    return _s3_remote(
+        endpoint, f"trtflow-{request.node.name.split('[')[0][5:30].replace('_', '-')}-{os.getpid()}"
+    )
 
 
 def _run(tmp_path: Path, plugin_env: dict, remote: Remote, workspace: str, *extra: str):
     recipe = tmp_path / "recipe.yaml"
     if not recipe.exists():
         write_recipe(tmp_path, RECIPE)
-    return run_cli("run", recipe, "--workspace", tmp_path / workspace, "--out", tmp_path / f"out-{workspace}",
-                   "--remote", remote.url, *extra, cwd=tmp_path, env={**plugin_env, **remote.env})
+    return run_cli(
+        "run",
+        recipe,
+        "--workspace",
+        tmp_path / workspace,
+        "--out",
+        tmp_path / f"out-{workspace}",
+        "--remote",
+        remote.url,
+        *extra,
+        cwd=tmp_path,
+        env={**plugin_env, **remote.env},
+    )
 
 
 def _outputs(tmp_path: Path, workspace: str, manifests: bool = False) -> dict[str, bytes]:
     """The files of a workspace's output links; manifests (which hold when an entry was computed)
     only when asked: a recomputed entry has the same outputs, not the same manifest."""
     folder = tmp_path / f"out-{workspace}" / "team"  # links into the workspace's store
-    return {name: (folder / name).read_bytes() for name in list_files(folder)
-            if manifests or not name.endswith("/manifest.json")}
+    return {
+        name: (folder / name).read_bytes()
+        for name in list_files(folder)
+        if manifests or not name.endswith("/manifest.json")
+    }
 
 
 def test_second_workspace_runs_no_step_and_gets_identical_outputs(tmp_path, plugin_env, remote):
@@ -141,8 +165,11 @@ def test_second_workspace_runs_no_step_and_gets_identical_outputs(tmp_path, plug
     assert ledger_lines(plugin_env) == computed  # bob computed nothing
     assert "2 cached" in second.stdout
     assert _outputs(tmp_path, "bob", manifests=True) == _outputs(tmp_path, "alice", manifests=True)
-    assert set(_outputs(tmp_path, "bob", manifests=True)) == {f"{step}/{name}" for step in ("first", "second")
-                                              for name in ("out.txt", "values.json", "manifest.json")}
+    assert set(_outputs(tmp_path, "bob", manifests=True)) == {
+        f"{step}/{name}"
+        for step in ("first", "second")
+        for name in ("out.txt", "values.json", "manifest.json")
+    }
 
 
 def test_damaged_remote_entry_is_detected_recomputed_and_repaired(tmp_path, plugin_env, remote):
@@ -171,14 +198,37 @@ def _blob_is(blob: str, output: str, tmp_path: Path) -> bool:
     return blob.endswith(digest)
 
 
-def test_run_killed_during_push_leaves_remote_readable_and_next_run_completes_it(tmp_path, plugin_env, moto_endpoint):
-    remote = _s3_remote(moto_endpoint, f"trtflow-killed-{os.getpid()}", {"default_block_size": 5 * 2**20})
+def test_run_killed_during_push_leaves_remote_readable_and_next_run_completes_it(
+    tmp_path, plugin_env, moto_endpoint
+):
+    remote = _s3_remote(
+        moto_endpoint, f"trtflow-killed-{os.getpid()}", {"default_block_size": 5 * 2**20}
+    )
     write_recipe(tmp_path, RECIPE.replace("size_kb: 300", "size_kb: 40000"))
-    command = [sys.executable, "-m", "trtflow", "run", "recipe.yaml", "--workspace", "alice", "--out", "out-alice",
-               "--remote", remote.url]
-    env = {**{k: v for k, v in os.environ.items() if k != "TRTFLOW_WORKSPACE"}, **plugin_env, **remote.env,
-           "TRTFLOW_PROGRESS_SECONDS": "0.05", "COLUMNS": "200", "NO_COLOR": "1"}
-    killed = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    command = [
+        sys.executable,
+        "-m",
+        "trtflow",
+        "run",
+        "recipe.yaml",
+        "--workspace",
+        "alice",
+        "--out",
+        "out-alice",
+        "--remote",
+        remote.url,
+    ]
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "TRTFLOW_WORKSPACE"},
+        **plugin_env,
+        **remote.env,
+        "TRTFLOW_PROGRESS_SECONDS": "0.05",
+        "COLUMNS": "200",
+        "NO_COLOR": "1",
+    }
+    killed = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     for line in killed.stdout:
         if "first:" in line and "pushing to remote" in line:
             killed.send_signal(signal.SIGKILL)
@@ -191,7 +241,9 @@ def test_run_killed_during_push_leaves_remote_readable_and_next_run_completes_it
     assert ledger_lines(plugin_env).count("compute first hello") == 2  # bob found nothing, computed
     assert remote.entries() == []
 
-    resumed = _run(tmp_path, plugin_env, remote, "alice")  # first is cached in alice: its push completes now
+    resumed = _run(
+        tmp_path, plugin_env, remote, "alice"
+    )  # first is cached in alice: its push completes now
     assert resumed.returncode == 0, resumed.stderr
     assert len(remote.entries()) == 2
 
@@ -210,12 +262,18 @@ def test_configured_default_remote_offline_and_no_push(tmp_path, plugin_env):
     listed = run_cli("remote", "list", "--workspace", space)
     assert listed.stdout.split() == ["team", shared.url, "(default)"]
 
-    offline = run_cli("run", recipe, "--workspace", space, "--offline", cwd=tmp_path, env=plugin_env)
+    offline = run_cli(
+        "run", recipe, "--workspace", space, "--offline", cwd=tmp_path, env=plugin_env
+    )
     assert offline.returncode == 0, offline.stderr
     assert shared.entries() == []
-    no_push = run_cli("run", recipe, "--workspace", space, "--no-push", cwd=tmp_path, env=plugin_env)
+    no_push = run_cli(
+        "run", recipe, "--workspace", space, "--no-push", cwd=tmp_path, env=plugin_env
+    )
     assert no_push.returncode == 0 and shared.entries() == []
-    pushing = run_cli("run", recipe, "--workspace", space, cwd=tmp_path, env=plugin_env)  # the default remote
+    pushing = run_cli(
+        "run", recipe, "--workspace", space, cwd=tmp_path, env=plugin_env
+    )  # the default remote
     assert pushing.returncode == 0, pushing.stderr
     assert len(shared.entries()) == 2
 
@@ -228,14 +286,26 @@ def test_push_and_pull_by_hand(tmp_path, plugin_env):
     recipe = write_recipe(tmp_path, RECIPE)
     ran = run_cli("run", recipe, "--workspace", tmp_path / "alice", cwd=tmp_path, env=plugin_env)
     assert ran.returncode == 0, ran.stderr
-    pushed = run_cli("push", recipe, "--workspace", tmp_path / "alice", "--remote", shared.url, env=plugin_env)
+    pushed = run_cli(
+        "push", recipe, "--workspace", tmp_path / "alice", "--remote", shared.url, env=plugin_env
+    )
     assert pushed.returncode == 0, pushed.stderr
     assert f"pushed 2 entries to {shared.url} (0 already there)" in pushed.stdout
 
-    pulled = run_cli("pull", recipe, "--workspace", tmp_path / "bob", env={**plugin_env, "TRTFLOW_REMOTE": shared.url})
+    pulled = run_cli(
+        "pull",
+        recipe,
+        "--workspace",
+        tmp_path / "bob",
+        env={**plugin_env, "TRTFLOW_REMOTE": shared.url},
+    )
     assert pulled.returncode == 0, pulled.stderr
-    assert f"pulled 2 entries from {shared.url}" in pulled.stdout  # second's key is known once first is pulled
-    offline = run_cli("run", recipe, "--workspace", tmp_path / "bob", "--offline", cwd=tmp_path, env=plugin_env)
+    assert (
+        f"pulled 2 entries from {shared.url}" in pulled.stdout
+    )  # second's key is known once first is pulled
+    offline = run_cli(
+        "run", recipe, "--workspace", tmp_path / "bob", "--offline", cwd=tmp_path, env=plugin_env
+    )
     assert offline.returncode == 0 and "2 cached" in offline.stdout
     assert len(ledger_lines(plugin_env)) == 2
 
@@ -250,16 +320,35 @@ def test_unreachable_remote_is_a_warning_and_the_run_completes(tmp_path, plugin_
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("args, env, message", [
-    (["--remote", "team"], {}, "--remote team: no remote of that name"),
-    ([], {"TRTFLOW_REMOTE": "nowhere"}, "$TRTFLOW_REMOTE nowhere: no remote of that name"),
-    (["--remote", "file:///x"], {"TRTFLOW_REMOTE_OPTIONS": "{bad"}, "$TRTFLOW_REMOTE_OPTIONS is not valid JSON"),
-    (["--remote", "file:///x", "--offline"], {}, "--offline and --remote file:///x contradict each other"),
-    (["--remote", "nosuchscheme://bucket"], {}, "remote nosuchscheme://bucket:"),
-])
+@pytest.mark.parametrize(
+    "args, env, message",
+    [
+        (["--remote", "team"], {}, "--remote team: no remote of that name"),
+        ([], {"TRTFLOW_REMOTE": "nowhere"}, "$TRTFLOW_REMOTE nowhere: no remote of that name"),
+        (
+            ["--remote", "file:///x"],
+            {"TRTFLOW_REMOTE_OPTIONS": "{bad"},
+            "$TRTFLOW_REMOTE_OPTIONS is not valid JSON",
+        ),
+        (
+            ["--remote", "file:///x", "--offline"],
+            {},
+            "--offline and --remote file:///x contradict each other",
+        ),
+        (["--remote", "nosuchscheme://bucket"], {}, "remote nosuchscheme://bucket:"),
+    ],
+)
 def test_bad_remote_settings_are_usage_errors(tmp_path, plugin_env, args, env, message):
     recipe = write_recipe(tmp_path, RECIPE)
-    result = run_cli("run", recipe, "--workspace", tmp_path / "ws", *args, cwd=tmp_path, env={**plugin_env, **env})
+    result = run_cli(
+        "run",
+        recipe,
+        "--workspace",
+        tmp_path / "ws",
+        *args,
+        cwd=tmp_path,
+        env={**plugin_env, **env},
+    )
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr

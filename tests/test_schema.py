@@ -11,7 +11,6 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-
 from conftest import REPO, run_cli, write_recipe
 
 DEMO = REPO / "pipelines" / "models" / "overflow_demo.onnx"
@@ -132,10 +131,15 @@ def recipe_schema() -> dict:
 def _schema_errors(schema: dict, recipe: Path) -> list[str]:
     document = yaml.safe_load(recipe.read_text())
     validator = jsonschema.Draft202012Validator(schema)
-    return [f"{'.'.join(map(str, error.absolute_path))}: {error.message}" for error in validator.iter_errors(document)]
+    return [
+        f"{'.'.join(map(str, error.absolute_path))}: {error.message}"
+        for error in validator.iter_errors(document)
+    ]
 
 
-@pytest.mark.parametrize("recipe", sorted((REPO / "pipelines").glob("*.yaml")), ids=lambda path: path.name)
+@pytest.mark.parametrize(
+    "recipe", sorted((REPO / "pipelines").glob("*.yaml")), ids=lambda path: path.name
+)
 def test_the_schema_accepts_every_example_recipe(recipe_schema, recipe):
     assert _schema_errors(recipe_schema, recipe) == []
 
@@ -151,7 +155,9 @@ def corpus_folder(tmp_path_factory) -> Path:
 
 
 def test_the_corpus_covers_every_step_kind(recipe_schema):
-    used = {step["uses"] for text in CORPUS.values() for step in yaml.safe_load(text)["steps"].values()}
+    used = {
+        step["uses"] for text in CORPUS.values() for step in yaml.safe_load(text)["steps"].values()
+    }
     kinds = set(recipe_schema["$defs"]["StepSpec"]["properties"]["uses"]["enum"])
     assert "load" in kinds and kinds <= used, kinds - used
 
@@ -164,12 +170,21 @@ def test_the_schema_accepts_what_trtflow_validate_accepts(recipe_schema, corpus_
     assert _schema_errors(recipe_schema, recipe) == []
 
 
-@pytest.mark.parametrize("with_,where", [
-    ("{path: m.onnx, paht: m.onnx}", "steps.a.with"),
-    ("{path: m.onnx, check: maybe}", "steps.a.with.check"),
-    ("{path: m.onnx, shapes: {x: [1, two]}}", "steps.a.with.shapes"),
-])
-def test_the_schema_still_rejects_what_the_loader_rejects(recipe_schema, corpus_folder, with_, where):
-    recipe = write_recipe(corpus_folder, f"trtflow: 1\nname: bad\nsteps:\n  a: {{uses: load, with: {with_}}}\n", "bad.yaml")
+@pytest.mark.parametrize(
+    "with_,where",
+    [
+        ("{path: m.onnx, paht: m.onnx}", "steps.a.with"),
+        ("{path: m.onnx, check: maybe}", "steps.a.with.check"),
+        ("{path: m.onnx, shapes: {x: [1, two]}}", "steps.a.with.shapes"),
+    ],
+)
+def test_the_schema_still_rejects_what_the_loader_rejects(
+    recipe_schema, corpus_folder, with_, where
+):
+    recipe = write_recipe(
+        corpus_folder,
+        f"trtflow: 1\nname: bad\nsteps:\n  a: {{uses: load, with: {with_}}}\n",
+        "bad.yaml",
+    )
     assert run_cli("validate", recipe, cwd=corpus_folder).returncode == 2
     assert any(error.startswith(where + ":") for error in _schema_errors(recipe_schema, recipe))

@@ -41,58 +41,126 @@ class Mutant:
 
 MUTANTS: tuple[Mutant, ...] = (
     # executor: what is a hit, what is a key, what a journal answers
-    Mutant("store: lookup trusts recorded file sizes", "trtflow/executor/store.py",
-           'if (path / name).stat().st_size != meta["size"]:', "if False:",
-           ("tests/test_crash_safety.py",)),
-    Mutant("store: an incomplete entry is a hit", "trtflow/executor/store.py",
-           'if manifest is None or manifest.get("incomplete"):', "if manifest is None:",
-           ("tests/run_compare/test_runner_outcomes.py", "tests/test_cache.py")),
-    Mutant("keys: labels enter the key", "trtflow/executor/keys.py",
-           'return _digest({k: v for k, v in step_material.items() if k != "labels"})',
-           "return _digest(step_material)", ("tests/test_cache.py", "tests/test_core_units.py")),
-    Mutant("journal: a torn last line is kept", "trtflow/executor/journal.py",
-           "if end < len(data):", "if False:", ("tests/test_journal.py",)),
-    Mutant("hashing: the stat cache ignores mtime", "trtflow/executor/hashing.py",
-           "WHERE path = ? AND size = ? AND mtime_ns = ? AND inode = ?",
-           "WHERE path = ? AND size = ? AND ? IS NOT NULL AND inode = ?", ("tests/test_cache.py", "tests/test_load.py")),
+    Mutant(
+        "store: lookup trusts recorded file sizes",
+        "trtflow/executor/store.py",
+        'if (path / name).stat().st_size != meta["size"]:',
+        "if False:",
+        ("tests/test_crash_safety.py",),
+    ),
+    Mutant(
+        "store: an incomplete entry is a hit",
+        "trtflow/executor/store.py",
+        'if manifest is None or manifest.get("incomplete"):',
+        "if manifest is None:",
+        ("tests/run_compare/test_runner_outcomes.py", "tests/test_cache.py"),
+    ),
+    Mutant(
+        "keys: labels enter the key",
+        "trtflow/executor/keys.py",
+        'return _digest({k: v for k, v in step_material.items() if k != "labels"})',
+        "return _digest(step_material)",
+        ("tests/test_cache.py", "tests/test_core_units.py"),
+    ),
+    Mutant(
+        "journal: a torn last line is kept",
+        "trtflow/executor/journal.py",
+        "if end < len(data):",
+        "if False:",
+        ("tests/test_journal.py",),
+    ),
+    Mutant(
+        "hashing: the stat cache ignores mtime",
+        "trtflow/executor/hashing.py",
+        "WHERE path = ? AND size = ? AND mtime_ns = ? AND inode = ?",
+        "WHERE path = ? AND size = ? AND ? IS NOT NULL AND inode = ?",
+        ("tests/test_cache.py", "tests/test_load.py"),
+    ),
     # precision: emulation, lowering, the search
-    Mutant("emulate: initializers of low nodes not rounded", "trtflow/precision/emulate.py",
-           "return self.constant(name, self.fmt.round(numpy_helper.to_array(self.initializers[tensor])))",
-           "return tensor", ("tests/run_compare/test_emulation.py", "tests/bisect")),
-    Mutant("emulate: rounding through the low type skipped", "trtflow/precision/emulate.py",
-           "low = self.node(\"Cast\", [tensor], f\"{output}::cast\", to=self.fmt.onnx_type)",
-           "low = self.node(\"Cast\", [tensor], f\"{output}::cast\", to=FLOAT)",
-           ("tests/run_compare/test_emulation.py", "tests/bisect")),
-    Mutant("formats: fp16 rounding saturates instead of overflowing", "trtflow/onnxmodel/formats.py",
-           "return values.astype(np.float16).astype(np.float32)",
-           "return np.clip(values, -65504, 65504).astype(np.float16).astype(np.float32)",
-           ("tests/run_compare/test_emulation.py", "tests/bisect", "tests/test_load.py")),
-    Mutant("search: minimal skips the 1-minimal reduction", "trtflow/precision/search.py",
-           "if trials(frozenset(current) - {node}):", "if False:", ("tests/bisect",)),
-    Mutant("search: minimal reports keep-nothing", "trtflow/precision/search.py",
-           "return SearchResult(keep, trials.trials, True, message, needed_by)",
-           "return SearchResult(frozenset(), trials.trials, True, message, needed_by)", ("tests/bisect",)),
+    Mutant(
+        "emulate: initializers of low nodes not rounded",
+        "trtflow/precision/emulate.py",
+        "return self.constant(name, self.fmt.round(numpy_helper.to_array(self.initializers[tensor])))",
+        "return tensor",
+        ("tests/run_compare/test_emulation.py", "tests/bisect"),
+    ),
+    Mutant(
+        "emulate: rounding through the low type skipped",
+        "trtflow/precision/emulate.py",
+        'low = self.node("Cast", [tensor], f"{output}::cast", to=self.fmt.onnx_type)',
+        'low = self.node("Cast", [tensor], f"{output}::cast", to=FLOAT)',
+        ("tests/run_compare/test_emulation.py", "tests/bisect"),
+    ),
+    Mutant(
+        "formats: fp16 rounding saturates instead of overflowing",
+        "trtflow/onnxmodel/formats.py",
+        "return values.astype(np.float16).astype(np.float32)",
+        "return np.clip(values, -65504, 65504).astype(np.float16).astype(np.float32)",
+        ("tests/run_compare/test_emulation.py", "tests/bisect", "tests/test_load.py"),
+    ),
+    Mutant(
+        "search: minimal skips the 1-minimal reduction",
+        "trtflow/precision/search.py",
+        "if trials(frozenset(current) - {node}):",
+        "if False:",
+        ("tests/bisect",),
+    ),
+    Mutant(
+        "search: minimal reports keep-nothing",
+        "trtflow/precision/search.py",
+        "return SearchResult(keep, trials.trials, True, message, needed_by)",
+        "return SearchResult(frozenset(), trials.trials, True, message, needed_by)",
+        ("tests/bisect",),
+    ),
     # comparison: Polygraphy's rule
-    Mutant("comparison: abs AND rel instead of abs OR rel", "trtflow/tensors/comparison.py",
-           "mismatch = ~(absolute <= atol) & ~(relative <= rtol)", "mismatch = ~(absolute <= atol) | ~(relative <= rtol)",
-           ("tests/run_compare/test_comparison.py", "tests/run_compare/test_compare_rules.py")),
-    Mutant("comparison: NaN statistic passes", "trtflow/tensors/comparison.py",
-           "return bool(abs_stat <= atol or rel_stat <= rtol)",
-           "return not bool(abs_stat > atol and rel_stat > rtol)",
-           ("tests/run_compare/test_comparison.py", "tests/run_compare/test_compare_rules.py",
-            "tests/run_compare/test_nonfinite.py")),
+    Mutant(
+        "comparison: abs AND rel instead of abs OR rel",
+        "trtflow/tensors/comparison.py",
+        "mismatch = ~(absolute <= atol) & ~(relative <= rtol)",
+        "mismatch = ~(absolute <= atol) | ~(relative <= rtol)",
+        ("tests/run_compare/test_comparison.py", "tests/run_compare/test_compare_rules.py"),
+    ),
+    Mutant(
+        "comparison: NaN statistic passes",
+        "trtflow/tensors/comparison.py",
+        "return bool(abs_stat <= atol or rel_stat <= rtol)",
+        "return not bool(abs_stat > atol and rel_stat > rtol)",
+        (
+            "tests/run_compare/test_comparison.py",
+            "tests/run_compare/test_compare_rules.py",
+            "tests/run_compare/test_nonfinite.py",
+        ),
+    ),
     # load
-    Mutant("load: the ONNX checker turned off", "trtflow/steps/load.py",
-           "        if params.check:\n", "        if False:\n", ("tests/test_load.py",)),
-    Mutant("load: its own output is not checked", "trtflow/steps/load.py",
-           "refusal = _refusal(model_path, params.check)", "refusal = None", ("tests/test_load.py", "tests/subgraphs")),
+    Mutant(
+        "load: the ONNX checker turned off",
+        "trtflow/steps/load.py",
+        "        if params.check:\n",
+        "        if False:\n",
+        ("tests/test_load.py",),
+    ),
+    Mutant(
+        "load: its own output is not checked",
+        "trtflow/steps/load.py",
+        "refusal = _refusal(model_path, params.check)",
+        "refusal = None",
+        ("tests/test_load.py", "tests/subgraphs"),
+    ),
     # the survivors of the first mutation check, outside those modules
-    Mutant("trt: the timing cache is cold on every build", "trtflow/trt/builder.py",
-           'stored = self.path.read_bytes() if self.path.exists() else b""', 'stored = b""',
-           ("tests/trt/test_trt_builder.py", "tests/trt/test_trt_recipes.py")),
-    Mutant("doctor: every version 'not installed'", "trtflow/doctor.py",
-           "        return installed_version(module)\n", "        return \"not installed\"\n",
-           ("tests/test_cli_misc.py",)),
+    Mutant(
+        "trt: the timing cache is cold on every build",
+        "trtflow/trt/builder.py",
+        'stored = self.path.read_bytes() if self.path.exists() else b""',
+        'stored = b""',
+        ("tests/trt/test_trt_builder.py", "tests/trt/test_trt_recipes.py"),
+    ),
+    Mutant(
+        "doctor: every version 'not installed'",
+        "trtflow/doctor.py",
+        "        return installed_version(module)\n",
+        '        return "not installed"\n',
+        ("tests/test_cli_misc.py",),
+    ),
 )
 
 
@@ -110,7 +178,9 @@ def _tests_fail(tree: Path, tests: tuple[str, ...], timeout: float) -> bool:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
     try:
-        result = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
+        result = subprocess.run(
+            command, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired:
         return True  # a planted bug that hangs the tests is noticed
     return result.returncode != 0
@@ -134,7 +204,9 @@ def main() -> int:
                 verdict = "stale"
             else:
                 try:
-                    verdict = "killed" if _tests_fail(tree, mutant.tests, args.timeout) else "survived"
+                    verdict = (
+                        "killed" if _tests_fail(tree, mutant.tests, args.timeout) else "survived"
+                    )
                 finally:
                     (tree / mutant.file).write_text(original)
             verdicts[verdict].append(mutant.name)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional
 
 import typer
 from typer.core import TyperGroup
@@ -51,24 +51,51 @@ class _Commands(TyperGroup):
             return super().invoke(ctx)
 
 
-app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                  pretty_exceptions_enable=False, help="Declarative YAML recipes for ONNX / TensorRT accuracy debugging.")
+app = typer.Typer(
+    cls=_Commands,
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    help="Declarative YAML recipes for ONNX / TensorRT accuracy debugging.",
+)
 cache_app = typer.Typer(no_args_is_help=True, help="Inspect and clean the artifact store.")
 replay_app = typer.Typer(no_args_is_help=True, help="Export trial journals as portable replays.")
-remote_app = typer.Typer(no_args_is_help=True, help="Keep the remote caches a workspace shares with a team.")
+remote_app = typer.Typer(
+    no_args_is_help=True, help="Keep the remote caches a workspace shares with a team."
+)
 app.add_typer(cache_app, name="cache")
 app.add_typer(replay_app, name="replay")
 app.add_typer(remote_app, name="remote")
 
-RecipeArg = typer.Argument(..., metavar="RECIPE", help="The recipe file (YAML).", show_default=False)
-SetOption = typer.Option([], "--set", metavar="NAME=VALUE", help=(
-    "Override a var: NAME=VALUE replaces it whole (a mapping var too), NAME.KEY=VALUE sets one key of a mapping "
-    "var and keeps the others; or any step value: steps.ID.with.KEY=VALUE. VALUE is YAML."))
-WorkspaceOption = typer.Option(None, "--workspace", metavar="DIR", help="Cache folder [default: .trtflow/ next to the recipe, or $TRTFLOW_WORKSPACE].")
+RecipeArg = typer.Argument(
+    ..., metavar="RECIPE", help="The recipe file (YAML).", show_default=False
+)
+SetOption = typer.Option(
+    [],
+    "--set",
+    metavar="NAME=VALUE",
+    help=(
+        "Override a var: NAME=VALUE replaces it whole (a mapping var too), NAME.KEY=VALUE sets one key of a mapping "
+        "var and keeps the others; or any step value: steps.ID.with.KEY=VALUE. VALUE is YAML."
+    ),
+)
+WorkspaceOption = typer.Option(
+    None,
+    "--workspace",
+    metavar="DIR",
+    help="Cache folder [default: .trtflow/ next to the recipe, or $TRTFLOW_WORKSPACE].",
+)
 DebugOption = typer.Option(False, "--debug", help="Show Python tracebacks.")
-RemoteOption = typer.Option(None, "--remote", metavar="URL|NAME", help=(
-    "Shared cache (file://, s3://, gs://, az://, or a name from `trtflow remote add`) [default: $TRTFLOW_REMOTE, "
-    "else the workspace's default remote]."))
+RemoteOption = typer.Option(
+    None,
+    "--remote",
+    metavar="URL|NAME",
+    help=(
+        "Shared cache (file://, s3://, gs://, az://, or a name from `trtflow remote add`) [default: $TRTFLOW_REMOTE, "
+        "else the workspace's default remote]."
+    ),
+)
 
 
 @contextmanager
@@ -84,13 +111,20 @@ def _errors_to_exit_codes(debug: bool) -> Iterator[None]:
         print("interrupted; finished steps are cached, run again to resume", file=sys.stderr)
         sys.stderr.flush()
         os._exit(130)  # do not wait for running step threads
-    except (typer.Exit, typer.Abort, BrokenPipeError):  # a closed stdout is `_Commands.invoke`'s to handle
+    except (
+        typer.Exit,
+        typer.Abort,
+        BrokenPipeError,
+    ):  # a closed stdout is `_Commands.invoke`'s to handle
         raise
     except Exception as error:  # a bug of ours: say so plainly, keep the traceback for --debug
         if debug:
             raise
-        print(f"internal error: {type(error).__name__}: {error} (run again with --debug for the traceback, "
-              "and please report it)", file=sys.stderr)
+        print(
+            f"internal error: {type(error).__name__}: {error} (run again with --debug for the traceback, "
+            "and please report it)",
+            file=sys.stderr,
+        )
         raise typer.Exit(3) from None
 
 
@@ -101,7 +135,7 @@ def _load(recipe: Path, overrides: list[str]):
     return build_pipeline(load_recipe(recipe, overrides))
 
 
-def _workspace(recipe: Path, workspace: Optional[Path]):
+def _workspace(recipe: Path, workspace: Path | None):
     from trtflow.executor.workspace import Workspace, origin
 
     space = Workspace.for_recipe(recipe.absolute(), workspace)
@@ -113,13 +147,19 @@ def _writable_folder(folder: Path, option: str) -> None:
     """Create `folder` or say plainly why it cannot be written, before any step runs: a read-only
     or missing mount would otherwise surface as an OSError from deep inside the executor."""
     if folder.exists() and not folder.is_dir():
-        raise UsageError(f"{folder} ({option}) is a file, not a folder; give {option} naming a folder")
+        raise UsageError(
+            f"{folder} ({option}) is a file, not a folder; give {option} naming a folder"
+        )
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise UsageError(f"cannot create {folder} ({error.strerror}); give {option} on a disk you can write to") from None
+        raise UsageError(
+            f"cannot create {folder} ({error.strerror}); give {option} on a disk you can write to"
+        ) from None
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise UsageError(f"cannot write to {folder} (read-only, or no permission); give {option} on a disk you can write to")
+        raise UsageError(
+            f"cannot write to {folder} (read-only, or no permission); give {option} on a disk you can write to"
+        )
 
 
 def _step_ids(pipeline, names: list[str], option: str) -> set[str]:
@@ -133,8 +173,10 @@ def _step_ids(pipeline, names: list[str], option: str) -> set[str]:
         elif name in pipeline.recipe.matrix_groups:
             chosen.update(pipeline.recipe.matrix_groups[name])
         else:
-            raise UsageError(f"{option} {name}: no such step{did_you_mean(name, list(pipeline.steps))}; "
-                             f"steps: {', '.join(pipeline.steps)}")
+            raise UsageError(
+                f"{option} {name}: no such step{did_you_mean(name, list(pipeline.steps))}; "
+                f"steps: {', '.join(pipeline.steps)}"
+            )
     return chosen
 
 
@@ -142,21 +184,45 @@ def _step_ids(pipeline, names: list[str], option: str) -> set[str]:
 def run(
     recipe: Path = RecipeArg,
     overrides: list[str] = SetOption,
-    workspace: Optional[Path] = WorkspaceOption,
-    out: Path = typer.Option(Path("trtflow-out"), "--out", metavar="DIR", help="Where <recipe>/<step>/ output links go."),
-    force: list[str] = typer.Option([], "--force", metavar="STEP", help="Recompute STEP even if cached (repeatable)."),
-    only: list[str] = typer.Option([], "--only", metavar="STEP", help="Run only STEP and what it needs (repeatable)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would run and why; run nothing."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=1, metavar="N", help="Independent steps to run at once."),
-    executor: str = typer.Option("thread", "--executor", metavar="NAME", help="Where steps run: thread (in this "
-                                 "process), process (--jobs worker processes) or ray (Ray tasks)."),
-    address: Optional[str] = typer.Option(None, "--address", metavar="ADDRESS", help="With --executor ray: the "
-                                          "cluster (auto, HOST:PORT, ray://HOST:10001); default: a local Ray "
-                                          "with --jobs CPUs for this run."),
+    workspace: Path | None = WorkspaceOption,
+    out: Path = typer.Option(
+        Path("trtflow-out"), "--out", metavar="DIR", help="Where <recipe>/<step>/ output links go."
+    ),
+    force: list[str] = typer.Option(
+        [], "--force", metavar="STEP", help="Recompute STEP even if cached (repeatable)."
+    ),
+    only: list[str] = typer.Option(
+        [], "--only", metavar="STEP", help="Run only STEP and what it needs (repeatable)."
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Say what would run and why; run nothing."
+    ),
+    jobs: int = typer.Option(
+        1, "--jobs", "-j", min=1, metavar="N", help="Independent steps to run at once."
+    ),
+    executor: str = typer.Option(
+        "thread",
+        "--executor",
+        metavar="NAME",
+        help="Where steps run: thread (in this "
+        "process), process (--jobs worker processes) or ray (Ray tasks).",
+    ),
+    address: str | None = typer.Option(
+        None,
+        "--address",
+        metavar="ADDRESS",
+        help="With --executor ray: the "
+        "cluster (auto, HOST:PORT, ray://HOST:10001); default: a local Ray "
+        "with --jobs CPUs for this run.",
+    ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show step log messages."),
-    remote: Optional[str] = RemoteOption,
-    no_push: bool = typer.Option(False, "--no-push", help="Fetch from the remote cache but upload nothing."),
-    offline: bool = typer.Option(False, "--offline", help="Use no remote cache, even a configured one."),
+    remote: str | None = RemoteOption,
+    no_push: bool = typer.Option(
+        False, "--no-push", help="Fetch from the remote cache but upload nothing."
+    ),
+    offline: bool = typer.Option(
+        False, "--offline", help="Use no remote cache, even a configured one."
+    ),
     debug: bool = DebugOption,
 ) -> None:
     """Run a recipe: every step not already cached (here, else on the remote cache), in dependency order."""
@@ -168,7 +234,9 @@ def run(
         if executor not in POOLS:
             raise UsageError(f"--executor {executor}: expected one of {', '.join(POOLS)}")
         if address is not None and executor != "ray":
-            raise UsageError(f"--address {address}: only --executor ray runs on a cluster; add --executor ray")
+            raise UsageError(
+                f"--address {address}: only --executor ray runs on a cluster; add --executor ray"
+            )
         pipeline = _load(recipe, overrides)
         chosen_force = _step_ids(pipeline, force, "--force")
         chosen_only = _step_ids(pipeline, only, "--only") or None
@@ -177,10 +245,19 @@ def run(
             _print_status(pipeline, space, only=chosen_only, force=chosen_force, dry_run=True)
             return
         _writable_folder(out.absolute(), "--out DIR")
-        space.remember_recipe(recipe.absolute(), pipeline.recipe.name, out.absolute() / pipeline.recipe.name)
-        options = RunOptions(force=chosen_force, only=chosen_only, jobs=jobs, out=out.absolute(), debug=debug,
-                             executor=executor, address=address,
-                             remote=_remote_spec(space, remote, offline, push=not no_push))
+        space.remember_recipe(
+            recipe.absolute(), pipeline.recipe.name, out.absolute() / pipeline.recipe.name
+        )
+        options = RunOptions(
+            force=chosen_force,
+            only=chosen_only,
+            jobs=jobs,
+            out=out.absolute(),
+            debug=debug,
+            executor=executor,
+            address=address,
+            remote=_remote_spec(space, remote, offline, push=not no_push),
+        )
         display = ProgressDisplay(verbose=verbose)
         try:
             report = run_pipeline(pipeline, space, options, display)
@@ -191,7 +268,9 @@ def run(
 
 
 @app.command()
-def validate(recipe: Path = RecipeArg, overrides: list[str] = SetOption, debug: bool = DebugOption) -> None:
+def validate(
+    recipe: Path = RecipeArg, overrides: list[str] = SetOption, debug: bool = DebugOption
+) -> None:
     """Check a recipe without running it: syntax, step kinds, references, params, cycles."""
     with _errors_to_exit_codes(debug):
         pipeline = _load(recipe, overrides)
@@ -216,13 +295,20 @@ def dag(
             node_id = {step_id: f"s{index}" for index, step_id in enumerate(pipeline.order)}
             lines.append("graph TD")
             for step_id in pipeline.order:
-                lines.append(f'  {node_id[step_id]}["{step_id}<br/>{pipeline.steps[step_id].kind.kind}"]')
+                lines.append(
+                    f'  {node_id[step_id]}["{step_id}<br/>{pipeline.steps[step_id].kind.kind}"]'
+                )
             for step_id in pipeline.order:
-                lines += [f"  {node_id[d]} --> {node_id[step_id]}" for d in sorted(pipeline.dag.deps[step_id])]
+                lines += [
+                    f"  {node_id[d]} --> {node_id[step_id]}"
+                    for d in sorted(pipeline.dag.deps[step_id])
+                ]
         elif fmt == "dot":
             lines.append(f'digraph "{pipeline.recipe.name}" {{\n  rankdir=TB;\n  node [shape=box];')
             for step_id in pipeline.order:
-                lines.append(f'  "{step_id}" [label="{step_id}\\n{pipeline.steps[step_id].kind.kind}"];')
+                lines.append(
+                    f'  "{step_id}" [label="{step_id}\\n{pipeline.steps[step_id].kind.kind}"];'
+                )
             for step_id in pipeline.order:
                 lines += [f'  "{d}" -> "{step_id}";' for d in sorted(pipeline.dag.deps[step_id])]
             lines.append("}")
@@ -246,14 +332,24 @@ def _print_status(pipeline, space, only=None, force=frozenset(), dry_run=False) 
     for column in ("step", "uses", "state", "why"):
         table.add_column(column, overflow="fold")  # names are never cut short to fit the terminal
     for status in pipeline_status(pipeline, space, steps, force):
-        state = status.state if not dry_run or status.state in ("cached", "unknown", "error") else "would run"
-        table.add_row(*map(Text, (status.step_id, status.uses, state, "\n".join(status.reasons))))  # `[fp32]` is no markup
+        state = (
+            status.state
+            if not dry_run or status.state in ("cached", "unknown", "error")
+            else "would run"
+        )
+        table.add_row(
+            *map(Text, (status.step_id, status.uses, state, "\n".join(status.reasons)))
+        )  # `[fp32]` is no markup
     console.print(table)
 
 
 @app.command()
-def status(recipe: Path = RecipeArg, overrides: list[str] = SetOption, workspace: Optional[Path] = WorkspaceOption,
-           debug: bool = DebugOption) -> None:
+def status(
+    recipe: Path = RecipeArg,
+    overrides: list[str] = SetOption,
+    workspace: Path | None = WorkspaceOption,
+    debug: bool = DebugOption,
+) -> None:
     """Per step: cached, stale (and what changed), or never run."""
     with _errors_to_exit_codes(debug):
         pipeline = _load(recipe, overrides)
@@ -261,7 +357,9 @@ def status(recipe: Path = RecipeArg, overrides: list[str] = SetOption, workspace
 
 
 @app.command()
-def steps(kind: Optional[str] = typer.Argument(None, metavar="KIND", help="Describe one step kind in full.")) -> None:
+def steps(
+    kind: str | None = typer.Argument(None, metavar="KIND", help="Describe one step kind in full."),
+) -> None:
     """List the step kinds, or describe one: its params and outputs."""
     with _errors_to_exit_codes(False):
         from rich.markup import escape
@@ -281,14 +379,20 @@ def steps(kind: Optional[str] = typer.Argument(None, metavar="KIND", help="Descr
             console.print(table)
             return
         if not registry.exists(kind):
-            raise UsageError(f"no step kind `{kind}`{did_you_mean(kind, registry.kinds())}; kinds: {', '.join(registry.kinds())}")
+            raise UsageError(
+                f"no step kind `{kind}`{did_you_mean(kind, registry.kinds())}; kinds: {', '.join(registry.kinds())}"
+            )
         info = catalog.describe(kind)
-        console.print(f"[bold]{kind}[/bold] (version {info['version']}): {escape(info['summary'])}\n")
+        console.print(
+            f"[bold]{kind}[/bold] (version {info['version']}): {escape(info['summary'])}\n"
+        )
         # entries, not a table: a table cuts long keys (`infinities_compare_equal`) to fit 80 columns
         console.print("[bold]with:[/bold]")
         for param in info["params"]:
             default = "required" if param["required"] else f"default {json.dumps(param['default'])}"
-            _print_entry(console, param["name"], f"{param['type']}, {default}", param["description"])
+            _print_entry(
+                console, param["name"], f"{param['type']}, {default}", param["description"]
+            )
         console.print("\n[bold]outputs:[/bold]")
         for output in info["outputs"]:
             _print_entry(console, output["name"], output["kind"], output["description"])
@@ -312,7 +416,7 @@ def schema(debug: bool = DebugOption) -> None:
     print(text)
 
 
-def _cache_workspace(workspace: Optional[Path], recipe: Optional[Path], create: bool = False):
+def _cache_workspace(workspace: Path | None, recipe: Path | None, create: bool = False):
     """The workspace the cache commands act on; an error, not an empty listing, when there is none
     (unless `create`: `remote add` may come before the first run)."""
     from trtflow.executor.workspace import Workspace, chosen_root, origin
@@ -327,19 +431,31 @@ def _cache_workspace(workspace: Optional[Path], recipe: Optional[Path], create: 
         _writable_folder(space.root, origin(workspace))
     if not space.root.is_dir():
         named = f" (from {origin(workspace)})" if chosen_root(workspace) else ""
-        raise UsageError(f"no trtflow workspace at {space.root}{named}; give --workspace DIR, or --recipe RECIPE for "
-                         "the workspace of a recipe (the .trtflow/ folder next to it)")
+        raise UsageError(
+            f"no trtflow workspace at {space.root}{named}; give --workspace DIR, or --recipe RECIPE for "
+            "the workspace of a recipe (the .trtflow/ folder next to it)"
+        )
     return space
 
 
-CacheRecipeOption = typer.Option(None, "--recipe", metavar="RECIPE", help="Use the workspace of this recipe.")
+CacheRecipeOption = typer.Option(
+    None, "--recipe", metavar="RECIPE", help="Use the workspace of this recipe."
+)
 KEEP_RUN_RECORDS = 200  # `cache gc` keeps this many of the newest run records
-GARBAGE_KINDS = {"tmp": "temporary folder", "entries": "entry", "journals": "journal", "runs": "run record",
-                 "locks": "lock file", "links": "broken output link"}
+GARBAGE_KINDS = {
+    "tmp": "temporary folder",
+    "entries": "entry",
+    "journals": "journal",
+    "runs": "run record",
+    "locks": "lock file",
+    "links": "broken output link",
+}
 
 
 @cache_app.command("ls")
-def cache_ls(workspace: Optional[Path] = WorkspaceOption, recipe: Optional[Path] = CacheRecipeOption) -> None:
+def cache_ls(
+    workspace: Path | None = WorkspaceOption, recipe: Path | None = CacheRecipeOption
+) -> None:
     """List store entries: key, recipe, step, kind, size, when."""
     with _errors_to_exit_codes(False):
         _cache_ls(_cache_workspace(workspace, recipe))
@@ -358,15 +474,27 @@ def _cache_ls(space) -> None:
     for entry in space.store.entries():
         size = sum(meta["size"] for meta in entry.manifest.get("files", {}).values())
         total += size
-        table.add_row(*map(Text, (entry.key[:12], entry.manifest.get("recipe", "?"), entry.manifest.get("step", "?"),
-                                  entry.manifest.get("uses", "?"), human_size(size),
-                                  entry.manifest.get("created", "(no manifest)"))))
+        table.add_row(
+            *map(
+                Text,
+                (
+                    entry.key[:12],
+                    entry.manifest.get("recipe", "?"),
+                    entry.manifest.get("step", "?"),
+                    entry.manifest.get("uses", "?"),
+                    human_size(size),
+                    entry.manifest.get("created", "(no manifest)"),
+                ),
+            )
+        )
     console.print(table)
     console.print(f"{space.store.root}: {human_size(total)}")
 
 
 @cache_app.command("verify")
-def cache_verify(workspace: Optional[Path] = WorkspaceOption, recipe: Optional[Path] = CacheRecipeOption) -> None:
+def cache_verify(
+    workspace: Path | None = WorkspaceOption, recipe: Path | None = CacheRecipeOption
+) -> None:
     """Re-hash every entry; remove damaged ones so the next run recomputes them (exit 1 if any)."""
     with _errors_to_exit_codes(False):
         space = _cache_workspace(workspace, recipe)
@@ -380,21 +508,35 @@ def cache_verify(workspace: Optional[Path] = WorkspaceOption, recipe: Optional[P
             damaged += 1
             with store.lock(entry.key):
                 store.evict(entry.key)
-            print(f"damaged {entry.key[:12]} ({entry.manifest.get('step', '?')}): {'; '.join(problems)} — removed")
+            print(
+                f"damaged {entry.key[:12]} ({entry.manifest.get('step', '?')}): {'; '.join(problems)} — removed"
+            )
     print(f"verified {checked} entries: {damaged} damaged")
     raise typer.Exit(1 if damaged else 0)
 
 
 @cache_app.command("gc")
 def cache_gc(
-    workspace: Optional[Path] = WorkspaceOption,
-    recipe: Optional[Path] = CacheRecipeOption,
-    keep: list[Path] = typer.Option([], "--keep", metavar="RECIPE", help=(
-        "Also remove every entry the current state of these recipes does not use, unless another recipe that "
-        "ran in this workspace uses it (repeatable).")),
-    force: bool = typer.Option(False, "--force", help="With --keep: keep only what the --keep recipes use, ignoring "
-                               "the other recipes that ran in this workspace."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="List what would be removed; remove nothing."),
+    workspace: Path | None = WorkspaceOption,
+    recipe: Path | None = CacheRecipeOption,
+    keep: list[Path] = typer.Option(
+        [],
+        "--keep",
+        metavar="RECIPE",
+        help=(
+            "Also remove every entry the current state of these recipes does not use, unless another recipe that "
+            "ran in this workspace uses it (repeatable)."
+        ),
+    ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="With --keep: keep only what the --keep recipes use, ignoring "
+        "the other recipes that ran in this workspace.",
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="List what would be removed; remove nothing."
+    ),
     debug: bool = DebugOption,
 ) -> None:
     """Remove leftovers of killed runs and output links to missing entries; with --keep, also the entries
@@ -406,10 +548,18 @@ def cache_gc(
         known = space.known_recipes()
         gone = [file for file in known if not Path(file).is_file()]
         used, journals, notes = _in_use(space, keep, known, force) if keep else (None, None, [])
-        doomed = {entry.key for entry in space.store.entries()} - used if used is not None else set()
-        links = broken_links({Path(folder).parent for record in known.values() for folder in record["links"]},
-                             space.store.root, doomed)
-        removed = {**space.store.collect_garbage(used, dry_run), **space.prune_records(KEEP_RUN_RECORDS, journals, dry_run)}
+        doomed = (
+            {entry.key for entry in space.store.entries()} - used if used is not None else set()
+        )
+        links = broken_links(
+            {Path(folder).parent for record in known.values() for folder in record["links"]},
+            space.store.root,
+            doomed,
+        )
+        removed = {
+            **space.store.collect_garbage(used, dry_run),
+            **space.prune_records(KEEP_RUN_RECORDS, journals, dry_run),
+        }
         removed["links"] = [str(link) for link in links]
         if not dry_run:
             for link in links:
@@ -422,12 +572,16 @@ def cache_gc(
                 for path in paths:
                     print(f"would remove {GARBAGE_KINDS[kind]}: {path}")
         counts = {kind: len(paths) for kind, paths in removed.items()}
-        print(f"{'would remove' if dry_run else 'removed'} {counts['tmp']} temporary folders, {counts['entries']} "
-              f"entries, {counts['journals']} journals, {counts['runs']} run records, {counts['locks']} lock files "
-              f"and {counts['links']} broken output links")
+        print(
+            f"{'would remove' if dry_run else 'removed'} {counts['tmp']} temporary folders, {counts['entries']} "
+            f"entries, {counts['journals']} journals, {counts['runs']} run records, {counts['locks']} lock files "
+            f"and {counts['links']} broken output links"
+        )
 
 
-def _in_use(space, keep: list[Path], known: dict[str, dict], force: bool) -> tuple[set[str], set[str] | None, list[str]]:
+def _in_use(
+    space, keep: list[Path], known: dict[str, dict], force: bool
+) -> tuple[set[str], set[str] | None, list[str]]:
     """The entry keys and journals `cache gc --keep` must keep, and what to tell the user about it.
 
     Kept: what the current state of the --keep recipes uses and, unless --force, of every other
@@ -449,32 +603,41 @@ def _in_use(space, keep: list[Path], known: dict[str, dict], force: bool) -> tup
         except TrtflowError as error:
             if recipe in keep:
                 raise
-            raise UsageError(f"{recipe} also runs in this workspace but cannot be loaded, so gc cannot tell what it "
-                             f"uses:\n{error}\nfix it, or give --force to keep only what the --keep recipes use") from None
+            raise UsageError(
+                f"{recipe} also runs in this workspace but cannot be loaded, so gc cannot tell what it "
+                f"uses:\n{error}\nfix it, or give --force to keep only what the --keep recipes use"
+            ) from None
         names.add(pipeline.recipe.name)
         statuses = pipeline_status(pipeline, space)
         used.update(s.key for s in statuses if s.state == "cached")
         journals.update(s.journal_key for s in statuses if s.journal_key)
     if force:
         return used, journals, []
-    unknown = {entry.key: entry.manifest.get("recipe", "?") for entry in space.store.entries()
-               if entry.manifest.get("recipe") not in names}
+    unknown = {
+        entry.key: entry.manifest.get("recipe", "?")
+        for entry in space.store.entries()
+        if entry.manifest.get("recipe") not in names
+    }
     if not unknown:
         return used, journals, []
-    note = (f"kept {len(unknown)} entries of recipes this workspace has no record of "
-            f"({', '.join(sorted(set(unknown.values())))}), and every journal: run those recipes once (or name them "
-            "with --keep) so gc knows what they use, or give --force to remove them")
+    note = (
+        f"kept {len(unknown)} entries of recipes this workspace has no record of "
+        f"({', '.join(sorted(set(unknown.values())))}), and every journal: run those recipes once (or name them "
+        "with --keep) so gc knows what they use, or give --force to remove them"
+    )
     return used | set(unknown), None, [note]
 
 
-def _remote_spec(space, asked: Optional[str], offline: bool, push: bool = True):
+def _remote_spec(space, asked: str | None, offline: bool, push: bool = True):
     """The remote cache a run uses, opened once here so a bad URL, a missing package or bad options
     is a usage error before any step runs; None when offline or none is configured."""
     from trtflow.executor.remote import RemoteSpec, choose_remote, storage_options
 
     if offline:
         if asked:
-            raise UsageError(f"--offline and --remote {asked} contradict each other; give one of them")
+            raise UsageError(
+                f"--offline and --remote {asked} contradict each other; give one of them"
+            )
         return None
     url = choose_remote(space.root, asked)
     if url is None:
@@ -484,12 +647,14 @@ def _remote_spec(space, asked: Optional[str], offline: bool, push: bool = True):
     return spec
 
 
-def _transfer_remote(space, asked: Optional[str]):
+def _transfer_remote(space, asked: str | None):
     """The remote `push` and `pull` talk to: one must be named or configured."""
     spec = _remote_spec(space, asked, offline=False)
     if spec is None:
-        raise UsageError("no remote cache: give --remote URL|NAME, set $TRTFLOW_REMOTE, or keep one with "
-                         "`trtflow remote add NAME URL --default`")
+        raise UsageError(
+            "no remote cache: give --remote URL|NAME, set $TRTFLOW_REMOTE, or keep one with "
+            "`trtflow remote add NAME URL --default`"
+        )
     return spec.open()
 
 
@@ -500,8 +665,15 @@ def _transfer_bars() -> Iterator:
 
     from trtflow.display import console
 
-    with Progress(TextColumn("{task.description:<24}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                  console=console, transient=True) as bars:
+    with Progress(
+        TextColumn("{task.description:<24}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        console=console,
+        transient=True,
+    ) as bars:
+
         def bar(label: str):
             task = bars.add_task(label, total=None)
             return lambda done, total, note: bars.update(task, completed=done, total=total)
@@ -509,14 +681,22 @@ def _transfer_bars() -> Iterator:
         yield bar
 
 
-TransferRecipeArg = typer.Argument(None, metavar="[RECIPE]", show_default=False,
-                                   help="Only the entries of this recipe's current state [default: every entry].")
+TransferRecipeArg = typer.Argument(
+    None,
+    metavar="[RECIPE]",
+    show_default=False,
+    help="Only the entries of this recipe's current state [default: every entry].",
+)
 
 
 @app.command()
-def push(recipe: Optional[Path] = TransferRecipeArg, overrides: list[str] = SetOption,
-         workspace: Optional[Path] = WorkspaceOption, remote: Optional[str] = RemoteOption,
-         debug: bool = DebugOption) -> None:
+def push(
+    recipe: Path | None = TransferRecipeArg,
+    overrides: list[str] = SetOption,
+    workspace: Path | None = WorkspaceOption,
+    remote: str | None = RemoteOption,
+    debug: bool = DebugOption,
+) -> None:
     """Upload to the remote cache the local entries it lacks (those RECIPE uses, or all)."""
     with _errors_to_exit_codes(debug):
         from trtflow.executor.status import pipeline_status
@@ -529,7 +709,11 @@ def push(recipe: Optional[Path] = TransferRecipeArg, overrides: list[str] = SetO
             space = _cache_workspace(workspace, None)
             keys = [entry.key for entry in space.store.entries()]
         store, shared = space.store, _transfer_remote(space, remote)
-        entries = [entry for key in keys if (entry := store.lookup(key)) and not entry.manifest.get("incomplete")]
+        entries = [
+            entry
+            for key in keys
+            if (entry := store.lookup(key)) and not entry.manifest.get("incomplete")
+        ]
         pushed = 0
         with _transfer_bars() as bar:
             for entry in entries:
@@ -540,24 +724,37 @@ def push(recipe: Optional[Path] = TransferRecipeArg, overrides: list[str] = SetO
 
 
 @app.command()
-def pull(recipe: Optional[Path] = TransferRecipeArg, overrides: list[str] = SetOption,
-         workspace: Optional[Path] = WorkspaceOption, remote: Optional[str] = RemoteOption,
-         debug: bool = DebugOption) -> None:
+def pull(
+    recipe: Path | None = TransferRecipeArg,
+    overrides: list[str] = SetOption,
+    workspace: Path | None = WorkspaceOption,
+    remote: str | None = RemoteOption,
+    debug: bool = DebugOption,
+) -> None:
     """Download from the remote cache the entries this workspace lacks (those RECIPE uses, or all)."""
     with _errors_to_exit_codes(debug):
         from trtflow.executor.status import pipeline_status
 
         pipeline = _load(recipe, overrides) if recipe is not None else None
-        space = _workspace(recipe, workspace) if recipe is not None else _cache_workspace(workspace, None, create=True)
+        space = (
+            _workspace(recipe, workspace)
+            if recipe is not None
+            else _cache_workspace(workspace, None, create=True)
+        )
         store, shared = space.store, _transfer_remote(space, remote)
         pulled, tried = 0, set()
         with _transfer_bars() as bar:
-            while True:  # a step's key is known once what it reads is here: pull in rounds down the graph
+            while (
+                True
+            ):  # a step's key is known once what it reads is here: pull in rounds down the graph
                 if pipeline is None:
                     wanted = [key for key in shared.keys() if key not in tried]
                 else:
-                    wanted = [s.key for s in pipeline_status(pipeline, space)
-                              if s.state != "cached" and s.key and s.key not in tried]
+                    wanted = [
+                        s.key
+                        for s in pipeline_status(pipeline, space)
+                        if s.state != "cached" and s.key and s.key not in tried
+                    ]
                 if not wanted:
                     break
                 for key in wanted:
@@ -571,17 +768,24 @@ def pull(recipe: Optional[Path] = TransferRecipeArg, overrides: list[str] = SetO
 
 
 @remote_app.command("add")
-def remote_add(name: str = typer.Argument(..., metavar="NAME"),
-               url: str = typer.Argument(..., metavar="URL", help="file:///shared/cache, s3://bucket/prefix, gs://..., az://..."),
-               default: bool = typer.Option(False, "--default", help="Use it when no --remote is given."),
-               workspace: Optional[Path] = WorkspaceOption, recipe: Optional[Path] = CacheRecipeOption) -> None:
+def remote_add(
+    name: str = typer.Argument(..., metavar="NAME"),
+    url: str = typer.Argument(
+        ..., metavar="URL", help="file:///shared/cache, s3://bucket/prefix, gs://..., az://..."
+    ),
+    default: bool = typer.Option(False, "--default", help="Use it when no --remote is given."),
+    workspace: Path | None = WorkspaceOption,
+    recipe: Path | None = CacheRecipeOption,
+) -> None:
     """Keep a remote cache under NAME in the workspace."""
     with _errors_to_exit_codes(False):
         from trtflow.executor.remote import configured_remotes, save_remotes
 
         if "://" not in url:
-            raise UsageError(f"URL {url}: expected a URL with a scheme (file:///shared/cache, s3://bucket/prefix, "
-                             "gs://bucket/prefix, az://container/prefix)")
+            raise UsageError(
+                f"URL {url}: expected a URL with a scheme (file:///shared/cache, s3://bucket/prefix, "
+                "gs://bucket/prefix, az://container/prefix)"
+            )
         space = _cache_workspace(workspace, recipe, create=True)
         remotes, chosen = configured_remotes(space.root)
         remotes[name] = url
@@ -590,7 +794,9 @@ def remote_add(name: str = typer.Argument(..., metavar="NAME"),
 
 
 @remote_app.command("list")
-def remote_list(workspace: Optional[Path] = WorkspaceOption, recipe: Optional[Path] = CacheRecipeOption) -> None:
+def remote_list(
+    workspace: Path | None = WorkspaceOption, recipe: Path | None = CacheRecipeOption
+) -> None:
     """The workspace's remote caches; the default one is marked."""
     with _errors_to_exit_codes(False):
         from trtflow.executor.remote import configured_remotes
@@ -601,8 +807,11 @@ def remote_list(workspace: Optional[Path] = WorkspaceOption, recipe: Optional[Pa
 
 
 @remote_app.command("remove")
-def remote_remove(name: str = typer.Argument(..., metavar="NAME"), workspace: Optional[Path] = WorkspaceOption,
-                  recipe: Optional[Path] = CacheRecipeOption) -> None:
+def remote_remove(
+    name: str = typer.Argument(..., metavar="NAME"),
+    workspace: Path | None = WorkspaceOption,
+    recipe: Path | None = CacheRecipeOption,
+) -> None:
     """Forget a remote (its data stays where it is)."""
     with _errors_to_exit_codes(False):
         from trtflow.executor.remote import configured_remotes, save_remotes
@@ -610,7 +819,9 @@ def remote_remove(name: str = typer.Argument(..., metavar="NAME"), workspace: Op
         space = _cache_workspace(workspace, recipe)
         remotes, chosen = configured_remotes(space.root)
         if name not in remotes:
-            raise UsageError(f"no remote named {name}; remotes: {', '.join(sorted(remotes)) or 'none'}")
+            raise UsageError(
+                f"no remote named {name}; remotes: {', '.join(sorted(remotes)) or 'none'}"
+            )
         del remotes[name]
         save_remotes(space.root, remotes, None if chosen == name else chosen)
         print(f"removed remote {name}")
@@ -620,9 +831,11 @@ def remote_remove(name: str = typer.Argument(..., metavar="NAME"), workspace: Op
 def replay_export(
     recipe: Path = RecipeArg,
     step: str = typer.Argument(..., metavar="STEP", help="The step whose trials to export."),
-    output: Path = typer.Option(..., "--output", "-o", metavar="FILE", help="The replay file to write."),
+    output: Path = typer.Option(
+        ..., "--output", "-o", metavar="FILE", help="The replay file to write."
+    ),
     overrides: list[str] = SetOption,
-    workspace: Optional[Path] = WorkspaceOption,
+    workspace: Path | None = WorkspaceOption,
     debug: bool = DebugOption,
 ) -> None:
     """Write a step's finished trials as a replay another machine can load (`with: {replay: FILE}`)."""
@@ -638,8 +851,14 @@ def replay_export(
 
 
 @app.command()
-def inspect(path: Path = typer.Argument(..., metavar="PATH", help="A model, tensor set, Polygraphy JSON, compare report, .npz or .npy."),
-            debug: bool = DebugOption) -> None:
+def inspect(
+    path: Path = typer.Argument(
+        ...,
+        metavar="PATH",
+        help="A model, tensor set, Polygraphy JSON, compare report, .npz or .npy.",
+    ),
+    debug: bool = DebugOption,
+) -> None:
     """Summarize what a file from a debug session holds."""
     from trtflow.inspect import describe
 
@@ -673,8 +892,15 @@ def _print_version(asked: bool) -> None:
 
 
 @app.callback()
-def _options(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
-                                          help="Print trtflow's version and exit.")) -> None:
+def _options(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print trtflow's version and exit.",
+    ),
+) -> None:
     """Declarative YAML recipes for ONNX / TensorRT accuracy debugging."""
 
 

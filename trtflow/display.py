@@ -19,8 +19,13 @@ from rich.table import Table
 from trtflow.errors import UsageError
 from trtflow.executor.run import Observer, RunReport, StepOutcome
 
-STATUS_STYLE = {"cached": "cyan", "ran": "green", "failed": "bold red", "skipped": "yellow", "would run": "magenta"}
-
+STATUS_STYLE = {
+    "cached": "cyan",
+    "ran": "green",
+    "failed": "bold red",
+    "skipped": "yellow",
+    "would run": "magenta",
+}
 
 
 class _Console(Console):
@@ -41,8 +46,10 @@ def _progress_seconds() -> float:
     except ValueError:
         seconds = float("nan")
     if not seconds >= 0:
-        raise UsageError(f"TRTFLOW_PROGRESS_SECONDS={text!r}: expected a number of seconds >= 0 between progress "
-                         "lines when the output is not a terminal (default 30)")
+        raise UsageError(
+            f"TRTFLOW_PROGRESS_SECONDS={text!r}: expected a number of seconds >= 0 between progress "
+            "lines when the output is not a terminal (default 30)"
+        )
     return seconds
 
 
@@ -53,7 +60,9 @@ class ProgressDisplay(Observer):
         self.live = console.is_terminal
         self.bars = None  # rich's live progress, made when a step first reports progress (cached steps never do)
         self.tasks: dict[str, int] = {}
-        self.last_line: dict[str, float] = {}  # without a terminal: when each step last printed progress
+        self.last_line: dict[
+            str, float
+        ] = {}  # without a terminal: when each step last printed progress
         self.quiet_interval = _progress_seconds()
 
     def started(self, step_id: str) -> None:
@@ -62,11 +71,25 @@ class ProgressDisplay(Observer):
 
     def _bar(self, step_id: str) -> int:
         if self.bars is None:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                SpinnerColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
 
-            self.bars = Progress(SpinnerColumn(), TextColumn("{task.fields[step]:<24}"), BarColumn(),
-                                 MofNCompleteColumn(), TextColumn("{task.fields[note]}"), TimeElapsedColumn(),
-                                 console=console, transient=True)
+            self.bars = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.fields[step]:<24}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[note]}"),
+                TimeElapsedColumn(),
+                console=console,
+                transient=True,
+            )
             self.bars.start()
         if step_id not in self.tasks:
             self.tasks[step_id] = self.bars.add_task("", total=None, step=step_id, note="")
@@ -80,7 +103,9 @@ class ProgressDisplay(Observer):
             elif time.monotonic() - self.last_line.get(step_id, 0.0) >= self.quiet_interval:
                 self.last_line[step_id] = time.monotonic()
                 of_total = f"/{total:g}" if total else ""
-                console.print(f"        {step_id}: {done:g}{of_total} {note}", markup=False, highlight=False)
+                console.print(
+                    f"        {step_id}: {done:g}{of_total} {note}", markup=False, highlight=False
+                )
 
     def log(self, step_id: str, message: str) -> None:
         if self.verbose:
@@ -114,7 +139,12 @@ def print_report(report: RunReport) -> None:
     for outcome in report.outcomes:
         style = STATUS_STYLE.get(outcome.status, "")
         gate = "" if not outcome.gate else ("passed" if outcome.passed else "FAILED")
-        table.add_row(escape(outcome.step_id), f"[{style}]{outcome.status}[/{style}]", f"{outcome.seconds:.2f}", gate)
+        table.add_row(
+            escape(outcome.step_id),
+            f"[{style}]{outcome.status}[/{style}]",
+            f"{outcome.seconds:.2f}",
+            gate,
+        )
     console.print(table)
     counts = {s: sum(o.status == s for o in report.outcomes) for s in STATUS_STYLE}
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)

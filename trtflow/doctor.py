@@ -22,8 +22,12 @@ def _gpu() -> str:
     if not shutil.which("nvidia-smi"):
         return "none found (no nvidia-smi)"
     try:
-        result = subprocess.run(["nvidia-smi", "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"],
-                                capture_output=True, text=True, timeout=20)
+        result = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
     except (OSError, subprocess.TimeoutExpired) as error:
         return f"nvidia-smi failed: {error}"
     return result.stdout.strip() or f"nvidia-smi failed: {result.stderr.strip()}"
@@ -48,5 +52,8 @@ def environment_facts() -> dict[str, str]:
     facts.update(tensorrt_facts())
     facts["cuda-python"] = _version("cuda")
     facts["nvidia-smi"] = _gpu()
-    facts["graphviz (dot)"] = shutil.which("dot") or "not found: install Graphviz for SVG output (apt-get install graphviz)"
+    facts["graphviz (dot)"] = (
+        shutil.which("dot")
+        or "not found: install Graphviz for SVG output (apt-get install graphviz)"
+    )
     return facts

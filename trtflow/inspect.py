@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
 from trtflow.errors import UsageError
 from trtflow.tensors.array_files import load_archive, load_array
 from trtflow.tensors.comparison import worst_error
-
 
 MOST_COMMON = 8  # op and layer types listed by count
 
@@ -50,10 +50,14 @@ def _reading(path: Path, what: str, *undecodable: type[Exception]) -> Iterator[N
     except ValueError as error:
         raise UsageError(f"{path}: not a readable {what} ({error})") from None
     except (EOFError, *undecodable) as error:
-        raise UsageError(f"{path}: not a readable {what} ({error or type(error).__name__}); "
-                         "is the file truncated or of another kind?") from None
+        raise UsageError(
+            f"{path}: not a readable {what} ({error or type(error).__name__}); "
+            "is the file truncated or of another kind?"
+        ) from None
     except (KeyError, TypeError, AttributeError, OSError) as error:
-        raise UsageError(f"{path}: not a readable {what} ({type(error).__name__}: {error})") from None
+        raise UsageError(
+            f"{path}: not a readable {what} ({type(error).__name__}: {error})"
+        ) from None
 
 
 def _array_line(name: str, array: np.ndarray) -> str:
@@ -100,7 +104,11 @@ def _spec_line(spec) -> str:
 def _output_line(value) -> str:
     from trtflow.tensors.inputs import value_spec
 
-    return _spec_line(value_spec(value)) if value.type.tensor_type.elem_type else f"{value.name}: type not declared"
+    return (
+        _spec_line(value_spec(value))
+        if value.type.tensor_type.elem_type
+        else f"{value.name}: type not declared"
+    )
 
 
 def _tensor_set(path: Path) -> list[str]:
@@ -111,8 +119,10 @@ def _tensor_set(path: Path) -> list[str]:
         lines = [f"{path}: trtflow tensor set, runners: {', '.join(tensor_set.runners)}"]
         for runner, facts in tensor_set.runners.items():
             names = tensor_set.tensor_names(runner)
-            lines.append(f"runner {runner}: {facts.get('status')}, {tensor_set.iterations(runner)} iterations, "
-                         f"{len(names)} tensors" + (f" — {facts['error']}" if facts.get("error") else ""))
+            lines.append(
+                f"runner {runner}: {facts.get('status')}, {tensor_set.iterations(runner)} iterations, "
+                f"{len(names)} tensors" + (f" — {facts['error']}" if facts.get("error") else "")
+            )
             lines += [_array_line(name, tensor_set.load(runner, 0, name)) for name in names[:20]]
             if len(names) > 20:
                 lines.append(f"  ... {len(names) - 20} more")
@@ -132,7 +142,10 @@ def _polygraphy_results(path: Path, data: dict) -> list[str]:
     lines = [f"{path}: Polygraphy RunResults"]
     for runner, iterations in data["runs"]:
         lines.append(f"runner {runner}: {len(iterations)} iterations")
-        lines += [_array_line(name, array) for name, array in (iterations[0]["outputs"] if iterations else {}).items()]
+        lines += [
+            _array_line(name, array)
+            for name, array in (iterations[0]["outputs"] if iterations else {}).items()
+        ]
     return lines
 
 
@@ -147,15 +160,19 @@ def _keep_lines(nodes: list[dict]) -> list[str]:
 
 
 def _bisect_report(path: Path, data: dict) -> list[str]:
-    lines = [f"{path}: bisect-precision report: {data.get('message')}",
-             f"  {data.get('precision')} on {data.get('backend')}, mode {data.get('mode')}: {data.get('candidates')} "
-             f"candidate nodes, {data.get('evaluations')} evaluations ({data.get('replayed')} answered from the journal "
-             "or a replay)"]
+    lines = [
+        f"{path}: bisect-precision report: {data.get('message')}",
+        f"  {data.get('precision')} on {data.get('backend')}, mode {data.get('mode')}: {data.get('candidates')} "
+        f"candidate nodes, {data.get('evaluations')} evaluations ({data.get('replayed')} answered from the journal "
+        "or a replay)",
+    ]
     lines += _keep_lines(data.get("keep") or [])
     for checked, verdict in (data.get("final") or {}).items():
         if isinstance(verdict, dict) and "passed" in verdict:
-            lines.append(f"  verified ({checked}): {'passed' if verdict['passed'] else 'FAILED'}, worst "
-                         f"{worst_error(verdict)}")
+            lines.append(
+                f"  verified ({checked}): {'passed' if verdict['passed'] else 'FAILED'}, worst "
+                f"{worst_error(verdict)}"
+            )
     return lines
 
 
@@ -166,26 +183,41 @@ def _keep_file(path: Path, data: dict) -> list[str]:
 
 def _load_summary(path: Path, data: dict) -> list[str]:
     if data.get("format") != "onnx":
-        return [f"{path}: load summary of {data.get('file')}: {data.get('format')}, {data.get('bytes')} bytes"]
-    opsets = ", ".join(f"{domain} {version}" for domain, version in (data.get("opset") or {}).items())
+        return [
+            f"{path}: load summary of {data.get('file')}: {data.get('format')}, {data.get('bytes')} bytes"
+        ]
+    opsets = ", ".join(
+        f"{domain} {version}" for domain, version in (data.get("opset") or {}).items()
+    )
     weights = data.get("weights") or {}
-    lines = [f"{path}: load summary of {data.get('file')}: ONNX model, {data.get('nodes')} nodes, opset {opsets}, "
-             f"{weights.get('initializers')} initializers ({weights.get('bytes', 0) / 1e6:.1f} MB)",
-             f"  ops: {_counts(data.get('op_histogram') or {}, 'op types')}"]
-    lines += [f"  input {i['name']}: {i.get('dtype')} {i.get('shape')}" for i in data.get("inputs", [])]
-    lines += [f"  output {o['name']}: {o.get('dtype')} {o.get('shape')}" for o in data.get("outputs", [])]
+    lines = [
+        f"{path}: load summary of {data.get('file')}: ONNX model, {data.get('nodes')} nodes, opset {opsets}, "
+        f"{weights.get('initializers')} initializers ({weights.get('bytes', 0) / 1e6:.1f} MB)",
+        f"  ops: {_counts(data.get('op_histogram') or {}, 'op types')}",
+    ]
+    lines += [
+        f"  input {i['name']}: {i.get('dtype')} {i.get('shape')}" for i in data.get("inputs", [])
+    ]
+    lines += [
+        f"  output {o['name']}: {o.get('dtype')} {o.get('shape')}" for o in data.get("outputs", [])
+    ]
     lines.append(f"  shape inference: {data.get('shape_inference')}")
     for precision, lost in (data.get("out_of_range") or {}).items():
         if lost:
             names = ", ".join(str(entry.get("tensor")) for entry in lost[:5])
-            lines.append(f"  constants out of {precision} range: {len(lost)} ({names}{', ...' if len(lost) > 5 else ''})")
+            lines.append(
+                f"  constants out of {precision} range: {len(lost)} ({names}{', ...' if len(lost) > 5 else ''})"
+            )
     return lines
 
 
 def _taps(path: Path, data: dict) -> list[str]:
     lines = [f"{path}: taps, {len(data['taps'])} tensors marked as outputs"]
-    lines += [f"  {tap['tensor']}: {tap.get('op')} node {tap.get('node')} (topo {tap.get('topo')}), "
-              f"{tap.get('dtype')} {tap.get('shape')}" for tap in data["taps"][:20]]
+    lines += [
+        f"  {tap['tensor']}: {tap.get('op')} node {tap.get('node')} (topo {tap.get('topo')}), "
+        f"{tap.get('dtype')} {tap.get('shape')}"
+        for tap in data["taps"][:20]
+    ]
     if len(data["taps"]) > 20:
         lines.append(f"  ... {len(data['taps']) - 20} more")
     if data["not_tapped"]:
@@ -194,52 +226,76 @@ def _taps(path: Path, data: dict) -> list[str]:
 
 
 def _replay(path: Path, data: dict) -> list[str]:
-    return [f"{path}: trtflow replay of step `{data.get('step')}` ({data.get('uses')}), "
-            f"{len(data.get('trials') or [])} trials"]
+    return [
+        f"{path}: trtflow replay of step `{data.get('step')}` ({data.get('uses')}), "
+        f"{len(data.get('trials') or [])} trials"
+    ]
 
 
 def _layer_profile(path: Path, data: list) -> list[str]:
     layers = data[1:]
-    lines = [f"{path}: layer profile (trtexec --exportProfile layout), {data[0]['count']} inferences, "
-             f"{len(layers)} layers; slowest:"]
+    lines = [
+        f"{path}: layer profile (trtexec --exportProfile layout), {data[0]['count']} inferences, "
+        f"{len(layers)} layers; slowest:"
+    ]
     slowest = sorted(layers, key=lambda layer: -float(layer.get("averageMs", 0)))[:10]
-    return lines + [f"  {layer.get('name')}: {float(layer.get('averageMs', 0)):.4f} ms "
-                    f"({float(layer.get('percentage', 0)):.1f}%)" for layer in slowest]
+    return lines + [
+        f"  {layer.get('name')}: {float(layer.get('averageMs', 0)):.4f} ms "
+        f"({float(layer.get('percentage', 0)):.1f}%)"
+        for layer in slowest
+    ]
 
 
 def _graph_summary(path: Path, data: dict) -> list[str]:
-    lines = [f"{path}: render-graph summary of {data.get('name')}: {data.get('nodes')} nodes drawn "
-             f"({data.get('source_nodes')} in the {data.get('source')} graph), files {', '.join(data.get('files') or [])}"]
+    lines = [
+        f"{path}: render-graph summary of {data.get('name')}: {data.get('nodes')} nodes drawn "
+        f"({data.get('source_nodes')} in the {data.get('source')} graph), files {', '.join(data.get('files') or [])}"
+    ]
     return lines + [f"  note: {note}" for note in data.get("notes") or []]
 
 
 def _layer_precisions(path: Path, data: dict) -> list[str]:
     counts = Counter(data.values())
-    return [f"{path}: layer precisions, {len(data)} layers: "
-            + ", ".join(f"{precision} {count}" for precision, count in counts.most_common())]
+    return [
+        f"{path}: layer precisions, {len(data)} layers: "
+        + ", ".join(f"{precision} {count}" for precision, count in counts.most_common())
+    ]
 
 
 def _engine_graph(path: Path, data: dict) -> list[str]:
     layers = [layer for layer in data["Layers"] if isinstance(layer, dict)]
     kinds = Counter(layer.get("LayerType", "?") for layer in layers)
-    return [f"{path}: TensorRT engine graph (inspector JSON), {len(data['Layers'])} layers",
-            f"  layer types: {_counts(kinds, 'layer types')}"]
+    return [
+        f"{path}: TensorRT engine graph (inspector JSON), {len(data['Layers'])} layers",
+        f"  layer types: {_counts(kinds, 'layer types')}",
+    ]
 
 
 def _is_layer_precisions(data: Any) -> bool:
     from trtflow.onnxmodel.formats import FORMATS
 
-    return (isinstance(data, dict) and bool(data)
-            and all(isinstance(value, str) and value in {"fp32", *FORMATS} for value in data.values()))
+    return (
+        isinstance(data, dict)
+        and bool(data)
+        and all(isinstance(value, str) and value in {"fp32", *FORMATS} for value in data.values())
+    )
 
 
 def _is_profile(data: Any) -> bool:
-    return isinstance(data, list) and bool(data) and isinstance(data[0], dict) and set(data[0]) == {"count"}
+    return (
+        isinstance(data, list)
+        and bool(data)
+        and isinstance(data[0], dict)
+        and set(data[0]) == {"count"}
+    )
 
 
 JSON_KINDS: list[tuple[Callable[[Any], bool], Callable[[Path, Any], list[str]]]] = [
     (_is_profile, _layer_profile),
-    (lambda data: isinstance(data, list) and all(isinstance(feed, dict) for feed in data), _polygraphy_inputs),
+    (
+        lambda data: isinstance(data, list) and all(isinstance(feed, dict) for feed in data),
+        _polygraphy_inputs,
+    ),
     (lambda data: _has(data, "runs"), _polygraphy_results),
     (lambda data: _has(data, "first_nonfinite", "first_divergence", "tensors"), _compare_report),
     (lambda data: _has(data, "keep", "trials", "candidates"), _bisect_report),
@@ -262,14 +318,18 @@ def _json(path: Path) -> list[str]:
     for recognizes, summarize in JSON_KINDS:
         if recognizes(data):
             return summarize(path, data)
-    raise UsageError(f"{path}: a JSON file trtflow does not know (it reads Polygraphy inputs/outputs, compare and "
-                     "bisect-precision reports, keep files, layer precisions, load summaries, taps, replays, "
-                     "layer profiles, engine graphs and render-graph summaries)")
+    raise UsageError(
+        f"{path}: a JSON file trtflow does not know (it reads Polygraphy inputs/outputs, compare and "
+        "bisect-precision reports, keep files, layer precisions, load summaries, taps, replays, "
+        "layer profiles, engine graphs and render-graph summaries)"
+    )
 
 
 def _npz(path: Path) -> list[str]:
     arrays = load_archive(path)
-    return [f"{path}: .npz, {len(arrays)} arrays"] + [_array_line(name, array) for name, array in arrays.items()]
+    return [f"{path}: .npz, {len(arrays)} arrays"] + [
+        _array_line(name, array) for name, array in arrays.items()
+    ]
 
 
 def _npy(path: Path) -> list[str]:
@@ -277,9 +337,11 @@ def _npy(path: Path) -> list[str]:
 
 
 def _engine(path: Path) -> list[str]:
-    return [f"{path}: TensorRT engine (serialized plan), {path.stat().st_size:,} bytes; valid only for the "
-            "TensorRT version and GPU that built it. Its layers: build-engine's engine_graph.json; draw it with "
-            "render-graph (`engine:`)"]
+    return [
+        f"{path}: TensorRT engine (serialized plan), {path.stat().st_size:,} bytes; valid only for the "
+        "TensorRT version and GPU that built it. Its layers: build-engine's engine_graph.json; draw it with "
+        "render-graph (`engine:`)"
+    ]
 
 
 def _step_output(path: Path) -> list[str]:
@@ -289,8 +351,10 @@ def _step_output(path: Path) -> list[str]:
     with _reading(path / MANIFEST, "step manifest"):
         manifest = json.loads((path / MANIFEST).read_text())
         outputs = manifest["outputs"]
-    lines = [f"{path}: output of step `{manifest.get('step')}` ({manifest.get('uses')}) of recipe "
-             f"`{manifest.get('recipe')}`, made {manifest.get('created')} in {manifest.get('seconds')} s"]
+    lines = [
+        f"{path}: output of step `{manifest.get('step')}` ({manifest.get('uses')}) of recipe "
+        f"`{manifest.get('recipe')}`, made {manifest.get('created')} in {manifest.get('seconds')} s"
+    ]
     for name, output in outputs.items():
         if output.get("kind") == "value":
             lines.append(f"  {name}: {json.dumps(output.get('value'))[:200]}")
@@ -298,7 +362,11 @@ def _step_output(path: Path) -> list[str]:
         member = path / output["path"]
         summarize = _summarizer(member)
         if summarize is None:
-            size = sum(f.stat().st_size for f in member.rglob("*") if f.is_file()) if member.is_dir() else member.stat().st_size
+            size = (
+                sum(f.stat().st_size for f in member.rglob("*") if f.is_file())
+                if member.is_dir()
+                else member.stat().st_size
+            )
             lines.append(f"  {name}: {output['path']} ({output['kind']}, {size} bytes)")
         else:
             lines.append(f"  {name}:")
@@ -316,8 +384,13 @@ def _summarizer(path: Path) -> Callable[[Path], list[str]] | None:
         return _tensor_set
     if path.is_dir():
         return _step_output if (path / MANIFEST).is_file() else None
-    return {".onnx": _model, ".json": _json, ".npz": _npz, ".npy": _npy,
-            **dict.fromkeys(ENGINE_SUFFIXES, _engine)}.get(path.suffix)
+    return {
+        ".onnx": _model,
+        ".json": _json,
+        ".npz": _npz,
+        ".npy": _npy,
+        **dict.fromkeys(ENGINE_SUFFIXES, _engine),
+    }.get(path.suffix)
 
 
 def describe(path: Path) -> list[str]:
@@ -327,6 +400,8 @@ def describe(path: Path) -> list[str]:
         raise UsageError(f"{path}: no such file or folder")
     summarize = _summarizer(path)
     if summarize is None:
-        raise UsageError(f"{path}: cannot tell what this is (inspect reads .onnx, .engine/.plan, .json, .npz, .npy, "
-                         "tensor set folders and step output folders, trtflow-out/<recipe>/<step>/)")
+        raise UsageError(
+            f"{path}: cannot tell what this is (inspect reads .onnx, .engine/.plan, .json, .npz, .npy, "
+            "tensor set folders and step output folders, trtflow-out/<recipe>/<step>/)"
+        )
     return summarize(path)

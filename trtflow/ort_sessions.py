@@ -15,8 +15,8 @@ pass only re-lays FP32 convolutions, so the lowered model computes the same numb
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 LOWERED_MODEL_DISABLED_OPTIMIZERS = ["NchwcTransformer"]
 
@@ -31,12 +31,16 @@ def new_session_options():
     return options
 
 
-def open_session(source: bytes | str, options, providers: list[str], disabled_optimizers: Sequence[str] = ()):
+def open_session(
+    source: bytes | str, options, providers: list[str], disabled_optimizers: Sequence[str] = ()
+):
     """An onnxruntime.InferenceSession of `source` (model bytes or a file path): the one place
     trtflow creates them, so every session gets the options above."""
     import onnxruntime as ort
 
-    return ort.InferenceSession(source, options, providers=providers, disabled_optimizers=list(disabled_optimizers))
+    return ort.InferenceSession(
+        source, options, providers=providers, disabled_optimizers=list(disabled_optimizers)
+    )
 
 
 def session_refusal(path: Path) -> str | None:

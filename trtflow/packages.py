@@ -12,13 +12,13 @@ metadata (a build on PYTHONPATH).
 from __future__ import annotations
 
 import importlib
-from functools import lru_cache
+from functools import cache
 from importlib import metadata
 
 from trtflow.errors import BackendUnavailable
 
 
-@lru_cache(maxsize=None)
+@cache
 def installed_version(module: str, *distributions: str) -> str:
     """The version of the distribution that provides `import module`: `distributions` (default: the
     module's own name) are tried first, then whatever distribution installed the module, then its
@@ -36,4 +36,6 @@ def installed_version(module: str, *distributions: str) -> str:
     try:
         return str(importlib.import_module(module).__version__)
     except (ImportError, AttributeError):
-        raise BackendUnavailable(f"`{module}` is not installed (or has no version): pip install {module}") from None
+        raise BackendUnavailable(
+            f"`{module}` is not installed (or has no version): pip install {module}"
+        ) from None

@@ -17,11 +17,12 @@ import importlib.util
 import linecache
 import sys
 import traceback
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from trtflow.errors import StepError
 
@@ -33,7 +34,9 @@ class UserCodeError(StepError):
 def _innermost_line(script: Path, trace: TracebackType | None) -> int | None:
     """The line of the innermost frame that runs in `script`: where the user's code failed, or
     called into the library that failed."""
-    lines = [frame.lineno for frame in traceback.extract_tb(trace) if Path(frame.filename) == script]
+    lines = [
+        frame.lineno for frame in traceback.extract_tb(trace) if Path(frame.filename) == script
+    ]
     return lines[-1] if lines else None
 
 
@@ -47,7 +50,11 @@ def _location(script: Path, line: int | None) -> str:
 def _what_failed(error: BaseException) -> str:
     if isinstance(error, SystemExit):
         return f"called sys.exit({error.code!r})"
-    return f"raised {type(error).__name__}: {error}" if str(error) else f"raised {type(error).__name__}"
+    return (
+        f"raised {type(error).__name__}: {error}"
+        if str(error)
+        else f"raised {type(error).__name__}"
+    )
 
 
 @dataclass(frozen=True)
@@ -60,7 +67,7 @@ class UserFunction:
     function: Callable[..., Any]
 
     @classmethod
-    def load(cls, script: Path, name: str, role: str) -> "UserFunction":
+    def load(cls, script: Path, name: str, role: str) -> UserFunction:
         """The function `name` of `script`; ValueError when the script has none (a recipe mistake)."""
         script = Path(script).absolute()
         title = f"{role} `{script.name}:{name}`"
@@ -76,8 +83,11 @@ class UserFunction:
             sys.path.remove(str(script.parent))
         function = getattr(module, name, None)
         if not callable(function):
-            functions = sorted(n for n, v in vars(module).items() if callable(v) and getattr(v, "__module__", None)
-                               == module.__name__)
+            functions = sorted(
+                n
+                for n, v in vars(module).items()
+                if callable(v) and getattr(v, "__module__", None) == module.__name__
+            )
             listed = ", ".join(f"`{n}`" for n in functions) or "none"
             raise ValueError(f"{script} has no function `{name}`; its functions: {listed}")
         return cls(script, name, role, function)
@@ -110,7 +120,9 @@ class UserFunction:
 
     def misbehaved(self, message: str) -> UserCodeError:
         """The error for a function that ran but gave something unusable (`message` says what)."""
-        return UserCodeError(f"{self.title} {message}\n  at {_location(self.script, self.first_line)}")
+        return UserCodeError(
+            f"{self.title} {message}\n  at {_location(self.script, self.first_line)}"
+        )
 
 
 @contextmanager
@@ -123,4 +135,6 @@ def _failures(script: Path, what: str, default_line: int | None = None) -> Itera
             line = error.lineno  # a syntax error has no frame in the script: the parser says where
         else:
             line = _innermost_line(script, error.__traceback__) or default_line
-        raise UserCodeError(f"{what}: it {_what_failed(error)}\n  at {_location(script, line)}") from error
+        raise UserCodeError(
+            f"{what}: it {_what_failed(error)}\n  at {_location(script, line)}"
+        ) from error

@@ -46,30 +46,45 @@ def overflow_demo() -> onnx.ModelProto:
     nodes = [
         helper.make_node("MatMul", ["x", "proj.weight"], ["proj.mm"], name="proj/MatMul"),
         helper.make_node("Add", ["proj.mm", "proj.bias"], ["proj.out"], name="proj/Add"),
-        helper.make_node("ReduceMean", ["proj.out", "axes"], ["ln.mean"], name="ln/ReduceMean", keepdims=1),
+        helper.make_node(
+            "ReduceMean", ["proj.out", "axes"], ["ln.mean"], name="ln/ReduceMean", keepdims=1
+        ),
         helper.make_node("Sub", ["proj.out", "ln.mean"], ["ln.centered"], name="ln/Sub"),
         helper.make_node("Pow", ["ln.centered", "ln.two"], ["ln.squared"], name="ln/Pow"),
-        helper.make_node("ReduceSum", ["ln.squared", "axes"], ["ln.sum_sq"], name="ln/ReduceSum", keepdims=1),
+        helper.make_node(
+            "ReduceSum", ["ln.squared", "axes"], ["ln.sum_sq"], name="ln/ReduceSum", keepdims=1
+        ),
         helper.make_node("Div", ["ln.sum_sq", "ln.count"], ["ln.var"], name="ln/Div_var"),
         helper.make_node("Add", ["ln.var", "ln.eps"], ["ln.var_eps"], name="ln/Add_eps"),
         helper.make_node("Sqrt", ["ln.var_eps"], ["ln.std"], name="ln/Sqrt"),
         helper.make_node("Div", ["ln.centered", "ln.std"], ["ln.normed"], name="ln/Div"),
         helper.make_node("Mul", ["ln.normed", "ln.gamma"], ["ln.scaled"], name="ln/Mul"),
         helper.make_node("Add", ["ln.scaled", "ln.beta"], ["ln.out"], name="ln/Add"),
-        helper.make_node("MatMul", ["ln.out", "mlp.fc1.weight"], ["mlp.fc1.mm"], name="mlp/fc1/MatMul"),
-        helper.make_node("Add", ["mlp.fc1.mm", "mlp.fc1.bias"], ["mlp.fc1.out"], name="mlp/fc1/Add"),
-        helper.make_node("Sigmoid", ["mlp.fc1.out"], ["mlp.gate"]),  # unnamed, as exporters leave them
+        helper.make_node(
+            "MatMul", ["ln.out", "mlp.fc1.weight"], ["mlp.fc1.mm"], name="mlp/fc1/MatMul"
+        ),
+        helper.make_node(
+            "Add", ["mlp.fc1.mm", "mlp.fc1.bias"], ["mlp.fc1.out"], name="mlp/fc1/Add"
+        ),
+        helper.make_node(
+            "Sigmoid", ["mlp.fc1.out"], ["mlp.gate"]
+        ),  # unnamed, as exporters leave them
         helper.make_node("Mul", ["mlp.fc1.out", "mlp.gate"], ["mlp.act"]),
-        helper.make_node("MatMul", ["mlp.act", "mlp.fc2.weight"], ["mlp.fc2.mm"], name="mlp/fc2/MatMul"),
+        helper.make_node(
+            "MatMul", ["mlp.act", "mlp.fc2.weight"], ["mlp.fc2.mm"], name="mlp/fc2/MatMul"
+        ),
         helper.make_node("Add", ["mlp.fc2.mm", "mlp.fc2.bias"], ["y"], name="mlp/fc2/Add"),
     ]
     graph = helper.make_graph(
-        nodes, "overflow_demo",
+        nodes,
+        "overflow_demo",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", SEQUENCE, HIDDEN])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", SEQUENCE, HIDDEN])],
         initializer=weights,
     )
-    model = helper.make_model(graph, producer_name="trtflow-demo", opset_imports=[helper.make_opsetid("", 18)])
+    model = helper.make_model(
+        graph, producer_name="trtflow-demo", opset_imports=[helper.make_opsetid("", 18)]
+    )
     model.ir_version = 8
     onnx.checker.check_model(model, full_check=True)
     return model

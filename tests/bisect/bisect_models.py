@@ -6,7 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
-CULPRIT_VARIANCE = 1e7  # BatchNormalization variance FP16 turns into inf: the output collapses to the bias
+CULPRIT_VARIANCE = (
+    1e7  # BatchNormalization variance FP16 turns into inf: the output collapses to the bias
+)
 
 
 def chain_model(count: int, culprits: set[int], *, width: int = 8, seed: int = 0):
@@ -28,12 +30,23 @@ def chain_model(count: int, culprits: set[int], *, width: int = 8, seed: int = 0
         output = "y" if index == count - 1 else f"t{index}"
         if index in culprits or index % 3 == 2:
             variance = np.full(width, CULPRIT_VARIANCE if index in culprits else 1.0, np.float32)
-            params = {"scale": np.sqrt(variance), "bias": rng.normal(0, 0.01, width).astype(np.float32),
-                      "mean": np.zeros(width, np.float32), "var": variance}
+            params = {
+                "scale": np.sqrt(variance),
+                "bias": rng.normal(0, 0.01, width).astype(np.float32),
+                "mean": np.zeros(width, np.float32),
+                "var": variance,
+            }
             for key, values in params.items():
                 initializers.append(numpy_helper.from_array(values, f"{name}_{key}"))
-            nodes.append(helper.make_node("BatchNormalization", [current] + [f"{name}_{k}" for k in params], [output],
-                                          name=name, epsilon=1e-5))
+            nodes.append(
+                helper.make_node(
+                    "BatchNormalization",
+                    [current] + [f"{name}_{k}" for k in params],
+                    [output],
+                    name=name,
+                    epsilon=1e-5,
+                )
+            )
             if index in culprits:
                 culprit_names.append(name)
         else:
@@ -42,8 +55,13 @@ def chain_model(count: int, culprits: set[int], *, width: int = 8, seed: int = 0
             initializers.append(numpy_helper.from_array(values, f"{name}_w"))
             nodes.append(helper.make_node(op, [current, f"{name}_w"], [output], name=name))
         current = output
-    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, width])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, width])], initializers)
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, width])],
+        initializers,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     return model, culprit_names
@@ -57,30 +75,51 @@ def varied_model():
     bias = numpy_helper.from_array(np.full(4, 0.5, np.float32), "bias")
     scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
     cond = numpy_helper.from_array(np.array(True), "cond")
-    then_body = helper.make_graph([helper.make_node("Relu", ["mm"], ["then_out"], name="then_relu")], "then", [],
-                                  [helper.make_tensor_value_info("then_out", TensorProto.FLOAT, [2, 4])])
-    else_body = helper.make_graph([helper.make_node("Neg", ["mm"], ["else_out"], name="else_neg")], "else", [],
-                                  [helper.make_tensor_value_info("else_out", TensorProto.FLOAT, [2, 4])])
+    then_body = helper.make_graph(
+        [helper.make_node("Relu", ["mm"], ["then_out"], name="then_relu")],
+        "then",
+        [],
+        [helper.make_tensor_value_info("then_out", TensorProto.FLOAT, [2, 4])],
+    )
+    else_body = helper.make_graph(
+        [helper.make_node("Neg", ["mm"], ["else_out"], name="else_neg")],
+        "else",
+        [],
+        [helper.make_tensor_value_info("else_out", TensorProto.FLOAT, [2, 4])],
+    )
     nodes = [
         helper.make_node("MatMul", ["x", "w"], ["mm"], name="matmul"),
         helper.make_node("Add", ["mm", "bias"], ["added"], name="add"),
         helper.make_node("MatMul", ["added", "w"], ["mm2"], name="matmul_shared_weight"),
-        helper.make_node("Constant", [], ["half"], name="const_half",
-                         value=numpy_helper.from_array(np.array(0.5, np.float32))),
+        helper.make_node(
+            "Constant",
+            [],
+            ["half"],
+            name="const_half",
+            value=numpy_helper.from_array(np.array(0.5, np.float32)),
+        ),
         helper.make_node("Mul", ["mm2", "half"], ["scaled"], name="mul"),
         helper.make_node("Reshape", ["scaled", "shape4d"], ["image"], name="reshape"),
         helper.make_node("Resize", ["image", "", "scales"], ["big"], name="resize", mode="nearest"),
         helper.make_node("Cast", ["big"], ["big_cast"], name="cast", to=TensorProto.FLOAT),
-        helper.make_node("If", ["cond"], ["branch"], name="if", then_branch=then_body, else_branch=else_body),
+        helper.make_node(
+            "If", ["cond"], ["branch"], name="if", then_branch=then_body, else_branch=else_body
+        ),
         helper.make_node("ReduceMean", ["big_cast"], ["pooled"], name="reduce", keepdims=0),
         helper.make_node("Sigmoid", ["branch"], ["out2"], name="sigmoid"),
     ]
     shape4d = numpy_helper.from_array(np.array([1, 1, 2, 4], np.int64), "shape4d")
-    graph = helper.make_graph(nodes, "varied", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
-                              [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, []),
-                               helper.make_tensor_value_info("out2", TensorProto.FLOAT, [2, 4]),
-                               helper.make_tensor_value_info("mm", TensorProto.FLOAT, [2, 4])],
-                              [w, bias, scales, cond, shape4d])
+    graph = helper.make_graph(
+        nodes,
+        "varied",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [
+            helper.make_tensor_value_info("pooled", TensorProto.FLOAT, []),
+            helper.make_tensor_value_info("out2", TensorProto.FLOAT, [2, 4]),
+            helper.make_tensor_value_info("mm", TensorProto.FLOAT, [2, 4]),
+        ],
+        [w, bias, scales, cond, shape4d],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model

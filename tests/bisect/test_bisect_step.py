@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from bisect_models import chain_model, save, varied_model
 
 CHECK_SCRIPT = """
@@ -31,7 +30,9 @@ for ref, cand in zip(sorted(glob.glob(os.environ["TRTFLOW_REFERENCE_RESULTS"] + 
 
 def write_recipe(folder: Path, body: str, name: str = "hunt") -> Path:
     recipe = folder / "recipe.yaml"
-    recipe.write_text(f"trtflow: 1\nname: {name}\nsteps:\n" + textwrap.indent(textwrap.dedent(body), "  "))
+    recipe.write_text(
+        f"trtflow: 1\nname: {name}\nsteps:\n" + textwrap.indent(textwrap.dedent(body), "  ")
+    )
     return recipe
 
 
@@ -53,7 +54,9 @@ def outputs(tmp_path: Path, recipe: str = "hunt", step: str = "hunt") -> Path:
 
 
 def run(trtflow, tmp_path: Path, recipe: Path, workspace: str = "ws"):
-    return trtflow("run", recipe, "--workspace", tmp_path / workspace, "--out", tmp_path / "out", cwd=tmp_path)
+    return trtflow(
+        "run", recipe, "--workspace", tmp_path / workspace, "--out", tmp_path / "out", cwd=tmp_path
+    )
 
 
 def test_minimal_finds_planted_culprits_and_writes_a_verified_mixed_model(trtflow, tmp_path):
@@ -64,39 +67,54 @@ def test_minimal_finds_planted_culprits_and_writes_a_verified_mixed_model(trtflo
     out = outputs(tmp_path)
     keep = json.loads((out / "keep.json").read_text())
     assert {n["name"] for n in keep["nodes"]} == set(culprits)
-    assert all("fails without it" in n["reason"] and n["op"] == "BatchNormalization" for n in keep["nodes"])
-    for node in keep["nodes"]:  # the evidence, for people: the statistic checked, 4 significant digits
+    assert all(
+        "fails without it" in n["reason"] and n["op"] == "BatchNormalization" for n in keep["nodes"]
+    )
+    for node in keep[
+        "nodes"
+    ]:  # the evidence, for people: the statistic checked, 4 significant digits
         shown = re.search(r"\(trial \d+: \S+ max abs error (\S+)\)$", node["reason"]).group(1)
         assert shown == f"{float(shown):.4g}", node
     report = json.loads((out / "report.json").read_text())
     assert report["passed"] and report["evaluations"] == len(report["trials"]) <= 3 * 7 + 10
     assert set(report["trials"][0]) == {"plan", "passed", "metrics", "seconds", "replayed"}
     assert report["final"]["samples"] == "fresh"
-    assert report["final"]["emulated"]["passed"] and report["final"]["lowered_onnxruntime"]["passed"]
+    assert (
+        report["final"]["emulated"]["passed"] and report["final"]["lowered_onnxruntime"]["passed"]
+    )
     assert json.loads((out / "values.json").read_text())["passed"] is True
 
     import onnx
     import onnxruntime
 
     lowered = onnx.load(str(out / "model.onnx"))
-    types = {v.name: v.type.tensor_type.elem_type for v in list(lowered.graph.input) + list(lowered.graph.output)}
+    types = {
+        v.name: v.type.tensor_type.elem_type
+        for v in list(lowered.graph.input) + list(lowered.graph.output)
+    }
     assert types == {"x": onnx.TensorProto.FLOAT, "y": onnx.TensorProto.FLOAT}
     weights = {t.name: t.data_type for t in lowered.graph.initializer}
-    assert all(weights[f"{c}_var"] == onnx.TensorProto.FLOAT for c in culprits)  # kept nodes' weights stay FP32
+    assert all(
+        weights[f"{c}_var"] == onnx.TensorProto.FLOAT for c in culprits
+    )  # kept nodes' weights stay FP32
     assert weights["node0_w::fp16"] == onnx.TensorProto.FLOAT16
     fresh = np.random.default_rng(99).uniform(-1, 1, (2, 8)).astype(np.float32)
     expected = onnxruntime.InferenceSession(model.SerializeToString()).run(None, {"x": fresh})[0]
     produced = onnxruntime.InferenceSession(lowered.SerializeToString()).run(None, {"x": fresh})[0]
     np.testing.assert_allclose(produced, expected, atol=0.05, rtol=0.05)
     precisions = json.loads((out / "layer_precisions.json").read_text())
-    assert {n for n, p in precisions.items() if p == "fp32"} == set(culprits) and len(precisions) == 80
+    assert {n for n, p in precisions.items() if p == "fp32"} == set(culprits) and len(
+        precisions
+    ) == 80
 
 
 @pytest.mark.parametrize("mode,direction", [("bisect", "forward"), ("linear", "reverse")])
 def test_polygraphy_modes_keep_a_prefix_or_suffix(trtflow, tmp_path, mode, direction):
     model, _ = chain_model(30, {9})
     save(model, tmp_path / "chain.onnx")
-    recipe = write_recipe(tmp_path, hunt_step("chain.onnx", f"mode: {mode}\n        direction: {direction}"))
+    recipe = write_recipe(
+        tmp_path, hunt_step("chain.onnx", f"mode: {mode}\n        direction: {direction}")
+    )
     done = run(trtflow, tmp_path, recipe)
     assert done.returncode == 0, done.stdout + done.stderr
     kept = [n["name"] for n in json.loads((outputs(tmp_path) / "keep.json").read_text())["nodes"]]
@@ -133,32 +151,64 @@ def test_check_command_runs_in_the_recipe_folder_and_its_files_are_in_the_key(tr
     model, culprits = chain_model(12, {4})
     save(model, tmp_path / "chain.onnx")
     (tmp_path / "check.py").write_text(CHECK_SCRIPT)
-    recipe = write_recipe(tmp_path, """
+    recipe = write_recipe(
+        tmp_path,
+        """
     model:
       uses: load
       with: {path: chain.onnx}
-    """ + hunt_step("${steps.model.model}", check="{command: [python, check.py], files: [check.py]}"))
+    """
+        + hunt_step(
+            "${steps.model.model}", check="{command: [python, check.py], files: [check.py]}"
+        ),
+    )
     environment = {"TRIAL_LOG": str(tmp_path / "trials.log")}
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    done = trtflow("run", recipe, "--workspace", tmp_path / "ws", "--out", tmp_path / "out", cwd=elsewhere,
-                   env=environment)  # the model comes from the store, the run starts elsewhere: check.py is still found
+    done = trtflow(
+        "run",
+        recipe,
+        "--workspace",
+        tmp_path / "ws",
+        "--out",
+        tmp_path / "out",
+        cwd=elsewhere,
+        env=environment,
+    )  # the model comes from the store, the run starts elsewhere: check.py is still found
     assert done.returncode == 0, done.stdout + done.stderr
-    assert {n["name"] for n in json.loads((outputs(tmp_path) / "keep.json").read_text())["nodes"]} == set(culprits)
+    assert {
+        n["name"] for n in json.loads((outputs(tmp_path) / "keep.json").read_text())["nodes"]
+    } == set(culprits)
     assert "check.files does not list" not in done.stdout + done.stderr
 
     (tmp_path / "check.py").write_text(CHECK_SCRIPT + "\n# tightened later\n")
     status = trtflow("status", recipe, "--workspace", tmp_path / "ws", cwd=tmp_path)
-    assert "with.check.files[0]: file check.py changed" in status.stdout, status.stdout + status.stderr
-    again = trtflow("run", recipe, "--workspace", tmp_path / "ws", "--out", tmp_path / "out", cwd=tmp_path,
-                    env=environment)
-    assert again.returncode == 0 and "ran hunt" in again.stdout + again.stderr, again.stdout + again.stderr
+    assert "with.check.files[0]: file check.py changed" in status.stdout, (
+        status.stdout + status.stderr
+    )
+    again = trtflow(
+        "run",
+        recipe,
+        "--workspace",
+        tmp_path / "ws",
+        "--out",
+        tmp_path / "out",
+        cwd=tmp_path,
+        env=environment,
+    )
+    assert again.returncode == 0 and "ran hunt" in again.stdout + again.stderr, (
+        again.stdout + again.stderr
+    )
 
 
-def test_a_check_command_that_fails_the_reference_is_a_recipe_error_with_its_output(trtflow, tmp_path):
+def test_a_check_command_that_fails_the_reference_is_a_recipe_error_with_its_output(
+    trtflow, tmp_path
+):
     model, _ = chain_model(6, {4})
     save(model, tmp_path / "chain.onnx")
-    (tmp_path / "check.py").write_text("import sys\nprint('loading weights')\nsys.exit('no module named scorer')\n")
+    (tmp_path / "check.py").write_text(
+        "import sys\nprint('loading weights')\nsys.exit('no module named scorer')\n"
+    )
     recipe = write_recipe(tmp_path, hunt_step("chain.onnx", check="{command: [python, check.py]}"))
     done = run(trtflow, tmp_path, recipe)
     output = done.stdout + done.stderr
@@ -171,12 +221,18 @@ def test_a_check_command_that_fails_the_reference_is_a_recipe_error_with_its_out
     (tmp_path / "check.py").write_text("import sys\nsys.exit(0)\n")  # the failure was not cached
     fixed = run(trtflow, tmp_path, recipe)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    assert "check.files does not list" in fixed.stdout + fixed.stderr  # check.py is read but not hashed: say so
+    assert (
+        "check.files does not list" in fixed.stdout + fixed.stderr
+    )  # check.py is read but not hashed: say so
 
 
 def test_subgraph_nodes_stay_one_high_precision_unit(trtflow, tmp_path):
     save(varied_model(), tmp_path / "varied.onnx")
-    done = run(trtflow, tmp_path, write_recipe(tmp_path, hunt_step("varied.onnx", check="{atol: 0.01, rtol: 0.01}")))
+    done = run(
+        trtflow,
+        tmp_path,
+        write_recipe(tmp_path, hunt_step("varied.onnx", check="{atol: 0.01, rtol: 0.01}")),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     keep = json.loads((outputs(tmp_path) / "keep.json").read_text())
     assert keep["found"]
@@ -184,13 +240,19 @@ def test_subgraph_nodes_stay_one_high_precision_unit(trtflow, tmp_path):
     assert "subgraphs" in reasons["if"]
     assert set(reasons) == {"if"} and "can run in low precision" in keep["message"]
     # the search's answer names no node, then what never runs low is said apart (not "...: if")
-    assert re.search(re.escape(keep["message"]) + r" \(verified on fresh samples; (1 trial|([02-9]|\d\d+) trials)\)\n"
-                     r"1 node\(s\) stay in high precision in every plan: if \(subgraphs", done.stdout), done.stdout
+    assert re.search(
+        re.escape(keep["message"])
+        + r" \(verified on fresh samples; (1 trial|([02-9]|\d\d+) trials)\)\n"
+        r"1 node\(s\) stay in high precision in every plan: if \(subgraphs",
+        done.stdout,
+    ), done.stdout
 
 
 def slow_hunt(tmp_path: Path, model_name: str = "chain.onnx") -> Path:
     (tmp_path / "check.py").write_text(CHECK_SCRIPT)
-    return write_recipe(tmp_path, hunt_step(model_name, check="{command: [python, check.py], files: [check.py]}"))
+    return write_recipe(
+        tmp_path, hunt_step(model_name, check="{command: [python, check.py], files: [check.py]}")
+    )
 
 
 def test_sigkill_mid_search_then_rerun_repeats_no_finished_trial(trtflow, tmp_path):
@@ -199,24 +261,55 @@ def test_sigkill_mid_search_then_rerun_repeats_no_finished_trial(trtflow, tmp_pa
     recipe = slow_hunt(tmp_path)
     trial_log = tmp_path / "trials.log"
     environment = {**os.environ, "TRIAL_LOG": str(trial_log)}
-    child = subprocess.Popen([sys.executable, "-m", "trtflow", "run", str(recipe), "--workspace", str(tmp_path / "ws"),
-                              "--out", str(tmp_path / "out")], cwd=tmp_path, env=environment,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "trtflow",
+            "run",
+            str(recipe),
+            "--workspace",
+            str(tmp_path / "ws"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        cwd=tmp_path,
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     journals = tmp_path / "ws" / "journals"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        finished = [line for j in journals.glob("*.jsonl") for line in j.read_text().splitlines() if '"trial"' in line]
+        finished = [
+            line
+            for j in journals.glob("*.jsonl")
+            for line in j.read_text().splitlines()
+            if '"trial"' in line
+        ]
         if len(finished) >= 4:
             break
         time.sleep(0.05)
     child.send_signal(signal.SIGKILL)
     child.wait()
-    finished_before = [json.loads(line)["trial"] for j in journals.glob("*.jsonl")
-                       for line in j.read_text().splitlines() if '"trial"' in line]
+    finished_before = [
+        json.loads(line)["trial"]
+        for j in journals.glob("*.jsonl")
+        for line in j.read_text().splitlines()
+        if '"trial"' in line
+    ]
     assert len(finished_before) >= 4
 
-    done = trtflow("run", recipe, "--workspace", tmp_path / "ws", "--out", tmp_path / "out", cwd=tmp_path,
-                   env={"TRIAL_LOG": str(trial_log)})
+    done = trtflow(
+        "run",
+        recipe,
+        "--workspace",
+        tmp_path / "ws",
+        "--out",
+        tmp_path / "out",
+        cwd=tmp_path,
+        env={"TRIAL_LOG": str(trial_log)},
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((outputs(tmp_path) / "report.json").read_text())
     keep = {n["name"] for n in json.loads((outputs(tmp_path) / "keep.json").read_text())["nodes"]}
@@ -224,7 +317,9 @@ def test_sigkill_mid_search_then_rerun_repeats_no_finished_trial(trtflow, tmp_pa
     assert report["replayed"] >= len(finished_before)
     checked = [json.loads(line) for line in trial_log.read_text().splitlines()]
     for trial in finished_before:  # a trial finished before the kill was never checked again
-        if set(trial["keep"]) != keep:  # (the answer itself is re-checked by the final verification)
+        if (
+            set(trial["keep"]) != keep
+        ):  # (the answer itself is re-checked by the final verification)
             assert checked.count(trial["keep"]) == 1
     # checks run = trials + at most one in flight at the kill + the final verification (emulated, lowered)
     # + the check of the command itself before each of the two runs' searches
@@ -246,7 +341,9 @@ def test_replay_answers_every_trial_and_a_replay_for_another_model_is_refused(tr
     second.mkdir()
     save(model, second / "chain.onnx")
     (second / "replay.json").write_bytes(replay.read_bytes())
-    done = run(trtflow, second, write_recipe(second, hunt_step("chain.onnx", "replay: replay.json")))
+    done = run(
+        trtflow, second, write_recipe(second, hunt_step("chain.onnx", "replay: replay.json"))
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((outputs(second) / "report.json").read_text())
     assert report["replayed"] == report["evaluations"] == evaluations
@@ -262,43 +359,68 @@ def test_replay_answers_every_trial_and_a_replay_for_another_model_is_refused(tr
     assert "with.model" in done.stdout + done.stderr
 
 
-def test_onnxruntime_backend_judges_real_mixed_models_and_nodes_narrow_the_candidates(trtflow, tmp_path):
+def test_onnxruntime_backend_judges_real_mixed_models_and_nodes_narrow_the_candidates(
+    trtflow, tmp_path
+):
     model, culprits = chain_model(24, {5, 17})
     save(model, tmp_path / "chain.onnx")
-    done = run(trtflow, tmp_path, write_recipe(tmp_path, hunt_step("chain.onnx", "backend: onnxruntime")))
+    done = run(
+        trtflow, tmp_path, write_recipe(tmp_path, hunt_step("chain.onnx", "backend: onnxruntime"))
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     keep = json.loads((outputs(tmp_path) / "keep.json").read_text())
     assert {n["name"] for n in keep["nodes"]} == set(culprits)
 
-    excluded = write_recipe(tmp_path, hunt_step("chain.onnx", "nodes: {exclude: [node17]}"), name="narrow")
+    excluded = write_recipe(
+        tmp_path, hunt_step("chain.onnx", "nodes: {exclude: [node17]}"), name="narrow"
+    )
     done = run(trtflow, tmp_path, excluded)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((outputs(tmp_path, "narrow") / "report.json").read_text())
-    assert report["candidates"] == 23 and not report["passed"]  # node17 always runs in FP16: nothing passes
+    assert (
+        report["candidates"] == 23 and not report["passed"]
+    )  # node17 always runs in FP16: nothing passes
 
 
-def test_a_runner_entry_is_the_backend_spelled_out_and_a_wrong_one_is_a_recipe_error(trtflow, tmp_path):
+def test_a_runner_entry_is_the_backend_spelled_out_and_a_wrong_one_is_a_recipe_error(
+    trtflow, tmp_path
+):
     model, culprits = chain_model(24, {5, 17})
     save(model, tmp_path / "chain.onnx")
     trials = {}
-    for name, extra in (("shorthand", "backend: emulated"), ("entry", "runner: {backend: emulated, precision: fp16}")):
-        done = run(trtflow, tmp_path, write_recipe(tmp_path, hunt_step("chain.onnx", extra), name=name))
+    for name, extra in (
+        ("shorthand", "backend: emulated"),
+        ("entry", "runner: {backend: emulated, precision: fp16}"),
+    ):
+        done = run(
+            trtflow, tmp_path, write_recipe(tmp_path, hunt_step("chain.onnx", extra), name=name)
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         report = json.loads((outputs(tmp_path, name) / "report.json").read_text())
-        assert report["backend"] == "emulated" and {n["name"] for n in report["keep"]} == set(culprits)
+        assert report["backend"] == "emulated" and {n["name"] for n in report["keep"]} == set(
+            culprits
+        )
         trials[name] = [(t["plan"], t["passed"], t["metrics"]) for t in report["trials"]]
     assert trials["shorthand"] == trials["entry"]
 
     (tmp_path / "saved.json").write_text("[]")
-    for extra, expected in (("runner: {backend: saved, path: saved.json}", "steps.hunt.with.runner"),
-                            ("runner: {backend: emulated, precision: bf16}", "say the plans' low precision once"),
-                            ("runner: {backend: emulated, isolate: true}", "`isolate` is for run-runners"),
-                            ("runner: {backend: emulated, keep: [node5]}", "each plan says which nodes stay FP32"),
-                            ("runner: {backend: onnxruntime, providers: [NoSuchExecutionProvider]}",
-                             "steps.hunt.with.runner.providers: runner `onnxruntime`: `NoSuchExecutionProvider` is no ONNX "
-                             "Runtime execution provider")):
-        done = run(trtflow, tmp_path, write_recipe(tmp_path, hunt_step("chain.onnx", extra), name="wrong"))
-        assert done.returncode == 2 and expected in done.stdout + done.stderr, done.stdout + done.stderr
+    for extra, expected in (
+        ("runner: {backend: saved, path: saved.json}", "steps.hunt.with.runner"),
+        ("runner: {backend: emulated, precision: bf16}", "say the plans' low precision once"),
+        ("runner: {backend: emulated, isolate: true}", "`isolate` is for run-runners"),
+        ("runner: {backend: emulated, keep: [node5]}", "each plan says which nodes stay FP32"),
+        (
+            "runner: {backend: onnxruntime, providers: [NoSuchExecutionProvider]}",
+            "steps.hunt.with.runner.providers: runner `onnxruntime`: `NoSuchExecutionProvider` is no ONNX "
+            "Runtime execution provider",
+        ),
+    ):
+        done = run(
+            trtflow, tmp_path, write_recipe(tmp_path, hunt_step("chain.onnx", extra), name="wrong")
+        )
+        assert done.returncode == 2 and expected in done.stdout + done.stderr, (
+            done.stdout + done.stderr
+        )
         assert "Traceback" not in done.stdout + done.stderr
 
 
@@ -330,13 +452,30 @@ def test_a_runner_failing_mid_search_fails_the_step_and_leaves_no_scratch_files(
     recipe = write_recipe(tmp_path, hunt_step("chain.onnx"))
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    done = subprocess.run([sys.executable, "-c", FAILING_RUNNER_CLI, "run", str(recipe), "--workspace",
-                           str(tmp_path / "ws"), "--out", str(tmp_path / "out")], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "TMPDIR": str(scratch)})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            FAILING_RUNNER_CLI,
+            "run",
+            str(recipe),
+            "--workspace",
+            str(tmp_path / "ws"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TMPDIR": str(scratch)},
+    )
     output = done.stdout + done.stderr
     assert done.returncode == 3, output
     assert "the device was lost" in output and "Traceback" not in output
-    assert not list(scratch.glob("trtflow-*"))  # the switchable model's and the screening probe's files are gone
+    assert not list(
+        scratch.glob("trtflow-*")
+    )  # the switchable model's and the screening probe's files are gone
 
 
 def test_fingerprint_finds_onnxruntime_installed_as_onnxruntime_gpu(monkeypatch):
@@ -353,7 +492,9 @@ def test_fingerprint_finds_onnxruntime_installed_as_onnxruntime_gpu(monkeypatch)
         return "1.99.0" if distribution == "onnxruntime-gpu" else real_version(distribution)
 
     monkeypatch.setattr(packages.metadata, "version", only_the_gpu_build)
-    monkeypatch.setattr(packages.metadata, "packages_distributions", lambda: {"onnxruntime": ["onnxruntime-gpu"]})
+    monkeypatch.setattr(
+        packages.metadata, "packages_distributions", lambda: {"onnxruntime": ["onnxruntime-gpu"]}
+    )
     packages.installed_version.cache_clear()
     try:
         facts = BisectPrecision().fingerprint(Params(model="chain.onnx", check={"atol": 0.01}))
@@ -366,11 +507,16 @@ def test_a_check_command_that_hangs_fails_the_step_at_its_timeout(trtflow, tmp_p
     model, _ = chain_model(6, {4})
     save(model, tmp_path / "chain.onnx")
     (tmp_path / "hang.py").write_text("import time\ntime.sleep(120)\n")
-    recipe = write_recipe(tmp_path, hunt_step("chain.onnx", check="{command: [python, hang.py], timeout_s: 0.5}"))
+    recipe = write_recipe(
+        tmp_path, hunt_step("chain.onnx", check="{command: [python, hang.py], timeout_s: 0.5}")
+    )
     started = time.monotonic()
     done = run(trtflow, tmp_path, recipe)
     output = done.stdout + done.stderr
     assert done.returncode == 3, output
-    assert "the check command `python hang.py` did not finish within check.timeout_s = 0.5 s" in done.stderr
+    assert (
+        "the check command `python hang.py` did not finish within check.timeout_s = 0.5 s"
+        in done.stderr
+    )
     assert "Traceback" not in output
     assert time.monotonic() - started < 60

@@ -31,7 +31,7 @@ def planted_cases():
         for k in range(1, 6):
             yield count, set(nodes[:k])  # clustered at the start of the lowering order
             yield count, set(nodes[-k:])  # clustered at the end
-            yield count, set(nodes[::count // k][:k])  # spread evenly
+            yield count, set(nodes[:: count // k][:k])  # spread evenly
             for _ in range(4):
                 yield count, set(rng.sample(nodes, k))
 
@@ -49,7 +49,10 @@ def test_minimal_finds_planted_culprits_within_budget(count, culprits):
 def test_minimal_worst_case_over_all_placements_of_two():
     count = 64
     nodes = names(count)
-    worst = max(minimal(nodes, culprit_judge(set(pair))).evaluations for pair in itertools.combinations(nodes, 2))
+    worst = max(
+        minimal(nodes, culprit_judge(set(pair))).evaluations
+        for pair in itertools.combinations(nodes, 2)
+    )
     assert worst <= 2 * math.ceil(math.log2(count)) + 10
 
 
@@ -72,7 +75,10 @@ def test_prefix_searches_answer_none_kept_when_the_model_needs_nothing(mode):
         result = search(names(count), lambda keep: True)
         assert result.keep == frozenset() and "can run in low precision" in result.message
     needs_first = search(names(120), lambda keep: "n0" in keep)
-    assert needs_first.keep == {"n0"} and needs_first.message == "keep the first 1 node(s) in high precision"
+    assert (
+        needs_first.keep == {"n0"}
+        and needs_first.message == "keep the first 1 node(s) in high precision"
+    )
 
 
 def test_minimal_is_one_minimal_for_judges_that_are_not_culprit_sets():
@@ -123,7 +129,9 @@ def polygraphy_answer(marker_class, count: int, direction: str, judge_count):
 def test_bisect_and_linear_ask_what_polygraphy_asks(mode, direction):
     from polygraphy.tools.debug.subtool.precision import BisectMarker, LinearMarker
 
-    marker_class, search = {"bisect": (BisectMarker, bisect), "linear": (LinearMarker, linear)}[mode]
+    marker_class, search = {"bisect": (BisectMarker, bisect), "linear": (LinearMarker, linear)}[
+        mode
+    ]
     rng = random.Random(7)
     for count in (1, 2, 7, 40, 129):
         nodes = names(count)
@@ -136,7 +144,7 @@ def test_bisect_and_linear_ask_what_polygraphy_asks(mode, direction):
                 return culprits <= keep
 
             def judge_count(marked, way):
-                selected = nodes[:marked] if way == "forward" else nodes[count - marked:]
+                selected = nodes[:marked] if way == "forward" else nodes[count - marked :]
                 return culprits <= set(selected)
 
             asked, good = polygraphy_answer(marker_class, count, direction, judge_count)
@@ -145,7 +153,9 @@ def test_bisect_and_linear_ask_what_polygraphy_asks(mode, direction):
                 good = 0 if judge(frozenset()) else 1
             result = search(nodes, judge, direction=direction)
             sizes = [len(t.keep) for t in result.trials]
-            assert sizes == list(dict.fromkeys(asked))  # same plans, in the same order (repeats memoized)
+            assert sizes == list(
+                dict.fromkeys(asked)
+            )  # same plans, in the same order (repeats memoized)
             if good > count:
                 assert result.keep is None
             else:

@@ -26,8 +26,11 @@ from onnx import TensorProto, helper, numpy_helper
 from trtflow.graph.from_engine import fused_parts
 
 FIXTURES = Path(__file__).resolve().parents[2] / "pipelines" / "engine-graphs"
-ENGINE_GRAPHS = ("resnet.onnx.engine.graph.json", "resnet-qat.onnx.engine.graph.json",
-                 "mobilenet.qat.onnx.engine.graph.json")
+ENGINE_GRAPHS = (
+    "resnet.onnx.engine.graph.json",
+    "resnet-qat.onnx.engine.graph.json",
+    "mobilenet.qat.onnx.engine.graph.json",
+)
 OP_NAME = re.compile(r"([A-Za-z]+)_(\d+)")
 
 
@@ -38,13 +41,22 @@ def engine_internal(tensor: str) -> bool:
 
 def engine_layer_outputs(document: dict) -> set[str]:
     """The ONNX tensors the engine's layers write, read from the JSON alone (the count taps must match)."""
-    return {t["Name"] for layer in document["Layers"] for t in layer["Outputs"] if not engine_internal(t["Name"])}
+    return {
+        t["Name"]
+        for layer in document["Layers"]
+        for t in layer["Outputs"]
+        if not engine_internal(t["Name"])
+    }
 
 
 class _ModelBuilder:
     def __init__(self, document: dict):
         self.document = document
-        self.entries = {t["Name"]: t for layer in document["Layers"] for t in (*layer["Inputs"], *layer["Outputs"])}
+        self.entries = {
+            t["Name"]: t
+            for layer in document["Layers"]
+            for t in (*layer["Inputs"], *layer["Outputs"])
+        }
         self.producer = {t["Name"]: layer for layer in document["Layers"] for t in layer["Outputs"]}
         self.consumers = defaultdict(list)
         for layer in document["Layers"]:
@@ -79,8 +91,13 @@ class _ModelBuilder:
     def dequantized(self, tensor: str) -> str:
         if not self.int8(tensor) or f"{tensor}:float" in self.made:
             return f"{tensor}:float" if self.int8(tensor) else tensor
-        scale, zero = self.constant(f"{tensor}:scale", np.array(0.1, np.float32)), self.constant(f"{tensor}:zero", np.array(0, np.int8))
-        return self.node("DequantizeLinear", [tensor, scale, zero], f"{tensor}:float", f"dq:{tensor}")
+        scale, zero = (
+            self.constant(f"{tensor}:scale", np.array(0.1, np.float32)),
+            self.constant(f"{tensor}:zero", np.array(0, np.int8)),
+        )
+        return self.node(
+            "DequantizeLinear", [tensor, scale, zero], f"{tensor}:float", f"dq:{tensor}"
+        )
 
     def layer(self, layer: dict) -> None:
         parts = fused_parts(layer) or (layer["Name"],)
@@ -109,15 +126,22 @@ class _ModelBuilder:
                 weight = self._quantized_weight(part, weight, layer, in_shape, out_shape, parts)
                 continue
             if op == "QuantizeLinear":
-                scale, zero = self.constant(f"{part}:scale", np.array(0.1, np.float32)), self.constant(f"{part}:zero", np.array(0, np.int8))
+                scale, zero = (
+                    self.constant(f"{part}:scale", np.array(0.1, np.float32)),
+                    self.constant(f"{part}:zero", np.array(0, np.int8)),
+                )
                 current = self.node("QuantizeLinear", [current, scale, zero], result, part)
             elif op == "Conv":
                 current = self._conv(part, current, weight, layer, in_shape, out_shape, result)
             elif op == "Gemm":
                 if len(in_shape) > 2:
-                    current = self.node("Flatten", [current], f"Flatten_{number - 1}:out", f"Flatten_{number - 1}")
+                    current = self.node(
+                        "Flatten", [current], f"Flatten_{number - 1}:out", f"Flatten_{number - 1}"
+                    )
                 cout, cin = out_shape[1], in_shape[1]
-                w = weight or self.constant(f"{part}:weight", np.full((cout, cin), 0.01, np.float32))
+                w = weight or self.constant(
+                    f"{part}:weight", np.full((cout, cin), 0.01, np.float32)
+                )
                 b = bias or self.constant(f"{part}:bias", np.zeros(cout, np.float32))
                 if bias is not None:
                     self.constant(bias, np.zeros(cout, np.float32))
@@ -125,34 +149,78 @@ class _ModelBuilder:
             elif op == "Add":
                 current = self.node("Add", [current, extra.pop(0)], result, part)
             elif op == "Clip":
-                low, high = self.constant(f"{part}:min", np.array(0, np.float32)), self.constant(f"{part}:max", np.array(6, np.float32))
+                low, high = (
+                    self.constant(f"{part}:min", np.array(0, np.float32)),
+                    self.constant(f"{part}:max", np.array(6, np.float32)),
+                )
                 current = self.node("Clip", [current, low, high], result, part)
             elif op == "MaxPool":
                 stride = in_shape[2] // out_shape[2]
-                current = self.node("MaxPool", [current], result, part, kernel_shape=[stride, stride], strides=[stride, stride])
+                current = self.node(
+                    "MaxPool",
+                    [current],
+                    result,
+                    part,
+                    kernel_shape=[stride, stride],
+                    strides=[stride, stride],
+                )
             else:  # Relu, GlobalAveragePool
                 current = self.node(op, [current], result, part)
         if self.int8(raw_output["Name"]) and self.nodes[-1].op_type != "QuantizeLinear":
-            scale, zero = self.constant(f"{output}:q_scale", np.array(0.1, np.float32)), self.constant(f"{output}:q_zero", np.array(0, np.int8))
-            current = self.node("QuantizeLinear", [current, scale, zero], f"{output}:q", f"q:{output}")
+            scale, zero = (
+                self.constant(f"{output}:q_scale", np.array(0.1, np.float32)),
+                self.constant(f"{output}:q_zero", np.array(0, np.int8)),
+            )
+            current = self.node(
+                "QuantizeLinear", [current, scale, zero], f"{output}:q", f"q:{output}"
+            )
         self.nodes[-1].output[0] = output
 
-    def _quantized_weight(self, part: str, weight: str, layer: dict, in_shape, out_shape, parts) -> str:
+    def _quantized_weight(
+        self, part: str, weight: str, layer: dict, in_shape, out_shape, parts
+    ) -> str:
         conv = "Conv" in " ".join(parts)
         depthwise = "Depthwise" in layer.get("LayerType", "")
-        shape = (out_shape[1], 1 if depthwise else in_shape[1], 1, 1) if conv else (out_shape[1], in_shape[1])
+        shape = (
+            (out_shape[1], 1 if depthwise else in_shape[1], 1, 1)
+            if conv
+            else (out_shape[1], in_shape[1])
+        )
         self.constant(weight, np.full(shape, 0.01, np.float32))
-        scale, zero = self.constant(f"{part}:scale", np.array(0.001, np.float32)), self.constant(f"{part}:zero", np.array(0, np.int8))
+        scale, zero = (
+            self.constant(f"{part}:scale", np.array(0.001, np.float32)),
+            self.constant(f"{part}:zero", np.array(0, np.int8)),
+        )
         quantized = self.node("QuantizeLinear", [weight, scale, zero], f"{part}:out", part)
-        return self.node("DequantizeLinear", [quantized, scale, zero], f"{part}:weight", f"dq:{weight}")
+        return self.node(
+            "DequantizeLinear", [quantized, scale, zero], f"{part}:weight", f"dq:{weight}"
+        )
 
-    def _conv(self, part: str, current: str, weight: str | None, layer: dict, in_shape, out_shape, result: str) -> str:
+    def _conv(
+        self,
+        part: str,
+        current: str,
+        weight: str | None,
+        layer: dict,
+        in_shape,
+        out_shape,
+        result: str,
+    ) -> str:
         depthwise = "Depthwise" in layer.get("LayerType", "")
         cin, cout = in_shape[1], out_shape[1]
         if weight is None:
-            weight = self.constant(f"{part}:weight", np.full((cout, 1 if depthwise else cin, 1, 1), 0.01, np.float32))
+            weight = self.constant(
+                f"{part}:weight", np.full((cout, 1 if depthwise else cin, 1, 1), 0.01, np.float32)
+            )
         stride = in_shape[2] // out_shape[2]
-        return self.node("Conv", [current, weight], result, part, strides=[stride, stride], group=cin if depthwise else 1)
+        return self.node(
+            "Conv",
+            [current, weight],
+            result,
+            part,
+            strides=[stride, stride],
+            group=cin if depthwise else 1,
+        )
 
     def model(self) -> onnx.ModelProto:
         for layer in self.document["Layers"]:
@@ -160,10 +228,13 @@ class _ModelBuilder:
         bindings = self.document["Bindings"]
         first = self.entries[bindings[0]]
         last = self.entries[bindings[-1]]
-        graph = helper.make_graph(self.nodes, "engine-fixture",
-                                  [helper.make_tensor_value_info(bindings[0], TensorProto.FLOAT, first["Dimensions"])],
-                                  [helper.make_tensor_value_info(bindings[-1], TensorProto.FLOAT, last["Dimensions"])],
-                                  self.initializers)
+        graph = helper.make_graph(
+            self.nodes,
+            "engine-fixture",
+            [helper.make_tensor_value_info(bindings[0], TensorProto.FLOAT, first["Dimensions"])],
+            [helper.make_tensor_value_info(bindings[-1], TensorProto.FLOAT, last["Dimensions"])],
+            self.initializers,
+        )
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
         model.ir_version = 8
         return model
@@ -181,17 +252,37 @@ def fixture_model(engine_graph: str, path: Path) -> Path:
 def conv_bn_model(path: Path) -> Path:
     """`conv -> bn -> relu -> head` on x[1, 2, 3, 3]: the Conv's own output (~1e5 for x in [1, 10])
     overflows FP16; folded with its BatchNormalization (var 1e6) the weights are 10 and the output ~100."""
-    initializers = [numpy_helper.from_array(array, name) for name, array in {
-        "weight": np.full((2, 2, 1, 1), 1e4, np.float32), "bias": np.zeros(2, np.float32),
-        "gamma": np.ones(2, np.float32), "beta": np.zeros(2, np.float32), "mean": np.zeros(2, np.float32),
-        "var": np.full(2, 1e6, np.float32), "half": np.array(0.5, np.float32)}.items()]
-    nodes = [helper.make_node("Conv", ["x", "weight", "bias"], ["convolved"], name="conv"),
-             helper.make_node("BatchNormalization", ["convolved", "gamma", "beta", "mean", "var"], ["normalized"],
-                              name="bn", epsilon=0.0),
-             helper.make_node("Relu", ["normalized"], ["activation"], name="relu"),
-             helper.make_node("Mul", ["activation", "half"], ["y"], name="head")]
-    graph = helper.make_graph(nodes, "conv_bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 3])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 3, 3])], initializers)
+    initializers = [
+        numpy_helper.from_array(array, name)
+        for name, array in {
+            "weight": np.full((2, 2, 1, 1), 1e4, np.float32),
+            "bias": np.zeros(2, np.float32),
+            "gamma": np.ones(2, np.float32),
+            "beta": np.zeros(2, np.float32),
+            "mean": np.zeros(2, np.float32),
+            "var": np.full(2, 1e6, np.float32),
+            "half": np.array(0.5, np.float32),
+        }.items()
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "weight", "bias"], ["convolved"], name="conv"),
+        helper.make_node(
+            "BatchNormalization",
+            ["convolved", "gamma", "beta", "mean", "var"],
+            ["normalized"],
+            name="bn",
+            epsilon=0.0,
+        ),
+        helper.make_node("Relu", ["normalized"], ["activation"], name="relu"),
+        helper.make_node("Mul", ["activation", "half"], ["y"], name="head"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "conv_bn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 3, 3])],
+        initializers,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, str(path))

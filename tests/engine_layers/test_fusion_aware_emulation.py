@@ -15,12 +15,23 @@ from conftest import write_recipe
 
 from .engine_models import conv_bn_model
 
-ENGINE_GRAPH = {"Layers": [
-    {"Name": "conv + bn + relu", "LayerType": "CaskConvolution", "Inputs": [{"Name": "x", "Format/Datatype": "Row major linear FP16"}],
-     "Outputs": [{"Name": "activation", "Format/Datatype": "Row major linear FP16"}]},
-    {"Name": "head", "LayerType": "ElementWise", "Inputs": [{"Name": "activation", "Format/Datatype": "Row major linear FP16"}],
-     "Outputs": [{"Name": "y", "Format/Datatype": "Row major linear FP16"}]}],
-    "Bindings": ["x", "y"]}
+ENGINE_GRAPH = {
+    "Layers": [
+        {
+            "Name": "conv + bn + relu",
+            "LayerType": "CaskConvolution",
+            "Inputs": [{"Name": "x", "Format/Datatype": "Row major linear FP16"}],
+            "Outputs": [{"Name": "activation", "Format/Datatype": "Row major linear FP16"}],
+        },
+        {
+            "Name": "head",
+            "LayerType": "ElementWise",
+            "Inputs": [{"Name": "activation", "Format/Datatype": "Row major linear FP16"}],
+            "Outputs": [{"Name": "y", "Format/Datatype": "Row major linear FP16"}],
+        },
+    ],
+    "Bindings": ["x", "y"],
+}
 
 RECIPE = """
 trtflow: 1
@@ -51,28 +62,44 @@ def test_fused_conv_bn_relu_overflows_only_when_emulated_node_by_node(trtflow, t
     result = trtflow("run", write_recipe(tmp_path, RECIPE), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads((tmp_path / "trtflow-out" / "fused" / "diff" / "report.json").read_text())
-    assert report["runners"]["per-node"]["first_nonfinite"]["node"] == "relu"  # the unfused Conv wrote inf
+    assert (
+        report["runners"]["per-node"]["first_nonfinite"]["node"] == "relu"
+    )  # the unfused Conv wrote inf
     assert report["runners"]["fused"]["passed"] is True
     assert report["nonfinite"]["fused"]["inf"] == 0
     layers = report["engine_layers"]["runners"]
     first = layers["per-node"]["first_divergent_layer"]
-    assert (first["layer"], first["nodes"], first["tensors"]) == ("conv + bn + relu", ["conv", "bn", "relu"], ["activation"])
+    assert (first["layer"], first["nodes"], first["tensors"]) == (
+        "conv + bn + relu",
+        ["conv", "bn", "relu"],
+        ["activation"],
+    )
     assert [row["layer"] for row in layers["fused"]["layers"]] == ["conv + bn + relu", "head"]
-    assert layers["fused"]["first_divergent_layer"] is None and layers["fused"]["layers_failed"] == 0
+    assert (
+        layers["fused"]["first_divergent_layer"] is None and layers["fused"]["layers_failed"] == 0
+    )
     summary = (tmp_path / "trtflow-out" / "fused" / "diff" / "summary.md").read_text()
     assert "first divergent layer: `conv + bn + relu` (ONNX nodes: `conv`, `bn`, `relu`)" in summary
 
 
 def test_engine_graph_of_another_model_is_the_runner_entry_error(trtflow, tmp_path):
     conv_bn_model(tmp_path / "m.onnx")
-    other = {"Layers": [{"Name": "a", "Inputs": [{"Name": "p"}], "Outputs": [{"Name": "q"}]}], "Bindings": ["p", "q"]}
+    other = {
+        "Layers": [{"Name": "a", "Inputs": [{"Name": "p"}], "Outputs": [{"Name": "q"}]}],
+        "Bindings": ["p", "q"],
+    }
     (tmp_path / "engine.json").write_text(json.dumps(ENGINE_GRAPH))
     (tmp_path / "other.json").write_text(json.dumps(other))
-    recipe = RECIPE.replace("precision: fp16, engine_graph: engine.json", "precision: fp16, engine_graph: other.json")
+    recipe = RECIPE.replace(
+        "precision: fp16, engine_graph: engine.json", "precision: fp16, engine_graph: other.json"
+    )
     result = trtflow("run", write_recipe(tmp_path, recipe), cwd=tmp_path)
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
-    assert "steps.run.with.runners[2].engine_graph" in output and "names no tensor the ONNX model computes" in output
+    assert (
+        "steps.run.with.runners[2].engine_graph" in output
+        and "names no tensor the ONNX model computes" in output
+    )
     assert "Traceback" not in output
 
 
@@ -84,14 +111,26 @@ def test_tensorrt10_metadata_names_the_nodes_without_their_local_function(tmp_pa
     from trtflow.tensors.engine_layers import map_engine_layers
 
     model = load_model(conv_bn_model(tmp_path / "m.onnx"))
-    document = {"Layers": [{**ENGINE_GRAPH["Layers"][0], "Name": "fused conv",
-                            "Metadata": "\x1f".join(f"[ONNX Layer: {n} | /block/Function]" for n in ("conv", "bn", "relu"))},
-                           {**ENGINE_GRAPH["Layers"][1], "Metadata": "[ONNX Layer: head]"}], "Bindings": ["x", "y"]}
+    document = {
+        "Layers": [
+            {
+                **ENGINE_GRAPH["Layers"][0],
+                "Name": "fused conv",
+                "Metadata": "\x1f".join(
+                    f"[ONNX Layer: {n} | /block/Function]" for n in ("conv", "bn", "relu")
+                ),
+            },
+            {**ENGINE_GRAPH["Layers"][1], "Metadata": "[ONNX Layer: head]"},
+        ],
+        "Bindings": ["x", "y"],
+    }
     graph = graph_from_layer_info(document)
     assert graph.nodes["fused conv"].parts == ("conv", "bn", "relu")
     layers = map_engine_layers(model, graph)
-    assert [(layer.name, layer.nodes) for layer in layers.layers] == [("fused conv", ("conv", "bn", "relu")),
-                                                                      ("head", ("head",))]
+    assert [(layer.name, layer.nodes) for layer in layers.layers] == [
+        ("fused conv", ("conv", "bn", "relu")),
+        ("head", ("head",)),
+    ]
 
 
 def test_a_nan_error_is_the_worst_of_its_engine_layer_whatever_the_tensor_order():
@@ -101,9 +140,19 @@ def test_a_nan_error_is_the_worst_of_its_engine_layer_whatever_the_tensor_order(
 
     layer = EngineLayer("conv + relu", ("conv", "relu"), ("a", "b"))
     for order in (("nan", 2.0), (2.0, "nan")):
-        report = {"runners": ["fp16"], "tensors": [
-            {"runner": "fp16", "tensor": name, "abs": {"max": error}, "passed": False, "new_nonfinite": 0}
-            for name, error in zip(("a", "b"), order)]}
+        report = {
+            "runners": ["fp16"],
+            "tensors": [
+                {
+                    "runner": "fp16",
+                    "tensor": name,
+                    "abs": {"max": error},
+                    "passed": False,
+                    "new_nonfinite": 0,
+                }
+                for name, error in zip(("a", "b"), order)
+            ],
+        }
         grouped = group_report(report, EngineLayerMap("engine.json", (layer,)))
         row = grouped["runners"]["fp16"]["layers"][0]
         assert row["max_abs"] == "nan", order

@@ -13,8 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-tensorrt = pytest.importorskip("tensorrt", reason="TensorRT is not installed (pip install 'trtflow[tensorrt]')")
-if hasattr(tensorrt, "DoubleViolation"):  # tests/trt's double leaked onto sys.path: this is not real TensorRT
+tensorrt = pytest.importorskip(
+    "tensorrt", reason="TensorRT is not installed (pip install 'trtflow[tensorrt]')"
+)
+if hasattr(
+    tensorrt, "DoubleViolation"
+):  # tests/trt's double leaked onto sys.path: this is not real TensorRT
     pytest.skip("the TensorRT on sys.path is trtflow's test double", allow_module_level=True)
 
 
@@ -48,16 +52,22 @@ def test_fp32_engine_matches_onnxruntime(tmp_path):
     built = build_engine(DEMO, settings)
     engine = tmp_path / "demo.engine"
     engine.write_bytes(built.serialized)
-    assert all(isinstance(layer, dict) for layer in built.engine_graph["Layers"])  # DETAILED verbosity
+    assert all(
+        isinstance(layer, dict) for layer in built.engine_graph["Layers"]
+    )  # DETAILED verbosity
     runner = Config(name="trt", backend="tensorrt", layer_timing=True).create(engine, None)
     runner.activate()
     try:
         for batch in (1, 3):
-            feed = {"x": np.random.default_rng(batch).uniform(0, 1, (batch, 16, 64)).astype(np.float32)}
+            feed = {
+                "x": np.random.default_rng(batch).uniform(0, 1, (batch, 16, 64)).astype(np.float32)
+            }
             expected = _onnxruntime(DEMO, feed)
             produced = runner.infer(feed)
             for name, value in expected.items():
-                np.testing.assert_allclose(produced[name], value, rtol=1e-2, atol=1e-2)  # TF32 may apply
+                np.testing.assert_allclose(
+                    produced[name], value, rtol=1e-2, atol=1e-2
+                )  # TF32 may apply
     finally:
         runner.deactivate()
     profile = runner.layer_profile()

@@ -19,9 +19,18 @@ import time
 import zlib
 from pathlib import Path
 
-LAUNCH_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--remote-debugging-pipe", "--window-size=1280,800"]
+LAUNCH_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--remote-debugging-pipe",
+    "--window-size=1280,800",
+]
 
 
 class Chromium:
@@ -33,13 +42,20 @@ class Chromium:
         to_browser_read, self._to_browser = os.pipe()
         self._from_browser, from_browser_write = os.pipe()
 
-        def wire_pipes() -> None:  # runs in the child before exec: the protocol pipes become fds 3 and 4
+        def wire_pipes() -> (
+            None
+        ):  # runs in the child before exec: the protocol pipes become fds 3 and 4
             os.dup2(to_browser_read, 3)
             os.dup2(from_browser_write, 4)
 
-        self.process = subprocess.Popen([executable, *LAUNCH_FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                        preexec_fn=wire_pipes, pass_fds=(3, 4))
+        self.process = subprocess.Popen(
+            [executable, *LAUNCH_FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=wire_pipes,
+            pass_fds=(3, 4),
+        )
         os.close(to_browser_read)
         os.close(from_browser_write)
         self._next_id = 0
@@ -48,7 +64,9 @@ class Chromium:
         self.events: list[dict] = []
         threading.Thread(target=self._read, daemon=True).start()
         target = self._send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        self.session = self._send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        self.session = self._send("Target.attachToTarget", {"targetId": target, "flatten": True})[
+            "sessionId"
+        ]
         for domain in ("Runtime", "Log", "Page"):
             self.call(f"{domain}.enable")
 
@@ -85,7 +103,10 @@ class Chromium:
         return self._send(method, params, self.session)
 
     def evaluate(self, expression: str):
-        result = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
+        result = self.call(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
+        )
         if "exceptionDetails" in result:
             raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
         return result["result"].get("value")
@@ -103,15 +124,26 @@ class Chromium:
 
     def click(self, x: float, y: float) -> None:
         for kind in ("mousePressed", "mouseReleased"):
-            self.call("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1})
+            self.call(
+                "Input.dispatchMouseEvent",
+                {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1},
+            )
 
     def type_text(self, text: str) -> None:
         self.call("Input.insertText", {"text": text})
 
     def press_enter(self) -> None:
         for kind in ("keyDown", "keyUp"):
-            self.call("Input.dispatchKeyEvent", {"type": kind, "key": "Enter", "code": "Enter",
-                                                 "windowsVirtualKeyCode": 13, "text": "\r" if kind == "keyDown" else ""})
+            self.call(
+                "Input.dispatchKeyEvent",
+                {
+                    "type": kind,
+                    "key": "Enter",
+                    "code": "Enter",
+                    "windowsVirtualKeyCode": 13,
+                    "text": "\r" if kind == "keyDown" else "",
+                },
+            )
 
     def console_errors(self) -> list[str]:
         errors = []
@@ -120,7 +152,11 @@ class Chromium:
             if method == "Runtime.exceptionThrown":
                 errors.append(json.dumps(params.get("exceptionDetails", {}))[:500])
             elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-                errors.append(" ".join(str(a.get("value", a.get("description"))) for a in params.get("args", [])))
+                errors.append(
+                    " ".join(
+                        str(a.get("value", a.get("description"))) for a in params.get("args", [])
+                    )
+                )
             elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
                 errors.append(params["entry"].get("text", ""))
         return errors
@@ -129,13 +165,17 @@ class Chromium:
         """(width, height, RGBA bytes) of the viewport, scaled down."""
         size = self.evaluate("[window.innerWidth, window.innerHeight]")
         clip = {"x": 0, "y": 0, "width": size[0], "height": size[1], "scale": scale}
-        png = base64.b64decode(self.call("Page.captureScreenshot", {"format": "png", "clip": clip})["data"])
+        png = base64.b64decode(
+            self.call("Page.captureScreenshot", {"format": "png", "clip": clip})["data"]
+        )
         return decode_png(png)
 
     def close(self) -> None:
         try:
             self._send("Browser.close")
-        except Exception:  # the browser may already be gone; closing must not hide a test's real failure
+        except (
+            Exception
+        ):  # the browser may already be gone; closing must not hide a test's real failure
             pass
         try:
             self.process.wait(timeout=10)
@@ -151,8 +191,8 @@ def decode_png(data: bytes) -> tuple[int, int, bytes]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
     position, idat = 8, b""
     while position < len(data):
-        length, kind = struct.unpack(">I4s", data[position:position + 8])
-        body = data[position + 8:position + 8 + length]
+        length, kind = struct.unpack(">I4s", data[position : position + 8])
+        body = data[position + 8 : position + 8 + length]
         if kind == b"IHDR":
             width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", body)
             assert depth == 8 and color in (2, 6) and interlace == 0, (depth, color, interlace)
@@ -166,7 +206,7 @@ def decode_png(data: bytes) -> tuple[int, int, bytes]:
     pixels = bytearray()
     for row in range(height):
         start = row * (stride + 1)
-        kind, line = raw[start], bytearray(raw[start + 1:start + 1 + stride])
+        kind, line = raw[start], bytearray(raw[start + 1 : start + 1 + stride])
         for i in range(stride):
             left = line[i - channels] if i >= channels else 0
             up = previous[i]
@@ -180,10 +220,12 @@ def decode_png(data: bytes) -> tuple[int, int, bytes]:
             elif kind == 4:
                 estimate = left + up - upper_left
                 pa, pb, pc = abs(estimate - left), abs(estimate - up), abs(estimate - upper_left)
-                line[i] = (line[i] + (left if pa <= pb and pa <= pc else up if pb <= pc else upper_left)) & 255
+                line[i] = (
+                    line[i] + (left if pa <= pb and pa <= pc else up if pb <= pc else upper_left)
+                ) & 255
         previous = line
         if channels == 3:
-            pixels += b"".join(bytes(line[i:i + 3]) + b"\xff" for i in range(0, stride, 3))
+            pixels += b"".join(bytes(line[i : i + 3]) + b"\xff" for i in range(0, stride, 3))
         else:
             pixels += line
     return width, height, bytes(pixels)

@@ -35,4 +35,3 @@ def resnet() -> EngineFixture:
 @pytest.fixture
 def mobilenet() -> EngineFixture:
     return EngineFixture("mobilenet.qat.onnx.engine")
-

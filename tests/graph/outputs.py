@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 SVG = "{http://www.w3.org/2000/svg}"
 TIME_LABEL = re.compile(r"^([\d.]+(?:e-?\d+)?) (ms|µs)(?: \(([\d.]+)%\))?$")
@@ -46,7 +46,9 @@ def svg_node_shapes(path: Path) -> dict[str, list[ElementTree.Element]]:
     """Graphviz SVG: {node name: the shapes drawn for the node, inner first}."""
     shapes = {}
     for name, group in _svg_nodes(ElementTree.parse(path).getroot()):
-        drawn = [e for e in group.iter() if e.tag in (f"{SVG}path", f"{SVG}polygon", f"{SVG}ellipse")]
+        drawn = [
+            e for e in group.iter() if e.tag in (f"{SVG}path", f"{SVG}polygon", f"{SVG}ellipse")
+        ]
         if drawn:
             shapes[name] = drawn
     return shapes
@@ -61,6 +63,9 @@ def svg_rings(path: Path) -> dict[str, str]:
     """Graphviz SVG: {node name: color of the ring (a cluster of its own) drawn around the node}."""
     root = ElementTree.parse(path).getroot()
     names = {group.get("id"): name for name, group in _svg_nodes(root)}
-    return {names[title.removeprefix("cluster_ring_")]: group.find(f"{SVG}path").get("stroke")
-            for group in root.iter(f"{SVG}g")
-            if group.get("class") == "cluster" and (title := group.findtext(f"{SVG}title") or "").startswith("cluster_ring_")}
+    return {
+        names[title.removeprefix("cluster_ring_")]: group.find(f"{SVG}path").get("stroke")
+        for group in root.iter(f"{SVG}g")
+        if group.get("class") == "cluster"
+        and (title := group.findtext(f"{SVG}title") or "").startswith("cluster_ring_")
+    }

@@ -8,7 +8,6 @@ import json
 import re
 
 import pytest
-
 from conftest import requires_graphviz
 
 from trtflow.errors import UsageError
@@ -31,7 +30,9 @@ def expected_precision(layer: dict) -> str:
 
 
 def is_plumbing(layer: dict) -> bool:
-    return layer["LayerType"] == "NoOp" or (layer["LayerType"] == "Reformat" and layer.get("Origin") != "QDQ")
+    return layer["LayerType"] == "NoOp" or (
+        layer["LayerType"] == "Reformat" and layer.get("Origin") != "QDQ"
+    )
 
 
 def render(engine: EngineFixture, mode: str, tmp_path, formats=("html", "dot")) -> dict:
@@ -47,21 +48,29 @@ def test_every_engine_graph_renders_with_one_node_per_layer(engine, mode, tmp_pa
     summary = render(engine, mode, tmp_path)
     data = viewer_data(tmp_path / "graph.html")
     shown = op_nodes(data)
-    kept_layers = [layer["Name"] for layer in engine.layers if mode == "detailed" or not is_plumbing(layer)]
+    kept_layers = [
+        layer["Name"] for layer in engine.layers if mode == "detailed" or not is_plumbing(layer)
+    ]
     assert sorted(shown) == sorted(kept_layers)
     assert summary["nodes"] == len(kept_layers)
     dot_nodes = re.findall(r"^\s*n\d+ \[id=", (tmp_path / "graph.dot").read_text(), re.M)
     assert len(dot_nodes) == len(kept_layers) + len(engine.document["Bindings"])
-    assert {n["name"] for n in data["nodes"] if n["kind"] != "op"} == set(engine.document["Bindings"])
+    assert {n["name"] for n in data["nodes"] if n["kind"] != "op"} == set(
+        engine.document["Bindings"]
+    )
 
 
 def test_precision_colors_follow_tensor_formats(engine, tmp_path):
     render(engine, "detailed", tmp_path)
     shown = op_nodes(viewer_data(tmp_path / "graph.html"))
     for layer in engine.layers:
-        assert shown[layer["Name"]]["fill"] == PRECISION_COLORS[expected_precision(layer)], layer["Name"]
+        assert shown[layer["Name"]]["fill"] == PRECISION_COLORS[expected_precision(layer)], layer[
+            "Name"
+        ]
     present = {expected_precision(layer).upper() for layer in engine.layers}
-    legend = {text for kind, _, text in viewer_data(tmp_path / "graph.html")["legend"] if kind == "fill"}
+    legend = {
+        text for kind, _, text in viewer_data(tmp_path / "graph.html")["legend"] if kind == "fill"
+    }
     assert legend == present
 
 
@@ -84,8 +93,12 @@ def test_timing_labels_match_the_profile(engine, tmp_path):
 
 def test_simplified_view_keeps_the_total_time(engine, tmp_path):
     render(engine, "simplified", tmp_path)
-    labels = [timing_label(node) for node in op_nodes(viewer_data(tmp_path / "graph.html")).values()]
-    assert sum(ms for ms, _ in filter(None, labels)) == pytest.approx(sum(r["averageMs"] for r in engine.records), rel=0.01)
+    labels = [
+        timing_label(node) for node in op_nodes(viewer_data(tmp_path / "graph.html")).values()
+    ]
+    assert sum(ms for ms, _ in filter(None, labels)) == pytest.approx(
+        sum(r["averageMs"] for r in engine.records), rel=0.01
+    )
 
 
 def test_profile_from_another_build_is_matched_by_position_with_a_note(resnet, tmp_path):
@@ -98,7 +111,9 @@ def test_profile_from_another_build_is_matched_by_position_with_a_note(resnet, t
 
 
 def test_profile_that_does_not_fit_leaves_layers_untimed(resnet, tmp_path):
-    records = [{"count": 1}] + [{**r, "name": f"other {i}"} for i, r in enumerate(resnet.records[:-3])]
+    records = [{"count": 1}] + [
+        {**r, "name": f"other {i}"} for i, r in enumerate(resnet.records[:-3])
+    ]
     profile = tmp_path / "profile.json"
     profile.write_text(json.dumps(records))
     graph = with_timing(load_layer_info(resnet.graph_path), read_profile(profile))
@@ -113,10 +128,17 @@ def tensorrt11_layout(document: dict) -> dict:
     tensors = {t["Name"]: t for layer in layers for t in (*layer["Inputs"], *layer["Outputs"])}
     first_input = document["Bindings"][0]
     converted["I/O Tensors"] = [
-        {"Name": name, "IOMode": "Input" if name == first_input else "Output", "DataType": "Float",
-         "Dimensions": tensors[name]["Dimensions"], "Location": "Device", "IsShapeInferenceIO": False,
-         "ProfileInfo": [{"Format": "Row major linear FP32 format (kLINEAR)"}]}
-        for name in converted.pop("Bindings")]
+        {
+            "Name": name,
+            "IOMode": "Input" if name == first_input else "Output",
+            "DataType": "Float",
+            "Dimensions": tensors[name]["Dimensions"],
+            "Location": "Device",
+            "IsShapeInferenceIO": False,
+            "ProfileInfo": [{"Format": "Row major linear FP32 format (kLINEAR)"}],
+        }
+        for name in converted.pop("Bindings")
+    ]
     for layer in layers:
         layer["StreamId"] = 0
         layer["FutureKey"] = {"nested": [1, 2]}
@@ -129,7 +151,10 @@ def test_tensorrt11_inspector_layout_is_read(resnet):
     graph = graph_from_layer_info(tensorrt11_layout(resnet.document))
     assert len(graph.ops()) == len(resnet.layers)
     kinds = {n.title: n.kind for n in graph.nodes.values() if n.kind != "op"}
-    assert kinds == {resnet.document["Bindings"][0]: "input", resnet.document["Bindings"][1]: "output"}
+    assert kinds == {
+        resnet.document["Bindings"][0]: "input",
+        resnet.document["Bindings"][1]: "output",
+    }
     fused = graph.nodes["Conv_5 + Add_6 + Relu_7"]
     assert fused.parts == ("/model/Conv_5", "/model/Add_6", "/model/Relu_7")
     assert fused.attributes["FutureKey"] == {"nested": [1, 2]}
@@ -139,7 +164,10 @@ def test_tensorrt11_inspector_layout_is_read(resnet):
 def test_fused_names_give_the_parts_without_metadata(resnet):
     graph = graph_from_layer_info(resnet.document)
     assert graph.nodes["Conv_5 + Add_6 + Relu_7"].parts == ("Conv_5", "Add_6", "Relu_7")
-    assert graph.nodes["Reformatting CopyNode for Input Tensor 0 to Conv_5 + Add_6 + Relu_7"].parts == ()
+    assert (
+        graph.nodes["Reformatting CopyNode for Input Tensor 0 to Conv_5 + Add_6 + Relu_7"].parts
+        == ()
+    )
 
 
 def test_layer_names_only_engine_is_drawn_in_order_with_advice():
@@ -156,13 +184,16 @@ def test_not_an_engine_graph_is_a_usage_error(tmp_path):
         load_layer_info(path)
 
 
-@pytest.mark.parametrize("text, short", [
-    ("Thirty-two wide channel vectorized row major Int8 format", "INT8 CHW32"),
-    ("Four wide channel vectorized row major Int8 format", "INT8 CHW4"),
-    ("Two wide channel vectorized row major FP16 format", "FP16 CHW2"),
-    ("Channel major FP16 format where channel % 8 == 0", "FP16 HWC8"),
-    ("Row major linear FP32", "FP32 linear"),
-    ("Row major linear BFloat16 format (kLINEAR)", "BF16 linear"),
-])
+@pytest.mark.parametrize(
+    "text, short",
+    [
+        ("Thirty-two wide channel vectorized row major Int8 format", "INT8 CHW32"),
+        ("Four wide channel vectorized row major Int8 format", "INT8 CHW4"),
+        ("Two wide channel vectorized row major FP16 format", "FP16 CHW2"),
+        ("Channel major FP16 format where channel % 8 == 0", "FP16 HWC8"),
+        ("Row major linear FP32", "FP32 linear"),
+        ("Row major linear BFloat16 format (kLINEAR)", "BF16 linear"),
+    ],
+)
 def test_edge_labels_abbreviate_tensorrt_formats(text, short):
     assert short_format(text) == short

@@ -3,7 +3,6 @@ and the simplified view's folds (fusable chains, shape plumbing, pass-throughs, 
 
 from __future__ import annotations
 
-
 from trtflow.graph.dot import to_dot
 from trtflow.graph.from_onnx import graph_from_model
 from trtflow.graph.model import Graph
@@ -32,20 +31,26 @@ def test_detailed_graph_has_every_node_named_like_reports_and_typed():
     graph = graph_from_model(conv_block())
     ops = {node.name: node for node in graph.ops()}
     assert len(ops) == 18  # 15 top-level nodes + 3 inside the If
-    assert "relu_out" in ops  # the unnamed Relu is named after its output, as name_nodes does everywhere
+    assert (
+        "relu_out" in ops
+    )  # the unnamed Relu is named after its output, as name_nodes does everywhere
     assert ops["scale_fp16"].precision == "fp16" and ops["conv"].precision == "fp32"
-    assert ops["to_fp32"].precision == "fp16"  # a Cast reads the low type: it belongs to the FP16 island
+    assert (
+        ops["to_fp32"].precision == "fp16"
+    )  # a Cast reads the low type: it belongs to the FP16 island
     assert ops["branch"].precision == "fp32"  # its bool condition does not hide the float data
     assert ops["then/Relu"].scope == (("branch", "then_branch"),)
     assert graph.tensors["conv_out"].shape == (2, 4, 8, 8)
-    assert ("to_fp32", "then/Relu") in {(e.source, e.target) for e in graph.edges}  # outer tensor read inside
+    assert ("to_fp32", "then/Relu") in {
+        (e.source, e.target) for e in graph.edges
+    }  # outer tensor read inside
     assert ("else/Abs", "branch") in {(e.source, e.target) for e in graph.edges}
 
 
 def test_detailed_dot_draws_subgraphs_as_clusters():
     graph = graph_from_model(conv_block())
     dot = to_dot(graph, Style(graph, View(mode="detailed", show_shapes=True)))
-    assert "label=\"branch / then_branch\"" in dot and "label=\"branch / else_branch\"" in dot
+    assert 'label="branch / then_branch"' in dot and 'label="branch / else_branch"' in dot
     assert '"2x4x8x8 fp32"' in dot  # shapes and dtypes on edges
 
 
@@ -53,8 +58,13 @@ def test_simplified_view_folds_chains_plumbing_and_subgraphs():
     graph = graph_from_model(conv_block())
     simplified = simplify(graph)
     ops = {node.name: node for node in simplified.ops()}
-    assert ops["conv"].parts == ("bias_add", "relu_out") and ops["conv"].folded_ops == ("Add", "Relu")
-    assert not {"shape_of", "take_batch", "batch_1d", "new_shape"} & set(ops)  # shape plumbing hidden
+    assert ops["conv"].parts == ("bias_add", "relu_out") and ops["conv"].folded_ops == (
+        "Add",
+        "Relu",
+    )
+    assert not {"shape_of", "take_batch", "batch_1d", "new_shape"} & set(
+        ops
+    )  # shape plumbing hidden
     assert "copy" in ops["to_fp16"].parts  # the Identity folds into its consumer
     assert "scale_fp16" in ops  # an FP16 Mul does not fold into the FP32 Cast before it
     assert set(ops["branch"].parts) == {"then/Relu", "else/Neg", "else/Abs"}

@@ -8,7 +8,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from conftest import requires_graphviz
 
 from trtflow.errors import BackendUnavailable, StepError
@@ -24,17 +23,29 @@ HOSTILE = 'evil "name" \\ with\nnewline </script><script>alert(1)</script> & {{d
 
 
 def hostile_graph():
-    layer = {"Name": HOSTILE, "LayerType": "Convolution", "Inputs": [{"Name": "in", "Format/Datatype": "Half"}],
-             "Outputs": [{"Name": 'out"', "Format/Datatype": "Half", "Dimensions": [1, 2]}]}
-    tail = {"Name": "tail", "LayerType": "PointWise", "Inputs": [{"Name": 'out"', "Format/Datatype": "Half"}],
-            "Outputs": [{"Name": "y", "Format/Datatype": "Float"}]}
-    return graph_from_layer_info({"Layers": [layer, tail], "Bindings": ["in", "y"]}, name='graph "x"')
+    layer = {
+        "Name": HOSTILE,
+        "LayerType": "Convolution",
+        "Inputs": [{"Name": "in", "Format/Datatype": "Half"}],
+        "Outputs": [{"Name": 'out"', "Format/Datatype": "Half", "Dimensions": [1, 2]}],
+    }
+    tail = {
+        "Name": "tail",
+        "LayerType": "PointWise",
+        "Inputs": [{"Name": 'out"', "Format/Datatype": "Half"}],
+        "Outputs": [{"Name": "y", "Format/Datatype": "Float"}],
+    }
+    return graph_from_layer_info(
+        {"Layers": [layer, tail], "Bindings": ["in", "y"]}, name='graph "x"'
+    )
 
 
 @requires_graphviz
 def test_dot_with_hostile_names_is_valid_graphviz(tmp_path):
     write_graph(hostile_graph(), View(mode="detailed", show_shapes=True), ["dot", "svg"], tmp_path)
-    done = subprocess.run(["dot", "-Tplain", str(tmp_path / "graph.dot")], capture_output=True, text=True)
+    done = subprocess.run(
+        ["dot", "-Tplain", str(tmp_path / "graph.dot")], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     assert "alert(1)" in (tmp_path / "graph.svg").read_text()  # drawn as text, escaped by Graphviz
 
@@ -86,5 +97,9 @@ def test_layout_places_ranks_top_down_without_overlaps(mobilenet):
 
 @requires_graphviz
 def test_svg_over_time_is_skipped_with_a_note_when_not_asked_for(tmp_path):
-    summary = write_graph(hostile_graph(), View(), ["html", "svg"], tmp_path, svg_timeout_s=1e-6, svg_optional=True)
-    assert summary["files"] == ["graph.html"] and any(note.startswith("no SVG: Graphviz did not") for note in summary["notes"])
+    summary = write_graph(
+        hostile_graph(), View(), ["html", "svg"], tmp_path, svg_timeout_s=1e-6, svg_optional=True
+    )
+    assert summary["files"] == ["graph.html"] and any(
+        note.startswith("no SVG: Graphviz did not") for note in summary["notes"]
+    )

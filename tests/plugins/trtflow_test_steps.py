@@ -40,12 +40,16 @@ class SleepStep(Step):
 
     kind = "test-sleep"
     Params = SleepParams
-    outputs = {"out": file(".txt", "the text"), "length": value(0, "characters written"), "passed": value(True, "always")}
+    outputs = {
+        "out": file(".txt", "the text"),
+        "length": value(0, "characters written"),
+        "passed": value(True, "always"),
+    }
 
     def run(self, ctx: StepContext, params: SleepParams) -> dict[str, Any]:
         _ledger(f"compute {ctx.step_id} {params.text}")
         content = params.text + (params.source.read_text() if params.source else "")
-        chunk = ("x" * 1023 + "\n")
+        chunk = "x" * 1023 + "\n"
         with open(ctx.output_path("out"), "w") as handle:
             handle.write(content)
             steps = max(1, params.size_kb)
@@ -71,8 +75,10 @@ class TrialsStep(Step):
 
     kind = "test-trials"
     Params = TrialsParams
-    outputs = {"report": file(".txt", "one line per trial with where its answer came from"),
-               "passed": value(True, "all trials answered")}
+    outputs = {
+        "report": file(".txt", "one line per trial with where its answer came from"),
+        "passed": value(True, "all trials answered"),
+    }
     journaled = True
 
     def run(self, ctx: StepContext, params: TrialsParams) -> dict[str, Any]:
@@ -83,7 +89,9 @@ class TrialsStep(Step):
             if record is None:
                 _ledger(f"trial {index}")
                 time.sleep(params.seconds)
-                record = ctx.journal.append(trial, index % 2 == 1, {"value": index * 1.5}, params.seconds)
+                record = ctx.journal.append(
+                    trial, index % 2 == 1, {"value": index * 1.5}, params.seconds
+                )
             lines.append(f"{index} {record.passed} {record.origin}")
             ctx.progress(index + 1, params.trials, "trials")
         Path(ctx.output_path("report")).write_text("\n".join(lines) + "\n")
@@ -105,6 +113,8 @@ class PidStep(Step):
 
     def run(self, ctx: StepContext, params: PidParams) -> dict[str, Any]:
         Path(ctx.output_path("log")).write_text(f"{os.getpid()}\n")
-        _ledger(f"compute {ctx.step_id} {os.getpid()} gpus={os.environ.get('CUDA_VISIBLE_DEVICES', '')}")
+        _ledger(
+            f"compute {ctx.step_id} {os.getpid()} gpus={os.environ.get('CUDA_VISIBLE_DEVICES', '')}"
+        )
         time.sleep(params.seconds)
         return {"pid": os.getpid()}

@@ -54,33 +54,69 @@ def _object_npz(folder: Path) -> str:
 DAMAGED = {  # kind -> (writes the file and returns its name, what the error says after the file's path)
     "index without iteration": (
         lambda f: _tensor_set(f, "no_iteration", edit_array=lambda entry: entry.pop("iteration")),
-        f"/{INDEX}: damaged tensor set index: `arrays.0.iteration`: Field required"),
-    "index not JSON": (lambda f: _tensor_set(f, "not_json", index_text="{runners"),
-                       f"/{INDEX}: the tensor set's index is not valid JSON: "),
+        f"/{INDEX}: damaged tensor set index: `arrays.0.iteration`: Field required",
+    ),
+    "index not JSON": (
+        lambda f: _tensor_set(f, "not_json", index_text="{runners"),
+        f"/{INDEX}: the tensor set's index is not valid JSON: ",
+    ),
     "index pointing outside": (
-        lambda f: _tensor_set(f, "escapes", edit_array=lambda entry: entry.update(file="../../x.npy")),
-        f"/{INDEX}: damaged tensor set index: `arrays`: `../../x.npy` is not a file inside the set"),
-    "pickled array in a set": (_pickled_array_in_set, "/inputs/0/x.npy: not a readable numpy array: it holds pickled "
-                                                      "Python objects; trtflow reads numeric arrays only and never unpickles"),
-    "npz of objects": (_object_npz, ": array `x`: not a readable numpy array: it holds pickled Python objects"),
-    "pickle named npz": (lambda f: _write(f, "pickle.npz", pickle.dumps({"x": 1})),
-                         ": not a readable .npz archive: it holds pickled Python objects"),
-    "broken zip": (lambda f: _write(f, "broken.npz", b"PK\x03\x04 cut short"),
-                   ": not a readable .npz archive: File is not a zip file"),
-    "JSON cut short": (lambda f: _write(f, "cut.json", '[{"x": '), ": not valid JSON: Expecting value: line 1"),
-    "JSON nested deep": (lambda f: _write(f, "deep.json", "[" * 100_000 + "]" * 100_000),
-                         ": nests deeper than any Polygraphy or trtflow file"),
+        lambda f: _tensor_set(
+            f, "escapes", edit_array=lambda entry: entry.update(file="../../x.npy")
+        ),
+        f"/{INDEX}: damaged tensor set index: `arrays`: `../../x.npy` is not a file inside the set",
+    ),
+    "pickled array in a set": (
+        _pickled_array_in_set,
+        "/inputs/0/x.npy: not a readable numpy array: it holds pickled "
+        "Python objects; trtflow reads numeric arrays only and never unpickles",
+    ),
+    "npz of objects": (
+        _object_npz,
+        ": array `x`: not a readable numpy array: it holds pickled Python objects",
+    ),
+    "pickle named npz": (
+        lambda f: _write(f, "pickle.npz", pickle.dumps({"x": 1})),
+        ": not a readable .npz archive: it holds pickled Python objects",
+    ),
+    "broken zip": (
+        lambda f: _write(f, "broken.npz", b"PK\x03\x04 cut short"),
+        ": not a readable .npz archive: File is not a zip file",
+    ),
+    "JSON cut short": (
+        lambda f: _write(f, "cut.json", '[{"x": '),
+        ": not valid JSON: Expecting value: line 1",
+    ),
+    "JSON nested deep": (
+        lambda f: _write(f, "deep.json", "[" * 100_000 + "]" * 100_000),
+        ": nests deeper than any Polygraphy or trtflow file",
+    ),
     "RunResults of another shape": (
         lambda f: _write(f, "lst.json", json.dumps({"lst": 5, "polygraphy_class": "RunResults"})),
         ": not a Polygraphy JSON file trtflow can read: a RunResults whose `lst` is not a list of "
-        "[runner name, [IterationResult, ...]]"),
+        "[runner name, [IterationResult, ...]]",
+    ),
     "ndarray without array": (
         lambda f: _write(f, "no_array.json", json.dumps([{"x": {"polygraphy_class": "ndarray"}}])),
-        ": not a Polygraphy JSON file trtflow can read: an ndarray without its base64 `array` string"),
+        ": not a Polygraphy JSON file trtflow can read: an ndarray without its base64 `array` string",
+    ),
     "ndarray of objects": (
-        lambda f: _write(f, "objects.json", json.dumps([{"x": {"polygraphy_class": "ndarray",
-                                                               "array": base64.b64encode(_object_array_npy()).decode()}}])),
-        ": an ndarray: not a readable numpy array: it holds pickled Python objects"),
+        lambda f: _write(
+            f,
+            "objects.json",
+            json.dumps(
+                [
+                    {
+                        "x": {
+                            "polygraphy_class": "ndarray",
+                            "array": base64.b64encode(_object_array_npy()).decode(),
+                        }
+                    }
+                ]
+            ),
+        ),
+        ": an ndarray: not a readable numpy array: it holds pickled Python objects",
+    ),
 }
 
 

@@ -8,10 +8,9 @@ import json
 import numpy as np
 from onnx import helper, numpy_helper
 
-from trtflow.tensors.comparison import Tolerances, compare_tensor
-
 from run_compare.models import float_input, make_model, mlp_chain, save
 from run_compare.recipes import run_recipe
+from trtflow.tensors.comparison import Tolerances, compare_tensor
 
 
 def test_per_glob_tolerances_mean_the_same_in_any_key_order(trtflow, tmp_path):
@@ -36,8 +35,14 @@ def test_per_glob_tolerances_mean_the_same_in_any_key_order(trtflow, tmp_path):
 
 def test_infinities_in_both_runners_mismatch_unless_asked_as_in_polygraphy(trtflow, tmp_path):
     huge = numpy_helper.from_array(np.array(1e38, np.float32), "huge")
-    nodes = [helper.make_node("Mul", ["x", "huge"], ["big"]), helper.make_node("Mul", ["big", "huge"], ["y"])]
-    save(make_model(nodes, [float_input("x", [4])], [float_input("y", [4])], [huge]), tmp_path / "model.onnx")
+    nodes = [
+        helper.make_node("Mul", ["x", "huge"], ["big"]),
+        helper.make_node("Mul", ["big", "huge"], ["y"]),
+    ]
+    save(
+        make_model(nodes, [float_input("x", [4])], [float_input("y", [4])], [huge]),
+        tmp_path / "model.onnx",
+    )
     steps = """
     run:
       uses: run-runners
@@ -58,9 +63,14 @@ def test_infinities_in_both_runners_mismatch_unless_asked_as_in_polygraphy(trtfl
     assert default["runners"]["again"]["tensors_failed_on_shared_infinities"] == 1
     hint = "again: 1 of its 1 failed tensor(s) differ only by the same ±inf in both runners (`infinities_compare_equal"
     assert hint in result.stdout and hint in (out / "default" / "summary.md").read_text()
-    assert default["failed_finite_check"] == ["fp32", "again"]  # check_finite: ±inf is not expected by default
+    assert default["failed_finite_check"] == [
+        "fp32",
+        "again",
+    ]  # check_finite: ±inf is not expected by default
     equal = json.loads((out / "equal" / "report.json").read_text())
-    assert equal["passed"] is True  # infinities_compare_equal declares ±inf expected, for check_finite too
+    assert (
+        equal["passed"] is True
+    )  # infinities_compare_equal declares ±inf expected, for check_finite too
     assert equal["nonfinite"]["fp32"]["inf"] == 4 and equal["failed_finite_check"] == []
 
 
@@ -70,25 +80,35 @@ def test_a_tensor_with_shared_infinities_and_a_real_error_is_not_put_down_to_the
     reference = np.array([0.5, -np.inf, -np.inf, 0.25], np.float32)
     same_mask = compare_tensor("scores", reference, reference.copy(), tolerances)
     assert not same_mask["passed"] and same_mask["only_shared_infinities"]
-    off = compare_tensor("scores", reference, np.array([0.6, -np.inf, -np.inf, 0.25], np.float32), tolerances)
+    off = compare_tensor(
+        "scores", reference, np.array([0.6, -np.inf, -np.inf, 0.25], np.float32), tolerances
+    )
     assert not off["passed"] and not off["only_shared_infinities"]
-    flipped = compare_tensor("scores", reference, np.array([0.5, np.inf, -np.inf, 0.25], np.float32), tolerances)
+    flipped = compare_tensor(
+        "scores", reference, np.array([0.5, np.inf, -np.inf, 0.25], np.float32), tolerances
+    )
     assert not flipped["passed"] and not flipped["only_shared_infinities"]
 
 
 def test_a_tolerance_key_that_names_no_tensor_is_a_recipe_error(trtflow, tmp_path):
     save(mlp_chain(layers=2), tmp_path / "model.onnx")  # output act1
-    result, out = run_recipe(trtflow, tmp_path, """
+    result, out = run_recipe(
+        trtflow,
+        tmp_path,
+        """
     run:
       uses: run-runners
       with: {model: model.onnx, runners: [{name: fp32, backend: onnxruntime}, {name: bf16, backend: emulated, precision: bf16}]}
     diff:
       uses: compare
       with: {results: "${steps.run.results}", reference: fp32, atol: 1.0e-2, rtol: {"*": 1.0e-2, "act_1": 0.5}}
-    """)
+    """,
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
-    assert "steps.diff.with.rtol: `act_1` names no compared tensor (did you mean `act1`?)" in output, output
+    assert (
+        "steps.diff.with.rtol: `act_1` names no compared tensor (did you mean `act1`?)" in output
+    ), output
     assert "Traceback" not in output and not (out / "diff").exists()
 
 

@@ -9,35 +9,47 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from run_compare.models import float_input, layer_norm_overflow, make_model, mlp_chain
-from trtflow.precision.emulate import switchable
 from trtflow.onnxmodel.formats import FORMATS
+from trtflow.precision.emulate import switchable
 from trtflow.precision.plan import PrecisionPlan
 
 
 def run(model, feed):
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
     return dict(zip([o.name for o in session.get_outputs()], session.run(None, feed)))
 
 
 def identity_model(opset=17):
-    return make_model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [float_input("x", [6])],
-                      [float_input("y", [6])], opset=opset)
+    return make_model(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        [float_input("x", [6])],
+        [float_input("y", [6])],
+        opset=opset,
+    )
 
 
 HAND_ROUNDED = {
     # fp16: 10 mantissa bits; 1+2^-11 is a tie -> even (1.0); 1+3*2^-11 -> 1+2^-9; 70000 overflows
-    "fp16": ([1 + 2**-11, 1 + 3 * 2**-11, 70000.0, 2**-25, 3 * 2**-26, 65504.0],
-             [1.0, 1 + 2**-9, np.inf, 0.0, 2**-24, 65504.0]),
+    "fp16": (
+        [1 + 2**-11, 1 + 3 * 2**-11, 70000.0, 2**-25, 3 * 2**-26, 65504.0],
+        [1.0, 1 + 2**-9, np.inf, 0.0, 2**-24, 65504.0],
+    ),
     # bf16: 7 mantissa bits, FP32's range; 1+2^-8 -> 1.0, 1+3*2^-8 -> 1+2^-6, 70000 -> 137*512,
     # (2-2^-8)*2^127 ties between the largest value and 2^128 -> even -> inf
-    "bf16": ([1 + 2**-8, 1 + 3 * 2**-8, 70000.0, (2 - 2**-8) * 2.0**127, 1 + 2**-7 + 2**-9, 2.0],
-             [1.0, 1 + 2**-6, 70144.0, np.inf, 1 + 2**-7, 2.0]),
+    "bf16": (
+        [1 + 2**-8, 1 + 3 * 2**-8, 70000.0, (2 - 2**-8) * 2.0**127, 1 + 2**-7 + 2**-9, 2.0],
+        [1.0, 1 + 2**-6, 70144.0, np.inf, 1 + 2**-7, 2.0],
+    ),
     # fp8 E4M3: 3 mantissa bits; 1.0625 -> 1.0, 1.1875 -> 1.25, 500 saturates to 448,
     # 2^-10 (half the smallest subnormal) ties to 0, 3*2^-10 ties to 2^-8
-    "fp8": ([1.0625, 1.1875, 500.0, 2**-10, 3 * 2**-10, 0.3],
-            [1.0, 1.25, 448.0, 0.0, 2**-8, 0.3125]),
+    "fp8": (
+        [1.0625, 1.1875, 500.0, 2**-10, 3 * 2**-10, 0.3],
+        [1.0, 1.25, 448.0, 0.0, 2**-8, 0.3125],
+    ),
 }
 
 
@@ -57,7 +69,9 @@ def test_kept_node_reads_and_writes_fp32_and_the_next_low_node_rounds_its_input(
     x += np.linspace(-8, 8, 64, dtype=np.float32)
     assert np.isinf(run(PrecisionPlan("fp16").emulate(model), {"x": x})["std"]).all()
     # keeping only the overflowing node is not enough: `meansq` reads its output in FP16 again
-    assert np.isinf(run(PrecisionPlan("fp16", frozenset({"sumsq"})).emulate(model), {"x": x})["std"]).all()
+    assert np.isinf(
+        run(PrecisionPlan("fp16", frozenset({"sumsq"})).emulate(model), {"x": x})["std"]
+    ).all()
     fixed = run(PrecisionPlan("fp16", frozenset({"sumsq", "meansq"})).emulate(model), {"x": x})
     reference = run(model, {"x": x})
     assert np.isfinite(fixed["std"]).all()
@@ -66,21 +80,40 @@ def test_kept_node_reads_and_writes_fp32_and_the_next_low_node_rounds_its_input(
 
 def test_shared_initializer_is_rounded_only_for_the_low_node():
     weight = numpy_helper.from_array(np.array([1 + 2**-12], np.float32), "w")
-    model = make_model([helper.make_node("Mul", ["x", "w"], ["a"], name="low"),
-                        helper.make_node("Mul", ["x", "w"], ["b"], name="kept")],
-                       [float_input("x", [1])], [float_input("a", [1]), float_input("b", [1])], [weight])
-    out = run(PrecisionPlan("fp16", frozenset({"kept"})).emulate(model), {"x": np.ones(1, np.float32)})
+    model = make_model(
+        [
+            helper.make_node("Mul", ["x", "w"], ["a"], name="low"),
+            helper.make_node("Mul", ["x", "w"], ["b"], name="kept"),
+        ],
+        [float_input("x", [1])],
+        [float_input("a", [1]), float_input("b", [1])],
+        [weight],
+    )
+    out = run(
+        PrecisionPlan("fp16", frozenset({"kept"})).emulate(model), {"x": np.ones(1, np.float32)}
+    )
     assert out["a"][0] == 1.0 and out["b"][0] == np.float32(1 + 2**-12)
 
 
 def test_if_node_is_emulated_as_one_unit():
-    then = helper.make_graph([helper.make_node("Mul", ["x", "x"], ["t"])], "then", [], [float_input("t", [2])])
-    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [float_input("e", [2])])
-    model = make_model([helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
-                        helper.make_node("Greater", ["s", "zero"], ["cond"], name="positive"),
-                        helper.make_node("If", ["cond"], ["y"], name="branch", then_branch=then, else_branch=other)],
-                       [float_input("x", [2])], [float_input("y", [2])],
-                       [numpy_helper.from_array(np.array(0, np.float32), "zero")])
+    then = helper.make_graph(
+        [helper.make_node("Mul", ["x", "x"], ["t"])], "then", [], [float_input("t", [2])]
+    )
+    other = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["e"])], "else", [], [float_input("e", [2])]
+    )
+    model = make_model(
+        [
+            helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
+            helper.make_node("Greater", ["s", "zero"], ["cond"], name="positive"),
+            helper.make_node(
+                "If", ["cond"], ["y"], name="branch", then_branch=then, else_branch=other
+            ),
+        ],
+        [float_input("x", [2])],
+        [float_input("y", [2])],
+        [numpy_helper.from_array(np.array(0, np.float32), "zero")],
+    )
     x = np.array([300.0, 2.0], np.float32)
     out = run(PrecisionPlan("fp16").emulate(model), {"x": x})["y"]
     assert out[0] == np.inf and out[1] == 4.0  # the If's output was stored in FP16
@@ -96,13 +129,23 @@ def test_switchable_model_agrees_exactly_with_the_rewrite(precision):
     switched = switchable(model, precision)
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    session = ort.InferenceSession(switched.model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(
+        switched.model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
     plans = [PrecisionPlan(precision), PrecisionPlan(precision, frozenset(switched.nodes))]
-    plans += [PrecisionPlan(precision, frozenset(n for n in switched.nodes if rng.random() < 0.5)) for _ in range(5)]
+    plans += [
+        PrecisionPlan(precision, frozenset(n for n in switched.nodes if rng.random() < 0.5))
+        for _ in range(5)
+    ]
     outputs = set()
     for plan in plans:
         expected = run(plan.emulate(model), {"x": x})
-        got = dict(zip([o.name for o in session.get_outputs()], session.run(None, switched.feed(plan, {"x": x}))))
+        got = dict(
+            zip(
+                [o.name for o in session.get_outputs()],
+                session.run(None, switched.feed(plan, {"x": x})),
+            )
+        )
         for name, values in expected.items():
             np.testing.assert_array_equal(got[name], values)
         outputs.add(expected["act5"].tobytes())
@@ -111,20 +154,30 @@ def test_switchable_model_agrees_exactly_with_the_rewrite(precision):
 
 def test_fp8_on_an_old_opset_model_is_converted():
     model = identity_model(opset=13)
-    out = run(PrecisionPlan("fp8").emulate(model), {"x": np.array([500, 1, 2, 3, 4, 0.3], np.float32)})["y"]
+    out = run(
+        PrecisionPlan("fp8").emulate(model), {"x": np.array([500, 1, 2, 3, 4, 0.3], np.float32)}
+    )["y"]
     assert out[0] == 448.0 and out[5] == np.float32(0.3125)
 
 
 def test_taps_skip_subgraph_tensors_and_list_them():
-    from trtflow.onnxmodel.files import name_nodes
     from trtflow.onnxmodel.catalog import catalog
+    from trtflow.onnxmodel.files import name_nodes
     from trtflow.tensors.taps import mark_outputs, select, subgraph_tensors
 
-    body = helper.make_graph([helper.make_node("Neg", ["x"], ["inner"])], "then", [], [float_input("inner", [2])])
-    model = make_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
-                        helper.make_node("If", ["flag"], ["y"], name="branch", then_branch=body, else_branch=body)],
-                       [float_input("x", [2]), helper.make_tensor_value_info("flag", TensorProto.BOOL, [])],
-                       [float_input("y", [2])])
+    body = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["inner"])], "then", [], [float_input("inner", [2])]
+    )
+    model = make_model(
+        [
+            helper.make_node("Relu", ["x"], ["r"], name="relu"),
+            helper.make_node(
+                "If", ["flag"], ["y"], name="branch", then_branch=body, else_branch=body
+            ),
+        ],
+        [float_input("x", [2]), helper.make_tensor_value_info("flag", TensorProto.BOOL, [])],
+        [float_input("y", [2])],
+    )
     name_nodes(model)
     tensors = catalog(model)
     assert select(tensors, None) == ["r", "y"] and subgraph_tensors(model) == ["inner"]

@@ -7,22 +7,58 @@ import json
 from run_compare.models import layer_norm_overflow, save
 from run_compare.recipes import run_recipe
 
-KEEP = [{"name": "sumsq", "op": "ReduceSumSquare", "reason": "the check fails without it (trial 3)"}]
+KEEP = [
+    {"name": "sumsq", "op": "ReduceSumSquare", "reason": "the check fails without it (trial 3)"}
+]
 WRITTEN_BY_OTHER_STEPS = {  # the shapes bisect-precision, run-runners (profiles) and build-engine write
-    "keep.json": {"precision": "fp16", "found": True, "verified": True, "message": "keep 1 of 8 node(s)", "nodes": KEEP},
-    "report.json": {"passed": True, "found": True, "message": "keep 1 of 8 node(s)", "mode": "minimal",
-                    "backend": "emulated", "precision": "fp16", "candidates": 8, "evaluations": 6, "replayed": 2,
-                    "keep": KEEP, "final": {"emulated": {"passed": True, "worst_tensor": "y", "max_abs": 0.003}},
-                    "trials": []},
-    "replay.json": {"trtflow_replay": 1, "step": "hunt", "uses": "bisect-precision", "made_from": {}, "trials": [{}, {}]},
+    "keep.json": {
+        "precision": "fp16",
+        "found": True,
+        "verified": True,
+        "message": "keep 1 of 8 node(s)",
+        "nodes": KEEP,
+    },
+    "report.json": {
+        "passed": True,
+        "found": True,
+        "message": "keep 1 of 8 node(s)",
+        "mode": "minimal",
+        "backend": "emulated",
+        "precision": "fp16",
+        "candidates": 8,
+        "evaluations": 6,
+        "replayed": 2,
+        "keep": KEEP,
+        "final": {"emulated": {"passed": True, "worst_tensor": "y", "max_abs": 0.003}},
+        "trials": [],
+    },
+    "replay.json": {
+        "trtflow_replay": 1,
+        "step": "hunt",
+        "uses": "bisect-precision",
+        "made_from": {},
+        "trials": [{}, {}],
+    },
     "layer_precisions.json": {"scale": "fp16", "sumsq": "fp32", "std": "fp16"},
-    "trt.profile.json": [{"count": 10}, {"name": "sumsq", "timeMs": 2.0, "averageMs": 0.2, "medianMs": 0.2,
-                                         "percentage": 80.0}],
-    "engine_graph.json": {"Layers": [{"Name": "sumsq", "LayerType": "Reduce"}], "Bindings": ["x", "y"]},
+    "trt.profile.json": [
+        {"count": 10},
+        {"name": "sumsq", "timeMs": 2.0, "averageMs": 0.2, "medianMs": 0.2, "percentage": 80.0},
+    ],
+    "engine_graph.json": {
+        "Layers": [{"Name": "sumsq", "LayerType": "Reduce"}],
+        "Bindings": ["x", "y"],
+    },
 }
 EXPECTED = {
-    "keep.json": ["keep file (fp16): keep 1 of 8 node(s)", "keep sumsq (ReduceSumSquare): the check fails without it"],
-    "report.json": ["bisect-precision report", "8 candidate nodes, 6 evaluations", "verified (emulated): passed"],
+    "keep.json": [
+        "keep file (fp16): keep 1 of 8 node(s)",
+        "keep sumsq (ReduceSumSquare): the check fails without it",
+    ],
+    "report.json": [
+        "bisect-precision report",
+        "8 candidate nodes, 6 evaluations",
+        "verified (emulated): passed",
+    ],
     "replay.json": ["replay of step `hunt` (bisect-precision), 2 trials"],
     "layer_precisions.json": ["layer precisions, 3 layers: fp16 2, fp32 1"],
     "trt.profile.json": ["layer profile", "10 inferences, 1 layers", "sumsq: 0.2000 ms (80.0%)"],
@@ -32,7 +68,10 @@ EXPECTED = {
 
 def test_inspect_summarizes_trtflow_files(trtflow, tmp_path):
     save(layer_norm_overflow(), tmp_path / "model.onnx")
-    result, out = run_recipe(trtflow, tmp_path, """
+    result, out = run_recipe(
+        trtflow,
+        tmp_path,
+        """
     model:
       uses: load
       with: {path: model.onnx}
@@ -42,19 +81,28 @@ def test_inspect_summarizes_trtflow_files(trtflow, tmp_path):
     run:
       uses: run-runners
       with: {model: "${steps.model.model}", runners: [{name: fp32, backend: onnxruntime}]}
-    """)
+    """,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
-    step = trtflow("inspect", out / "model", cwd=tmp_path)  # a step's output folder, output by output
+    step = trtflow(
+        "inspect", out / "model", cwd=tmp_path
+    )  # a step's output folder, output by output
     assert step.returncode == 0, step.stdout + step.stderr
     assert "output of step `model` (load) of recipe `t`" in step.stdout
     assert '  kind: "onnx"' in step.stdout  # a value output
-    assert "    " + str(out / "model" / "model.onnx") + ": ONNX model, 8 nodes" in step.stdout  # a file output
+    assert (
+        "    " + str(out / "model" / "model.onnx") + ": ONNX model, 8 nodes" in step.stdout
+    )  # a file output
     assert "load summary of model.onnx" in step.stdout
     run = trtflow("inspect", out / "run", cwd=tmp_path)
-    assert run.returncode == 0 and "trtflow tensor set, runners: fp32" in run.stdout, run.stdout + run.stderr
+    assert run.returncode == 0 and "trtflow tensor set, runners: fp32" in run.stdout, (
+        run.stdout + run.stderr
+    )
     files = {"load": out / "model" / "summary.json", "taps": out / "taps" / "taps.json"}
-    expected = {"load": ["load summary of model.onnx: ONNX model, 8 nodes", "input x: float32 [2, 64]"],
-                "taps": ["taps, 2 tensors marked as outputs", "sumsq: ReduceSumSquare node sumsq (topo 3)"]}
+    expected = {
+        "load": ["load summary of model.onnx: ONNX model, 8 nodes", "input x: float32 [2, 64]"],
+        "taps": ["taps, 2 tensors marked as outputs", "sumsq: ReduceSumSquare node sumsq (topo 3)"],
+    }
     for name, document in WRITTEN_BY_OTHER_STEPS.items():
         files[name] = tmp_path / name
         files[name].write_text(json.dumps(document))
@@ -73,14 +121,27 @@ def test_inspect_model_gives_output_types_and_lists_at_most_twenty(trtflow, tmp_
     from onnx import TensorProto, helper
 
     nodes = [helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"]) for i in range(25)]
-    outputs = [helper.make_tensor_value_info(f"t{i + 1}", TensorProto.FLOAT, [2, "n"]) for i in range(24)]
-    outputs.insert(0, helper.ValueInfoProto(name="t25"))  # as a tap of a tensor shape inference could not type
-    graph = helper.make_graph(nodes, "wide", [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [2, "n"])], outputs)
-    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "wide.onnx")
+    outputs = [
+        helper.make_tensor_value_info(f"t{i + 1}", TensorProto.FLOAT, [2, "n"]) for i in range(24)
+    ]
+    outputs.insert(
+        0, helper.ValueInfoProto(name="t25")
+    )  # as a tap of a tensor shape inference could not type
+    graph = helper.make_graph(
+        nodes, "wide", [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [2, "n"])], outputs
+    )
+    save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+        tmp_path / "wide.onnx",
+    )
     shown = trtflow("inspect", tmp_path / "wide.onnx", cwd=tmp_path)
     assert shown.returncode == 0, shown.stdout + shown.stderr
-    listed = [line.strip() for line in shown.stdout.splitlines() if line.strip().startswith("output ")]
-    assert listed == ["output t25: type not declared"] + [f"output t{i + 1}: float32 [2, 'n']" for i in range(19)]
+    listed = [
+        line.strip() for line in shown.stdout.splitlines() if line.strip().startswith("output ")
+    ]
+    assert listed == ["output t25: type not declared"] + [
+        f"output t{i + 1}: float32 [2, 'n']" for i in range(19)
+    ]
     assert "... and 5 more outputs" in shown.stdout
 
 
@@ -89,15 +150,38 @@ def test_inspect_engines_and_cut_op_lists(trtflow, tmp_path):
 
     (tmp_path / "model.plan").write_bytes(b"\0" * 1234)
     engine = trtflow("inspect", tmp_path / "model.plan", cwd=tmp_path)
-    assert engine.returncode == 0 and "TensorRT engine (serialized plan), 1,234 bytes" in engine.stdout
-    kinds = ["Relu", "Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Exp", "Identity", "Floor", "Ceil", "Sqrt"]
+    assert (
+        engine.returncode == 0 and "TensorRT engine (serialized plan), 1,234 bytes" in engine.stdout
+    )
+    kinds = [
+        "Relu",
+        "Relu",
+        "Sigmoid",
+        "Tanh",
+        "Abs",
+        "Neg",
+        "Exp",
+        "Identity",
+        "Floor",
+        "Ceil",
+        "Sqrt",
+    ]
     nodes = [helper.make_node(op, [f"t{i}"], [f"t{i + 1}"]) for i, op in enumerate(kinds)]
-    graph = helper.make_graph(nodes, "varied", [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [2])],
-                              [helper.make_tensor_value_info(f"t{len(kinds)}", TensorProto.FLOAT, [2])])
-    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "varied.onnx")
+    graph = helper.make_graph(
+        nodes,
+        "varied",
+        [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info(f"t{len(kinds)}", TensorProto.FLOAT, [2])],
+    )
+    save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+        tmp_path / "varied.onnx",
+    )
     shown = trtflow("inspect", tmp_path / "varied.onnx", cwd=tmp_path).stdout
     ops = next(line for line in shown.splitlines() if line.startswith("  ops: "))
-    assert ops.startswith("  ops: Relu 2, ") and ops.endswith(", ... and 2 more op types"), ops  # 10 kinds, 8 listed
+    assert ops.startswith("  ops: Relu 2, ") and ops.endswith(", ... and 2 more op types"), (
+        ops
+    )  # 10 kinds, 8 listed
 
 
 def test_inspect_says_what_is_wrong_with_an_unreadable_file(trtflow, tmp_path):
@@ -110,7 +194,9 @@ def test_inspect_says_what_is_wrong_with_an_unreadable_file(trtflow, tmp_path):
     (tmp_path / "broken.json").write_text('{"tensors": [1, 2')
     tensor_set = tmp_path / "set"
     tensor_set.mkdir()
-    (tensor_set / "index.json").write_text('{"format": 1, "arrays": [{"runner": "a"}], "tensors": {}, "runners": {}}')
+    (tensor_set / "index.json").write_text(
+        '{"format": 1, "arrays": [{"runner": "a"}], "tensors": {}, "runners": {}}'
+    )
     expected = {
         "truncated.onnx": "truncated.onnx: not a readable ONNX model (Error parsing message",
         "pickled.npz": "pickled.npz: array `a`: not a readable numpy array: it holds pickled Python objects",

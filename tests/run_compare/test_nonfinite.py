@@ -10,10 +10,14 @@ import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
-from trtflow.tensors.comparison import NOTHING_FINITE_IN_BOTH, Tolerances, compare_tensor, nonfinite_counts
-
 from run_compare.models import float_input, layer_norm_overflow, make_model, save
 from run_compare.recipes import run_recipe
+from trtflow.tensors.comparison import (
+    NOTHING_FINITE_IN_BOTH,
+    Tolerances,
+    compare_tensor,
+    nonfinite_counts,
+)
 
 OVERFLOW = """
 taps: {uses: surgeon-insert-tap, with: {model: model.onnx, tensors: all}}
@@ -32,14 +36,24 @@ def test_a_tensor_inf_everywhere_has_null_metrics_and_its_verdict_says_why(trtfl
     report = json.loads((out / "diff" / "report.json").read_text())
     entries = {t["tensor"]: t for t in report["tensors"]}
     assert entries["sumsq"]["metrics"] == {"cosine": None, "l2": None, "psnr": None, "snr": None}
-    assert entries["sumsq"]["passed"] is False and entries["sumsq"]["reason"] == NOTHING_FINITE_IN_BOTH
-    assert entries["mean"]["passed"] and entries["mean"]["metrics"]["cosine"] == pytest.approx(1.0, abs=1e-6)
+    assert (
+        entries["sumsq"]["passed"] is False and entries["sumsq"]["reason"] == NOTHING_FINITE_IN_BOTH
+    )
+    assert entries["mean"]["passed"] and entries["mean"]["metrics"]["cosine"] == pytest.approx(
+        1.0, abs=1e-6
+    )
     assert "reason" not in entries["mean"]
-    row = next(line for line in (out / "diff" / "summary.md").read_text().splitlines() if line.startswith("| 3 | sumsq |"))
+    row = next(
+        line
+        for line in (out / "diff" / "summary.md").read_text().splitlines()
+        if line.startswith("| 3 | sumsq |")
+    )
     assert "| — | — | — | — |" in row and row.endswith("| no: nothing finite in both runners |")
     failed_without = report["runners"]["low"]["tensors_failed_nothing_finite"]
     assert failed_without == 4  # sumsq, meansq, var, std
-    assert "low: 6/8 tensors out of tolerance, 4 with nothing finite in both runners" in result.stdout
+    assert (
+        "low: 6/8 tensors out of tolerance, 4 with nothing finite in both runners" in result.stdout
+    )
 
 
 def test_nonfinite_counts_are_summed_over_all_iterations_everywhere(trtflow, tmp_path):
@@ -60,9 +74,11 @@ def _nan_after_a_finite_tensor():
     """shifted = x - 1 (finite), root = sqrt(shifted) (NaN where x < 1), y = root + 1: every runner,
     FP32 included, returns NaN from `root` on."""
     one = numpy_helper.from_array(np.array(1.0, np.float32), "one")
-    nodes = [helper.make_node("Sub", ["x", "one"], ["shifted"], name="shift"),
-             helper.make_node("Sqrt", ["shifted"], ["root"], name="root"),
-             helper.make_node("Add", ["root", "one"], ["y"], name="lift")]
+    nodes = [
+        helper.make_node("Sub", ["x", "one"], ["shifted"], name="shift"),
+        helper.make_node("Sqrt", ["shifted"], ["root"], name="root"),
+        helper.make_node("Add", ["root", "one"], ["y"], name="lift"),
+    ]
     return make_model(nodes, [float_input("x", [8])], [float_input("y", [8])], [one])
 
 
@@ -80,28 +96,43 @@ def test_nan_in_the_reference_is_named_and_fails_check_finite(trtflow, tmp_path)
       with: {results: "${steps.run.results}", reference: fp32, candidates: [], check_finite: false}
     """
     result, out = run_recipe(trtflow, tmp_path, steps)
-    assert result.returncode == 1, result.stdout + result.stderr  # `validate`'s gate: the reference returned NaN
+    assert result.returncode == 1, (
+        result.stdout + result.stderr
+    )  # `validate`'s gate: the reference returned NaN
     assert "Traceback" not in result.stdout + result.stderr
     from trtflow.tensors.tensor_set import TensorSet
 
     results = TensorSet.open(out / "run" / "results")
-    nan = sum(int(np.isnan(results.load("fp32", i, t)).sum()) for i in range(2) for t in ("root", "y"))
+    nan = sum(
+        int(np.isnan(results.load("fp32", i, t)).sum()) for i in range(2) for t in ("root", "y")
+    )
     assert nan > 0
     report = json.loads((out / "diff" / "report.json").read_text())
     assert report["passed"] is False and report["first_nonfinite"] is None  # nothing new in `again`
     for runner in ("fp32", "again"):
-        assert report["nonfinite"][runner] == {"nan": nan, "inf": 0, "tensors": 2, "first": {
-            "tensor": "root", "node": "root", "op": "Sqrt", "topo": 1, "runner": runner}}
+        assert report["nonfinite"][runner] == {
+            "nan": nan,
+            "inf": 0,
+            "tensors": 2,
+            "first": {"tensor": "root", "node": "root", "op": "Sqrt", "topo": 1, "runner": runner},
+        }
     assert report["failed_finite_check"] == ["fp32", "again"]
     summary = (out / "diff" / "summary.md").read_text()
-    assert (f"- NaN/Inf in `fp32` (reference): {nan} NaN, 0 Inf over all iterations in 2 tensor(s), the first "
-            "`root` from node `root` (Sqrt)") in summary
+    assert (
+        f"- NaN/Inf in `fp32` (reference): {nan} NaN, 0 Inf over all iterations in 2 tensor(s), the first "
+        "`root` from node `root` (Sqrt)"
+    ) in summary
     assert f"NaN/Inf in fp32 (reference): {nan} NaN" in result.stdout
-    assert "check_finite (Polygraphy's --validate) fails on the NaN/Inf returned by `fp32`, `again`" in summary
+    assert (
+        "check_finite (Polygraphy's --validate) fails on the NaN/Inf returned by `fp32`, `again`"
+        in summary
+    )
     validate = json.loads((out / "validate" / "report.json").read_text())
     assert validate["passed"] is False and validate["failed_finite_check"] == ["fp32"]
     unchecked = json.loads((out / "unchecked" / "report.json").read_text())
-    assert unchecked["passed"] is True and unchecked["nonfinite"]["fp32"]["nan"] == nan  # reported, not gated
+    assert (
+        unchecked["passed"] is True and unchecked["nonfinite"]["fp32"]["nan"] == nan
+    )  # reported, not gated
     assert "check_finite=off" in (out / "unchecked" / "summary.md").read_text()
 
 
@@ -111,8 +142,12 @@ def test_metrics_are_null_only_where_no_position_is_finite_in_both():
     everywhere = compare_tensor("t", reference, np.full(4, np.inf, np.float32), tolerances)
     assert everywhere["metrics"] == {"cosine": None, "l2": None, "psnr": None, "snr": None}
     assert everywhere["reason"] == NOTHING_FINITE_IN_BOTH
-    partly = compare_tensor("t", reference, np.array([1.0, 2.0, 3.0, np.inf], np.float32), tolerances)
-    assert partly["metrics"]["cosine"] == pytest.approx(1.0) and "reason" not in partly  # over the 3 finite positions
+    partly = compare_tensor(
+        "t", reference, np.array([1.0, 2.0, 3.0, np.inf], np.float32), tolerances
+    )
+    assert (
+        partly["metrics"]["cosine"] == pytest.approx(1.0) and "reason" not in partly
+    )  # over the 3 finite positions
     empty = compare_tensor("t", np.zeros(0, np.float32), np.zeros(0, np.float32), tolerances)
     assert empty["passed"] and empty["metrics"]["cosine"] is None and "reason" not in empty
 

@@ -13,8 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from run_compare.models import (elementwise_chain, if_reading_outer_weights, layer_norm_overflow, mlp_chain,
-                                reshaped_chain, save)
+from run_compare.models import (
+    elementwise_chain,
+    if_reading_outer_weights,
+    layer_norm_overflow,
+    mlp_chain,
+    reshaped_chain,
+    save,
+)
 from run_compare.recipes import run_recipe
 
 DATA = "{seed: 1, iterations: 2, ranges: {'*': [60, 100]}}"
@@ -41,12 +47,19 @@ diff:
 
 def test_planted_fp16_overflow_is_named_as_first_nonfinite(trtflow, tmp_path):
     save(layer_norm_overflow(), tmp_path / "model.onnx")
-    result, out = run_recipe(trtflow, tmp_path, TAP_RUN_COMPARE.format(data=DATA, precision="fp16", tol=1e-2))
+    result, out = run_recipe(
+        trtflow, tmp_path, TAP_RUN_COMPARE.format(data=DATA, precision="fp16", tol=1e-2)
+    )
     assert result.returncode == 1, result.stdout + result.stderr  # the gate failed, nothing crashed
     report = json.loads((out / "diff" / "report.json").read_text())
     assert report["passed"] is False
-    assert report["first_nonfinite"] == {"tensor": "sumsq", "node": "sumsq", "op": "ReduceSumSquare",
-                                         "topo": 3, "runner": "low"}
+    assert report["first_nonfinite"] == {
+        "tensor": "sumsq",
+        "node": "sumsq",
+        "op": "ReduceSumSquare",
+        "topo": 3,
+        "runner": "low",
+    }
     assert "sumsq" in (out / "diff" / "summary.md").read_text()
     assert "Traceback" not in result.stdout + result.stderr
 
@@ -55,10 +68,16 @@ def test_planted_fp16_overflow_is_named_as_first_nonfinite(trtflow, tmp_path):
 def test_clean_model_passes_at_sensible_tolerances(trtflow, tmp_path, precision, tol):
     save(mlp_chain(layers=6), tmp_path / "model.onnx")
     data = "{seed: 2, iterations: 2, ranges: {'*': [-1, 1]}}"
-    result, out = run_recipe(trtflow, tmp_path, TAP_RUN_COMPARE.format(data=data, precision=precision, tol=tol))
+    result, out = run_recipe(
+        trtflow, tmp_path, TAP_RUN_COMPARE.format(data=data, precision=precision, tol=tol)
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads((out / "diff" / "report.json").read_text())
-    assert report["passed"] and report["first_nonfinite"] is None and report["first_divergence"] is None
+    assert (
+        report["passed"]
+        and report["first_nonfinite"] is None
+        and report["first_divergence"] is None
+    )
     assert report["runners"]["low"]["tensors_checked"] == 18
     largest = max(float(t["abs"]["max"]) for t in report["tensors"])
     assert 0 < largest < tol  # the low precision really changed values, within tolerance
@@ -83,10 +102,14 @@ def test_real_fp16_conversion_runs_in_onnxruntime(trtflow, tmp_path):
     result, out = run_recipe(trtflow, tmp_path, steps)
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads((out / "diff" / "report.json").read_text())
-    assert float(report["tensors"][0]["abs"]["max"]) > 0  # a different computation, within tolerance
+    assert (
+        float(report["tensors"][0]["abs"]["max"]) > 0
+    )  # a different computation, within tolerance
 
 
-def test_tensors_of_unknown_shape_are_sized_from_their_inputs_not_counted_64_mb_each(trtflow, tmp_path):
+def test_tensors_of_unknown_shape_are_sized_from_their_inputs_not_counted_64_mb_each(
+    trtflow, tmp_path
+):
     # exported transformers compute reshape targets at run time: shape inference cannot size what follows
     save(reshaped_chain(24, [1, 64, 1024], computed=False), tmp_path / "constant.onnx")
     save(reshaped_chain(24, [1, 64, 1024], computed=True), tmp_path / "computed.onnx")
@@ -96,10 +119,14 @@ def test_tensors_of_unknown_shape_are_sized_from_their_inputs_not_counted_64_mb_
       with: {{model: {name}.onnx, outputs: all, memory_budget_mb: 1, data: {{shapes: {{x: [1, 64, 1024]}}}},
              runners: [{{name: fp32, backend: onnxruntime}}]}}
     """
-    result, out = run_recipe(trtflow, tmp_path, run.format(name="constant") + run.format(name="computed"))
+    result, out = run_recipe(
+        trtflow, tmp_path, run.format(name="constant") + run.format(name="computed")
+    )
     assert result.returncode == 0, result.stdout + result.stderr
-    passes = {name: json.loads((out / name / "values.json").read_text())["timings"]["fp32"]["passes"]
-              for name in ("constant", "computed")}
+    passes = {
+        name: json.loads((out / name / "values.json").read_text())["timings"]["fp32"]["passes"]
+        for name in ("constant", "computed")
+    }
     assert 1 < passes["constant"] < 24  # 256 KB tensors, 1 MB per pass
     assert passes["computed"] == passes["constant"]
 
@@ -117,14 +144,21 @@ def test_outputs_all_is_split_into_passes_under_the_memory_budget(trtflow, tmp_p
     result, out = run_recipe(trtflow, tmp_path, steps, env={"TRTFLOW_PROGRESS_SECONDS": "0"})
     assert result.returncode == 0, result.stdout + result.stderr
     progress = re.findall(r"^\s+split: ([\d.e+-]+/[\d.e+-]+) fp32$", result.stdout, re.MULTILINE)
-    assert progress and all(re.fullmatch(r"[1-6]/6", line) for line in progress), progress  # inferences done
-    values = {step: json.loads((out / step / "values.json").read_text()) for step in ("one", "split")}
+    assert progress and all(re.fullmatch(r"[1-6]/6", line) for line in progress), (
+        progress
+    )  # inferences done
+    values = {
+        step: json.loads((out / step / "values.json").read_text()) for step in ("one", "split")
+    }
     assert values["one"]["timings"]["fp32"]["passes"] == 1
     assert values["split"]["timings"]["fp32"]["passes"] == 6  # 4 tensors of 256 KB per 1 MB pass
     from trtflow.tensors.tensor_set import TensorSet
 
     one, split = TensorSet.open(out / "one" / "results"), TensorSet.open(out / "split" / "results")
-    assert one.tensor_names("fp32") == split.tensor_names("fp32") and len(one.tensor_names("fp32")) == 24
+    assert (
+        one.tensor_names("fp32") == split.tensor_names("fp32")
+        and len(one.tensor_names("fp32")) == 24
+    )
     for tensor in one.tensor_names("fp32"):
         np.testing.assert_array_equal(one.load("fp32", 0, tensor), split.load("fp32", 0, tensor))
 
@@ -140,20 +174,49 @@ def test_our_polygraphy_files_load_in_polygraphy(trtflow, tmp_path):
     result, out = run_recipe(trtflow, tmp_path, steps)
     assert result.returncode == 0, result.stdout + result.stderr
     polygraphy = shutil.which("polygraphy", path=str(Path(sys.executable).parent))
-    checked = subprocess.run([polygraphy, "run", str(tmp_path / "model.onnx"), "--onnxrt",
-                              "--load-inputs", str(out / "run" / "polygraphy_inputs.json"),
-                              "--load-outputs", str(out / "run" / "polygraphy_results.json")],
-                             capture_output=True, text=True, timeout=120)
-    assert checked.returncode == 0 and "PASSED" in checked.stdout + checked.stderr, checked.stdout + checked.stderr
+    checked = subprocess.run(
+        [
+            polygraphy,
+            "run",
+            str(tmp_path / "model.onnx"),
+            "--onnxrt",
+            "--load-inputs",
+            str(out / "run" / "polygraphy_inputs.json"),
+            "--load-outputs",
+            str(out / "run" / "polygraphy_results.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert checked.returncode == 0 and "PASSED" in checked.stdout + checked.stderr, (
+        checked.stdout + checked.stderr
+    )
     assert "2/2 iterations" in checked.stdout + checked.stderr
 
 
 def test_polygraphy_saved_files_work_as_inputs_and_saved_runner(trtflow, tmp_path):
     save(layer_norm_overflow(), tmp_path / "model.onnx")
     polygraphy = shutil.which("polygraphy", path=str(Path(sys.executable).parent))
-    saved = subprocess.run([polygraphy, "run", str(tmp_path / "model.onnx"), "--onnxrt", "--iterations", "2",
-                            "--val-range", "x:[60,100]", "--save-inputs", str(tmp_path / "in.json"),
-                            "--save-outputs", str(tmp_path / "golden.json")], capture_output=True, text=True, timeout=120)
+    saved = subprocess.run(
+        [
+            polygraphy,
+            "run",
+            str(tmp_path / "model.onnx"),
+            "--onnxrt",
+            "--iterations",
+            "2",
+            "--val-range",
+            "x:[60,100]",
+            "--save-inputs",
+            str(tmp_path / "in.json"),
+            "--save-outputs",
+            str(tmp_path / "golden.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert saved.returncode == 0, saved.stdout + saved.stderr
     steps = """
     run:
@@ -186,10 +249,15 @@ __attribute__((constructor)) static void crash_on_load(void) { raise(SIGSEGV); }
 """
 
 
-@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler to build the crashing library")
+@pytest.mark.skipif(
+    shutil.which("cc") is None, reason="needs a C compiler to build the crashing library"
+)
 def test_isolated_runner_that_segfaults_fails_alone_with_a_clear_message(trtflow, tmp_path):
     (tmp_path / "crash.c").write_text(CRASHING_LIBRARY)
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libcrash.so"), str(tmp_path / "crash.c")], check=True)
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libcrash.so"), str(tmp_path / "crash.c")],
+        check=True,
+    )
     save(mlp_chain(layers=2), tmp_path / "model.onnx")
     steps = """
     run:
@@ -240,15 +308,20 @@ def test_extracted_subgraph_runs_standalone(trtflow, tmp_path):
     from trtflow.tensors.tensor_set import TensorSet
 
     results = TensorSet.open(out / "run" / "results")
-    assert np.isfinite(results.load("fp32", 0, "std")).all() and np.isinf(results.load("fp16", 0, "std")).all()
+    assert (
+        np.isfinite(results.load("fp32", 0, "std")).all()
+        and np.isinf(results.load("fp16", 0, "std")).all()
+    )
 
 
 def test_inputs_from_npz_and_loader_function(trtflow, tmp_path):
     save(mlp_chain(layers=2), tmp_path / "model.onnx")
     x = np.random.default_rng(0).normal(size=(4, 16)).astype(np.float32)
     np.savez(tmp_path / "feed.npz", x=x)
-    (tmp_path / "feeds.py").write_text("import numpy as np\n\ndef feeds():\n"
-                                       "    for i in range(3):\n        yield {'x': np.full((4, 16), i, np.float32)}\n")
+    (tmp_path / "feeds.py").write_text(
+        "import numpy as np\n\ndef feeds():\n"
+        "    for i in range(3):\n        yield {'x': np.full((4, 16), i, np.float32)}\n"
+    )
     steps = """
     from_npz:
       uses: run-runners
@@ -261,40 +334,58 @@ def test_inputs_from_npz_and_loader_function(trtflow, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     from trtflow.tensors.tensor_set import TensorSet
 
-    np.testing.assert_array_equal(TensorSet.open(out / "from_npz" / "inputs").load("inputs", 0, "x"), x)
+    np.testing.assert_array_equal(
+        TensorSet.open(out / "from_npz" / "inputs").load("inputs", 0, "x"), x
+    )
     loaded = TensorSet.open(out / "from_loader" / "inputs")
     assert loaded.iterations("inputs") == 3 and loaded.load("inputs", 2, "x")[0, 0] == 2.0
 
 
 def test_a_cut_that_leaves_an_input_behind_names_it(trtflow, tmp_path):
     save(layer_norm_overflow(), tmp_path / "model.onnx")
-    result, out = run_recipe(trtflow, tmp_path, """
+    result, out = run_recipe(
+        trtflow,
+        tmp_path,
+        """
     cut:
       uses: surgeon-extract
       with: {model: model.onnx, inputs: [], outputs: [sumsq]}
-    """)
+    """,
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
-    assert "steps.cut.with.inputs" in output and "still reads `x`" in output and "add it to `inputs`" in output
+    assert (
+        "steps.cut.with.inputs" in output
+        and "still reads `x`" in output
+        and "add it to `inputs`" in output
+    )
     assert not (out / "cut").exists()
 
 
 def test_a_cut_through_an_if_keeps_the_weights_its_branches_read(trtflow, tmp_path):
     save(if_reading_outer_weights(), tmp_path / "model.onnx")
-    result, _ = run_recipe(trtflow, tmp_path, """
+    result, _ = run_recipe(
+        trtflow,
+        tmp_path,
+        """
     cut:
       uses: surgeon-extract
       with: {model: model.onnx, inputs: [a], outputs: [y]}
-    """)
+    """,
+    )
     assert result.returncode == 2 and "still reads `flag`" in result.stdout + result.stderr
-    result, out = run_recipe(trtflow, tmp_path, """
+    result, out = run_recipe(
+        trtflow,
+        tmp_path,
+        """
     cut:
       uses: surgeon-extract
       with: {model: model.onnx, inputs: [a, flag], outputs: [y]}
     run:
       uses: run-runners
       with: {model: "${steps.cut.model}", data: {ranges: {a: [1, 2]}}, runners: [{name: fp32, backend: onnxruntime}]}
-    """)
+    """,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     from trtflow.tensors.tensor_set import TensorSet
 
@@ -303,9 +394,16 @@ def test_a_cut_through_an_if_keeps_the_weights_its_branches_read(trtflow, tmp_pa
     np.testing.assert_allclose(results.load("fp32", 0, "y"), a + 3 if flag else a - 3)
 
 
-KEEP_FILE = {"precision": "fp16", "found": True, "verified": True, "message": "keep 2 of 8 node(s) in high precision",
-             "nodes": [{"name": "sumsq", "op": "ReduceSumSquare", "reason": "overflows"},
-                       {"name": "meansq", "op": "Div", "reason": "reads the overflow"}]}
+KEEP_FILE = {
+    "precision": "fp16",
+    "found": True,
+    "verified": True,
+    "message": "keep 2 of 8 node(s) in high precision",
+    "nodes": [
+        {"name": "sumsq", "op": "ReduceSumSquare", "reason": "overflows"},
+        {"name": "meansq", "op": "Div", "reason": "reads the overflow"},
+    ],
+}
 
 
 def test_emulated_keep_takes_a_keep_file_and_refuses_unknown_nodes(trtflow, tmp_path):
@@ -328,38 +426,65 @@ def test_emulated_keep_takes_a_keep_file_and_refuses_unknown_nodes(trtflow, tmp_
     result, out = run_recipe(trtflow, tmp_path, steps.replace("KEEP", "keep.json"))
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads((out / "diff" / "report.json").read_text())
-    assert report["runners"]["fixed"]["passed"] is True and report["runners"]["fp16"]["passed"] is False
+    assert (
+        report["runners"]["fixed"]["passed"] is True
+        and report["runners"]["fp16"]["passed"] is False
+    )
     result, _ = run_recipe(trtflow, tmp_path, steps.replace("KEEP", "[sumsq, meansqq]"))
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
     assert "steps.run.with.runners" in output and "`meansqq` (did you mean `meansq`?)" in output
 
 
-@pytest.mark.parametrize("selector,words", [
-    ("tensors: [sumsq, sum_sq]", "steps.taps.with.tensors: `sum_sq` names no tensor the model computes (did you mean `sumsq`?)"),
-    ("tensors: [x]", "`x` names no tensor the model computes (a graph input or initializer"),
-    ("ops: [Div, ReduceSumsquare]", "steps.taps.with.ops: the model has no `ReduceSumsquare` node (did you mean `ReduceSumSquare`?)"),
-])
+@pytest.mark.parametrize(
+    "selector,words",
+    [
+        (
+            "tensors: [sumsq, sum_sq]",
+            "steps.taps.with.tensors: `sum_sq` names no tensor the model computes (did you mean `sumsq`?)",
+        ),
+        ("tensors: [x]", "`x` names no tensor the model computes (a graph input or initializer"),
+        (
+            "ops: [Div, ReduceSumsquare]",
+            "steps.taps.with.ops: the model has no `ReduceSumsquare` node (did you mean `ReduceSumSquare`?)",
+        ),
+    ],
+)
 def test_a_tap_selector_that_selects_nothing_is_a_recipe_error(trtflow, tmp_path, selector, words):
     save(layer_norm_overflow(), tmp_path / "model.onnx")
-    result, out = run_recipe(trtflow, tmp_path, f"""
+    result, out = run_recipe(
+        trtflow,
+        tmp_path,
+        f"""
     taps:
       uses: surgeon-insert-tap
       with: {{model: model.onnx, {selector}}}
-    """)
+    """,
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 2 and words in output, output
     assert "Traceback" not in output and not (out / "taps").exists()
 
 
-@pytest.mark.parametrize("error_stat, named, columns", [
-    ("elemwise", "max", "| max abs | max rel | cosine |"),  # the checked statistic is the max: not shown twice
-    ("max", "max", "| max abs | max rel | cosine |"),
-    ("median", "median", "| median abs | median rel | max abs | cosine |")])
-def test_summary_shows_the_statistic_the_verdict_checked(trtflow, tmp_path, error_stat, named, columns):
+@pytest.mark.parametrize(
+    "error_stat, named, columns",
+    [
+        (
+            "elemwise",
+            "max",
+            "| max abs | max rel | cosine |",
+        ),  # the checked statistic is the max: not shown twice
+        ("max", "max", "| max abs | max rel | cosine |"),
+        ("median", "median", "| median abs | median rel | max abs | cosine |"),
+    ],
+)
+def test_summary_shows_the_statistic_the_verdict_checked(
+    trtflow, tmp_path, error_stat, named, columns
+):
     save(layer_norm_overflow(), tmp_path / "model.onnx")
     steps = TAP_RUN_COMPARE.format(data=DATA, precision="fp16", tol=1e-2).replace(
-        "rtol: 0.01}", f"rtol: 0.01, error_stat: {error_stat}}}")
+        "rtol: 0.01}", f"rtol: 0.01, error_stat: {error_stat}}}"
+    )
     result, out = run_recipe(trtflow, tmp_path, steps)
     assert result.returncode == 1, result.stdout + result.stderr
     report = json.loads((out / "diff" / "report.json").read_text())
@@ -367,7 +492,9 @@ def test_summary_shows_the_statistic_the_verdict_checked(trtflow, tmp_path, erro
     header = next(line for line in summary.splitlines() if line.startswith("| # |"))
     assert f"| runner {columns}" in header
     assert len(set(header.split(" | "))) == len(header.split(" | "))  # no column twice
-    shown = next(line for line in summary.splitlines() if line.startswith("| 7 | y |"))  # finite, out of tolerance
+    shown = next(
+        line for line in summary.splitlines() if line.startswith("| 7 | y |")
+    )  # finite, out of tolerance
     required = next(t["required"] for t in report["tensors"] if t["tensor"] == "y")
     assert shown.split(" | ")[5:7] == [f"{required['atol']:.3g}", f"{required['rtol']:.3g}"]
     assert 0 < required["atol"] < math.inf

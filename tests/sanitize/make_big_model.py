@@ -21,12 +21,16 @@ from sanitize.models import shape_chain_model, weights, write_model  # noqa: E40
 def make_big_model(path: Path, mb: float, width: int = 4096) -> int:
     """Write the model at `path` (+ `path.data`); returns how many weight matrices it has."""
     layers = max(1, math.ceil(mb * 2**20 / (width * width * 4)))
-    write_model(path, shape_chain_model(width=width, layers=layers), weights(width, layers), external=True)
+    write_model(
+        path, shape_chain_model(width=width, layers=layers), weights(width, layers), external=True
+    )
     return layers
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("path", type=Path)
     parser.add_argument("--mb", type=float, default=2200)
     parser.add_argument("--width", type=int, default=4096)

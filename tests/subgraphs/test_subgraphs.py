@@ -13,8 +13,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-
 from conftest import write_recipe
+
 from subgraphs.models import CORPUS, HIDDEN, SAMPLES, SHAPES
 from trtflow.tensors.tensor_set import TensorSet
 
@@ -25,7 +25,9 @@ steps:
   model: {uses: load, with: {path: MODEL, shapes: {input: [1, 512], state: [2, 1, 128]}}}
 """
 
-PIPELINE = LOAD + """
+PIPELINE = (
+    LOAD
+    + """
   taps: {uses: surgeon-insert-tap, with: {model: "${steps.model.model}", tensors: all}}
   run:
     uses: run-runners
@@ -47,6 +49,7 @@ PIPELINE = LOAD + """
       check: {atol: 1.0, rtol: 1.0}
   graph: {uses: render-graph, with: {model: "${steps.model.model}", overlay: "${steps.diff.report}", formats: [html, dot]}}
 """
+)
 
 
 def _outputs(model: Path | onnx.ModelProto, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -59,8 +62,11 @@ def _outputs(model: Path | onnx.ModelProto, feed: dict[str, np.ndarray]) -> dict
 
 def _feed(sample_rate: int, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    return {"input": rng.uniform(-1, 1, SHAPES["input"]).astype(np.float32),
-            "state": rng.uniform(-1, 1, SHAPES["state"]).astype(np.float32), "sr": np.array(sample_rate, np.int64)}
+    return {
+        "input": rng.uniform(-1, 1, SHAPES["input"]).astype(np.float32),
+        "state": rng.uniform(-1, 1, SHAPES["state"]).astype(np.float32),
+        "sr": np.array(sample_rate, np.int64),
+    }
 
 
 def _run(trtflow, folder: Path, model_name: str, recipe_text: str):
@@ -70,7 +76,9 @@ def _run(trtflow, folder: Path, model_name: str, recipe_text: str):
 
 
 @pytest.mark.parametrize("model_name", sorted(CORPUS))
-def test_load_output_opens_and_computes_the_original_outputs_bit_for_bit(trtflow, tmp_path, model_name):
+def test_load_output_opens_and_computes_the_original_outputs_bit_for_bit(
+    trtflow, tmp_path, model_name
+):
     result, out = _run(trtflow, tmp_path, model_name, LOAD)
     assert result.returncode == 0, result.stdout + result.stderr
     original = CORPUS[model_name]()
@@ -84,7 +92,9 @@ def test_load_output_opens_and_computes_the_original_outputs_bit_for_bit(trtflow
     assert summary["subgraphs"] == 6 and summary["inputs"][0]["shape"] == [1, SAMPLES]
 
 
-@pytest.mark.parametrize(("model_name", "sample_rate"), [("vad_wrong_rank", 16000), ("vad_zero_dims", 8000)])
+@pytest.mark.parametrize(
+    ("model_name", "sample_rate"), [("vad_wrong_rank", 16000), ("vad_zero_dims", 8000)]
+)
 def test_nested_if_models_run_through_every_cpu_step(trtflow, tmp_path, model_name, sample_rate):
     result, out = _run(trtflow, tmp_path, model_name, PIPELINE.replace("SR", str(sample_rate)))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -113,13 +123,18 @@ def test_a_written_model_refused_where_the_file_opens_is_reported_as_a_trtflow_b
 
     source = tmp_path / "vad.onnx"
     onnx.save(CORPUS["vad_wrong_rank"](), str(source))
-    broken = onnx.shape_inference.infer_shapes(CORPUS["vad_wrong_rank"](), strict_mode=False)  # types kept in subgraphs
+    broken = onnx.shape_inference.infer_shapes(
+        CORPUS["vad_wrong_rank"](), strict_mode=False
+    )  # types kept in subgraphs
     written = tmp_path / "model.onnx"
     onnx.save(broken, str(written))
     with pytest.raises(StepError) as raised:
         _verify_written(broken, written, Params(path=source), _declared_types(broken), "ok")
     message = str(raised.value)
-    assert "is refused at node `If_0` while the file itself is accepted; this is a bug in trtflow" in message, message
+    assert (
+        "is refused at node `If_0` while the file itself is accepted; this is a bug in trtflow"
+        in message
+    ), message
     assert "First input tensor must have rank 3" in message
 
 
@@ -127,5 +142,10 @@ def test_shapes_that_make_the_model_unopenable_are_a_located_error(trtflow, tmp_
     """Pinning `input` to a width the weights cannot multiply is the recipe's mistake: exit 2 at `shapes`."""
     result, _ = _run(trtflow, tmp_path, "vad_wrong_rank", LOAD.replace("[1, 512]", "[1, 500]"))
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "recipe.yaml:5:" in result.stderr and "steps.model.with.shapes" in result.stderr, result.stderr
-    assert "opens, but not with these input shapes" in result.stderr and "Traceback" not in result.stderr
+    assert "recipe.yaml:5:" in result.stderr and "steps.model.with.shapes" in result.stderr, (
+        result.stderr
+    )
+    assert (
+        "opens, but not with these input shapes" in result.stderr
+        and "Traceback" not in result.stderr
+    )

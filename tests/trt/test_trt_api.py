@@ -55,7 +55,10 @@ def test_tactic_sources_are_checked_against_the_version(trt, trt_generation):
     mask = trt.tactic_mask(["JIT_convolutions"])
     assert mask == 1 << int(trt.module.TacticSource.JIT_CONVOLUTIONS)
     if version_tuple(trt_generation)[0] >= 11:
-        with pytest.raises(ParamError, match="no tactic source cudnn; it has: edge_mask_convolutions, jit_convolutions"):
+        with pytest.raises(
+            ParamError,
+            match="no tactic source cudnn; it has: edge_mask_convolutions, jit_convolutions",
+        ):
             trt.tactic_mask(["cudnn"])
     else:
         assert trt.tactic_mask(["cudnn", "cublas"]) != 0
@@ -72,8 +75,12 @@ def test_numpy_types_cover_bf16(trt, trt_generation):
 def test_missing_or_old_tensorrt_is_backend_unavailable(use_double, monkeypatch):
     import sys
 
-    monkeypatch.setitem(sys.modules, "tensorrt", None)  # what `import tensorrt` meets on a machine without it
-    with pytest.raises(BackendUnavailable, match="install trtflow\\[tensorrt\\] on a machine with an NVIDIA GPU"):
+    monkeypatch.setitem(
+        sys.modules, "tensorrt", None
+    )  # what `import tensorrt` meets on a machine without it
+    with pytest.raises(
+        BackendUnavailable, match="install trtflow\\[tensorrt\\] on a machine with an NVIDIA GPU"
+    ):
         TensorRT.load()
     monkeypatch.delitem(sys.modules, "tensorrt")
     use_double("8.6.1")

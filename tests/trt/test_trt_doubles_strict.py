@@ -13,7 +13,11 @@ def _network(trt, flags=None):
     logger = trt.Logger(trt.Logger.WARNING)
     builder = trt.Builder(logger)
     if flags is None:
-        flags = 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH) if trt.__version__.startswith("8.") else 0
+        flags = (
+            1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
+            if trt.__version__.startswith("8.")
+            else 0
+        )
     return builder, builder.create_network(flags), logger
 
 
@@ -29,7 +33,14 @@ def test_tensorrt_11_has_no_weak_typing(use_double, tmp_path):
 
     use_double(GENERATIONS["11.x"])
     trt = importlib.import_module("tensorrt")
-    for removed in ("FP16", "BF16", "INT8", "FP8", "OBEY_PRECISION_CONSTRAINTS", "PREFER_PRECISION_CONSTRAINTS"):
+    for removed in (
+        "FP16",
+        "BF16",
+        "INT8",
+        "FP8",
+        "OBEY_PRECISION_CONSTRAINTS",
+        "PREFER_PRECISION_CONSTRAINTS",
+    ):
         with pytest.raises(AttributeError):
             getattr(trt.BuilderFlag, removed)
     with pytest.raises(AttributeError):
@@ -52,7 +63,9 @@ def test_tensorrt_10_strongly_typed_network_refuses_layer_precision(use_double, 
     use_double(GENERATIONS["10.x"])
     trt = importlib.import_module("tensorrt")
     assert trt.BuilderFlag.FP16 is not None and trt.BuilderFlag.BF16 is not None
-    builder, network, logger = _network(trt, 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
+    builder, network, logger = _network(
+        trt, 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+    )
     parser = trt.OnnxParser(network, logger)
     assert parser.parse_from_file(str(overflow_model(tmp_path / "m.onnx")))
     with pytest.raises(trt.DoubleViolation):
@@ -70,8 +83,12 @@ def test_tensorrt_8_6_lacks_what_came_later(use_double, tmp_path):
         trt.BuilderFlag.BF16
     with pytest.raises(AttributeError):
         trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED
-    builder, network, logger = _network(trt, flags=0)  # implicit batch: the 8.6 ONNX parser refuses it
-    assert not trt.OnnxParser(network, logger).parse_from_file(str(unsupported_model(tmp_path / "m.onnx")))
+    builder, network, logger = _network(
+        trt, flags=0
+    )  # implicit batch: the 8.6 ONNX parser refuses it
+    assert not trt.OnnxParser(network, logger).parse_from_file(
+        str(unsupported_model(tmp_path / "m.onnx"))
+    )
     builder, network, logger = _network(trt)
     parser = trt.OnnxParser(network, logger)
     assert not parser.parse_from_file(str(tmp_path / "m.onnx"))

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import write_recipe
 from engine_layers.engine_models import conv_bn_model
+
 from trtflow.tensors.tensor_set import TensorSet
 
 from .trt_doubles import GENERATIONS, double_env
@@ -48,7 +48,9 @@ def _engine_outputs(document: dict) -> set[str]:
 @pytest.mark.parametrize("generation", list(GENERATIONS))
 def test_engine_layer_taps_keep_the_fusions_mark_all_breaks(trtflow, tmp_path, generation):
     conv_bn_model(tmp_path / "m.onnx")
-    result = trtflow("run", write_recipe(tmp_path, RECIPE), env=double_env(GENERATIONS[generation]), cwd=tmp_path)
+    result = trtflow(
+        "run", write_recipe(tmp_path, RECIPE), env=double_env(GENERATIONS[generation]), cwd=tmp_path
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     out = tmp_path / "trtflow-out" / "layers"
 
@@ -59,10 +61,20 @@ def test_engine_layer_taps_keep_the_fusions_mark_all_breaks(trtflow, tmp_path, g
         return [layer["Name"] for layer in engine_graph(step)["Layers"]]
 
     assert layer_names("shipped") == ["conv + bn + relu", "head"]
-    assert layer_names("tapped") == layer_names("shipped")  # the engine being debugged is the one that ships
+    assert layer_names("tapped") == layer_names(
+        "shipped"
+    )  # the engine being debugged is the one that ships
     assert layer_names("mark-all") == ["conv", "bn", "relu", "head"]
-    assert _engine_outputs(engine_graph("tapped")) == {"activation", "y"}  # only the engine layers' outputs
+    assert _engine_outputs(engine_graph("tapped")) == {
+        "activation",
+        "y",
+    }  # only the engine layers' outputs
     mapped = json.loads((out / "taps" / "engine_layers.json").read_text())["layers"]
-    assert [(layer["name"], layer["nodes"]) for layer in mapped] == [("conv + bn + relu", ["conv", "bn", "relu"]),
-                                                                     ("head", ["head"])]
-    assert sorted(TensorSet.open(out / "run" / "results").tensor_names("trt")) == ["activation", "y"]
+    assert [(layer["name"], layer["nodes"]) for layer in mapped] == [
+        ("conv + bn + relu", ["conv", "bn", "relu"]),
+        ("head", ["head"]),
+    ]
+    assert sorted(TensorSet.open(out / "run" / "results").tensor_names("trt")) == [
+        "activation",
+        "y",
+    ]

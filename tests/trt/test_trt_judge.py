@@ -38,7 +38,9 @@ def test_one_build_per_plan_and_warm_timing_cache(trt_generation, tmp_path):
         broken = outputs(runner, PrecisionPlan("fp16"), feeds)
         fixed = outputs(runner, PrecisionPlan("fp16", frozenset({"overflow", "shrink"})), feeds)
         assert runner.builds == 2 and len(broken) == len(fixed) == 3
-        assert not np.isfinite(broken[0]["y"]).all() or not np.allclose(broken[0]["y"], reference(feeds[0]["x"]), rtol=1e-2)
+        assert not np.isfinite(broken[0]["y"]).all() or not np.allclose(
+            broken[0]["y"], reference(feeds[0]["x"]), rtol=1e-2
+        )
         for inputs, produced in zip(feeds, fixed):
             np.testing.assert_allclose(produced["y"], reference(inputs["x"]), rtol=1e-2)
         assert [p.suffix for p in (tmp_path / "state" / "tensorrt").iterdir()] == [".cache"]
@@ -48,10 +50,13 @@ def test_one_build_per_plan_and_warm_timing_cache(trt_generation, tmp_path):
 
 def test_fp8_plans_are_refused_before_anything_runs(tmp_path):
     with pytest.raises(ValueError, match="FP8 needs explicit Q/DQ"):
-        Config(name="trt", backend="tensorrt").plan_runner(PlanModel(None, tmp_path / "m.onnx", "fp8"))
+        Config(name="trt", backend="tensorrt").plan_runner(
+            PlanModel(None, tmp_path / "m.onnx", "fp8")
+        )
 
 
 def test_a_runner_with_its_own_engine_cannot_realize_plans(tmp_path):
     with pytest.raises(ValueError, match="each plan's engine is built from the model"):
         Config(name="trt", backend="tensorrt", engine=tmp_path / "a.engine").plan_runner(
-            PlanModel(None, tmp_path / "m.onnx", "fp16"))
+            PlanModel(None, tmp_path / "m.onnx", "fp16")
+        )

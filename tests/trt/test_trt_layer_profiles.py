@@ -17,7 +17,9 @@ from .trt_doubles import GENERATIONS, double_env
 from .trt_models import overflow_model
 
 REPO = Path(__file__).resolve().parents[2]
-TRTEXEC_PROFILE = REPO / "pipelines" / "engine-graphs" / "resnet.onnx.engine.profile.json"  # real trtexec output
+TRTEXEC_PROFILE = (
+    REPO / "pipelines" / "engine-graphs" / "resnet.onnx.engine.profile.json"
+)  # real trtexec output
 ITERATIONS, WARMUP = 3, 2
 
 RECIPE = f"""
@@ -55,25 +57,37 @@ steps:
 
 
 def _timing_labels(profile: list[dict]) -> set[str]:
-    return {f"{format_ms(record['averageMs'])} ({record['percentage']:.1f}%)" for record in profile[1:]}
+    return {
+        f"{format_ms(record['averageMs'])} ({record['percentage']:.1f}%)" for record in profile[1:]
+    }
 
 
 @pytest.mark.parametrize("generation", list(GENERATIONS))
 def test_runner_layer_times_are_saved_and_drawn(trtflow, tmp_path, generation):
     overflow_model(tmp_path / "m.onnx")
     (tmp_path / "recipe.yaml").write_text(RECIPE)
-    result = trtflow("run", tmp_path / "recipe.yaml", env=double_env(GENERATIONS[generation]), cwd=tmp_path)
+    result = trtflow(
+        "run", tmp_path / "recipe.yaml", env=double_env(GENERATIONS[generation]), cwd=tmp_path
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     out = tmp_path / "trtflow-out" / "profiles"
 
     profiles = out / "run" / "profiles"
-    assert sorted(p.name for p in profiles.iterdir()) == ["trt-isolated.profile.json", "trt.profile.json"]
+    assert sorted(p.name for p in profiles.iterdir()) == [
+        "trt-isolated.profile.json",
+        "trt.profile.json",
+    ]
     profile = json.loads((profiles / "trt.profile.json").read_text())
-    assert json.loads((profiles / "trt-isolated.profile.json").read_text()) == profile  # carried back from the child
+    assert (
+        json.loads((profiles / "trt-isolated.profile.json").read_text()) == profile
+    )  # carried back from the child
     trtexec = json.loads(TRTEXEC_PROFILE.read_text())
     assert profile[0] == {"count": ITERATIONS}  # the warm-up runs are not in it
     assert all(record.keys() == trtexec[1].keys() for record in profile[1:])
-    layers = [layer["Name"] for layer in json.loads((out / "engine" / "engine_graph.json").read_text())["Layers"]]
+    layers = [
+        layer["Name"]
+        for layer in json.loads((out / "engine" / "engine_graph.json").read_text())["Layers"]
+    ]
     assert [record["name"] for record in profile[1:]] == layers
     for record in profile[1:]:
         assert record["averageMs"] == pytest.approx(record["timeMs"] / ITERATIONS)
@@ -83,22 +97,38 @@ def test_runner_layer_times_are_saved_and_drawn(trtflow, tmp_path, generation):
         dot = (out / step / "graph" / "graph.dot").read_text()
         assert all(label in dot for label in _timing_labels(profile)), dot
         summary = json.loads((out / step / "graph" / "summary.json").read_text())
-        assert summary["total_timing_ms"] == pytest.approx(sum(record["averageMs"] for record in profile[1:]))
+        assert summary["total_timing_ms"] == pytest.approx(
+            sum(record["averageMs"] for record in profile[1:])
+        )
         assert summary["notes"] == []  # every record matched its layer by name
 
 
 def test_the_seed_recipe_draws_the_times_the_runner_measured(trtflow, tmp_path):
     seed = REPO / "pipelines" / "tensorrt-fp16.yaml"
-    graph_inputs = next(line for line in trtflow("dag", seed, cwd=tmp_path).stdout.splitlines()
-                        if line.startswith("graph "))
-    assert "verify" in graph_inputs.partition("<-")[2]  # drawn after, and keyed by, the run that measured
-    result = trtflow("run", seed, "--workspace", tmp_path / "ws", env=double_env(GENERATIONS["11.x"]), cwd=tmp_path)
+    graph_inputs = next(
+        line
+        for line in trtflow("dag", seed, cwd=tmp_path).stdout.splitlines()
+        if line.startswith("graph ")
+    )
+    assert (
+        "verify" in graph_inputs.partition("<-")[2]
+    )  # drawn after, and keyed by, the run that measured
+    result = trtflow(
+        "run",
+        seed,
+        "--workspace",
+        tmp_path / "ws",
+        env=double_env(GENERATIONS["11.x"]),
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     out = tmp_path / "trtflow-out" / "tensorrt-fp16"
     measured = json.loads((out / "verify" / "profiles" / "trt-fixed.profile.json").read_text())
     assert measured[0] == {"count": yaml.safe_load(seed.read_text())["vars"]["data"]["iterations"]}
     summary = json.loads((out / "graph" / "graph" / "summary.json").read_text())
-    assert summary["total_timing_ms"] == pytest.approx(sum(record["averageMs"] for record in measured[1:]))
+    assert summary["total_timing_ms"] == pytest.approx(
+        sum(record["averageMs"] for record in measured[1:])
+    )
     assert "ms (" in (out / "graph" / "graph" / "graph.dot").read_text()
 
 
@@ -118,9 +148,13 @@ def test_one_profile_in_the_folder_needs_no_runner_name(tmp_path):
 
 def test_profile_runner_must_name_a_runner_with_a_profile(tmp_path):
     folder = _profiles_folder(tmp_path, "trt-fp16", "trt-fp32")
-    with pytest.raises(ParamError, match=r"2 runners \(trt-fp16, trt-fp32\): name one with `profile_runner:`"):
+    with pytest.raises(
+        ParamError, match=r"2 runners \(trt-fp16, trt-fp32\): name one with `profile_runner:`"
+    ):
         _profile_file(folder, None)
-    with pytest.raises(ParamError, match="no layer times of runner `trt-fp61` \\(did you mean `trt-fp16`\\?\\)"):
+    with pytest.raises(
+        ParamError, match="no layer times of runner `trt-fp61` \\(did you mean `trt-fp16`\\?\\)"
+    ):
         _profile_file(folder, "trt-fp61")
     with pytest.raises(ParamError, match="`profile` is the file") as error:
         _profile_file(folder / "trt-fp16.profile.json", "trt-fp16")

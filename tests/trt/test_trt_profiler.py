@@ -9,7 +9,9 @@ import pytest
 
 from trtflow.trt.profiler import LayerTimes, write_profile
 
-TRTEXEC_PROFILE = Path(__file__).parent / "fixtures" / "resnet.onnx.engine.profile.json"  # from TREX, real trtexec output
+TRTEXEC_PROFILE = (
+    Path(__file__).parent / "fixtures" / "resnet.onnx.engine.profile.json"
+)  # from TREX, real trtexec output
 
 
 def test_statistics_follow_trtexec():
@@ -20,8 +22,18 @@ def test_statistics_follow_trtexec():
         times.report("relu", run[1])
     count, conv, relu = times.records()
     assert count == {"count": 3}
-    assert conv == {"name": "conv", "timeMs": 6.0, "averageMs": 2.0, "medianMs": 2.0, "percentage": pytest.approx(25.0)}
-    assert relu["medianMs"] == 4.0 and relu["averageMs"] == 6.0 and relu["percentage"] == pytest.approx(75.0)
+    assert conv == {
+        "name": "conv",
+        "timeMs": 6.0,
+        "averageMs": 2.0,
+        "medianMs": 2.0,
+        "percentage": pytest.approx(25.0),
+    }
+    assert (
+        relu["medianMs"] == 4.0
+        and relu["averageMs"] == 6.0
+        and relu["percentage"] == pytest.approx(75.0)
+    )
 
 
 def test_layout_matches_a_real_trtexec_profile_and_the_graph_reader_reads_it(tmp_path):
@@ -35,7 +47,9 @@ def test_layout_matches_a_real_trtexec_profile_and_the_graph_reader_reads_it(tmp
     write_profile(times, path)
     ours = json.loads(path.read_text())
     assert list(ours[0]) == list(real[0]) == ["count"]
-    assert list(ours[1]) == list(real[1])  # name, timeMs, averageMs, medianMs, percentage — same keys, same order
+    assert list(ours[1]) == list(
+        real[1]
+    )  # name, timeMs, averageMs, medianMs, percentage — same keys, same order
     assert [(t.name, t.ms) for t in read_profile(path)] == [("Conv_0 + Relu_1", 0.25)]
 
 

@@ -6,12 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import installed
 
 from .trt_doubles import GENERATIONS, double_env
 from .trt_models import overflow_model
-
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / "pipelines" / "tensorrt-fp16.yaml"
@@ -60,18 +58,24 @@ def test_seed_pipeline_finds_fixes_and_draws_the_fp16_overflow(trtflow, tmp_path
     assert result.returncode == 0, result.stdout + result.stderr
     first = _read(out, "tensorrt-fp16", "diff", "report.json")["first_nonfinite"]
     kept = {node["name"] for node in _read(out, "tensorrt-fp16", "hunt", "keep.json")["nodes"]}
-    assert first["runner"] == "trt-fp16" and first["node"] in kept  # what broke is what the search keeps
+    assert (
+        first["runner"] == "trt-fp16" and first["node"] in kept
+    )  # what broke is what the search keeps
     assert _read(out, "tensorrt-fp16", "verified", "report.json")["passed"] is True
     graph = _read(out, "tensorrt-fp16", "fixed", "engine_graph.json")
     assert set(graph) == {"Layers", "I/O Tensors" if generation == "11.x" else "Bindings"}
     profile = _read(out, "tensorrt-fp16", "fixed", "profile.json")
     assert profile[0] == {"count": 10} and len(profile) > 1
     build_log = (out / "tensorrt-fp16" / "fixed" / "build_log.txt").read_text()
-    assert "timing cache:" in build_log and "timing cache: 0 hits" not in build_log  # warm after bisect's builds
+    assert (
+        "timing cache:" in build_log and "timing cache: 0 hits" not in build_log
+    )  # warm after bisect's builds
     if generation != "11.x":
         assert "layer(s) constrained" in build_log
     drawn = {p.name for p in (out / "tensorrt-fp16" / "graph" / "graph").iterdir()}
-    assert drawn == {"graph.html", "graph.dot", "summary.json"} | ({"graph.svg"} if installed("dot") else set())
+    assert drawn == {"graph.html", "graph.dot", "summary.json"} | (
+        {"graph.svg"} if installed("dot") else set()
+    )
     again = trtflow(*args, env=env, cwd=tmp_path)
     assert again.returncode == 0 and "10 cached" in again.stdout
 
@@ -95,8 +99,12 @@ def test_engines_are_keyed_by_tensorrt_version_and_gpu(trtflow, tmp_path):
     assert "stale" not in same.stdout, same.stdout
     upgraded = trtflow("status", recipe, env=double_env(GENERATIONS["11.x"]), cwd=tmp_path).stdout
     assert "environment: tensorrt 10.13.0.35 -> 11.4.0.106" in upgraded
-    other_gpu = trtflow("status", recipe, env=double_env(GENERATIONS["10.x"], TRTFLOW_TEST_GPU="NVIDIA H100"),
-                        cwd=tmp_path).stdout
+    other_gpu = trtflow(
+        "status",
+        recipe,
+        env=double_env(GENERATIONS["10.x"], TRTFLOW_TEST_GPU="NVIDIA H100"),
+        cwd=tmp_path,
+    ).stdout
     assert "environment: gpu NVIDIA Test GPU -> NVIDIA H100" in other_gpu
 
 
@@ -106,14 +114,18 @@ def test_build_problems_point_at_the_param(trtflow, tmp_path):
     assert result.returncode == 2
     assert "steps.engine.with.shapes" in result.stdout + result.stderr
     assert "x [-1, 4]" in result.stdout + result.stderr
-    weak = recipe.read_text().replace("precision: fp16,", "precision: fp16, typing: weak, shapes: {x: [2, 4]},")
+    weak = recipe.read_text().replace(
+        "precision: fp16,", "precision: fp16, typing: weak, shapes: {x: [2, 4]},"
+    )
     recipe.write_text(weak)
     result = trtflow("run", recipe, env=double_env(GENERATIONS["11.x"]), cwd=tmp_path)
     assert result.returncode == 2 and "removed weak typing" in result.stdout + result.stderr
 
 
 def test_two_engines_side_by_side_one_isolated(trtflow, tmp_path):
-    recipe = _recipe(tmp_path, """
+    recipe = _recipe(
+        tmp_path,
+        """
 trtflow: 1
 name: pair
 steps:
@@ -134,23 +146,32 @@ steps:
   diff:
     uses: compare
     with: {results: "${steps.run.results}", reference: trt-fp32, atol: 1.0e-2, rtol: 1.0e-2}
-""")
+""",
+    )
     result = trtflow("run", recipe, env=double_env(GENERATIONS["8.6"]), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     report = _read(tmp_path / "trtflow-out", "pair", "diff", "report.json")
     assert report["passed"] is False  # the FP16 engine overflows; the FP32 one is the reference
-    assert json.loads((tmp_path / "trtflow-out" / "pair" / "run" / "values.json").read_text())["timings"].keys() == {
-        "trt-fp32", "trt-fp16"}
+    assert json.loads((tmp_path / "trtflow-out" / "pair" / "run" / "values.json").read_text())[
+        "timings"
+    ].keys() == {"trt-fp32", "trt-fp16"}
 
 
 @pytest.mark.parametrize("isolate", [False, True])
 def test_an_engine_without_the_requested_tensors_fails_its_runner_alone(trtflow, tmp_path, isolate):
     """The same outcome in process and isolated: the runner fails, the run and the other runner go on."""
-    recipe = _recipe(tmp_path, BUILD_AND_RUN.replace("ranges: {\"*\": [1, 10]}}", "ranges: {\"*\": [1, 10]}}\n"
-                                                     "      outputs: [t2]")
-                     .replace("backend: tensorrt}", f"backend: tensorrt, isolate: {str(isolate).lower()}}}"))
+    recipe = _recipe(
+        tmp_path,
+        BUILD_AND_RUN.replace(
+            'ranges: {"*": [1, 10]}}', 'ranges: {"*": [1, 10]}}\n      outputs: [t2]'
+        ).replace("backend: tensorrt}", f"backend: tensorrt, isolate: {str(isolate).lower()}}}"),
+    )
     result = trtflow("run", recipe, env=double_env(GENERATIONS["10.x"]), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    timings = json.loads((tmp_path / "trtflow-out" / "trt" / "run" / "values.json").read_text())["timings"]
+    timings = json.loads((tmp_path / "trtflow-out" / "trt" / "run" / "values.json").read_text())[
+        "timings"
+    ]
     assert timings["fp32"]["iterations"] == 2
-    assert timings["trt"]["error"].startswith("runner `trt` found none of the requested outputs in the engine (t2...)")
+    assert timings["trt"]["error"].startswith(
+        "runner `trt` found none of the requested outputs in the engine (t2...)"
+    )

@@ -6,7 +6,6 @@ import importlib
 
 import numpy as np
 import pytest
-
 from pydantic import ValidationError
 
 from trtflow.errors import StepError
@@ -18,7 +17,11 @@ from .trt_models import feed, overflow_model, reference
 
 
 def _engine(tmp_path, trt, **model_options):
-    settings = BuildSettings(shapes={"x": ShapeRange((1, 4), (2, 4), (16, 4))}) if model_options else BuildSettings()
+    settings = (
+        BuildSettings(shapes={"x": ShapeRange((1, 4), (2, 4), (16, 4))})
+        if model_options
+        else BuildSettings()
+    )
     built = build_engine(overflow_model(tmp_path / "m.onnx", **model_options), settings, trt=trt)
     path = tmp_path / "m.engine"
     path.write_bytes(built.serialized)
@@ -45,25 +48,37 @@ def test_requested_outputs_the_engine_lacks_are_left_out_not_fatal(trt, tmp_path
     finally:
         runner.deactivate()
     nothing = Config(name="trt", backend="tensorrt").create(tmp_path / "m.engine", ["t2"])
-    with pytest.raises(RunnerFailed, match="none of the requested outputs.*Tap the model before build-engine"):
+    with pytest.raises(
+        RunnerFailed, match="none of the requested outputs.*Tap the model before build-engine"
+    ):
         nothing.activate()
 
 
 def test_layer_timing_in_trtexec_layout(trt, tmp_path):
-    runner = Config(name="trt", backend="tensorrt", layer_timing=True).create(_engine(tmp_path, trt), None)
+    runner = Config(name="trt", backend="tensorrt", layer_timing=True).create(
+        _engine(tmp_path, trt), None
+    )
     runner.activate()
     for seed in range(3):
         runner.infer(feed(seed=seed))
     runner.deactivate()
     profile = runner.layer_profile()
     assert profile[0] == {"count": 3}
-    assert {"amplify", "overflow", "shrink", "relu", "total"} <= {record["name"] for record in profile[1:]}
-    assert Config(name="plain", backend="tensorrt").create(tmp_path / "m.engine", None).layer_profile() is None
+    assert {"amplify", "overflow", "shrink", "relu", "total"} <= {
+        record["name"] for record in profile[1:]
+    }
+    assert (
+        Config(name="plain", backend="tensorrt").create(tmp_path / "m.engine", None).layer_profile()
+        is None
+    )
 
 
 def test_an_onnx_model_is_not_an_engine():
-    with pytest.raises(ValidationError, match="m.onnx is an ONNX model, not a TensorRT engine: build one with a "
-                                              "`build-engine` step"):
+    with pytest.raises(
+        ValidationError,
+        match="m.onnx is an ONNX model, not a TensorRT engine: build one with a "
+        "`build-engine` step",
+    ):
         Config(name="trt", backend="tensorrt", engine="m.onnx")
 
 

@@ -12,5 +12,10 @@ DOUBLE_MODULES = ("tensorrt", "cuda", "trt_double", "cuda_double")
 
 def double_env(version: str, **extra: str) -> dict[str, str]:
     """Environment for `trtflow` in a child process that imports the doubles of `version`."""
-    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(DOUBLES), os.environ.get("PYTHONPATH", "")])),
-            "TRTFLOW_TEST_TENSORRT": version, **extra}
+    return {
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(DOUBLES), os.environ.get("PYTHONPATH", "")])
+        ),
+        "TRTFLOW_TEST_TENSORRT": version,
+        **extra,
+    }

@@ -26,7 +26,7 @@ class Dag:
             stack.append(node)
             for dep in sorted(self.deps[node], key=self.nodes.index):
                 if state.get(dep) == 1:
-                    return stack[stack.index(dep):] + [dep]
+                    return stack[stack.index(dep) :] + [dep]
                 if dep not in state and (cycle := visit(dep)):
                     return cycle
             stack.pop()
@@ -35,7 +35,9 @@ class Dag:
 
         for node in self.nodes:
             if node not in state and (cycle := visit(node)):
-                return list(reversed(cycle))  # read as "a needs b needs a" -> "a -> b -> a" in data-flow order
+                return list(
+                    reversed(cycle)
+                )  # read as "a needs b needs a" -> "a -> b -> a" in data-flow order
         return None
 
     def order(self) -> list[str]:

@@ -61,8 +61,12 @@ def _moved(value: Any, source: PurePath, target: Path) -> Any:
     instead (str stays str, Path stays Path). Models are copied without validation: the params were
     validated where the run resolved them, against the files these paths now name copies of."""
     if isinstance(value, BaseModel):
-        return value.model_copy(update={name: _moved(getattr(value, name), source, target)
-                                        for name in type(value).model_fields})
+        return value.model_copy(
+            update={
+                name: _moved(getattr(value, name), source, target)
+                for name in type(value).model_fields
+            }
+        )
     if isinstance(value, (list, tuple)):
         return type(value)(_moved(item, source, target) for item in value)
     if isinstance(value, dict):
@@ -82,9 +86,11 @@ def localize(task: StepTask, remote: RemoteStore, progress: Progress) -> StepTas
     for key in sorted(needed):
         with store.lock(key):
             if not (store.lookup(key) or fetch_for_run(remote, key, store, progress)):
-                raise StepError(f"needs the entry {key[:12]} from the remote cache {remote.url}, which does not "
-                                "have it whole; push it from the run's workspace (`trtflow push`) and run again",
-                                step=task.step_id)
+                raise StepError(
+                    f"needs the entry {key[:12]} from the remote cache {remote.url}, which does not "
+                    "have it whole; push it from the run's workspace (`trtflow push`) and run again",
+                    step=task.step_id,
+                )
     params = _moved(task.resolved.params, head_store, store.root)
     return replace(task, workspace=local, resolved=replace(task.resolved, params=params))
 
@@ -96,16 +102,24 @@ def bring_home(task: StepTask, entry: Entry, progress: Progress) -> Entry:
     workspace = Workspace(task.workspace)
     if found := workspace.store.lookup(entry.key):
         return found
-    if task.remote is None:  # the worker saw this workspace: its entry is here, as with every other pool
+    if (
+        task.remote is None
+    ):  # the worker saw this workspace: its entry is here, as with every other pool
         return entry
     with workspace.store.lock(entry.key):
-        fetched = workspace.store.lookup(entry.key) or fetch_for_run(task.remote.open(), entry.key, workspace.store,
-                                                                     progress)
+        fetched = workspace.store.lookup(entry.key) or fetch_for_run(
+            task.remote.open(), entry.key, workspace.store, progress
+        )
     if fetched is None:
-        why = (f"it is marked incomplete ({entry.manifest['incomplete']}), and such entries are never pushed"
-               if entry.manifest.get("incomplete") else "its push failed (see the warning above)")
-        raise StepError(f"its entry {entry.key[:12]} was computed on a Ray worker that shares no disk with this "
-                        f"run and cannot come back through the remote cache {task.remote.url}: {why}",
-                        step=task.step_id)
+        why = (
+            f"it is marked incomplete ({entry.manifest['incomplete']}), and such entries are never pushed"
+            if entry.manifest.get("incomplete")
+            else "its push failed (see the warning above)"
+        )
+        raise StepError(
+            f"its entry {entry.key[:12]} was computed on a Ray worker that shares no disk with this "
+            f"run and cannot come back through the remote cache {task.remote.url}: {why}",
+            step=task.step_id,
+        )
     workspace.remember_material(task.recipe_name, task.step_id, fetched.manifest["material"])
     return fetched

@@ -13,8 +13,8 @@ import json
 import os
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from trtflow.errors import UsageError
 
@@ -58,7 +58,9 @@ class StatCache:
 
     def __init__(self, database: Path):
         database.parent.mkdir(parents=True, exist_ok=True)
-        self._connection = sqlite3.connect(database, timeout=60, isolation_level=None, check_same_thread=False)
+        self._connection = sqlite3.connect(
+            database, timeout=60, isolation_level=None, check_same_thread=False
+        )
         self._connection.execute(
             "CREATE TABLE IF NOT EXISTS files_v2 (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER,"
             " inode INTEGER, digest TEXT, companions TEXT)"
@@ -71,9 +73,13 @@ class StatCache:
 
     def _file_locked(self, path: Path, companions: Companions | None) -> tuple[str, list[str]]:
         stat = path.stat()
-        if not path.is_file():  # a FIFO or device inside a folder, or named as external data: reading it never ends
-            raise UsageError(f"{path} is not a regular file (a FIFO, a device or a socket), so it cannot be hashed "
-                             "for the cache; replace it with the file itself")
+        if (
+            not path.is_file()
+        ):  # a FIFO or device inside a folder, or named as external data: reading it never ends
+            raise UsageError(
+                f"{path} is not a regular file (a FIFO, a device or a socket), so it cannot be hashed "
+                "for the cache; replace it with the file itself"
+            )
         row = self._connection.execute(
             "SELECT digest, companions FROM files_v2 WHERE path = ? AND size = ? AND mtime_ns = ? AND inode = ?",
             (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino),
@@ -84,8 +90,14 @@ class StatCache:
         found = None if companions is None else companions(path)
         self._connection.execute(
             "INSERT OR REPLACE INTO files_v2 VALUES (?, ?, ?, ?, ?, ?)",
-            (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino, digest,
-             None if found is None else json.dumps(found)),
+            (
+                str(path),
+                stat.st_size,
+                stat.st_mtime_ns,
+                stat.st_ino,
+                digest,
+                None if found is None else json.dumps(found),
+            ),
         )
         return digest, found or []
 
@@ -102,8 +114,10 @@ class StatCache:
             try:
                 parts[name] = self._file(path.parent / name)[0]
             except FileNotFoundError:
-                raise UsageError(f"{path} keeps its weights in {path.parent / name}, which does not exist; "
-                                 "copy it next to the model") from None
+                raise UsageError(
+                    f"{path} keeps its weights in {path.parent / name}, which does not exist; "
+                    "copy it next to the model"
+                ) from None
         return combine(parts)
 
     def close(self) -> None:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from trtflow.errors import ReplayMismatch
 from trtflow.executor.keys import canonical, describe_changes
@@ -33,8 +33,15 @@ def _trial_key(trial: dict) -> str:
 class FileJournal:
     """`Journal` (see steps.base) backed by one JSON-lines file."""
 
-    def __init__(self, path: Path, identity: dict, replay: list[TrialRecord] | None = None,
-                 step_id: str = "", uses: str = "", appended: Callable[[Path], None] | None = None):
+    def __init__(
+        self,
+        path: Path,
+        identity: dict,
+        replay: list[TrialRecord] | None = None,
+        step_id: str = "",
+        uses: str = "",
+        appended: Callable[[Path], None] | None = None,
+    ):
         """`appended(path)` is called after each trial is on disk: a remote copy kept per trial."""
         self.path = path
         self.identity = identity
@@ -55,7 +62,9 @@ class FileJournal:
             return
         data = self.path.read_bytes()
         end = data.rfind(b"\n") + 1
-        if end < len(data):  # torn last line from a killed run: drop it so appends stay line-aligned
+        if end < len(
+            data
+        ):  # torn last line from a killed run: drop it so appends stay line-aligned
             with open(self.path, "r+b") as handle:
                 handle.truncate(end)
         for line in data[:end].splitlines():
@@ -64,7 +73,13 @@ class FileJournal:
             except ValueError:
                 continue
             if "trial" in row:
-                record = TrialRecord(row["trial"], row["passed"], row.get("metrics", {}), row.get("seconds", 0.0), "journal")
+                record = TrialRecord(
+                    row["trial"],
+                    row["passed"],
+                    row.get("metrics", {}),
+                    row.get("seconds", 0.0),
+                    "journal",
+                )
                 self._records[_trial_key(record.trial)] = record
 
     def _write(self, row: dict) -> None:
@@ -78,7 +93,9 @@ class FileJournal:
 
     def append(self, trial: dict, passed: bool, metrics: dict, seconds: float) -> TrialRecord:
         record = TrialRecord(trial, bool(passed), metrics, float(seconds), "run")
-        with self._lock:  # held while the copy goes up, so an older copy never overwrites a newer one
+        with (
+            self._lock
+        ):  # held while the copy goes up, so an older copy never overwrites a newer one
             self._write(_row(record))
             self._records[_trial_key(trial)] = record
             if self._appended:
@@ -91,17 +108,26 @@ class FileJournal:
 
     def export(self, destination: Path) -> int:
         """Every trial this journal knows (its own and a loaded replay's) as a replay file."""
-        return write_replay([_row(r) for r in self.records()], self.step_id, self.uses, self.identity, destination)
+        return write_replay(
+            [_row(r) for r in self.records()], self.step_id, self.uses, self.identity, destination
+        )
 
     def close(self) -> None:
         self._handle.close()
 
 
 def _row(record: TrialRecord) -> dict:
-    return {"trial": record.trial, "passed": record.passed, "metrics": record.metrics, "seconds": record.seconds}
+    return {
+        "trial": record.trial,
+        "passed": record.passed,
+        "metrics": record.metrics,
+        "seconds": record.seconds,
+    }
 
 
-def export_replay(journal_path: Path, step_id: str, uses: str, made_from: dict, destination: Path) -> int:
+def export_replay(
+    journal_path: Path, step_id: str, uses: str, made_from: dict, destination: Path
+) -> int:
     """Write the finished trials of a journal file as a portable replay file; returns the trial count."""
     trials = []
     if journal_path.exists():
@@ -115,8 +141,16 @@ def export_replay(journal_path: Path, step_id: str, uses: str, made_from: dict, 
     return write_replay(trials, step_id, uses, made_from, destination)
 
 
-def write_replay(trials: list[dict], step_id: str, uses: str, made_from: dict, destination: Path) -> int:
-    replay = {"trtflow_replay": REPLAY_FORMAT, "step": step_id, "uses": uses, "made_from": made_from, "trials": trials}
+def write_replay(
+    trials: list[dict], step_id: str, uses: str, made_from: dict, destination: Path
+) -> int:
+    replay = {
+        "trtflow_replay": REPLAY_FORMAT,
+        "step": step_id,
+        "uses": uses,
+        "made_from": made_from,
+        "trials": trials,
+    }
     destination.parent.mkdir(parents=True, exist_ok=True)
     temporary = destination.with_name(destination.name + ".tmp")
     temporary.write_text(json.dumps(replay, indent=1, sort_keys=True))
@@ -131,12 +165,19 @@ def load_replay(path: Path, made_from: dict) -> list[TrialRecord]:
     except (OSError, ValueError) as error:
         raise ReplayMismatch(f"{path}: not a readable trtflow replay ({error})") from None
     if not isinstance(replay, dict) or replay.get("trtflow_replay") != REPLAY_FORMAT:
-        raise ReplayMismatch(f"{path}: not a trtflow replay file (made by `trtflow replay export` or a step's `replay` output)")
+        raise ReplayMismatch(
+            f"{path}: not a trtflow replay file (made by `trtflow replay export` or a step's `replay` output)"
+        )
     differences = describe_changes(replay.get("made_from", {}), made_from)
     if differences:
         raise ReplayMismatch(
             f"{path} was made for other inputs than this step and cannot answer its trials: "
-            + "; ".join(differences) + ". Remove `replay:` or export a replay from a matching run."
+            + "; ".join(differences)
+            + ". Remove `replay:` or export a replay from a matching run."
         )
-    return [TrialRecord(row["trial"], row["passed"], row.get("metrics", {}), row.get("seconds", 0.0), "replay")
-            for row in replay.get("trials", [])]
+    return [
+        TrialRecord(
+            row["trial"], row["passed"], row.get("metrics", {}), row.get("seconds", 0.0), "replay"
+        )
+        for row in replay.get("trials", [])
+    ]

@@ -45,8 +45,12 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(canonical(value).encode()).hexdigest()
 
 
-def identify_paths(value: Any, identities: dict[str, tuple[str, str, str]], labels: dict[str, str],
-                   at: tuple = ("with",)) -> Any:
+def identify_paths(
+    value: Any,
+    identities: dict[str, tuple[str, str, str]],
+    labels: dict[str, str],
+    at: tuple = ("with",),
+) -> Any:
     """Replace path strings by `{kind: digest}` per `identities` (path -> (kind, digest, label))."""
     if isinstance(value, dict):
         return {k: identify_paths(v, identities, labels, at + (k,)) for k, v in value.items()}
@@ -75,8 +79,17 @@ def journal_key(step_material: dict, search_budget: frozenset[str]) -> str:
 def replay_identity(step_material: dict, search_budget: frozenset[str]) -> dict:
     """What a replay must have been made for: kind, version and params, not budget or machine."""
     params = {k: v for k, v in step_material["params"].items() if k not in search_budget}
-    labels = {k: v for k, v in step_material["labels"].items() if k.split(".")[1].split("[")[0] not in search_budget}
-    return {"uses": step_material["uses"], "version": step_material["version"], "params": params, "labels": labels}
+    labels = {
+        k: v
+        for k, v in step_material["labels"].items()
+        if k.split(".")[1].split("[")[0] not in search_budget
+    }
+    return {
+        "uses": step_material["uses"],
+        "version": step_material["version"],
+        "params": params,
+        "labels": labels,
+    }
 
 
 def _short(value: Any) -> str:
@@ -84,7 +97,9 @@ def _short(value: Any) -> str:
     return text if len(text) <= 50 else text[:47] + "..."
 
 
-def _diff(old: Any, new: Any, at: tuple, old_labels: dict, new_labels: dict, out: list[str]) -> None:
+def _diff(
+    old: Any, new: Any, at: tuple, old_labels: dict, new_labels: dict, out: list[str]
+) -> None:
     if old == new:
         return
     where = format_path(at)
@@ -120,7 +135,9 @@ def describe_changes(old: dict, new: dict) -> list[str]:
     if old.get("uses") != new.get("uses"):
         return [f"step kind changed: {old.get('uses')} -> {new.get('uses')}"]
     if old.get("version") != new.get("version"):
-        changes.append(f"step kind `{new.get('uses')}` changed its outputs (version {old.get('version')} -> {new.get('version')})")
+        changes.append(
+            f"step kind `{new.get('uses')}` changed its outputs (version {old.get('version')} -> {new.get('version')})"
+        )
     old_labels, new_labels = old.get("labels", {}), new.get("labels", {})
     _diff(old.get("params", {}), new.get("params", {}), ("with",), old_labels, new_labels, changes)
     if "env" in old or "env" in new:
@@ -153,11 +170,15 @@ class Resolved:
     def complete_here(self) -> Prepared:
         """The whole key, with this machine's facts."""
         env = self.kind().fingerprint(self.params)
-        step_material = material(self.kind.kind, self.kind.version, self.params_identity, env, self.labels)
+        step_material = material(
+            self.kind.kind, self.kind.version, self.params_identity, env, self.labels
+        )
         return Prepared(self.params, step_material, step_key(step_material))
 
 
-def resolve(pipeline: Pipeline, step: PlannedStep, entries: dict[str, Entry], stat_cache: StatCache) -> Resolved:
+def resolve(
+    pipeline: Pipeline, step: PlannedStep, entries: dict[str, Entry], stat_cache: StatCache
+) -> Resolved:
     """Resolve a step's references against finished upstream entries; identify every path by content."""
     artifacts: dict[str, tuple[str, str, str]] = {}
     value_outputs: dict[str, str] = {}
@@ -165,7 +186,10 @@ def resolve(pipeline: Pipeline, step: PlannedStep, entries: dict[str, Entry], st
     def output_of(step_id: str, output: str) -> Any:
         entry = entries[step_id]
         if output not in entry.outputs:
-            raise StepError(f"needs `{output}` from step `{step_id}`, which did not produce it this time", step=step.id)
+            raise StepError(
+                f"needs `{output}` from step `{step_id}`, which did not produce it this time",
+                step=step.id,
+            )
         resolved = entry.output_value(output)
         if entry.outputs[output]["kind"] != "value":
             artifacts[resolved] = ("artifact", entry.digest(output), f"steps.{step_id}.{output}")
@@ -174,8 +198,11 @@ def resolve(pipeline: Pipeline, step: PlannedStep, entries: dict[str, Entry], st
         return resolved
 
     params_dict = pipeline.resolve_params(step, output_of)
-    resolver = PathResolver(pipeline.recipe.base_dir, {path: identity[1] for path, identity in artifacts.items()},
-                            value_outputs=value_outputs)
+    resolver = PathResolver(
+        pipeline.recipe.base_dir,
+        {path: identity[1] for path, identity in artifacts.items()},
+        value_outputs=value_outputs,
+    )
     params = pipeline.validate_params(step, params_dict, resolver)
     identities = dict(artifacts)
     for user_file in resolver.user_files:
@@ -208,7 +235,9 @@ class KeyWalk:
 
     def ready(self) -> list[str]:
         """Pending steps whose needs have all settled."""
-        return [step_id for step_id in self.pending if self.pipeline.dag.deps[step_id] <= self.settled]
+        return [
+            step_id for step_id in self.pending if self.pipeline.dag.deps[step_id] <= self.settled
+        ]
 
     def missing(self, step_id: str) -> list[str]:
         """The needs of `step_id` that left no entry: while there are any, its key cannot be known."""

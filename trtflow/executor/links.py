@@ -54,13 +54,17 @@ def broken_links(out_folders: set[Path], store_root: Path, removed_keys: set[str
     `removed_keys`: after `cache gc` they would point nowhere. Every recipe folder under each
     `<out>` is looked at, so the links of a recipe gc has no record of go too."""
     broken = []
-    for recipe_folder in (folder for out in out_folders if out.is_dir() for folder in out.iterdir()):
+    for recipe_folder in (
+        folder for out in out_folders if out.is_dir() for folder in out.iterdir()
+    ):
         if not recipe_folder.is_dir() or recipe_folder.is_symlink():
             continue
         for link in recipe_folder.iterdir():
             if not link.is_symlink():
                 continue
             target = Path(os.readlink(link))
-            if target.parent.parent == store_root and (target.name in removed_keys or not target.exists()):
+            if target.parent.parent == store_root and (
+                target.name in removed_keys or not target.exists()
+            ):
                 broken.append(link)
     return broken

@@ -52,17 +52,24 @@ class Pipeline:
 
     def resolve_params(self, step: PlannedStep, output_of) -> dict:
         """The step's params with `${steps...}` replaced via `output_of(step_id, output)`."""
+
         def resolve(reference: Reference) -> Any:
             return output_of(step.bindings[reference.name], reference.output)
 
         return unescape(substitute(step.spec.params, resolve, ("steps",)))
 
-    def validate_params(self, step: PlannedStep, params: dict, resolver: PathResolver) -> StepParams:
+    def validate_params(
+        self, step: PlannedStep, params: dict, resolver: PathResolver
+    ) -> StepParams:
         try:
             return step.kind.Params.model_validate(params, context={"paths": resolver})
         except ValidationError as error:
             source = self.recipe.source
-            raise RecipeError(validation_problems(error, source, step.spec.source_path + ("with",), step.kind.Params)) from None
+            raise RecipeError(
+                validation_problems(
+                    error, source, step.spec.source_path + ("with",), step.kind.Params
+                )
+            ) from None
 
 
 def _bind(recipe: Recipe, name: str, referrer: RecipeStep) -> str:
@@ -71,13 +78,18 @@ def _bind(recipe: Recipe, name: str, referrer: RecipeStep) -> str:
         return name
     if name in recipe.matrix_groups:
         expansions = recipe.matrix_groups[name]
-        same_values = [e for e in expansions
-                       if all(referrer.matrix.get(k) == v for k, v in recipe.steps[e].matrix.items())]
+        same_values = [
+            e
+            for e in expansions
+            if all(referrer.matrix.get(k) == v for k, v in recipe.steps[e].matrix.items())
+        ]
         if len(same_values) == 1:
             return same_values[0]
         raise BadReference(f"`{name}` is a matrix step; refer to one of: {', '.join(expansions)}")
     names = sorted(set(recipe.steps) | set(recipe.matrix_groups))
-    raise BadReference(f"unknown step `{name}`{did_you_mean(name, names)}; steps: {', '.join(names)}")
+    raise BadReference(
+        f"unknown step `{name}`{did_you_mean(name, names)}; steps: {', '.join(names)}"
+    )
 
 
 def build_pipeline(recipe: Recipe) -> Pipeline:
@@ -90,9 +102,15 @@ def build_pipeline(recipe: Recipe) -> Pipeline:
             kinds[step.id] = registry.get(step.uses)
         elif step.id == step.origin or step.id == recipe.matrix_groups[step.origin][0]:
             choices = registry.kinds()
-            problems.append(source.problem(step.source_path + ("uses",), (
-                f"unknown step kind `{step.uses}`{did_you_mean(step.uses, choices)}; "
-                f"step kinds: {', '.join(choices)} (`trtflow steps` describes them)")))
+            problems.append(
+                source.problem(
+                    step.source_path + ("uses",),
+                    (
+                        f"unknown step kind `{step.uses}`{did_you_mean(step.uses, choices)}; "
+                        f"step kinds: {', '.join(choices)} (`trtflow steps` describes them)"
+                    ),
+                )
+            )
 
     planned: dict[str, PlannedStep] = {}
     deps: dict[str, set[str]] = {}
@@ -101,7 +119,9 @@ def build_pipeline(recipe: Recipe) -> Pipeline:
         bindings: dict[str, str] = {}
         deps[step.id] = set()
         if step.problems:
-            problems.extend(p for p in step.problems if p not in problems)  # once for all matrix expansions
+            problems.extend(
+                p for p in step.problems if p not in problems
+            )  # once for all matrix expansions
             broken.add(step.id)
         try:
             references = step_references(step)
@@ -117,9 +137,15 @@ def build_pipeline(recipe: Recipe) -> Pipeline:
             target_kind = kinds.get(target)
             if target_kind and reference.output not in target_kind.outputs:
                 outputs = list(target_kind.outputs)
-                problems.append(source.problem(at, (
-                    f"step `{target}` ({target_kind.kind}) has no output `{reference.output}`"
-                    f"{did_you_mean(reference.output, outputs)}; outputs: {', '.join(outputs)}")))
+                problems.append(
+                    source.problem(
+                        at,
+                        (
+                            f"step `{target}` ({target_kind.kind}) has no output `{reference.output}`"
+                            f"{did_you_mean(reference.output, outputs)}; outputs: {', '.join(outputs)}"
+                        ),
+                    )
+                )
                 broken.add(step.id)
                 continue
             bindings[reference.name] = target
@@ -133,21 +159,37 @@ def build_pipeline(recipe: Recipe) -> Pipeline:
                 deps[step.id].add(name)
             else:
                 names = sorted(set(recipe.steps) | set(recipe.matrix_groups))
-                problems.append(source.problem(step.source_path + ("after", index),
-                                               f"unknown step `{name}`{did_you_mean(name, names)}; steps: {', '.join(names)}"))
+                problems.append(
+                    source.problem(
+                        step.source_path + ("after", index),
+                        f"unknown step `{name}`{did_you_mean(name, names)}; steps: {', '.join(names)}",
+                    )
+                )
         if step.id in kinds:
             if step.gate and "passed" not in kinds[step.id].outputs:
-                problems.append(source.problem(step.source_path + ("gate",), (
-                    f"`gate: true` needs a step with a `passed` output; `{step.uses}` has none "
-                    f"(outputs: {', '.join(kinds[step.id].outputs)})"), key=True))
+                problems.append(
+                    source.problem(
+                        step.source_path + ("gate",),
+                        (
+                            f"`gate: true` needs a step with a `passed` output; `{step.uses}` has none "
+                            f"(outputs: {', '.join(kinds[step.id].outputs)})"
+                        ),
+                        key=True,
+                    )
+                )
             planned[step.id] = PlannedStep(step, kinds[step.id], bindings)
 
     dag = Dag(list(recipe.steps), deps)
     cycle = dag.find_cycle()
     if cycle:
         first = recipe.steps[cycle[0]]
-        problems.append(source.problem(first.source_path, f"steps depend on each other in a cycle: {' -> '.join(cycle)}",
-                                       key=True))
+        problems.append(
+            source.problem(
+                first.source_path,
+                f"steps depend on each other in a cycle: {' -> '.join(cycle)}",
+                key=True,
+            )
+        )
     pipeline = Pipeline(recipe, planned, dag, [] if cycle else dag.order())
     for step in planned.values():
         if step.id not in broken:

@@ -100,8 +100,9 @@ class ProcessPool(StepPool):
         self.observer = observer
         context = multiprocessing.get_context("spawn")
         self.events = context.SimpleQueue()
-        self.executor = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_connect,
-                                            initargs=(self.events,))
+        self.executor = ProcessPoolExecutor(
+            max_workers=jobs, mp_context=context, initializer=_connect, initargs=(self.events,)
+        )
 
     def submit(self, task: StepTask) -> Future[tuple[Entry, bool]]:
         return self.executor.submit(_run_in_worker, task)
@@ -123,7 +124,11 @@ A lost attempt leaves only its private `tmp/` folder: the entry is committed by 
 def _worker_environment() -> dict[str, str]:
     """What the workers of a Ray cluster need from this process's environment: the `TRTFLOW_*`
     settings (step plugins among them) and PYTHONPATH, where plugin step kinds are imported from."""
-    return {name: value for name, value in os.environ.items() if name.startswith("TRTFLOW_") or name == "PYTHONPATH"}
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if name.startswith("TRTFLOW_") or name == "PYTHONPATH"
+    }
 
 
 def run_on_ray_worker(task: StepTask, events: RayQueue) -> tuple[Entry, bool]:
@@ -133,9 +138,12 @@ def run_on_ray_worker(task: StepTask, events: RayQueue) -> tuple[Entry, bool]:
     if task.workspace.is_dir():
         return run_task(task, _QueuedEvents(events))
     if task.remote is None or not task.remote.push:
-        raise StepError(f"the Ray worker on {socket.gethostname()} does not see the workspace {task.workspace}: "
-                        "Ray workers need the workspace on a disk every node mounts at that path, or a remote cache "
-                        "to exchange entries through (`--remote URL`, without --no-push)", step=task.step_id)
+        raise StepError(
+            f"the Ray worker on {socket.gethostname()} does not see the workspace {task.workspace}: "
+            "Ray workers need the workspace on a disk every node mounts at that path, or a remote cache "
+            "to exchange entries through (`--remote URL`, without --no-push)",
+            step=task.step_id,
+        )
     queued = _QueuedEvents(events)
     return run_task(localize(task, task.remote.open(), progress_of(queued, task.step_id)), queued)
 
@@ -146,9 +154,14 @@ def _fits(needs: dict[str, float], node: dict[str, float]) -> bool:
 
 def _describe(resources: dict[str, float]) -> str:
     """`2 CPU, 1 GPU, 16436 MiB memory`: what a step needs or a node has; what is not named is none."""
-    amounts = {"CPU": resources.get("CPU", 0), "GPU": resources.get("GPU", 0),
-               "MiB memory": resources.get("memory", 0) / 2**20}
-    return ", ".join(f"{amount:.0f} {name}" for name, amount in amounts.items() if amount) or "nothing"
+    amounts = {
+        "CPU": resources.get("CPU", 0),
+        "GPU": resources.get("GPU", 0),
+        "MiB memory": resources.get("memory", 0) / 2**20,
+    }
+    return (
+        ", ".join(f"{amount:.0f} {name}" for name, amount in amounts.items() if amount) or "nothing"
+    )
 
 
 def _check_reachable(address: str) -> None:
@@ -159,8 +172,10 @@ def _check_reachable(address: str) -> None:
     try:
         socket.create_connection((host, int(port)), timeout=5).close()
     except OSError as error:
-        raise UsageError(f"--address {address}: no Ray cluster answers there ({error.strerror or error}); start "
-                         "one (`ray start --head`) or give the address `ray status` prints") from None
+        raise UsageError(
+            f"--address {address}: no Ray cluster answers there ({error.strerror or error}); start "
+            "one (`ray start --head`) or give the address `ray status` prints"
+        ) from None
 
 
 class RayPool(StepPool):
@@ -183,13 +198,18 @@ class RayPool(StepPool):
             _check_reachable(address)
         # a local Ray's workers inherit this environment (and start with it, before the first step);
         # a cluster's workers get what they need of it with the run's tasks
-        where = ({"address": address, "runtime_env": {"env_vars": _worker_environment()}} if address
-                 else {"num_cpus": jobs, "include_dashboard": False})
+        where = (
+            {"address": address, "runtime_env": {"env_vars": _worker_environment()}}
+            if address
+            else {"num_cpus": jobs, "include_dashboard": False}
+        )
         try:  # worker output would garble the progress display; steps report through events
             ray.init(**where, log_to_driver=False, logging_level=logging.WARNING)
         except ConnectionError as error:
-            raise UsageError(f"--address {address}: {error}; start a cluster (`ray start --head`) or "
-                             "give the address `ray status` prints") from None
+            raise UsageError(
+                f"--address {address}: {error}; start a cluster (`ray start --head`) or "
+                "give the address `ray status` prints"
+            ) from None
         self.nodes = [node["Resources"] for node in ray.nodes() if node["Alive"]]
         self.events = Queue()
         self.step_task = ray.remote(run_on_ray_worker)
@@ -199,13 +219,20 @@ class RayPool(StepPool):
     def submit(self, task: StepTask) -> Future[tuple[Entry, bool]]:
         needs = {"GPU": task.resources.gpu, "memory": (task.resources.memory_mb or 0) * 2**20}
         result: Future[tuple[Entry, bool]] = Future()
-        if not any(_fits(needs, node) for node in self.nodes):  # Ray would wait for such a node forever
-            result.set_exception(StepError(
-                f"needs {_describe(needs)}; no node of the Ray cluster has that much "
-                f"(nodes: {'; '.join(_describe(node) for node in self.nodes)})", step=task.step_id))
+        if not any(
+            _fits(needs, node) for node in self.nodes
+        ):  # Ray would wait for such a node forever
+            result.set_exception(
+                StepError(
+                    f"needs {_describe(needs)}; no node of the Ray cluster has that much "
+                    f"(nodes: {'; '.join(_describe(node) for node in self.nodes)})",
+                    step=task.step_id,
+                )
+            )
             return result
-        reference = self.step_task.options(num_gpus=needs["GPU"], memory=needs["memory"] or None,
-                                           max_retries=RAY_RETRIES).remote(task, self.events)
+        reference = self.step_task.options(
+            num_gpus=needs["GPU"], memory=needs["memory"] or None, max_retries=RAY_RETRIES
+        ).remote(task, self.events)
         self.running.add(reference)
 
         def settle(done: Future) -> None:
@@ -213,20 +240,33 @@ class RayPool(StepPool):
             try:
                 entry, computed = done.result()
                 self.homing.submit(self._bring_home, task, entry, computed, result)
-            except self.ray.exceptions.RayTaskError as error:  # the step's own error, as the thread pool gives it
+            except (
+                self.ray.exceptions.RayTaskError
+            ) as error:  # the step's own error, as the thread pool gives it
                 result.set_exception(error.cause)
-            except self.ray.exceptions.RayError as error:  # lost workers, each retried: the last word
-                result.set_exception(StepError(f"Ray could not finish it ({RAY_RETRIES + 1} attempts): "
-                                               f"{type(error).__name__}: {error}", step=task.step_id))
+            except (
+                self.ray.exceptions.RayError
+            ) as error:  # lost workers, each retried: the last word
+                result.set_exception(
+                    StepError(
+                        f"Ray could not finish it ({RAY_RETRIES + 1} attempts): "
+                        f"{type(error).__name__}: {error}",
+                        step=task.step_id,
+                    )
+                )
 
         reference.future().add_done_callback(settle)
         return result
 
-    def _bring_home(self, task: StepTask, entry: Entry, computed: bool, result: Future[tuple[Entry, bool]]) -> None:
+    def _bring_home(
+        self, task: StepTask, entry: Entry, computed: bool, result: Future[tuple[Entry, bool]]
+    ) -> None:
         """Settle `result` with the run's own copy of the worker's entry (a download when the worker
         shares no disk with the run: in a thread of its own, never in Ray's callback thread)."""
         try:
-            result.set_result((bring_home(task, entry, progress_of(self.observer, task.step_id)), computed))
+            result.set_result(
+                (bring_home(task, entry, progress_of(self.observer, task.step_id)), computed)
+            )
         except Exception as error:  # noqa: BLE001 - the run records it as the step's failure
             result.set_exception(error)
 
@@ -235,7 +275,9 @@ class RayPool(StepPool):
             getattr(self.observer, name)(*args)
 
     def shutdown(self) -> None:
-        for reference in list(self.running):  # an interrupted run: its steps discard their tmp folders
+        for reference in list(
+            self.running
+        ):  # an interrupted run: its steps discard their tmp folders
             self.ray.cancel(reference)
         self.homing.shutdown(wait=False, cancel_futures=True)
         self.ray.shutdown()

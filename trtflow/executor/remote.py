@@ -29,10 +29,11 @@ import json
 import os
 import secrets
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from filelock import FileLock
 
@@ -44,7 +45,9 @@ OPTIONS_VARIABLE = "TRTFLOW_REMOTE_OPTIONS"
 CONFIG = "config.json"  # in the workspace: {"remotes": {name: url}, "default": name}
 CHUNK = 1 << 20  # bytes read and written at a time; progress is reported per chunk
 
-Progress = Callable[[float, "float | None", str], None]  # (bytes done, bytes in all, what is moving)
+Progress = Callable[
+    [float, "float | None", str], None
+]  # (bytes done, bytes in all, what is moving)
 
 
 def _no_progress(done: float, total: float | None, note: str) -> None:
@@ -57,6 +60,7 @@ def warn(message: str) -> None:
 
 
 # -- which remote ---------------------------------------------------------------------------------
+
 
 def configured_remotes(workspace_root: Path) -> tuple[dict[str, str], str | None]:
     """The remotes kept in a workspace (`trtflow remote add`), and the default one's name."""
@@ -99,10 +103,14 @@ def storage_options() -> dict[str, Any]:
     try:
         options = json.loads(text)
     except ValueError as error:
-        raise UsageError(f"${OPTIONS_VARIABLE} is not valid JSON ({error}); give a JSON object of fsspec storage "
-                         'options, e.g. {"client_kwargs": {"endpoint_url": "http://host:9000"}}') from None
+        raise UsageError(
+            f"${OPTIONS_VARIABLE} is not valid JSON ({error}); give a JSON object of fsspec storage "
+            'options, e.g. {"client_kwargs": {"endpoint_url": "http://host:9000"}}'
+        ) from None
     if not isinstance(options, dict):
-        raise UsageError(f"${OPTIONS_VARIABLE} must be a JSON object of fsspec storage options, not {text!r}")
+        raise UsageError(
+            f"${OPTIONS_VARIABLE} must be a JSON object of fsspec storage options, not {text!r}"
+        )
     return options
 
 
@@ -114,7 +122,7 @@ class RemoteSpec:
     options: dict[str, Any] = field(default_factory=dict)
     push: bool = True
 
-    def open(self) -> "RemoteStore":
+    def open(self) -> RemoteStore:
         return RemoteStore.open(self.url, self.options)
 
 
@@ -122,7 +130,11 @@ def choose_remote(workspace_root: Path, asked: str | None) -> str | None:
     """The remote URL a command uses: `--remote URL|NAME`, else $TRTFLOW_REMOTE, else the workspace's
     default remote; None when there is none."""
     remotes, default = configured_remotes(workspace_root)
-    chosen, option = (asked, "--remote") if asked else (os.environ.get(REMOTE_VARIABLE, "").strip(), f"${REMOTE_VARIABLE}")
+    chosen, option = (
+        (asked, "--remote")
+        if asked
+        else (os.environ.get(REMOTE_VARIABLE, "").strip(), f"${REMOTE_VARIABLE}")
+    )
     if not chosen:
         return remotes[default] if default else None
     if "://" in chosen:
@@ -130,11 +142,14 @@ def choose_remote(workspace_root: Path, asked: str | None) -> str | None:
     if chosen in remotes:
         return remotes[chosen]
     known = f"; remotes of this workspace: {', '.join(sorted(remotes))}" if remotes else ""
-    raise UsageError(f"{option} {chosen}: no remote of that name{known}; give a URL (file:///shared/cache, "
-                     "s3://bucket/prefix, gs://..., az://...) or add one with `trtflow remote add NAME URL`")
+    raise UsageError(
+        f"{option} {chosen}: no remote of that name{known}; give a URL (file:///shared/cache, "
+        "s3://bucket/prefix, gs://..., az://...) or add one with `trtflow remote add NAME URL`"
+    )
 
 
 # -- the remote store -----------------------------------------------------------------------------
+
 
 class DamagedEntry(Exception):
     """A remote entry whose files do not match its manifest."""
@@ -153,22 +168,34 @@ class RemoteStore:
         self.url = url
         self.fs = filesystem
         self.root = root.rstrip("/")
-        protocols = (filesystem.protocol,) if isinstance(filesystem.protocol, str) else filesystem.protocol
-        self.is_folder = "file" in protocols  # a plain folder publishes by rename, not on upload completion
-        self.damaged: set[str] = set()  # keys found damaged here: their next push rewrites every blob
+        protocols = (
+            (filesystem.protocol,) if isinstance(filesystem.protocol, str) else filesystem.protocol
+        )
+        self.is_folder = (
+            "file" in protocols
+        )  # a plain folder publishes by rename, not on upload completion
+        self.damaged: set[str] = (
+            set()
+        )  # keys found damaged here: their next push rewrites every blob
 
     @classmethod
-    def open(cls, url: str, options: dict[str, Any]) -> "RemoteStore":
+    def open(cls, url: str, options: dict[str, Any]) -> RemoteStore:
         try:
             import fsspec
         except ImportError:
-            raise UsageError(f"remote {url}: the remote cache needs fsspec: pip install 'trtflow[remote]'") from None
+            raise UsageError(
+                f"remote {url}: the remote cache needs fsspec: pip install 'trtflow[remote]'"
+            ) from None
         try:
             filesystem, root = fsspec.core.url_to_fs(url, **options)
         except ImportError as error:  # the scheme's package (s3fs, gcsfs, adlfs) is missing
-            raise UsageError(f"remote {url}: {error} (pip install 'trtflow[remote]' brings s3fs)") from None
+            raise UsageError(
+                f"remote {url}: {error} (pip install 'trtflow[remote]' brings s3fs)"
+            ) from None
         except (ValueError, TypeError) as error:
-            raise UsageError(f"remote {url}: {error}; check the URL and ${OPTIONS_VARIABLE}") from None
+            raise UsageError(
+                f"remote {url}: {error}; check the URL and ${OPTIONS_VARIABLE}"
+            ) from None
         return cls(url, filesystem, root)
 
     def _manifest_path(self, key: str) -> str:
@@ -185,7 +212,9 @@ class RemoteStore:
         except (DamagedEntry, FileNotFoundError):
             raise
         except Exception as error:  # noqa: BLE001 - backends raise their own types (botocore, aiohttp...)
-            raise RemoteError(f"remote {self.url}: {doing} failed: {type(error).__name__}: {error}") from None
+            raise RemoteError(
+                f"remote {self.url}: {doing} failed: {type(error).__name__}: {error}"
+            ) from None
 
     def _manifest(self, key: str) -> dict | None:
         """The manifest of a whole entry for `key`, or None (absent, unreadable, or not one we can use)."""
@@ -194,8 +223,13 @@ class RemoteStore:
                 manifest = json.loads(self.fs.cat_file(self._manifest_path(key)))
         except (FileNotFoundError, ValueError):
             return None
-        if (not isinstance(manifest, dict) or manifest.get("key") != key or manifest.get("format") != MANIFEST_FORMAT
-                or manifest.get("incomplete") or not isinstance(manifest.get("files"), dict)):
+        if (
+            not isinstance(manifest, dict)
+            or manifest.get("key") != key
+            or manifest.get("format") != MANIFEST_FORMAT
+            or manifest.get("incomplete")
+            or not isinstance(manifest.get("files"), dict)
+        ):
             return None
         return manifest
 
@@ -207,7 +241,11 @@ class RemoteStore:
     def keys(self) -> list[str]:
         """Every key with a manifest on the remote."""
         with self._talking("listing entries"):
-            found = self.fs.find(f"{self.root}/entries") if self.fs.exists(f"{self.root}/entries") else []
+            found = (
+                self.fs.find(f"{self.root}/entries")
+                if self.fs.exists(f"{self.root}/entries")
+                else []
+            )
         return sorted(PurePosixPath(path).stem for path in found if path.endswith(".json"))
 
     def fetch(self, key: str, store: Store, progress: Progress = _no_progress) -> Entry | None:
@@ -229,7 +267,10 @@ class RemoteStore:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 digest = hashlib.sha256()
                 with self._talking(f"downloading {name} of entry {key[:12]}"):
-                    with self.fs.open(self._blob_path(meta["sha256"]), "rb") as source, open(target, "wb") as sink:
+                    with (
+                        self.fs.open(self._blob_path(meta["sha256"]), "rb") as source,
+                        open(target, "wb") as sink,
+                    ):
                         while chunk := source.read(CHUNK):
                             digest.update(chunk)
                             sink.write(chunk)
@@ -241,9 +282,13 @@ class RemoteStore:
         except (DamagedEntry, FileNotFoundError) as error:
             store.discard(work_dir)
             self.damaged.add(key)
-            detail = f"{error.filename}: missing" if isinstance(error, FileNotFoundError) else str(error)
-            warn(f"remote {self.url}: entry {key[:12]} ({manifest.get('step', '?')}) is damaged ({detail}); "
-                 "not used: it is recomputed here and pushed again")
+            detail = (
+                f"{error.filename}: missing" if isinstance(error, FileNotFoundError) else str(error)
+            )
+            warn(
+                f"remote {self.url}: entry {key[:12]} ({manifest.get('step', '?')}) is damaged ({detail}); "
+                "not used: it is recomputed here and pushed again"
+            )
             return None
         except BaseException:
             store.discard(work_dir)
@@ -263,6 +308,7 @@ class RemoteStore:
             with self._talking(f"checking {name} of entry {entry.key[:12]}"):
                 present = not repair and self._size(blob) == meta["size"]
             if not present:
+
                 def report(sent: float, base: float = done) -> None:
                     progress(base + sent, total, "pushing to remote")
 
@@ -325,6 +371,7 @@ class RemoteStore:
 
 
 # -- what a run does with it ----------------------------------------------------------------------
+
 
 def fetch_for_run(remote: RemoteStore, key: str, store: Store, progress: Progress) -> Entry | None:
     """A run's remote lookup: a remote that cannot be reached is a miss, with a warning."""

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from trtflow.schema.recipe import Resources
 
-UNKEYABLE_HERE = ("key depends on facts of the machine that runs it (TensorRT version, GPU), "
-                  "which this machine does not have")
+UNKEYABLE_HERE = (
+    "key depends on facts of the machine that runs it (TensorRT version, GPU), "
+    "which this machine does not have"
+)
 
 
 def gpus_here() -> int:

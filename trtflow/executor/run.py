@@ -57,7 +57,9 @@ class StepOutcome:
     passed: bool | None = None  # for gated steps
     gate: bool = False
     exit_code: int = 0  # for failed steps: 2 when the recipe or its inputs are wrong, else 3
-    notices: list[str] = field(default_factory=list)  # what the step had to say (kept with its entry)
+    notices: list[str] = field(
+        default_factory=list
+    )  # what the step had to say (kept with its entry)
 
 
 class Observer:
@@ -103,16 +105,34 @@ def _gate(step: PlannedStep, entry: Entry, params: StepParams | None) -> tuple[b
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
-def _failure(pipeline: Pipeline, step: PlannedStep, error: BaseException, seconds: float, debug: bool,
-             workspace: Workspace) -> StepOutcome:
-    if isinstance(error, OSError) and error.errno in DISK_FULL:  # its half-written output is gone: say what to do
-        message, code = (f"step `{step.id}`: the disk is full ({error.strerror}); free space on the disk of "
-                         f"the workspace {workspace.root} (or give --workspace DIR elsewhere) and run again: "
-                         "finished steps are cached"), 3
+def _failure(
+    pipeline: Pipeline,
+    step: PlannedStep,
+    error: BaseException,
+    seconds: float,
+    debug: bool,
+    workspace: Workspace,
+) -> StepOutcome:
+    if (
+        isinstance(error, OSError) and error.errno in DISK_FULL
+    ):  # its half-written output is gone: say what to do
+        message, code = (
+            (
+                f"step `{step.id}`: the disk is full ({error.strerror}); free space on the disk of "
+                f"the workspace {workspace.root} (or give --workspace DIR elsewhere) and run again: "
+                "finished steps are cached"
+            ),
+            3,
+        )
     elif isinstance(error, ParamError):
         at = step.spec.source_path + ("with", error.param, *error.within)
-        expansion = f" (in `{step.id}`)" if step.id != step.spec.origin else ""  # which matrix value
-        message, code = str(pipeline.recipe.source.problem(at, f"{error}{expansion}")), error.exit_code
+        expansion = (
+            f" (in `{step.id}`)" if step.id != step.spec.origin else ""
+        )  # which matrix value
+        message, code = (
+            str(pipeline.recipe.source.problem(at, f"{error}{expansion}")),
+            error.exit_code,
+        )
     elif isinstance(error, TrtflowError):
         named = isinstance(error, StepError) and error.step
         message, code = (str(error) if named else f"step `{step.id}`: {error}"), error.exit_code
@@ -123,7 +143,9 @@ def _failure(pipeline: Pipeline, step: PlannedStep, error: BaseException, second
     return StepOutcome(step.id, "failed", seconds, message=message, exit_code=code)
 
 
-def run_pipeline(pipeline: Pipeline, workspace: Workspace, options: RunOptions, observer: Observer) -> RunReport:
+def run_pipeline(
+    pipeline: Pipeline, workspace: Workspace, options: RunOptions, observer: Observer
+) -> RunReport:
     started = time.monotonic()
     selected = _selected(pipeline, options.only)
     stat_cache = workspace.stat_cache()
@@ -143,19 +165,42 @@ def run_pipeline(pipeline: Pipeline, workspace: Workspace, options: RunOptions, 
             for step_id in walk.ready():
                 if missing := walk.missing(step_id):
                     step = walk.take(step_id)
-                    settle(step, StepOutcome(step_id, "skipped", message=f"needs `{missing[0]}`, which did not finish"))
+                    settle(
+                        step,
+                        StepOutcome(
+                            step_id,
+                            "skipped",
+                            message=f"needs `{missing[0]}`, which did not finish",
+                        ),
+                    )
                 elif len(running) < jobs:
                     step = walk.take(step_id)
                     observer.started(step_id)
                     step_started = time.monotonic()
                     try:  # resolving reads upstream entries and hashes user files: here, not in a worker
                         resolved = walk.resolve(step_id)
-                        task = StepTask(step_id, pipeline.recipe.name, pipeline.recipe.base_dir, resolved,
-                                        step.needs(resolved.params), workspace.root, step_id in options.force,
-                                        options.remote)
+                        task = StepTask(
+                            step_id,
+                            pipeline.recipe.name,
+                            pipeline.recipe.base_dir,
+                            resolved,
+                            step.needs(resolved.params),
+                            workspace.root,
+                            step_id in options.force,
+                            options.remote,
+                        )
                     except Exception as error:  # noqa: BLE001 - every failure becomes a recorded outcome
-                        settle(step, _failure(pipeline, step, error, time.monotonic() - step_started,
-                                              options.debug, workspace))
+                        settle(
+                            step,
+                            _failure(
+                                pipeline,
+                                step,
+                                error,
+                                time.monotonic() - step_started,
+                                options.debug,
+                                workspace,
+                            ),
+                        )
                         continue
                     running[pool.submit(task)] = (step, resolved.params, step_started)
             if not running:
@@ -173,8 +218,19 @@ def run_pipeline(pipeline: Pipeline, workspace: Workspace, options: RunOptions, 
                 gated, passed = _gate(step, entry, params)
                 if options.out is not None:
                     publish(entry, options.out / pipeline.recipe.name / step.id)
-                settle(step, StepOutcome(step.id, "ran" if computed else "cached", seconds, entry.key, passed=passed,
-                                         gate=gated, notices=entry.manifest.get("notices", [])), entry)
+                settle(
+                    step,
+                    StepOutcome(
+                        step.id,
+                        "ran" if computed else "cached",
+                        seconds,
+                        entry.key,
+                        passed=passed,
+                        gate=gated,
+                        notices=entry.manifest.get("notices", []),
+                    ),
+                    entry,
+                )
     finally:
         pool.shutdown()
         stat_cache.close()
@@ -186,8 +242,13 @@ def run_pipeline(pipeline: Pipeline, workspace: Workspace, options: RunOptions, 
 def _write_record(pipeline: Pipeline, workspace: Workspace, report: RunReport) -> None:
     """Keep a record of the run; a full disk loses the record, not the report of what ran."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-    record = {"recipe": pipeline.recipe.name, "file": str(pipeline.recipe.file), "seconds": round(report.seconds, 3),
-              "exit_code": report.exit_code, "steps": [asdict(o) for o in report.outcomes]}
+    record = {
+        "recipe": pipeline.recipe.name,
+        "file": str(pipeline.recipe.file),
+        "seconds": round(report.seconds, 3),
+        "exit_code": report.exit_code,
+        "steps": [asdict(o) for o in report.outcomes],
+    }
     path = workspace.runs / f"{stamp}-{pipeline.recipe.name}-{os.getpid()}.json"
     try:
         workspace.runs.mkdir(parents=True, exist_ok=True)

@@ -30,23 +30,35 @@ class StepStatus:
     prepared: Prepared | None = None  # the step's params and material, when its key is known here
 
 
-def pipeline_status(pipeline: Pipeline, workspace: Workspace, steps: list[str] | None = None,
-                    force: set[str] = frozenset()) -> list[StepStatus]:
+def pipeline_status(
+    pipeline: Pipeline,
+    workspace: Workspace,
+    steps: list[str] | None = None,
+    force: set[str] = frozenset(),
+) -> list[StepStatus]:
     stat_cache = workspace.stat_cache()
     order = steps or pipeline.order
     walk = KeyWalk(pipeline, order, stat_cache)
     statuses: dict[str, StepStatus] = {}
     try:
         for step_id in order:
-            statuses[step_id], entry = _step_status(pipeline, workspace, walk, step_id, statuses, force)
+            statuses[step_id], entry = _step_status(
+                pipeline, workspace, walk, step_id, statuses, force
+            )
             walk.settle(step_id, entry)
     finally:
         stat_cache.close()
     return list(statuses.values())
 
 
-def _step_status(pipeline: Pipeline, workspace: Workspace, walk: KeyWalk, step_id: str,
-                 earlier: dict[str, StepStatus], force: set[str]) -> tuple[StepStatus, Entry | None]:
+def _step_status(
+    pipeline: Pipeline,
+    workspace: Workspace,
+    walk: KeyWalk,
+    step_id: str,
+    earlier: dict[str, StepStatus],
+    force: set[str],
+) -> tuple[StepStatus, Entry | None]:
     """The step's status, and its entry when it is cached (what the steps after it are keyed from)."""
     step = pipeline.steps[step_id]
     uses = step.kind.kind
@@ -54,10 +66,18 @@ def _step_status(pipeline: Pipeline, workspace: Workspace, walk: KeyWalk, step_i
     if waiting := walk.missing(step_id):
         unknown = [d for d in waiting if earlier[d].state == "unknown"]
         if unknown:
-            return StepStatus(step_id, uses, "unknown", [f"needs `{d}`, whose key is known only where it runs"
-                                                         for d in unknown]), None
-        return StepStatus(step_id, uses, "stale" if last else "never run",
-                          [f"`{d}` will run first" for d in waiting]), None
+            return StepStatus(
+                step_id,
+                uses,
+                "unknown",
+                [f"needs `{d}`, whose key is known only where it runs" for d in unknown],
+            ), None
+        return StepStatus(
+            step_id,
+            uses,
+            "stale" if last else "never run",
+            [f"`{d}` will run first" for d in waiting],
+        ), None
     try:
         resolved = walk.resolve(step_id)
         if not keyable_here(step.needs(resolved.params)):
@@ -66,7 +86,11 @@ def _step_status(pipeline: Pipeline, workspace: Workspace, walk: KeyWalk, step_i
     except TrtflowError as error:
         return StepStatus(step_id, uses, "error", [str(error)]), None
     store = workspace.store
-    journal = journal_key(prepared.material, step.kind.Params.search_budget) if step.kind.journaled else None
+    journal = (
+        journal_key(prepared.material, step.kind.Params.search_budget)
+        if step.kind.journaled
+        else None
+    )
     entry = None
     if step_id in force:
         state, reasons = "stale", ["--force"]
@@ -76,7 +100,9 @@ def _step_status(pipeline: Pipeline, workspace: Workspace, walk: KeyWalk, step_i
         state, reasons = "stale", [f"its last run was incomplete: {reason}"]
     elif last:
         state = "stale"
-        reasons = describe_changes(last, prepared.material) or ["its outputs are no longer in the store"]
+        reasons = describe_changes(last, prepared.material) or [
+            "its outputs are no longer in the store"
+        ]
     else:
         state, reasons = "never run", []
     return StepStatus(step_id, uses, state, reasons, prepared.key, journal, prepared), entry

@@ -15,9 +15,10 @@ import os
 import secrets
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from filelock import FileLock
 
@@ -89,7 +90,11 @@ class Store:
             manifest = json.loads((self.entry_path(key) / MANIFEST).read_text())
         except (OSError, ValueError):
             return None
-        if not isinstance(manifest, dict) or manifest.get("key") != key or manifest.get("format") != MANIFEST_FORMAT:
+        if (
+            not isinstance(manifest, dict)
+            or manifest.get("key") != key
+            or manifest.get("format") != MANIFEST_FORMAT
+        ):
             return None
         return manifest
 
@@ -117,13 +122,23 @@ class Store:
         work_dir.mkdir(parents=True)
         return work_dir
 
-    def commit(self, key: str, work_dir: Path, outputs: dict[str, Output], values: dict[str, Any],
-               info: dict[str, Any]) -> Entry:
+    def commit(
+        self,
+        key: str,
+        work_dir: Path,
+        outputs: dict[str, Output],
+        values: dict[str, Any],
+        info: dict[str, Any],
+    ) -> Entry:
         """Seal `work_dir` as the entry for `key` (see the module docstring for why in this order).
 
         Value outputs are also written to `values.json`, so the entry folder — which the output
         links point at — holds every output a user looks for."""
-        published = {name: values[name] for name, output in outputs.items() if output.kind == "value" and name in values}
+        published = {
+            name: values[name]
+            for name, output in outputs.items()
+            if output.kind == "value" and name in values
+        }
         if published:
             (work_dir / VALUES).write_text(json.dumps(published, indent=1, sort_keys=True))
         all_files = list_files(work_dir)
@@ -150,9 +165,19 @@ class Store:
                 digest = files[main]["sha256"]
             else:
                 digest = combine({m: files[m]["sha256"] for m in members})
-            manifest_outputs[name] = {"kind": output.kind, "path": main, "digest": digest,
-                                      "members": members}
-        manifest = {"format": MANIFEST_FORMAT, "key": key, **info, "outputs": manifest_outputs, "files": files}
+            manifest_outputs[name] = {
+                "kind": output.kind,
+                "path": main,
+                "digest": digest,
+                "members": members,
+            }
+        manifest = {
+            "format": MANIFEST_FORMAT,
+            "key": key,
+            **info,
+            "outputs": manifest_outputs,
+            "files": files,
+        }
         return self.seal(key, work_dir, manifest)
 
     def seal(self, key: str, work_dir: Path, manifest: dict) -> Entry:
@@ -224,7 +249,10 @@ class Store:
         removed: dict[str, list[str]] = {"tmp": [], "entries": [], "locks": []}
         if self.locks.is_dir():  # a lock file can only go once nobody uses it; a day's age says so
             for lock_file in self.locks.glob("*.lock"):
-                if time.time() - lock_file.stat().st_mtime > 86400 and not self.entry_path(lock_file.stem).exists():
+                if (
+                    time.time() - lock_file.stat().st_mtime > 86400
+                    and not self.entry_path(lock_file.stem).exists()
+                ):
                     removed["locks"].append(str(lock_file))
                     if not dry_run:
                         lock_file.unlink(missing_ok=True)
@@ -238,8 +266,10 @@ class Store:
         if keep is not None:
             for entry in list(self.entries()):
                 if entry.key not in keep:
-                    removed["entries"].append(f"{entry.key[:12]} ({entry.manifest.get('recipe', '?')} "
-                                              f"{entry.manifest.get('step', '?')})")
+                    removed["entries"].append(
+                        f"{entry.key[:12]} ({entry.manifest.get('recipe', '?')} "
+                        f"{entry.manifest.get('step', '?')})"
+                    )
                     if not dry_run:
                         with self.lock(entry.key):
                             self.evict(entry.key)

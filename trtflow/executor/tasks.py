@@ -10,16 +10,23 @@ remote lacks), and reports progress through `StepEvents`.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 from trtflow.errors import StepError
 from trtflow.executor import keys
 from trtflow.executor.journal import FileJournal, load_replay
 from trtflow.executor.keys import Prepared, Resolved
-from trtflow.executor.remote import JournalMirror, RemoteSpec, RemoteStore, fetch_for_run, share_for_run
+from trtflow.executor.remote import (
+    JournalMirror,
+    RemoteSpec,
+    RemoteStore,
+    fetch_for_run,
+    share_for_run,
+)
 from trtflow.executor.store import Entry, MissingOutput
 from trtflow.executor.workspace import Workspace
 from trtflow.schema.recipe import Resources
@@ -64,8 +71,9 @@ def run_task(task: StepTask, events: StepEvents) -> tuple[Entry, bool]:
     return entry, computed
 
 
-def _open_journal(task: StepTask, prepared: Prepared, workspace: Workspace,
-                  remote: RemoteStore | None) -> FileJournal:
+def _open_journal(
+    task: StepTask, prepared: Prepared, workspace: Workspace, remote: RemoteStore | None
+) -> FileJournal:
     """The step's trial journal; with a remote, resumed from the remote copy when this workspace has
     none (the search began on a node since lost) and copied there after every trial."""
     kind = task.resolved.kind
@@ -78,13 +86,28 @@ def _open_journal(task: StepTask, prepared: Prepared, workspace: Workspace,
     if mirror and not task.force:
         mirror.pull(path)
     replay_file = getattr(prepared.params, "replay", None)
-    replayed = load_replay(Path(replay_file), keys.replay_identity(prepared.material, budget)) if replay_file else None
-    return FileJournal(path, keys.replay_identity(prepared.material, budget), replayed, task.step_id, kind.kind,
-                       mirror.push if mirror and task.remote.push else None)
+    replayed = (
+        load_replay(Path(replay_file), keys.replay_identity(prepared.material, budget))
+        if replay_file
+        else None
+    )
+    return FileJournal(
+        path,
+        keys.replay_identity(prepared.material, budget),
+        replayed,
+        task.step_id,
+        kind.kind,
+        mirror.push if mirror and task.remote.push else None,
+    )
 
 
-def compute_step(task: StepTask, prepared: Prepared, workspace: Workspace, events: StepEvents,
-                 remote: RemoteStore | None = None) -> tuple[Entry, bool]:
+def compute_step(
+    task: StepTask,
+    prepared: Prepared,
+    workspace: Workspace,
+    events: StepEvents,
+    remote: RemoteStore | None = None,
+) -> tuple[Entry, bool]:
     """The entry for a prepared step, computing it unless the store (or else the remote) has it;
     True when computed."""
     store = workspace.store
@@ -92,10 +115,15 @@ def compute_step(task: StepTask, prepared: Prepared, workspace: Workspace, event
     if not task.force and (entry := store.lookup(prepared.key)):
         return entry, False
     with store.lock(prepared.key):
-        if not task.force and (entry := store.lookup(prepared.key)):  # a concurrent run made it meanwhile
+        if not task.force and (
+            entry := store.lookup(prepared.key)
+        ):  # a concurrent run made it meanwhile
             return entry, False
-        if remote and not task.force and (entry := fetch_for_run(remote, prepared.key, store,
-                                                                 progress_of(events, step_id))):
+        if (
+            remote
+            and not task.force
+            and (entry := fetch_for_run(remote, prepared.key, store, progress_of(events, step_id)))
+        ):
             return entry, False
         work_dir = store.begin(prepared.key)
         journal = _open_journal(task, prepared, workspace, remote) if kind.journaled else None
@@ -104,23 +132,35 @@ def compute_step(task: StepTask, prepared: Prepared, workspace: Workspace, event
         incomplete: list[str] = []
         try:
             context = StepContext(
-                step_id=step_id, work_dir=work_dir, outputs=kind.outputs, journal=journal,
-                state_root=workspace.state_root, recipe_dir=task.recipe_dir,
+                step_id=step_id,
+                work_dir=work_dir,
+                outputs=kind.outputs,
+                journal=journal,
+                state_root=workspace.state_root,
+                recipe_dir=task.recipe_dir,
                 progress=progress_of(events, step_id),
                 log=lambda message: events.log(step_id, message),
-                notice=notices.append, mark_incomplete=incomplete.append,
+                notice=notices.append,
+                mark_incomplete=incomplete.append,
             )
             values = kind().run(context, prepared.params) or {}
-            info = {"uses": kind.kind, "step": step_id, "recipe": task.recipe_name,
-                    "seconds": round(time.monotonic() - started, 3),
-                    "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                    "material": prepared.material, "notices": notices}
+            info = {
+                "uses": kind.kind,
+                "step": step_id,
+                "recipe": task.recipe_name,
+                "seconds": round(time.monotonic() - started, 3),
+                "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "material": prepared.material,
+                "notices": notices,
+            }
             if incomplete:
                 info["incomplete"] = "; ".join(incomplete)
             return store.commit(prepared.key, work_dir, kind.outputs, values, info), True
         except MissingOutput as error:
             store.discard(work_dir)
-            raise StepError(f"{kind.kind} {error} (a bug in the step kind)", step=step_id) from error
+            raise StepError(
+                f"{kind.kind} {error} (a bug in the step kind)", step=step_id
+            ) from error
         except BaseException:
             store.discard(work_dir)
             raise

@@ -47,7 +47,7 @@ class Workspace:
     root: Path
 
     @classmethod
-    def for_recipe(cls, recipe_file: Path, explicit: Path | str | None = None) -> "Workspace":
+    def for_recipe(cls, recipe_file: Path, explicit: Path | str | None = None) -> Workspace:
         return cls(chosen_root(explicit) or recipe_file.parent / ".trtflow")
 
     @property
@@ -65,8 +65,9 @@ class Workspace:
     def runs(self) -> Path:
         return self.root / "runs"
 
-    def prune_records(self, keep_runs: int, journals_in_use: set[str] | None,
-                      dry_run: bool = False) -> dict[str, list[str]]:
+    def prune_records(
+        self, keep_runs: int, journals_in_use: set[str] | None, dry_run: bool = False
+    ) -> dict[str, list[str]]:
         """Keep the newest `keep_runs` run records and, when `journals_in_use` is given, only those
         journals: the ones no current step can resume are dead weight. Returns what was removed
         (with `dry_run`, what would be)."""
@@ -75,7 +76,11 @@ class Workspace:
         doomed = [("runs", record) for record in (records[:-keep_runs] if keep_runs else records)]
         journals = self.root / "journals"
         if journals_in_use is not None and journals.is_dir():
-            doomed += [("journals", journal) for journal in journals.glob("*.jsonl") if journal.stem not in journals_in_use]
+            doomed += [
+                ("journals", journal)
+                for journal in journals.glob("*.jsonl")
+                if journal.stem not in journals_in_use
+            ]
         for kind, path in doomed:
             removed[kind].append(str(path))
             if not dry_run:
@@ -91,7 +96,11 @@ class Workspace:
         `cache gc --keep` must not remove what another recipe sharing the workspace uses, nor leave
         that recipe's links dangling."""
         recorded = self.known_recipes().get(str(recipe_file.resolve()))
-        if recorded and recorded["name"] == name and (links is None or str(links) in recorded["links"]):
+        if (
+            recorded
+            and recorded["name"] == name
+            and (links is None or str(links) in recorded["links"])
+        ):
             return  # the usual case, a run like the last: no lock, no write
         with FileLock(self.root / f"{RECIPES}.lock"):
             known = self.known_recipes()

@@ -20,7 +20,9 @@ def focus(graph: Graph, pattern: str, radius: int) -> Graph:
         regex = re.compile(pattern)
     except re.error as error:
         raise ValueError(f"`{pattern}` is not a valid regular expression: {error}") from error
-    seeds = [node.name for node in graph.nodes.values() if any(regex.search(name) for name in node.names)]
+    seeds = [
+        node.name for node in graph.nodes.values() if any(regex.search(name) for name in node.names)
+    ]
     if not seeds:
         examples = ", ".join(f"`{node.name}`" for node in graph.ops()[:5])
         raise ValueError(f"no node name matches `{pattern}` (names look like {examples})")
@@ -37,9 +39,17 @@ def focus(graph: Graph, pattern: str, radius: int) -> Graph:
         if node.name not in kept:
             continue
         left_out = len(neighbours[node.name] - kept)
-        marks = node.marks | ({"focus"} if node.name in seeds else set()) | ({"cut"} if left_out else set())
-        attributes = {**node.attributes, "neighbours not shown": left_out} if left_out else node.attributes
+        marks = (
+            node.marks
+            | ({"focus"} if node.name in seeds else set())
+            | ({"cut"} if left_out else set())
+        )
+        attributes = (
+            {**node.attributes, "neighbours not shown": left_out} if left_out else node.attributes
+        )
         nodes.append(replace(node, marks=marks, attributes=attributes))
-    note = (f"focus on `{pattern}` (radius {radius}): {len(seeds)} matching node(s), "
-            f"{len(nodes)} of {len(graph.nodes)} nodes shown")
+    note = (
+        f"focus on `{pattern}` (radius {radius}): {len(seeds)} matching node(s), "
+        f"{len(nodes)} of {len(graph.nodes)} nodes shown"
+    )
     return graph.with_nodes(nodes, notes=[note])

@@ -25,14 +25,30 @@ from trtflow.onnxmodel.engine_layers import onnx_layer_names
 
 # Order matters: "bfloat16" contains "float", "uint8" contains "int8".
 _DTYPE_WORDS: tuple[tuple[str, str], ...] = (
-    ("bf16", "bf16"), ("bfloat16", "bf16"),
-    ("fp8", "fp8"), ("e4m3", "fp8"), ("e5m2", "fp8"), ("float8", "fp8"),
-    ("fp4", "fp4"), ("e2m1", "fp4"),
-    ("fp16", "fp16"), ("half", "fp16"),
-    ("uint8", "uint8"), ("int8", "int8"), ("int4", "int4"), ("int32", "int32"), ("int64", "int64"),
-    ("bool", "bool"), ("fp32", "fp32"), ("float", "fp32"), ("fp64", "fp64"), ("double", "fp64"),
+    ("bf16", "bf16"),
+    ("bfloat16", "bf16"),
+    ("fp8", "fp8"),
+    ("e4m3", "fp8"),
+    ("e5m2", "fp8"),
+    ("float8", "fp8"),
+    ("fp4", "fp4"),
+    ("e2m1", "fp4"),
+    ("fp16", "fp16"),
+    ("half", "fp16"),
+    ("uint8", "uint8"),
+    ("int8", "int8"),
+    ("int4", "int4"),
+    ("int32", "int32"),
+    ("int64", "int64"),
+    ("bool", "bool"),
+    ("fp32", "fp32"),
+    ("float", "fp32"),
+    ("fp64", "fp64"),
+    ("double", "fp64"),
 )
-REFORMAT_PREFIX = "Reformatting CopyNode"  # a layer TensorRT inserts to convert a tensor's format; no ONNX node
+REFORMAT_PREFIX = (
+    "Reformatting CopyNode"  # a layer TensorRT inserts to convert a tensor's format; no ONNX node
+)
 _HIDDEN_LAYER_KEYS = {"Name", "Inputs", "Outputs", "Metadata"}
 
 
@@ -101,7 +117,11 @@ def _io_tensors(document: dict) -> tuple[list[Tensor], dict[str, str]]:
                 modes[tensor.name] = mode
         return tensors, modes
     bindings = document.get("Bindings")
-    names = [b if isinstance(b, str) else b.get("Name", "") for b in bindings] if isinstance(bindings, list) else []
+    names = (
+        [b if isinstance(b, str) else b.get("Name", "") for b in bindings]
+        if isinstance(bindings, list)
+        else []
+    )
     return [Tensor(name) for name in names if name], {}
 
 
@@ -119,16 +139,20 @@ def graph_from_layer_info(document: Any, name: str = "engine") -> Graph:
     if isinstance(document, list):
         document = {"Layers": document}
     if not isinstance(document, dict) or not isinstance(document.get("Layers"), list):
-        raise UsageError(f"{name}: not a TensorRT engine graph: expected a JSON object with a `Layers` list "
-                         "(trtexec --exportLayerInfo, or build-engine's `engine_graph` output)")
+        raise UsageError(
+            f"{name}: not a TensorRT engine graph: expected a JSON object with a `Layers` list "
+            "(trtexec --exportLayerInfo, or build-engine's `engine_graph` output)"
+        )
     raw_layers = [layer for layer in document["Layers"] if isinstance(layer, (dict, str))]
     io_tensors, modes = _io_tensors(document)
     notes: list[str] = []
     names_only = bool(raw_layers) and all(isinstance(layer, str) for layer in raw_layers)
     if names_only:
-        notes.append("the engine was built with LAYER_NAMES_ONLY profiling verbosity, so the JSON has no "
-                     "connections: layers are drawn in execution order; rebuild with "
-                     "`--profilingVerbosity=detailed` (trtexec) for the real graph")
+        notes.append(
+            "the engine was built with LAYER_NAMES_ONLY profiling verbosity, so the JSON has no "
+            "connections: layers are drawn in execution order; rebuild with "
+            "`--profilingVerbosity=detailed` (trtexec) for the real graph"
+        )
     tensors: dict[str, Tensor] = {t.name: t for t in io_tensors}
     layers: list[tuple[Node, list[str], list[str]]] = []
     taken: set[str] = set()
@@ -136,7 +160,10 @@ def graph_from_layer_info(document: Any, name: str = "engine") -> Graph:
         layer = {"Name": raw} if isinstance(raw, str) else raw
         inputs = [_tensor(t) for t in layer.get("Inputs", []) if isinstance(t, (dict, str))]
         outputs = [_tensor(t) for t in layer.get("Outputs", []) if isinstance(t, (dict, str))]
-        for tensor in (*inputs, *outputs):  # a layer's view of a tensor carries its format; keep the richest
+        for tensor in (
+            *inputs,
+            *outputs,
+        ):  # a layer's view of a tensor carries its format; keep the richest
             known = tensors.get(tensor.name)
             if known is None or (known.format is None and tensor.format is not None):
                 tensors[tensor.name] = tensor
@@ -160,7 +187,9 @@ def graph_from_layer_info(document: Any, name: str = "engine") -> Graph:
     edges: list[Edge] = []
     for tensor in io_tensors:
         mode = modes.get(tensor.name) or ("output" if tensor.name in producer else "input")
-        io_node = Node(io_node_name(mode, tensor.name), mode, kind=mode, precision=tensors[tensor.name].dtype)
+        io_node = Node(
+            io_node_name(mode, tensor.name), mode, kind=mode, precision=tensors[tensor.name].dtype
+        )
         if mode == "input":
             io_nodes_in.append(io_node)
             producer.setdefault(tensor.name, io_node.name)
@@ -174,8 +203,10 @@ def graph_from_layer_info(document: Any, name: str = "engine") -> Graph:
         edges.extend(Edge(a.name, b.name, "") for (a, _, _), (b, _, _) in zip(layers, layers[1:]))
     dangling = sorted(consumed - set(producer))
     if dangling:
-        notes.append(f"{len(dangling)} tensor(s) are read by layers but produced by none "
-                     f"(e.g. `{dangling[0]}`); their edges are not drawn")
+        notes.append(
+            f"{len(dangling)} tensor(s) are read by layers but produced by none "
+            f"(e.g. `{dangling[0]}`); their edges are not drawn"
+        )
     nodes = [*io_nodes_in, *(node for node, _, _ in layers), *io_nodes_out]
     return Graph(name, "engine", {}, (), tensors, tuple(notes)).with_nodes(nodes, edges)
 

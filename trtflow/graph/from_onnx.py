@@ -40,18 +40,21 @@ def dtype_name(elem_type: int) -> str | None:
     return _SHORT_DTYPES.get(name, name.lower())
 
 
-def _value_tensor(value: "onnx.ValueInfoProto") -> Tensor:
+def _value_tensor(value: onnx.ValueInfoProto) -> Tensor:
     kind = value.type.WhichOneof("value")
     if kind != "tensor_type":
         return Tensor(value.name)
     tensor_type = value.type.tensor_type
     shape = None
     if tensor_type.HasField("shape"):
-        shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor_type.shape.dim)
+        shape = tuple(
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+            for d in tensor_type.shape.dim
+        )
     return Tensor(value.name, shape, dtype_name(tensor_type.elem_type))
 
 
-def _attribute_value(attribute: "onnx.AttributeProto") -> Any:
+def _attribute_value(attribute: onnx.AttributeProto) -> Any:
     import onnx
 
     if attribute.type == onnx.AttributeProto.GRAPH:
@@ -69,13 +72,16 @@ def _attribute_value(attribute: "onnx.AttributeProto") -> Any:
     return value
 
 
-def _infer_shapes(model: "onnx.ModelProto") -> tuple["onnx.ModelProto", str | None]:
+def _infer_shapes(model: onnx.ModelProto) -> tuple[onnx.ModelProto, str | None]:
     import onnx
 
     try:
         return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False), None
     except Exception as error:  # shape inference rejects some valid models; draw them anyway
-        return model, f"ONNX shape inference failed ({type(error).__name__}: {error}); shapes are not shown"
+        return (
+            model,
+            f"ONNX shape inference failed ({type(error).__name__}: {error}); shapes are not shown",
+        )
 
 
 class _Builder:
@@ -86,34 +92,55 @@ class _Builder:
         self.nodes: list[Node] = []
         self.edges: list[Edge] = []
 
-    def add_graph(self, graph: "onnx.GraphProto", outer: dict[str, str],
-                  scope: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    def add_graph(
+        self, graph: onnx.GraphProto, outer: dict[str, str], scope: tuple[tuple[str, str], ...]
+    ) -> dict[str, str]:
         """Add `graph`'s nodes; `outer` maps visible tensor names to producing nodes. Returns this scope's map."""
         producer = dict(outer)
         weights = {init.name for init in graph.initializer}
         for init in graph.initializer:
-            self.tensors.setdefault(init.name, Tensor(init.name, tuple(init.dims), dtype_name(init.data_type)))
+            self.tensors.setdefault(
+                init.name, Tensor(init.name, tuple(init.dims), dtype_name(init.data_type))
+            )
         if scope:  # a subgraph's own inputs (loop counters, carried values) hide outer names
             for value in graph.input:
                 producer.pop(value.name, None)
         for node in graph.node:
             read_weights = [name for name in node.input if name in weights]
-            self.edges.extend(Edge(producer[name], node.name, name) for name in node.input if name in producer)
+            self.edges.extend(
+                Edge(producer[name], node.name, name) for name in node.input if name in producer
+            )
             for attribute in node.attribute:
                 subgraphs = [attribute.g] if attribute.HasField("g") else list(attribute.graphs)
                 for subgraph in subgraphs:
-                    inner = self.add_graph(subgraph, producer, (*scope, (node.name, attribute.name)))
-                    self.edges.extend(Edge(inner[out.name], node.name, out.name)
-                                      for out in subgraph.output if out.name in inner)
+                    inner = self.add_graph(
+                        subgraph, producer, (*scope, (node.name, attribute.name))
+                    )
+                    self.edges.extend(
+                        Edge(inner[out.name], node.name, out.name)
+                        for out in subgraph.output
+                        if out.name in inner
+                    )
             dtyped = [self.tensors[n] for n in (*node.input, *node.output) if n in self.tensors]
-            first = next((t for t in dtyped if t.dtype in COMPUTE_DTYPES), None) or next((t for t in dtyped if t.dtype), None)
+            first = next((t for t in dtyped if t.dtype in COMPUTE_DTYPES), None) or next(
+                (t for t in dtyped if t.dtype), None
+            )
             attributes: dict[str, Any] = {a.name: _attribute_value(a) for a in node.attribute}
             if node.domain and node.domain != "ai.onnx":
                 attributes["domain"] = node.domain
             if read_weights:
-                attributes["weights"] = [_describe(self.tensors.get(w, Tensor(w))) for w in read_weights]
-            self.nodes.append(Node(node.name, node.op_type, precision=first.dtype if first else None,
-                                   attributes=attributes, scope=scope))
+                attributes["weights"] = [
+                    _describe(self.tensors.get(w, Tensor(w))) for w in read_weights
+                ]
+            self.nodes.append(
+                Node(
+                    node.name,
+                    node.op_type,
+                    precision=first.dtype if first else None,
+                    attributes=attributes,
+                    scope=scope,
+                )
+            )
             for name in node.output:
                 if name:
                     producer[name] = node.name
@@ -125,7 +152,7 @@ def _describe(tensor: Tensor) -> str:
     return f"{tensor.name}: {tensor.dtype or '?'}[{shape}]"
 
 
-def graph_from_model(model: "onnx.ModelProto", name: str = "model") -> Graph:
+def graph_from_model(model: onnx.ModelProto, name: str = "model") -> Graph:
     """Build a Graph from an ONNX model, its unnamed nodes under their stable names; `model` itself is
     left as it was (`named` names a copy), so a caller's model is never renamed behind its back."""
     model = named(model)
@@ -137,12 +164,21 @@ def graph_from_model(model: "onnx.ModelProto", name: str = "model") -> Graph:
     weights = {init.name for init in model.graph.initializer}
     inputs = [value for value in model.graph.input if value.name not in weights]
     builder = _Builder(tensors)
-    input_nodes = [Node(io_node_name("input", v.name), "input", kind="input", precision=tensors[v.name].dtype)
-                   for v in inputs]
-    producer = builder.add_graph(model.graph, {v.name: io_node_name("input", v.name) for v in inputs}, ())
+    input_nodes = [
+        Node(io_node_name("input", v.name), "input", kind="input", precision=tensors[v.name].dtype)
+        for v in inputs
+    ]
+    producer = builder.add_graph(
+        model.graph, {v.name: io_node_name("input", v.name) for v in inputs}, ()
+    )
     output_nodes = []
     for value in model.graph.output:
-        node = Node(io_node_name("output", value.name), "output", kind="output", precision=tensors[value.name].dtype)
+        node = Node(
+            io_node_name("output", value.name),
+            "output",
+            kind="output",
+            precision=tensors[value.name].dtype,
+        )
         output_nodes.append(node)
         if value.name in producer:
             builder.edges.append(Edge(producer[value.name], node.name, value.name))

@@ -25,7 +25,9 @@ SWEEPS = 6
 
 @dataclass(frozen=True)
 class Placement:
-    boxes: dict[str, tuple[float, float, float, float]]  # node -> (center x, center y, width, height)
+    boxes: dict[
+        str, tuple[float, float, float, float]
+    ]  # node -> (center x, center y, width, height)
     routes: list[list[tuple[float, float]]]  # one polyline per graph edge, in graph.edges order
     width: float
     height: float
@@ -47,7 +49,9 @@ def _topological(graph: Graph) -> list[str]:
             if indegree[target] == 0:
                 ready.append(target)
     seen = set(order)
-    return order + [name for name in graph.nodes if name not in seen]  # cycles cannot happen; stay total anyway
+    return order + [
+        name for name in graph.nodes if name not in seen
+    ]  # cycles cannot happen; stay total anyway
 
 
 def _ranks(graph: Graph, order: list[str]) -> dict[str, int]:
@@ -55,7 +59,9 @@ def _ranks(graph: Graph, order: list[str]) -> dict[str, int]:
     rank = dict.fromkeys(order, 0)
     predecessors = graph.predecessors()
     for name in order:
-        sources = [e.source for e in predecessors.get(name, []) if position[e.source] < position[name]]
+        sources = [
+            e.source for e in predecessors.get(name, []) if position[e.source] < position[name]
+        ]
         rank[name] = max((rank[s] + 1 for s in sources), default=0)
     successors = graph.successors()
     for name in order:  # a source sits just above its first consumer, not at the top of the page
@@ -122,6 +128,7 @@ def layered_layout(graph: Graph, sizes: dict[str, tuple[float, float]]) -> Place
         def key(name: str) -> float:
             linked = neighbours.get(name)
             return sum(position[n] for n in linked) / len(linked) if linked else position[name]
+
         ordered = sorted(row, key=key)
         position.update((name, i) for i, name in enumerate(ordered))
         return ordered
@@ -140,8 +147,12 @@ def layered_layout(graph: Graph, sizes: dict[str, tuple[float, float]]) -> Place
     for sweep in range(SWEEPS):
         neighbours, rows_in_order = (up, levels) if sweep % 2 == 0 else (down, levels[::-1])
         for row in rows_in_order:
-            desired = [sum(x[n] for n in neighbours[name]) / len(neighbours[name]) if neighbours.get(name) else x[name]
-                       for name in row]
+            desired = [
+                sum(x[n] for n in neighbours[name]) / len(neighbours[name])
+                if neighbours.get(name)
+                else x[name]
+                for name in row
+            ]
             x.update(zip(row, _isotonic_place(desired, [width[n] for n in row])))
 
     heights = [max((sizes[n][1] for n in row if n in sizes), default=0.0) for row in levels]
@@ -160,7 +171,9 @@ def layered_layout(graph: Graph, sizes: dict[str, tuple[float, float]]) -> Place
     for index, edge in enumerate(graph.edges):
         sx, sy, _, sh = boxes[edge.source]
         tx, ty, _, th = boxes[edge.target]
-        bends = [(x[d] + shift, tops[row_of[d]] + heights[row_of[d]] / 2) for d in chains.get(index, [])]
+        bends = [
+            (x[d] + shift, tops[row_of[d]] + heights[row_of[d]] / 2) for d in chains.get(index, [])
+        ]
         routes.append([(sx, sy + sh / 2), *bends, (tx, ty - th / 2)])
     right = max((bx + bw / 2 for bx, _, bw, _ in boxes.values()), default=0.0)
     return Placement(boxes, routes, right + 20.0, top)

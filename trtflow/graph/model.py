@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Literal, Mapping
+from typing import Any, Literal
 
 NodeKind = Literal["op", "input", "output"]
 
@@ -24,8 +25,12 @@ NodeKind = Literal["op", "input", "output"]
 class Tensor:
     name: str
     shape: tuple[int | str, ...] | None = None
-    dtype: str | None = None  # normalized: "fp32", "fp16", "bf16", "int8", "fp8", "int64", "bool"...
-    format: str | None = None  # TensorRT's own words: "Channel major FP16 format where channel % 8 == 0"
+    dtype: str | None = (
+        None  # normalized: "fp32", "fp16", "bf16", "int8", "fp8", "int64", "bool"...
+    )
+    format: str | None = (
+        None  # TensorRT's own words: "Channel major FP16 format where channel % 8 == 0"
+    )
 
 
 @dataclass(frozen=True)
@@ -36,13 +41,19 @@ class Node:
     precision: str | None = None  # what the node computes in, as a normalized dtype name
     attributes: Mapping[str, Any] = field(default_factory=dict)  # everything else worth showing
     parts: tuple[str, ...] = ()  # what this node stands for: fused ONNX nodes, nodes folded into it
-    folded_ops: tuple[str, ...] = ()  # op types of the nodes the simplified view folded into this one
-    scope: tuple[tuple[str, str], ...] = ()  # enclosing subgraphs, outermost first: ((If node, "then_branch"),)
+    folded_ops: tuple[
+        str, ...
+    ] = ()  # op types of the nodes the simplified view folded into this one
+    scope: tuple[
+        tuple[str, str], ...
+    ] = ()  # enclosing subgraphs, outermost first: ((If node, "then_branch"),)
     timing_ms: float | None = None
     timing_percent: float | None = None
     error: float | None = None  # the overlay's error for this node (inf/nan when non-finite)
     error_stats: Mapping[str, Any] = field(default_factory=dict)
-    marks: frozenset[str] = frozenset()  # highlight, first_nonfinite, first_divergence, nonfinite, focus, cut
+    marks: frozenset[str] = (
+        frozenset()
+    )  # highlight, first_nonfinite, first_divergence, nonfinite, focus, cut
 
     @property
     def title(self) -> str:
@@ -80,7 +91,9 @@ class Graph:
     edges: tuple[Edge, ...]
     tensors: Mapping[str, Tensor]
     notes: tuple[str, ...] = ()  # things the user should know (fallbacks taken, data not found)
-    hidden: frozenset[str] = frozenset()  # names of nodes (and their tensors) a view left out, e.g. constants
+    hidden: frozenset[str] = (
+        frozenset()
+    )  # names of nodes (and their tensors) a view left out, e.g. constants
     error_overlay: str | None = None  # what node errors show: statistic, runner(s), reference
 
     # -- reading ------------------------------------------------------------------------------
@@ -117,16 +130,21 @@ class Graph:
 
     # -- new graphs from this one -------------------------------------------------------------
 
-    def with_nodes(self, nodes: Iterable[Node], edges: Iterable[Edge] | None = None,
-                   notes: Iterable[str] = ()) -> "Graph":
+    def with_nodes(
+        self, nodes: Iterable[Node], edges: Iterable[Edge] | None = None, notes: Iterable[str] = ()
+    ) -> Graph:
         """This graph with `nodes` replacing the old ones (and `edges`, when given); dangling edges go."""
         kept = {node.name: node for node in nodes}
         chosen = self.edges if edges is None else edges
-        unique = dict.fromkeys(e for e in chosen if e.source in kept and e.target in kept and e.source != e.target)
+        unique = dict.fromkeys(
+            e for e in chosen if e.source in kept and e.target in kept and e.source != e.target
+        )
         return replace(self, nodes=kept, edges=tuple(unique), notes=(*self.notes, *notes))
 
-    def updated(self, changes: Mapping[str, Mapping[str, Any]], notes: Iterable[str] = ()) -> "Graph":
+    def updated(self, changes: Mapping[str, Mapping[str, Any]], notes: Iterable[str] = ()) -> Graph:
         """A copy with some nodes' fields changed: {node name: {field: value}}."""
-        nodes = [replace(node, **changes[node.name]) if node.name in changes else node
-                 for node in self.nodes.values()]
+        nodes = [
+            replace(node, **changes[node.name]) if node.name in changes else node
+            for node in self.nodes.values()
+        ]
         return self.with_nodes(nodes, notes=notes)

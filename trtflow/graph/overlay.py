@@ -23,10 +23,28 @@ from typing import Any
 from trtflow.errors import UsageError
 from trtflow.graph.model import Graph, error_rank
 
-KNOWN_STATS = ("max_abs", "max_rel", "mean_abs", "mean_rel", "median_abs", "median_rel", "l2", "rmse")
-_DISTRIBUTIONS = ("abs", "rel")  # compare writes {"abs": {"max", "mean", "median", "p99"...}, "rel": {...}}
+KNOWN_STATS = (
+    "max_abs",
+    "max_rel",
+    "mean_abs",
+    "mean_rel",
+    "median_abs",
+    "median_rel",
+    "l2",
+    "rmse",
+)
+_DISTRIBUTIONS = (
+    "abs",
+    "rel",
+)  # compare writes {"abs": {"max", "mean", "median", "p99"...}, "rel": {...}}
 _NONFINITE_FLAGS = ("nonfinite", "non_finite", "has_nan", "has_inf")
-_NONFINITE_COUNTS = ("new_nonfinite", "nonfinite_count", "non_finite_count", "nan_count", "inf_count")
+_NONFINITE_COUNTS = (
+    "new_nonfinite",
+    "nonfinite_count",
+    "non_finite_count",
+    "nan_count",
+    "inf_count",
+)
 
 
 @dataclass(frozen=True)
@@ -45,14 +63,21 @@ class ErrorOverlay:
     first_divergence: dict | None = None
     passed: bool | None = None
     notes: tuple[str, ...] = field(default=())
-    runners: tuple[str, ...] = ()  # the runners whose errors are shown (worst of them per node when several)
+    runners: tuple[
+        str, ...
+    ] = ()  # the runners whose errors are shown (worst of them per node when several)
     reference: str | None = None
 
     @property
     def description(self) -> str:
         """What the error colors show, for titles: `max_abs, worst of runners fp16, bf16 against fp32`."""
-        shown = (f", worst of runners {', '.join(self.runners)}" if len(self.runners) > 1
-                 else f" of runner {self.runners[0]}" if self.runners else "")
+        shown = (
+            f", worst of runners {', '.join(self.runners)}"
+            if len(self.runners) > 1
+            else f" of runner {self.runners[0]}"
+            if self.runners
+            else ""
+        )
         return f"{self.stat}{shown}" + (f" against {self.reference}" if self.reference else "")
 
 
@@ -96,9 +121,18 @@ def _stat_holders(entry: dict) -> list[tuple[str | None, dict]]:
     for key, value in entry.items():
         if key in _DISTRIBUTIONS:
             continue
-        children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-        holders.extend((own or (str(name) if key == "runners" else None), child)
-                       for name, child in children if isinstance(child, dict))
+        children = (
+            value.items()
+            if isinstance(value, dict)
+            else enumerate(value)
+            if isinstance(value, list)
+            else ()
+        )
+        holders.extend(
+            (own or (str(name) if key == "runners" else None), child)
+            for name, child in children
+            if isinstance(child, dict)
+        )
     return holders
 
 
@@ -113,11 +147,17 @@ def _entries(report: dict) -> list[tuple[str | None, dict]]:
     if isinstance(tensors, dict):
         return [(name, entry) for name, entry in tensors.items() if isinstance(entry, dict)]
     if isinstance(tensors, list):
-        return [(entry.get("tensor") or entry.get("name"), entry) for entry in tensors if isinstance(entry, dict)]
+        return [
+            (entry.get("tensor") or entry.get("name"), entry)
+            for entry in tensors
+            if isinstance(entry, dict)
+        ]
     return []
 
 
-def read_compare_report(path: Path, stat: str = "max_abs", runner: str | None = None) -> ErrorOverlay:
+def read_compare_report(
+    path: Path, stat: str = "max_abs", runner: str | None = None
+) -> ErrorOverlay:
     """The report's errors per tensor: `runner`'s, or each tensor's worst over the runners checked.
     ValueError when the report checked no runner named `runner`."""
     from trtflow.schema.problems import did_you_mean
@@ -127,15 +167,34 @@ def read_compare_report(path: Path, stat: str = "max_abs", runner: str | None = 
         raise UsageError(f"{path}: not a compare report (expected a JSON object with `tensors`)")
     found = [(tensor, entry, _stat_holders(entry)) for tensor, entry in _entries(report)]
     candidates = report.get("candidates") if isinstance(report.get("candidates"), list) else []
-    checked = list(dict.fromkeys([*map(str, candidates), *(name for _, _, holders in found
-                                                          for name, _ in holders if name is not None)]))
+    checked = list(
+        dict.fromkeys(
+            [
+                *map(str, candidates),
+                *(name for _, _, holders in found for name, _ in holders if name is not None),
+            ]
+        )
+    )
     if runner is not None and runner not in checked:
-        raise ValueError(f"the compare report {Path(path).name} checked no runner `{runner}`"
-                         f"{did_you_mean(runner, checked)}; it checked {', '.join(checked) or 'no named runner'}")
-    raw = [(tensor, entry, [(holder, _flat_stats(holder)) for name, holder in holders
-                            if runner is None or name == runner])
-           for tensor, entry, holders in found]
-    shown_runners = {name for _, _, holders in found for name, _ in holders if runner is None or name == runner}
+        raise ValueError(
+            f"the compare report {Path(path).name} checked no runner `{runner}`"
+            f"{did_you_mean(runner, checked)}; it checked {', '.join(checked) or 'no named runner'}"
+        )
+    raw = [
+        (
+            tensor,
+            entry,
+            [
+                (holder, _flat_stats(holder))
+                for name, holder in holders
+                if runner is None or name == runner
+            ],
+        )
+        for tensor, entry, holders in found
+    ]
+    shown_runners = {
+        name for _, _, holders in found for name, _ in holders if runner is None or name == runner
+    }
     present = {key for _, _, holders in raw for _, stats in holders for key in stats}
     notes = []
     chosen = stat
@@ -152,20 +211,34 @@ def read_compare_report(path: Path, stat: str = "max_abs", runner: str | None = 
         worst = max(values, key=error_rank, default=None)
         if worst is None:
             continue
-        shown = {k: v for k, v in entry.items() if isinstance(v, (str, bool)) or _number(v) is not None}
+        shown = {
+            k: v for k, v in entry.items() if isinstance(v, (str, bool)) or _number(v) is not None
+        }
         shown.update((k, v) for k, v in holders[0][1].items() if k in KNOWN_STATS)
         node = entry.get("node")
-        entries.append(TensorError(tensor if isinstance(tensor, str) else None,
-                                   node if isinstance(node, str) else None, worst, shown))
+        entries.append(
+            TensorError(
+                tensor if isinstance(tensor, str) else None,
+                node if isinstance(node, str) else None,
+                worst,
+                shown,
+            )
+        )
     if not raw:
-        notes.append(f"the compare report {Path(path).name} lists no tensors; only its first non-finite and "
-                     "first divergence are shown")
+        notes.append(
+            f"the compare report {Path(path).name} lists no tensors; only its first non-finite and "
+            "first divergence are shown"
+        )
 
     def located(key: str) -> dict | None:
         """The report's first non-finite / divergence, or `runner`'s own (compare keeps each under `runners`)."""
         value = report.get(key)
         if runner is not None:
-            per_runner = report.get("runners", {}).get(runner) if isinstance(report.get("runners"), dict) else None
+            per_runner = (
+                report.get("runners", {}).get(runner)
+                if isinstance(report.get("runners"), dict)
+                else None
+            )
             if isinstance(per_runner, dict) and key in per_runner:
                 value = per_runner[key]
             elif not (isinstance(value, dict) and value.get("runner") == runner):
@@ -174,10 +247,16 @@ def read_compare_report(path: Path, stat: str = "max_abs", runner: str | None = 
 
     passed = report.get("passed")
     reference = report.get("reference")
-    return ErrorOverlay(chosen, tuple(entries), located("first_nonfinite"), located("first_divergence"),
-                        passed if isinstance(passed, bool) else None, tuple(notes),
-                        tuple(name for name in checked if name in shown_runners),
-                        reference if isinstance(reference, str) else None)
+    return ErrorOverlay(
+        chosen,
+        tuple(entries),
+        located("first_nonfinite"),
+        located("first_divergence"),
+        passed if isinstance(passed, bool) else None,
+        tuple(notes),
+        tuple(name for name in checked if name in shown_runners),
+        reference if isinstance(reference, str) else None,
+    )
 
 
 def with_errors(graph: Graph, overlay: ErrorOverlay) -> Graph:
@@ -197,22 +276,41 @@ def with_errors(graph: Graph, overlay: ErrorOverlay) -> Graph:
     changes: dict[str, dict] = {}
     for name, (value, stats) in worst.items():
         marks = graph.nodes[name].marks | ({"nonfinite"} if not math.isfinite(value) else set())
-        changes[name] = {"error": value, "error_stats": {"stat": overlay.stat, **stats}, "marks": marks}
+        changes[name] = {
+            "error": value,
+            "error_stats": {"stat": overlay.stat, **stats},
+            "marks": marks,
+        }
     notes = list(overlay.notes)
     if hidden:
-        notes.append(f"{len(hidden)} tensor(s) of the compare report come from constant or shape-only nodes this "
-                     "view hides (`show_constants: true` draws them)")
+        notes.append(
+            f"{len(hidden)} tensor(s) of the compare report come from constant or shape-only nodes this "
+            "view hides (`show_constants: true` draws them)"
+        )
     if unknown:
-        notes.append(f"{len(unknown)} tensor(s) of the compare report name nothing in this graph "
-                     f"(e.g. `{sorted(unknown)[0]}`)")
-    for mark, where in (("first_nonfinite", overlay.first_nonfinite), ("first_divergence", overlay.first_divergence)):
+        notes.append(
+            f"{len(unknown)} tensor(s) of the compare report name nothing in this graph "
+            f"(e.g. `{sorted(unknown)[0]}`)"
+        )
+    for mark, where in (
+        ("first_nonfinite", overlay.first_nonfinite),
+        ("first_divergence", overlay.first_divergence),
+    ):
         if where is None:
             continue
-        target = index.get(str(where.get("node") or "")) or index.get(str(where.get("tensor") or ""))
+        target = index.get(str(where.get("node") or "")) or index.get(
+            str(where.get("tensor") or "")
+        )
         if target is None:
             where_hidden = where.get("node") in graph.hidden or where.get("tensor") in graph.hidden
-            notes.append(f"the report's {mark.replace('_', ' ')} (`{where.get('node') or where.get('tensor')}`) "
-                         + ("is a constant or shape-only node this view hides" if where_hidden else "is not in this graph"))
+            notes.append(
+                f"the report's {mark.replace('_', ' ')} (`{where.get('node') or where.get('tensor')}`) "
+                + (
+                    "is a constant or shape-only node this view hides"
+                    if where_hidden
+                    else "is not in this graph"
+                )
+            )
             continue
         current = changes.setdefault(target, {})
         current["marks"] = current.get("marks", graph.nodes[target].marks) | {mark}
@@ -235,12 +333,20 @@ def with_highlight(graph: Graph, names: list[str]) -> Graph:
     index = graph.name_index()
     targets = {index[name] for name in names if name in index}
     missing = [name for name in names if name not in index]
-    hidden = [name for name in missing if name in graph.hidden]  # bisect keeps a float32-min mask's Constant
+    hidden = [
+        name for name in missing if name in graph.hidden
+    ]  # bisect keeps a float32-min mask's Constant
     unknown = [name for name in missing if name not in graph.hidden]
     notes = []
     if hidden:
-        notes.append(f"{len(hidden)} of {len(names)} highlighted name(s) are constant or shape-only nodes this view "
-                     f"hides (e.g. `{hidden[0]}`; `show_constants: true` draws them)")
+        notes.append(
+            f"{len(hidden)} of {len(names)} highlighted name(s) are constant or shape-only nodes this view "
+            f"hides (e.g. `{hidden[0]}`; `show_constants: true` draws them)"
+        )
     if unknown:
-        notes.append(f"{len(unknown)} of {len(names)} highlighted name(s) are not in this graph (e.g. `{unknown[0]}`)")
-    return graph.updated({t: {"marks": graph.nodes[t].marks | {"highlight"}} for t in targets}, notes=notes)
+        notes.append(
+            f"{len(unknown)} of {len(names)} highlighted name(s) are not in this graph (e.g. `{unknown[0]}`)"
+        )
+    return graph.updated(
+        {t: {"marks": graph.nodes[t].marks | {"highlight"}} for t in targets}, notes=notes
+    )

@@ -7,8 +7,9 @@ notes) without parsing SVG or HTML.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Literal
+from typing import Literal
 
 from trtflow.graph.dot import to_dot
 from trtflow.graph.html import to_html
@@ -19,9 +20,16 @@ from trtflow.graph.svg import INSTALL_GRAPHVIZ, GraphvizTimeout, graphviz_instal
 Format = Literal["svg", "html", "dot"]
 
 
-def write_graph(graph: Graph, view: View, formats: Iterable[Format], folder: Path, *,
-                svg_timeout_s: float = 120.0, svg_optional: bool = False,
-                source_nodes: int | None = None) -> dict:
+def write_graph(
+    graph: Graph,
+    view: View,
+    formats: Iterable[Format],
+    folder: Path,
+    *,
+    svg_timeout_s: float = 120.0,
+    svg_optional: bool = False,
+    source_nodes: int | None = None,
+) -> dict:
     """Render `graph` into `folder` (created) as `graph.dot` / `graph.svg` / `graph.html`; returns the summary.
 
     Without Graphviz, an SVG asked for with other formats is replaced by the DOT file (the same
@@ -36,8 +44,10 @@ def write_graph(graph: Graph, view: View, formats: Iterable[Format], folder: Pat
     notes = list(graph.notes)
     if "svg" in formats and len(formats) > 1 and not graphviz_installed():
         formats = [fmt for fmt in formats if fmt != "svg"] + ([] if "dot" in formats else ["dot"])
-        notes.append(f"no SVG: Graphviz's `dot` is not installed; {INSTALL_GRAPHVIZ} and run again "
-                     "(graph.dot holds the same drawing: `dot -Tsvg graph.dot -o graph.svg`)")
+        notes.append(
+            f"no SVG: Graphviz's `dot` is not installed; {INSTALL_GRAPHVIZ} and run again "
+            "(graph.dot holds the same drawing: `dot -Tsvg graph.dot -o graph.svg`)"
+        )
     dot_text = to_dot(graph, style) if {"dot", "svg"} & set(formats) else ""
     for fmt in formats:
         path = folder / f"graph.{fmt}"
@@ -45,8 +55,10 @@ def write_graph(graph: Graph, view: View, formats: Iterable[Format], folder: Pat
             path.write_text(dot_text, encoding="utf-8")
         elif fmt == "svg":
             try:
-                path.write_text(render_svg(dot_text, timeout_s=svg_timeout_s, node_count=len(graph.nodes)),
-                                encoding="utf-8")
+                path.write_text(
+                    render_svg(dot_text, timeout_s=svg_timeout_s, node_count=len(graph.nodes)),
+                    encoding="utf-8",
+                )
             except GraphvizTimeout as error:
                 if not svg_optional:
                     raise
@@ -56,13 +68,19 @@ def write_graph(graph: Graph, view: View, formats: Iterable[Format], folder: Pat
             path.write_text(to_html(graph, style), encoding="utf-8")
         written[fmt] = path
     summary = {
-        "name": graph.name, "source": graph.source, "mode": view.mode, "color_by": view.color_by,
+        "name": graph.name,
+        "source": graph.source,
+        "mode": view.mode,
+        "color_by": view.color_by,
         "error_overlay": graph.error_overlay,
-        "nodes": len(graph.ops()), "source_nodes": source_nodes if source_nodes is not None else len(graph.ops()),
-        "edges": len(graph.edges), "inputs": sum(n.kind == "input" for n in graph.nodes.values()),
+        "nodes": len(graph.ops()),
+        "source_nodes": source_nodes if source_nodes is not None else len(graph.ops()),
+        "edges": len(graph.edges),
+        "inputs": sum(n.kind == "input" for n in graph.nodes.values()),
         "outputs": sum(n.kind == "output" for n in graph.nodes.values()),
         "total_timing_ms": round(graph.total_timing_ms(), 6) or None,
-        "files": sorted(p.name for p in written.values()), "notes": notes,
+        "files": sorted(p.name for p in written.values()),
+        "notes": notes,
     }
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary

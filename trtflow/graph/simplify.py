@@ -17,27 +17,92 @@ folded into them — so every kept node is drawn, and its box shows only what wa
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
-from typing import Iterable
 
 from trtflow.graph.model import Edge, Graph, Node, error_rank
 
 # Op sets hold lower case and are matched case-insensitively: TensorRT versions spell layer types
 # differently ("ElementWise", "Elementwise").
-POINTWISE_OPS = frozenset(op.lower() for op in {
-    # ONNX
-    "Add", "Sub", "Mul", "Div", "Pow", "Relu", "LeakyRelu", "PRelu", "Sigmoid", "HardSigmoid", "HardSwish",
-    "Tanh", "Elu", "Selu", "Celu", "Gelu", "Erf", "Exp", "Log", "Sqrt", "Reciprocal", "Neg", "Abs", "Clip",
-    "Softplus", "Softsign", "Mish", "ThresholdedRelu", "Floor", "Ceil", "Round", "Sign", "Sin", "Cos",
-    "Min", "Max", "Mean", "Sum", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Where",
-    "And", "Or", "Xor", "Not", "IsNaN", "IsInf", "QuantizeLinear", "DequantizeLinear",
-    # TensorRT layer / parameter types
-    "PointWise", "PointWiseV2", "ElementWise", "Activation", "Unary", "Scale",
-})
-PASSTHROUGH_OPS = frozenset(op.lower() for op in {
-    "NoOp", "Reformat",  # TensorRT
-    "Identity", "Dropout", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",  # ONNX: moves, no math
-})
+POINTWISE_OPS = frozenset(
+    op.lower()
+    for op in {
+        # ONNX
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Pow",
+        "Relu",
+        "LeakyRelu",
+        "PRelu",
+        "Sigmoid",
+        "HardSigmoid",
+        "HardSwish",
+        "Tanh",
+        "Elu",
+        "Selu",
+        "Celu",
+        "Gelu",
+        "Erf",
+        "Exp",
+        "Log",
+        "Sqrt",
+        "Reciprocal",
+        "Neg",
+        "Abs",
+        "Clip",
+        "Softplus",
+        "Softsign",
+        "Mish",
+        "ThresholdedRelu",
+        "Floor",
+        "Ceil",
+        "Round",
+        "Sign",
+        "Sin",
+        "Cos",
+        "Min",
+        "Max",
+        "Mean",
+        "Sum",
+        "Equal",
+        "Less",
+        "LessOrEqual",
+        "Greater",
+        "GreaterOrEqual",
+        "Where",
+        "And",
+        "Or",
+        "Xor",
+        "Not",
+        "IsNaN",
+        "IsInf",
+        "QuantizeLinear",
+        "DequantizeLinear",
+        # TensorRT layer / parameter types
+        "PointWise",
+        "PointWiseV2",
+        "ElementWise",
+        "Activation",
+        "Unary",
+        "Scale",
+    }
+)
+PASSTHROUGH_OPS = frozenset(
+    op.lower()
+    for op in {
+        "NoOp",
+        "Reformat",  # TensorRT
+        "Identity",
+        "Dropout",
+        "Reshape",
+        "Flatten",
+        "Squeeze",
+        "Unsqueeze",
+        "Transpose",  # ONNX: moves, no math
+    }
+)
 SHAPE_OPS = frozenset({"shape", "size", "constant"})
 
 
@@ -76,7 +141,10 @@ def merge(graph: Graph, into: dict[str, str], notes: tuple[str, ...] = ()) -> Gr
             node = replace(
                 node,
                 parts=tuple(dict.fromkeys((*node.parts, *(p for m in folded for p in m.names)))),
-                folded_ops=(*node.folded_ops, *(op for m in folded for op in (m.op, *m.folded_ops))),
+                folded_ops=(
+                    *node.folded_ops,
+                    *(op for m in folded for op in (m.op, *m.folded_ops)),
+                ),
                 timing_ms=sum(timings) if timings else None,
                 timing_percent=sum(percents) if percents else None,
                 error=max(errors, key=error_rank, default=None),
@@ -103,8 +171,10 @@ def hide_static(graph: Graph) -> Graph:
             static.add(node.name)
     names = {name for node in static for name in graph.nodes[node].names}
     names |= {edge.tensor for edge in graph.edges if edge.source in static}
-    return replace(graph.with_nodes(n for n in graph.nodes.values() if n.name not in static),
-                   hidden=graph.hidden | names)
+    return replace(
+        graph.with_nodes(n for n in graph.nodes.values() if n.name not in static),
+        hidden=graph.hidden | names,
+    )
 
 
 def fold_passthrough(graph: Graph, standalone: frozenset[str] = frozenset()) -> Graph:
@@ -133,7 +203,9 @@ def fold_passthrough(graph: Graph, standalone: frozenset[str] = frozenset()) -> 
     into: dict[str, str] = {}
     for node in graph.ops():
         if folds(node):
-            target = real_op_along(node.name, successors, "target") or real_op_along(node.name, predecessors, "source")
+            target = real_op_along(node.name, successors, "target") or real_op_along(
+                node.name, predecessors, "source"
+            )
             if target is not None:
                 into[node.name] = target
     return merge(graph, into)
@@ -147,15 +219,24 @@ def fold_pointwise(graph: Graph, standalone: frozenset[str] = frozenset()) -> Gr
             continue
         for edge in predecessors.get(node.name, []):
             source = graph.nodes[edge.source]
-            if (source.kind == "op" and source.precision == node.precision and source.name not in standalone
-                    and {e.target for e in successors[source.name]} == {node.name}):
+            if (
+                source.kind == "op"
+                and source.precision == node.precision
+                and source.name not in standalone
+                and {e.target for e in successors[source.name]} == {node.name}
+            ):
                 into[node.name] = source.name
                 break
     return merge(graph, into)
 
 
-def simplify(graph: Graph, *, show_constants: bool = False, show_reformats: bool = False,
-             highlight: Iterable[str] = ()) -> Graph:
+def simplify(
+    graph: Graph,
+    *,
+    show_constants: bool = False,
+    show_reformats: bool = False,
+    highlight: Iterable[str] = (),
+) -> Graph:
     """The simplified view; `highlight` names the nodes (or their parts or output tensors) that will be
     outlined, which the pass-through and pointwise folds leave standing alone."""
     before = len(graph.ops())
@@ -167,5 +248,10 @@ def simplify(graph: Graph, *, show_constants: bool = False, show_reformats: bool
     if not show_reformats:
         simplified = fold_passthrough(simplified, standalone)
     simplified = fold_pointwise(simplified, standalone)
-    return replace(simplified, notes=(*simplified.notes, f"simplified view: {before} nodes shown as "
-                                                          f"{len(simplified.ops())}"))
+    return replace(
+        simplified,
+        notes=(
+            *simplified.notes,
+            f"simplified view: {before} nodes shown as {len(simplified.ops())}",
+        ),
+    )

@@ -22,16 +22,33 @@ from trtflow.graph.model import Graph, Node, Tensor
 ColorBy = Literal["precision", "op", "error"]
 
 PRECISION_COLORS = {
-    "fp32": "#7fb2e5", "fp16": "#f5a65b", "bf16": "#f0d35b", "int8": "#7ccf7c", "fp8": "#b58fd9",
-    "fp4": "#e58fc8", "int4": "#5bbfb3",
+    "fp32": "#7fb2e5",
+    "fp16": "#f5a65b",
+    "bf16": "#f0d35b",
+    "int8": "#7ccf7c",
+    "fp8": "#b58fd9",
+    "fp4": "#e58fc8",
+    "int4": "#5bbfb3",
 }
 OTHER_COLOR = "#d0d0d0"
 IO_COLOR = "#ffffff"
 NO_ERROR_COLOR = "#eeeeee"
 NONFINITE_COLOR = "#3b0a45"
 HEAT_SCALE = ("#fff7ec", "#fdd49e", "#fc8d59", "#d7301f", "#7f0000")
-OP_PALETTE = ("#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5",
-              "#bc80bd", "#ccebc5", "#ffed6f", "#9edae5")
+OP_PALETTE = (
+    "#8dd3c7",
+    "#ffffb3",
+    "#bebada",
+    "#fb8072",
+    "#80b1d3",
+    "#fdb462",
+    "#b3de69",
+    "#fccde5",
+    "#bc80bd",
+    "#ccebc5",
+    "#ffed6f",
+    "#9edae5",
+)
 HIGHLIGHT_BORDER = "#e6007e"
 FIRST_NONFINITE_BORDER = "#000000"
 FIRST_DIVERGENCE_BORDER = "#0050d0"
@@ -61,12 +78,12 @@ class Look:
 
 
 def _text_on(fill: str) -> str:
-    red, green, blue = (int(fill[i:i + 2], 16) for i in (1, 3, 5))
+    red, green, blue = (int(fill[i : i + 2], 16) for i in (1, 3, 5))
     return "#000000" if 0.299 * red + 0.587 * green + 0.114 * blue > 140 else "#ffffff"
 
 
 def _mix(a: str, b: str, t: float) -> str:
-    pa, pb = (tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)) for c in (a, b))
+    pa, pb = (tuple(int(c[i : i + 2], 16) for i in (1, 3, 5)) for c in (a, b))
     return "#" + "".join(f"{round(x + (y - x) * t):02x}" for x, y in zip(pa, pb))
 
 
@@ -87,13 +104,19 @@ class Style:
 
     def __init__(self, graph: Graph, view: View):
         self.graph, self.view = graph, view
-        finite = [n.error for n in graph.nodes.values() if n.error is not None and math.isfinite(n.error)]
+        finite = [
+            n.error for n in graph.nodes.values() if n.error is not None and math.isfinite(n.error)
+        ]
         positive = [e for e in finite if e > 0]
         self.error_range = (min(positive), max(positive)) if positive else None
-        self.error_stat = next((str(n.error_stats.get("stat")) for n in graph.nodes.values() if n.error_stats), "error")
+        self.error_stat = next(
+            (str(n.error_stats.get("stat")) for n in graph.nodes.values() if n.error_stats), "error"
+        )
         self.op_counts = Counter(n.op for n in graph.nodes.values() if n.kind == "op")
         # the most common ops get distinct colors; the long tail shares grey
-        self.op_colors = {op: color for (op, _), color in zip(self.op_counts.most_common(), OP_PALETTE)}
+        self.op_colors = {
+            op: color for (op, _), color in zip(self.op_counts.most_common(), OP_PALETTE)
+        }
 
     def title(self) -> str:
         """The picture's title: the graph, the view, and what the colors show — for errors, whose."""
@@ -131,14 +154,21 @@ class Style:
             tensor = self.graph.tensors.get(node.title)
             detail = [tensor_text(tensor)] if tensor is not None and tensor_text(tensor) else []
             return (shorten(node.title), node.kind, *detail)
-        lines = [shorten(node.name), node.op + (f" · {node.precision.upper()}" if node.precision else "")]
+        lines = [
+            shorten(node.name),
+            node.op + (f" · {node.precision.upper()}" if node.precision else ""),
+        ]
         if self.view.mode == "detailed" and node.parts:
             shown = node.parts[:8]
             lines.extend("· " + shorten(part, LABEL_WIDTH - 2) for part in shown)
             if len(node.parts) > len(shown):
                 lines.append(f"· … {len(node.parts) - len(shown)} more")
-        elif node.folded_ops and self.graph.source == "onnx":  # an engine layer's name already says what it fused
-            shown = ", ".join(node.folded_ops[:4]) + (f" +{len(node.folded_ops) - 4}" if len(node.folded_ops) > 4 else "")
+        elif (
+            node.folded_ops and self.graph.source == "onnx"
+        ):  # an engine layer's name already says what it fused
+            shown = ", ".join(node.folded_ops[:4]) + (
+                f" +{len(node.folded_ops) - 4}" if len(node.folded_ops) > 4 else ""
+            )
             lines.append("+ " + shown)
         if self.view.show_timing and node.timing_ms is not None:
             percent = f" ({node.timing_percent:.1f}%)" if node.timing_percent is not None else ""
@@ -155,13 +185,29 @@ class Style:
         """Border: highlighted (bisect's keep) or plain; ring: an outer outline for where the report
         says things first went wrong — separate, so a kept node can also be the first NaN/Inf."""
         fill = self.fill(node)
-        border, width = ("#404040", 1.0) if "highlight" not in node.marks else (HIGHLIGHT_BORDER, 3.0)
+        border, width = (
+            ("#404040", 1.0) if "highlight" not in node.marks else (HIGHLIGHT_BORDER, 3.0)
+        )
         if "focus" in node.marks:
             width = max(width, 2.5)
-        ring = (FIRST_NONFINITE_BORDER if "first_nonfinite" in node.marks
-                else FIRST_DIVERGENCE_BORDER if "first_divergence" in node.marks else None)
+        ring = (
+            FIRST_NONFINITE_BORDER
+            if "first_nonfinite" in node.marks
+            else FIRST_DIVERGENCE_BORDER
+            if "first_divergence" in node.marks
+            else None
+        )
         tooltip = "\n".join([node.title, node.op, *node.parts[:20]])
-        return Look(fill, _text_on(fill), border, width, "cut" in node.marks, self.lines(node), tooltip, ring)
+        return Look(
+            fill,
+            _text_on(fill),
+            border,
+            width,
+            "cut" in node.marks,
+            self.lines(node),
+            tooltip,
+            ring,
+        )
 
     # -- edges ---------------------------------------------------------------------------------
 
@@ -179,14 +225,23 @@ class Style:
         rows: list[tuple[str, str, str]] = []
         if self.view.color_by == "precision":
             present = {n.precision for n in ops}
-            rows += [("fill", color, name.upper()) for name, color in PRECISION_COLORS.items() if name in present]
+            rows += [
+                ("fill", color, name.upper())
+                for name, color in PRECISION_COLORS.items()
+                if name in present
+            ]
             if present - set(PRECISION_COLORS):
                 rows.append(("fill", OTHER_COLOR, "other / unknown"))
         elif self.view.color_by == "op":
-            rows += [("fill", self.op_colors[op], f"{op} ({count})") for op, count in self.op_counts.most_common()
-                     if op in self.op_colors]
+            rows += [
+                ("fill", self.op_colors[op], f"{op} ({count})")
+                for op, count in self.op_counts.most_common()
+                if op in self.op_colors
+            ]
             if len(self.op_counts) > len(self.op_colors):
-                rows.append(("fill", OTHER_COLOR, f"{len(self.op_counts) - len(self.op_colors)} other ops"))
+                rows.append(
+                    ("fill", OTHER_COLOR, f"{len(self.op_counts) - len(self.op_colors)} other ops")
+                )
         else:
             if self.error_range:
                 low, high = self.error_range
@@ -196,9 +251,11 @@ class Style:
                 rows.append(("fill", NONFINITE_COLOR, "NaN / Inf"))
             rows.append(("fill", NO_ERROR_COLOR, "no data"))
         marks = set().union(*(n.marks for n in ops)) if ops else set()
-        for mark, color, text in (("highlight", HIGHLIGHT_BORDER, "highlighted"),
-                                  ("first_nonfinite", FIRST_NONFINITE_BORDER, "first NaN/Inf (outer ring)"),
-                                  ("first_divergence", FIRST_DIVERGENCE_BORDER, "first divergence (outer ring)")):
+        for mark, color, text in (
+            ("highlight", HIGHLIGHT_BORDER, "highlighted"),
+            ("first_nonfinite", FIRST_NONFINITE_BORDER, "first NaN/Inf (outer ring)"),
+            ("first_divergence", FIRST_DIVERGENCE_BORDER, "first divergence (outer ring)"),
+        ):
             if mark in marks:
                 rows.append(("border", color, text))
         return rows

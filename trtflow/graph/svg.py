@@ -12,8 +12,10 @@ import subprocess
 
 from trtflow.errors import BackendUnavailable, StepError
 
-INSTALL_GRAPHVIZ = ("install Graphviz (`apt-get install graphviz` on Debian/Ubuntu, `dnf install graphviz`, "
-                    "`brew install graphviz`, or `conda install -c conda-forge graphviz`)")
+INSTALL_GRAPHVIZ = (
+    "install Graphviz (`apt-get install graphviz` on Debian/Ubuntu, `dnf install graphviz`, "
+    "`brew install graphviz`, or `conda install -c conda-forge graphviz`)"
+)
 
 
 class GraphvizTimeout(StepError):
@@ -39,16 +41,21 @@ def graphviz_version() -> str | None:
 def render_svg(dot_text: str, *, timeout_s: float, node_count: int) -> str:
     executable = shutil.which("dot")
     if executable is None:
-        raise BackendUnavailable(f"Graphviz's `dot` program is not installed, so the SVG cannot be drawn: "
-                                 f"{INSTALL_GRAPHVIZ}, or leave `svg` out of `formats:` — the HTML viewer and the "
-                                 "DOT file need nothing extra")
+        raise BackendUnavailable(
+            f"Graphviz's `dot` program is not installed, so the SVG cannot be drawn: "
+            f"{INSTALL_GRAPHVIZ}, or leave `svg` out of `formats:` — the HTML viewer and the "
+            "DOT file need nothing extra"
+        )
     try:
-        done = subprocess.run([executable, "-Tsvg"], input=dot_text, capture_output=True, text=True,
-                              timeout=timeout_s)
+        done = subprocess.run(
+            [executable, "-Tsvg"], input=dot_text, capture_output=True, text=True, timeout=timeout_s
+        )
     except subprocess.TimeoutExpired as error:
-        raise GraphvizTimeout(f"Graphviz did not lay out {node_count} nodes within {timeout_s:g} s: use "
-                        "`mode: simplified`, draw a part with `focus: {nodes: REGEX, radius: 3}`, raise "
-                        "`svg_timeout_s`, or leave `svg` out of `formats:` (the HTML viewer draws any size)") from error
+        raise GraphvizTimeout(
+            f"Graphviz did not lay out {node_count} nodes within {timeout_s:g} s: use "
+            "`mode: simplified`, draw a part with `focus: {nodes: REGEX, radius: 3}`, raise "
+            "`svg_timeout_s`, or leave `svg` out of `formats:` (the HTML viewer draws any size)"
+        ) from error
     if done.returncode != 0:
         raise StepError(f"Graphviz failed to draw the graph: {done.stderr.strip()[-800:]}")
     return done.stdout

@@ -26,7 +26,9 @@ class LayerTime:
 
 
 def _flatten(document: Any) -> list[dict]:
-    if isinstance(document, dict):  # some tools wrap the list: {"profile": [...]} / {"Layers": [...]}
+    if isinstance(
+        document, dict
+    ):  # some tools wrap the list: {"profile": [...]} / {"Layers": [...]}
         document = next((v for v in document.values() if isinstance(v, list)), [])
     found: list[dict] = []
     for item in document if isinstance(document, list) else []:
@@ -51,17 +53,31 @@ def read_profile(path: Path) -> list[LayerTime]:
         document = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise UsageError(f"cannot read the profile {path}: {error}") from error
-    count = next((int(item["count"]) for item in document if isinstance(item, dict) and "count" in item), 1) \
-        if isinstance(document, list) else 1
+    count = (
+        next(
+            (int(item["count"]) for item in document if isinstance(item, dict) and "count" in item),
+            1,
+        )
+        if isinstance(document, list)
+        else 1
+    )
     times = []
     for record in _flatten(document):
         ms = _ms(record, count)
         if ms is not None:
             percent = record.get("percentage")
-            times.append(LayerTime(str(record["name"]), ms, float(percent) if isinstance(percent, (int, float)) else None))
+            times.append(
+                LayerTime(
+                    str(record["name"]),
+                    ms,
+                    float(percent) if isinstance(percent, (int, float)) else None,
+                )
+            )
     if not times:
-        raise UsageError(f"{path}: no per-layer times found: expected trtexec's --exportProfile JSON, a list of "
-                         "{\"name\", \"averageMs\", \"percentage\"} records")
+        raise UsageError(
+            f"{path}: no per-layer times found: expected trtexec's --exportProfile JSON, a list of "
+            '{"name", "averageMs", "percentage"} records'
+        )
     return times
 
 
@@ -76,13 +92,22 @@ def with_timing(graph: Graph, times: list[LayerTime]) -> Graph:
     notes = []
     if unmatched_layers and len(unmatched_layers) == len(unmatched_times):
         assigned.update(zip(unmatched_layers, unmatched_times))
-        notes.append(f"{len(unmatched_times)} profile record(s) did not match a layer name and were matched by "
-                     f"position (e.g. layer `{unmatched_layers[0]}` <- record `{unmatched_times[0].name}`); "
-                     "check the profile comes from this engine")
+        notes.append(
+            f"{len(unmatched_times)} profile record(s) did not match a layer name and were matched by "
+            f"position (e.g. layer `{unmatched_layers[0]}` <- record `{unmatched_times[0].name}`); "
+            "check the profile comes from this engine"
+        )
     elif unmatched_times:
-        notes.append(f"{len(unmatched_times)} profile record(s) match no layer (e.g. `{unmatched_times[0].name}`); "
-                     "their time is not shown")
+        notes.append(
+            f"{len(unmatched_times)} profile record(s) match no layer (e.g. `{unmatched_times[0].name}`); "
+            "their time is not shown"
+        )
     total = sum(t.ms for t in times) or 1.0
-    changes = {name: {"timing_ms": t.ms, "timing_percent": t.percent if t.percent is not None else 100 * t.ms / total}
-               for name, t in assigned.items()}
+    changes = {
+        name: {
+            "timing_ms": t.ms,
+            "timing_percent": t.percent if t.percent is not None else 100 * t.ms / total,
+        }
+        for name, t in assigned.items()
+    }
     return graph.updated(changes, notes=notes)

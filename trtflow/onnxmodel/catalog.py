@@ -46,8 +46,13 @@ class TensorInfo:
         return str(onnx.helper.tensor_dtype_to_np_dtype(self.elem_type))
 
     def as_json(self) -> dict:
-        return {"node": self.node, "op": self.op, "topo": self.topo, "dtype": self.dtype,
-                "shape": list(self.shape) if self.shape is not None else None}
+        return {
+            "node": self.node,
+            "op": self.op,
+            "topo": self.topo,
+            "dtype": self.dtype,
+            "shape": list(self.shape) if self.shape is not None else None,
+        }
 
 
 def declared_shape(type_proto) -> tuple[Dim, ...] | None:
@@ -55,10 +60,13 @@ def declared_shape(type_proto) -> tuple[Dim, ...] | None:
     tensor_type = type_proto.tensor_type
     if not tensor_type.HasField("shape"):
         return None
-    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor_type.shape.dim)
+    return tuple(
+        d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+        for d in tensor_type.shape.dim
+    )
 
 
-def catalog(model: "onnx.ModelProto") -> dict[str, TensorInfo]:
+def catalog(model: onnx.ModelProto) -> dict[str, TensorInfo]:
     """Every tensor of the top-level graph (inputs, initializers, node outputs), in topological order.
 
     Nodes must already be named (`trtflow.onnxmodel.files.name_nodes`).
@@ -74,10 +82,16 @@ def catalog(model: "onnx.ModelProto") -> dict[str, TensorInfo]:
     graph = model.graph
     tensors: dict[str, TensorInfo] = {}
     for value in graph.input:
-        tensors[value.name] = TensorInfo(value.name, None, None, -1, value.type.tensor_type.elem_type, declared_shape(value.type))
+        tensors[value.name] = TensorInfo(
+            value.name, None, None, -1, value.type.tensor_type.elem_type, declared_shape(value.type)
+        )
     for initializer in graph.initializer:
-        tensors.setdefault(initializer.name, TensorInfo(initializer.name, None, None, -1, initializer.data_type,
-                                                        tuple(initializer.dims)))
+        tensors.setdefault(
+            initializer.name,
+            TensorInfo(
+                initializer.name, None, None, -1, initializer.data_type, tuple(initializer.dims)
+            ),
+        )
     for index, node in enumerate(graph.node):
         for output in node.output:
             if not output:
@@ -86,12 +100,18 @@ def catalog(model: "onnx.ModelProto") -> dict[str, TensorInfo]:
             elem_type = found.tensor_type.elem_type if found is not None else 0
             if node.op_type == "Constant" and not elem_type:
                 elem_type = next((a.t.data_type for a in node.attribute if a.name == "value"), 0)
-            tensors[output] = TensorInfo(output, node.name, node.op_type, index, elem_type,
-                                         declared_shape(found) if found is not None else None)
+            tensors[output] = TensorInfo(
+                output,
+                node.name,
+                node.op_type,
+                index,
+                elem_type,
+                declared_shape(found) if found is not None else None,
+            )
     return tensors
 
 
-def load_cataloged(path: Path) -> tuple["onnx.ModelProto", dict[str, TensorInfo]]:
+def load_cataloged(path: Path) -> tuple[onnx.ModelProto, dict[str, TensorInfo]]:
     """A model read for surgery: loaded with its weights, every node named, every tensor cataloged."""
     model = load_model(path)
     name_nodes(model)

@@ -44,7 +44,9 @@ class EngineLayerMap:
 
     engine_graph: str  # where the layers came from, for messages
     layers: tuple[EngineLayer, ...]
-    uncovered: tuple[str, ...] = ()  # ONNX nodes no engine layer computes (an engine of another model?)
+    uncovered: tuple[
+        str, ...
+    ] = ()  # ONNX nodes no engine layer computes (an engine of another model?)
 
     @property
     def outputs(self) -> list[str]:
@@ -55,27 +57,39 @@ class EngineLayerMap:
         """`{tensor: the layer writing it}` for every boundary tensor."""
         return {tensor: layer for layer in self.layers for tensor in layer.outputs}
 
-    def internal_tensors(self, model: "onnx.ModelProto") -> frozenset[str]:
+    def internal_tensors(self, model: onnx.ModelProto) -> frozenset[str]:
         """The tensors `model` computes that no engine layer writes: they stay inside fused kernels."""
         boundary = set(self.outputs)
-        return frozenset(o for node in model.graph.node for o in node.output if o and o not in boundary)
+        return frozenset(
+            o for node in model.graph.node for o in node.output if o and o not in boundary
+        )
 
     def as_json(self) -> dict:
-        return {"engine_graph": self.engine_graph, "layers": [layer.as_json() for layer in self.layers],
-                "uncovered_nodes": list(self.uncovered)}
+        return {
+            "engine_graph": self.engine_graph,
+            "layers": [layer.as_json() for layer in self.layers],
+            "uncovered_nodes": list(self.uncovered),
+        }
 
     def write(self, path: Path) -> None:
         Path(path).write_text(json.dumps(self.as_json(), indent=1), encoding="utf-8")
 
     @classmethod
-    def read(cls, path: Path) -> "EngineLayerMap":
+    def read(cls, path: Path) -> EngineLayerMap:
         """A map `surgeon-insert-tap` wrote (its `engine_layers` output); ValueError says what one looks like."""
         try:
             document = json.loads(Path(path).read_text(encoding="utf-8"))
-            layers = tuple(EngineLayer(str(entry["name"]), tuple(entry["nodes"]), tuple(entry["outputs"]))
-                           for entry in document["layers"])
-            return cls(str(document.get("engine_graph", Path(path).name)), layers,
-                       tuple(document.get("uncovered_nodes", ())))
+            layers = tuple(
+                EngineLayer(str(entry["name"]), tuple(entry["nodes"]), tuple(entry["outputs"]))
+                for entry in document["layers"]
+            )
+            return cls(
+                str(document.get("engine_graph", Path(path).name)),
+                layers,
+                tuple(document.get("uncovered_nodes", ())),
+            )
         except (OSError, ValueError, KeyError, TypeError) as error:
-            raise ValueError(f"{path}: not an engine-layer map (surgeon-insert-tap's `engine_layers` output, "
-                             f"{{\"layers\": [{{\"name\", \"nodes\", \"outputs\"}}]}}): {error}") from None
+            raise ValueError(
+                f"{path}: not an engine-layer map (surgeon-insert-tap's `engine_layers` output, "
+                f'{{"layers": [{{"name", "nodes", "outputs"}}]}}): {error}'
+            ) from None

@@ -15,30 +15,38 @@ drawing, size estimates), and inline weights make each of them parse and re-seri
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import onnx
 
-EXTERNAL_DATA_THRESHOLD = 64 << 20  # bytes of weights above which a model is saved with external data
+EXTERNAL_DATA_THRESHOLD = (
+    64 << 20
+)  # bytes of weights above which a model is saved with external data
 EXTERNAL_DATA = "{file}.data"
 """Where `save_model` puts a model's external data, beside it (`{file}`: the model's file name). A
 step output holding a model declares it as a companion, so the store keeps it with the model."""
 
 
-def load_model(path: Path, *, load_weights: bool = True) -> "onnx.ModelProto":
+def load_model(path: Path, *, load_weights: bool = True) -> onnx.ModelProto:
     import onnx
 
     return onnx.load(str(path), load_external_data=load_weights)
 
 
-def weight_bytes(model: "onnx.ModelProto") -> int:
+def weight_bytes(model: onnx.ModelProto) -> int:
     return sum(len(t.raw_data) for t in iter_initializers(model.graph))
 
 
-def save_model(model: "onnx.ModelProto", path: Path, *, external_data: bool | None = None,
-               keep_weights: bool = True) -> None:
+def save_model(
+    model: onnx.ModelProto,
+    path: Path,
+    *,
+    external_data: bool | None = None,
+    keep_weights: bool = True,
+) -> None:
     """Write `model` to `path`, with external data in `<name>.data` when large (or when asked).
 
     onnx moves the weights out of the in-memory model when it writes them externally; they are
@@ -52,15 +60,21 @@ def save_model(model: "onnx.ModelProto", path: Path, *, external_data: bool | No
         external_data = weight_bytes(model) > EXTERNAL_DATA_THRESHOLD
     path.parent.mkdir(parents=True, exist_ok=True)
     if external_data:
-        onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
-                        location=EXTERNAL_DATA.format(file=path.name), size_threshold=1024)
+        onnx.save_model(
+            model,
+            str(path),
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location=EXTERNAL_DATA.format(file=path.name),
+            size_threshold=1024,
+        )
         if keep_weights:
             load_external_data_for_model(model, str(path.parent))
     else:
         onnx.save_model(model, str(path))
 
 
-def iter_graphs(graph: "onnx.GraphProto") -> Iterator["onnx.GraphProto"]:
+def iter_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
     """`graph` and every subgraph (If branches, Loop/Scan bodies), depth first."""
     yield graph
     for node in graph.node:
@@ -71,7 +85,7 @@ def iter_graphs(graph: "onnx.GraphProto") -> Iterator["onnx.GraphProto"]:
                 yield from iter_graphs(subgraph)
 
 
-def iter_initializers(graph: "onnx.GraphProto"):
+def iter_initializers(graph: onnx.GraphProto):
     for sub in iter_graphs(graph):
         yield from sub.initializer
 
@@ -81,7 +95,13 @@ _MODEL_GRAPH, _MODEL_FUNCTIONS = 7, 25
 _GRAPH_NODE, _GRAPH_INITIALIZER, _GRAPH_SPARSE_INITIALIZER = 1, 5, 15
 _FUNCTION_NODE = 7
 _NODE_ATTRIBUTE = 5
-_ATTRIBUTE_TENSOR, _ATTRIBUTE_GRAPH, _ATTRIBUTE_TENSORS, _ATTRIBUTE_GRAPHS, _ATTRIBUTE_SPARSE = 5, 6, 10, 11, 22
+_ATTRIBUTE_TENSOR, _ATTRIBUTE_GRAPH, _ATTRIBUTE_TENSORS, _ATTRIBUTE_GRAPHS, _ATTRIBUTE_SPARSE = (
+    5,
+    6,
+    10,
+    11,
+    22,
+)
 _SPARSE_VALUES, _SPARSE_INDICES = 1, 2
 _TENSOR_EXTERNAL_DATA = 13
 _ENTRY_KEY, _ENTRY_VALUE = 1, 2
@@ -111,7 +131,7 @@ def _fields(buffer: memoryview) -> Iterator[tuple[int, memoryview | None]]:
             yield number, None
         elif wire_type == 2:
             length = varint()
-            yield number, buffer[position:position + length]
+            yield number, buffer[position : position + length]
             position += length
         elif wire_type in (1, 5):
             position += 8 if wire_type == 1 else 4
@@ -124,11 +144,20 @@ def _locations_in(message: memoryview, kind: str, found: set[str]) -> None:
     """Collect external-data locations below a message of `kind` (model/graph/function/node/...)."""
     children = {
         "model": {_MODEL_GRAPH: "graph", _MODEL_FUNCTIONS: "function"},
-        "graph": {_GRAPH_NODE: "node", _GRAPH_INITIALIZER: "tensor", _GRAPH_SPARSE_INITIALIZER: "sparse"},
+        "graph": {
+            _GRAPH_NODE: "node",
+            _GRAPH_INITIALIZER: "tensor",
+            _GRAPH_SPARSE_INITIALIZER: "sparse",
+        },
         "function": {_FUNCTION_NODE: "node"},
         "node": {_NODE_ATTRIBUTE: "attribute"},
-        "attribute": {_ATTRIBUTE_TENSOR: "tensor", _ATTRIBUTE_GRAPH: "graph", _ATTRIBUTE_TENSORS: "tensor",
-                      _ATTRIBUTE_GRAPHS: "graph", _ATTRIBUTE_SPARSE: "sparse"},
+        "attribute": {
+            _ATTRIBUTE_TENSOR: "tensor",
+            _ATTRIBUTE_GRAPH: "graph",
+            _ATTRIBUTE_TENSORS: "tensor",
+            _ATTRIBUTE_GRAPHS: "graph",
+            _ATTRIBUTE_SPARSE: "sparse",
+        },
         "sparse": {_SPARSE_VALUES: "tensor", _SPARSE_INDICES: "tensor"},
         "tensor": {_TENSOR_EXTERNAL_DATA: "entry"},
     }[kind]
@@ -137,7 +166,9 @@ def _locations_in(message: memoryview, kind: str, found: set[str]) -> None:
         if payload is None or child is None:
             continue
         if child == "entry":
-            entry = {n: bytes(p).decode("utf-8", "replace") for n, p in _fields(payload) if p is not None}
+            entry = {
+                n: bytes(p).decode("utf-8", "replace") for n, p in _fields(payload) if p is not None
+            }
             if entry.get(_ENTRY_KEY) == "location" and _ENTRY_VALUE in entry:
                 found.add(entry[_ENTRY_VALUE])
         else:
@@ -177,13 +208,20 @@ def external_data_beside(path: Path) -> list[str]:
         return []
 
 
-def _external_tensors(model: "onnx.ModelProto") -> Iterator["onnx.TensorProto"]:
+def _external_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
     """Tensors whose bytes live in another file: initializers and Constant values, subgraphs included."""
     from onnx.external_data_helper import uses_external_data
 
     for graph in iter_graphs(model.graph):
-        constants = (attribute.t for node in graph.node for attribute in node.attribute if attribute.HasField("t"))
-        yield from (tensor for tensor in (*graph.initializer, *constants) if uses_external_data(tensor))
+        constants = (
+            attribute.t
+            for node in graph.node
+            for attribute in node.attribute
+            if attribute.HasField("t")
+        )
+        yield from (
+            tensor for tensor in (*graph.initializer, *constants) if uses_external_data(tensor)
+        )
 
 
 def refused_external_data(path: Path) -> str | None:
@@ -212,14 +250,16 @@ def refused_external_data(path: Path) -> str | None:
             why = f"leads out of the model's folder through a symbolic link ({data_file.resolve()})"
         else:
             continue
-        return (f"tensor `{tensor.name}` keeps its weights in `{location}`, which {why}; onnx reads external "
-                f"data only from files inside the model's folder ({folder}) so that a model cannot read other "
-                "files. Copy the data file into that folder (a real file, not a link) and save the model again "
-                "with that location")
+        return (
+            f"tensor `{tensor.name}` keeps its weights in `{location}`, which {why}; onnx reads external "
+            f"data only from files inside the model's folder ({folder}) so that a model cannot read other "
+            "files. Copy the data file into that folder (a real file, not a link) and save the model again "
+            "with that location"
+        )
     return None
 
 
-def name_nodes(model: "onnx.ModelProto") -> dict[str, str]:
+def name_nodes(model: onnx.ModelProto) -> dict[str, str]:
     """Give every node a unique stable name, in place; returns {new name: what it was ("" if unnamed)}."""
     nodes = [node for graph in iter_graphs(model.graph) for node in graph.node]
     taken: set[str] = set()
@@ -243,7 +283,7 @@ def name_nodes(model: "onnx.ModelProto") -> dict[str, str]:
     return renamed
 
 
-def named(model: "onnx.ModelProto") -> "onnx.ModelProto":
+def named(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of `model` in which every node has its stable name (`name_nodes`); `model` is not
     changed, so a model other code reads keeps the names it had."""
     import onnx
@@ -254,16 +294,20 @@ def named(model: "onnx.ModelProto") -> "onnx.ModelProto":
     return copy
 
 
-def drop_unread_initializers(model: "onnx.ModelProto") -> None:
+def drop_unread_initializers(model: onnx.ModelProto) -> None:
     """Remove top-level initializers no node (subgraphs included) or graph output reads — what a
     rewrite leaves behind after replacing weights with converted copies."""
-    read = {name for graph in iter_graphs(model.graph) for node in graph.node for name in node.input}
+    read = {
+        name for graph in iter_graphs(model.graph) for node in graph.node for name in node.input
+    }
     read |= {o.name for o in model.graph.output}
     for initializer in [t for t in model.graph.initializer if t.name not in read]:
         model.graph.initializer.remove(initializer)
 
 
-SMALL_INITIALIZER_BYTES = 1024  # smaller initializers stay in a graph-only copy: the shape constants readers need
+SMALL_INITIALIZER_BYTES = (
+    1024  # smaller initializers stay in a graph-only copy: the shape constants readers need
+)
 
 
 def _copy_fields(target, source, skip: str) -> None:
@@ -278,7 +322,7 @@ def _copy_fields(target, source, skip: str) -> None:
             setattr(target, descriptor.name, value)
 
 
-def graph_only_copy(model: "onnx.ModelProto") -> tuple["onnx.ModelProto", set[str]]:
+def graph_only_copy(model: onnx.ModelProto) -> tuple[onnx.ModelProto, set[str]]:
     """The model with its large initializers turned into typed graph inputs, and their names.
 
     Shape inference and the version converter work on a serialized model: given the weights, they
@@ -288,18 +332,25 @@ def graph_only_copy(model: "onnx.ModelProto") -> tuple["onnx.ModelProto", set[st
     import onnx
 
     graph = model.graph
-    large = {t.name for t in graph.initializer if t.external_data or t.ByteSize() > SMALL_INITIALIZER_BYTES}
+    large = {
+        t.name
+        for t in graph.initializer
+        if t.external_data or t.ByteSize() > SMALL_INITIALIZER_BYTES
+    }
     light = onnx.ModelProto()
     _copy_fields(light, model, skip="graph")
     _copy_fields(light.graph, graph, skip="initializer")
     light.graph.initializer.extend(t for t in graph.initializer if t.name not in large)
     declared = {i.name for i in graph.input}
-    light.graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
-                             for t in graph.initializer if t.name in large and t.name not in declared)
+    light.graph.input.extend(
+        onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+        for t in graph.initializer
+        if t.name in large and t.name not in declared
+    )
     return light, large
 
 
-def at_least_opset(model: "onnx.ModelProto", opset: int) -> "onnx.ModelProto":
+def at_least_opset(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
     """`model`, converted to `opset` when its default-domain opset is older (e.g. FP8 Casts need 19).
 
     Given the weights, the converter held five more copies of them (an exported BERT-base's FP8
@@ -321,7 +372,11 @@ def at_least_opset(model: "onnx.ModelProto", opset: int) -> "onnx.ModelProto":
     del converted.graph.input[:]
     converted.graph.input.extend(inputs)
     made = {t.name: t for t in converted.graph.initializer}
-    ordered = [t if t.name in large else made.pop(t.name) for t in graph.initializer if t.name in large or t.name in made]
+    ordered = [
+        t if t.name in large else made.pop(t.name)
+        for t in graph.initializer
+        if t.name in large or t.name in made
+    ]
     ordered += made.values()  # constants the adapters added
     result = onnx.ModelProto()
     _copy_fields(result, converted, skip="graph")

@@ -20,7 +20,10 @@ def read_keep_file(path: Path) -> frozenset[str]:
         entries = document["nodes"] if isinstance(document, dict) else document
         if not isinstance(entries, list):
             raise TypeError("`nodes` is not a list")
-        return frozenset(entry["name"] if isinstance(entry, dict) else str(entry) for entry in entries)
+        return frozenset(
+            entry["name"] if isinstance(entry, dict) else str(entry) for entry in entries
+        )
     except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ValueError(f"{path}: not a keep file ({{\"nodes\": [{{\"name\": ...}}]}} or a list of names): "
-                         f"{error}") from None
+        raise ValueError(
+            f'{path}: not a keep file ({{"nodes": [{{"name": ...}}]}} or a list of names): {error}'
+        ) from None

@@ -44,10 +44,12 @@ from trtflow.precision.sites import Site, precision_sites
 if TYPE_CHECKING:
     import onnx
 
-    from trtflow.precision.plan import PrecisionPlan
     from trtflow.onnxmodel.engine_layers import EngineLayerMap
+    from trtflow.precision.plan import PrecisionPlan
 
-MASK_INPUT = "trtflow::low_precision"  # bool[number of candidates]: True runs that node in low precision
+MASK_INPUT = (
+    "trtflow::low_precision"  # bool[number of candidates]: True runs that node in low precision
+)
 FLOAT = 1  # onnx.TensorProto.FLOAT
 FP8_MIN_OPSET = 19
 
@@ -73,7 +75,9 @@ class _Builder(GraphAdditions):
         if tensor in self.initializers:
             from onnx import numpy_helper
 
-            return self.constant(name, self.fmt.round(numpy_helper.to_array(self.initializers[tensor])))
+            return self.constant(
+                name, self.fmt.round(numpy_helper.to_array(self.initializers[tensor]))
+            )
         return self.round(tensor, name)
 
     def round(self, tensor: str, output: str) -> str:
@@ -81,7 +85,7 @@ class _Builder(GraphAdditions):
         return self.node("Cast", [low], output, to=FLOAT)
 
 
-def _outside(sites: list[Site], graph: "onnx.GraphProto", internal: frozenset[str]) -> list[Site]:
+def _outside(sites: list[Site], graph: onnx.GraphProto, internal: frozenset[str]) -> list[Site]:
     """`sites` without the tensors that stay inside fused engine layers: nothing rounds them."""
     if not internal:
         return sites
@@ -90,13 +94,23 @@ def _outside(sites: list[Site], graph: "onnx.GraphProto", internal: frozenset[st
     for site in sites:
         inputs = nodes[site.node].input
         reads = tuple(i for i in site.reads if inputs[i] not in internal)
-        kept.append(Site(site.node, reads, tuple(dict.fromkeys(inputs[i] for i in reads)),
-                         tuple(o for o in site.low_outputs if o not in internal)))
+        kept.append(
+            Site(
+                site.node,
+                reads,
+                tuple(dict.fromkeys(inputs[i] for i in reads)),
+                tuple(o for o in site.low_outputs if o not in internal),
+            )
+        )
     return kept
 
 
-def _rewrite(model: "onnx.ModelProto", precision: PrecisionName, policy_for,
-             internal: frozenset[str] = frozenset()) -> "onnx.ModelProto":
+def _rewrite(
+    model: onnx.ModelProto,
+    precision: PrecisionName,
+    policy_for,
+    internal: frozenset[str] = frozenset(),
+) -> onnx.ModelProto:
     """A copy of `model` with every candidate node wired by the policy `policy_for(builder, sites)`;
     `internal` tensors are left as computed (see `_outside`)."""
     import onnx
@@ -157,7 +171,9 @@ class _FixedPlan:
         self.builder.round(raw, output)
 
 
-def emulate(model: "onnx.ModelProto", plan: "PrecisionPlan", layers: "EngineLayerMap | None" = None) -> "onnx.ModelProto":
+def emulate(
+    model: onnx.ModelProto, plan: PrecisionPlan, layers: EngineLayerMap | None = None
+) -> onnx.ModelProto:
     """An FP32 model that rounds through `plan.precision` wherever `plan` runs a node in low precision;
     with the engine's `layers`, only at engine-layer boundaries, BatchNormalization folded into its Conv."""
 
@@ -186,7 +202,9 @@ class _Switched:
     def mask(self, site: Site) -> str:
         name = f"{MASK_INPUT}::{site.node}"
         if name not in self.builder.made:
-            position = self.builder.constant(f"{name}::index", np.array(self.index[site.node], np.int64))
+            position = self.builder.constant(
+                f"{name}::index", np.array(self.index[site.node], np.int64)
+            )
             self.builder.node("Gather", [MASK_INPUT, position], name, axis=0)
         return name
 
@@ -194,7 +212,9 @@ class _Switched:
         name = f"{tensor}::for::{site.node}"
         if name in self.builder.made:  # the node reads this tensor twice
             return name
-        return self.builder.node("Where", [self.mask(site), self.builder.rounded(tensor), tensor], name)
+        return self.builder.node(
+            "Where", [self.mask(site), self.builder.rounded(tensor), tensor], name
+        )
 
     def write(self, site: Site, raw: str, output: str) -> None:
         rounded = self.builder.round(raw, f"{raw}::{self.builder.fmt.name}")
@@ -205,21 +225,21 @@ class _Switched:
 class SwitchableModel:
     """A model whose per-node rounding is chosen per inference by `feed(plan)`."""
 
-    model: "onnx.ModelProto"
+    model: onnx.ModelProto
     precision: PrecisionName
     nodes: tuple[str, ...]  # the candidate nodes, in mask order
 
-    def mask(self, plan: "PrecisionPlan") -> np.ndarray:
+    def mask(self, plan: PrecisionPlan) -> np.ndarray:
         if plan.precision != self.precision:
             raise ValueError(f"this model switches {self.precision}, not {plan.precision}")
         return np.array([node not in plan.keep for node in self.nodes], dtype=bool)
 
-    def feed(self, plan: "PrecisionPlan", inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def feed(self, plan: PrecisionPlan, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """`inputs` plus the mask input that realizes `plan`."""
         return {**inputs, MASK_INPUT: self.mask(plan)}
 
 
-def switchable(model: "onnx.ModelProto", precision: PrecisionName) -> SwitchableModel:
+def switchable(model: onnx.ModelProto, precision: PrecisionName) -> SwitchableModel:
     """One FP32 model that realizes any plan of `precision` through its mask input."""
     from onnx import helper
 
@@ -230,5 +250,7 @@ def switchable(model: "onnx.ModelProto", precision: PrecisionName) -> Switchable
         return _Switched(builder, {s.node: i for i, s in enumerate(sites)})
 
     rewritten = _rewrite(model, precision, switched)
-    rewritten.graph.input.append(helper.make_tensor_value_info(MASK_INPUT, 9, [len(candidates)]))  # 9: BOOL
+    rewritten.graph.input.append(
+        helper.make_tensor_value_info(MASK_INPUT, 9, [len(candidates)])
+    )  # 9: BOOL
     return SwitchableModel(rewritten, precision, tuple(candidates))

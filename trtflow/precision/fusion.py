@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from trtflow.onnxmodel.engine_layers import EngineLayerMap
 
 
-def fold_batch_norms(model: "onnx.ModelProto", layers: "EngineLayerMap") -> "onnx.ModelProto":
+def fold_batch_norms(model: onnx.ModelProto, layers: EngineLayerMap) -> onnx.ModelProto:
     """A copy of `model` (nodes named) in which each BatchNormalization fused into the Conv before it
     (same engine layer, the Conv's output read by it alone, constant weights) is folded into that Conv,
     in FP32. The Conv then writes the BatchNormalization's output tensor; the Conv's own output is gone."""
@@ -47,21 +47,40 @@ def fold_batch_norms(model: "onnx.ModelProto", layers: "EngineLayerMap") -> "onn
     removed = set()
     for norm in graph.node:
         conv = producer.get(norm.input[0]) if norm.op_type == "BatchNormalization" else None
-        if (conv is None or conv.op_type != "Conv" or layer_of.get(conv.name) is None
-                or layer_of.get(conv.name) != layer_of.get(norm.name) or len([o for o in norm.output if o]) != 1
-                or reads.get(conv.output[0]) != 1 or conv.output[0] in outputs
-                or not all(name in weights for name in [*conv.input[1:], *norm.input[1:]])):
+        if (
+            conv is None
+            or conv.op_type != "Conv"
+            or layer_of.get(conv.name) is None
+            or layer_of.get(conv.name) != layer_of.get(norm.name)
+            or len([o for o in norm.output if o]) != 1
+            or reads.get(conv.output[0]) != 1
+            or conv.output[0] in outputs
+            or not all(name in weights for name in [*conv.input[1:], *norm.input[1:]])
+        ):
             continue
-        gamma, beta, mean, var = (numpy_helper.to_array(weights[name]).astype(np.float32) for name in norm.input[1:5])
+        gamma, beta, mean, var = (
+            numpy_helper.to_array(weights[name]).astype(np.float32) for name in norm.input[1:5]
+        )
         epsilon = next((a.f for a in norm.attribute if a.name == "epsilon"), 1e-5)
         scale = gamma / np.sqrt(var + np.float32(epsilon))
         kernel = numpy_helper.to_array(weights[conv.input[1]]).astype(np.float32)
-        bias = (numpy_helper.to_array(weights[conv.input[2]]).astype(np.float32) if len(conv.input) > 2 and conv.input[2]
-                else np.zeros(kernel.shape[0], np.float32))
+        bias = (
+            numpy_helper.to_array(weights[conv.input[2]]).astype(np.float32)
+            if len(conv.input) > 2 and conv.input[2]
+            else np.zeros(kernel.shape[0], np.float32)
+        )
         kernel_name, bias_name = f"{conv.name}::folded_weight", f"{conv.name}::folded_bias"
-        graph.initializer.extend([
-            numpy_helper.from_array((kernel * scale.reshape(-1, *[1] * (kernel.ndim - 1))).astype(np.float32), kernel_name),
-            numpy_helper.from_array(((bias - mean) * scale + beta).astype(np.float32), bias_name)])
+        graph.initializer.extend(
+            [
+                numpy_helper.from_array(
+                    (kernel * scale.reshape(-1, *[1] * (kernel.ndim - 1))).astype(np.float32),
+                    kernel_name,
+                ),
+                numpy_helper.from_array(
+                    ((bias - mean) * scale + beta).astype(np.float32), bias_name
+                ),
+            ]
+        )
         del conv.input[1:]
         conv.input.extend([kernel_name, bias_name])
         conv.output[0] = norm.output[0]

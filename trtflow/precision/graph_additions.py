@@ -22,20 +22,22 @@ if TYPE_CHECKING:
 @dataclass
 class GraphAdditions:
     fmt: Format  # the low format of the plan being realized
-    initializers: dict[str, "onnx.TensorProto"]  # the graph's FP32 initializers, by name
-    nodes: list["onnx.NodeProto"] = field(default_factory=list)
-    new_initializers: list["onnx.TensorProto"] = field(default_factory=list)
+    initializers: dict[str, onnx.TensorProto]  # the graph's FP32 initializers, by name
+    nodes: list[onnx.NodeProto] = field(default_factory=list)
+    new_initializers: list[onnx.TensorProto] = field(default_factory=list)
     made: set[str] = field(default_factory=set)
 
     def node(self, op: str, inputs: list[str], output: str, **attributes) -> str:
         """Add a node writing `output` (named `trtflow::<output>`); returns `output`."""
         from onnx import helper
 
-        self.nodes.append(helper.make_node(op, inputs, [output], name=f"trtflow::{output}", **attributes))
+        self.nodes.append(
+            helper.make_node(op, inputs, [output], name=f"trtflow::{output}", **attributes)
+        )
         self.made.add(output)
         return output
 
-    def constant(self, name: str, values: "np.ndarray") -> str:
+    def constant(self, name: str, values: np.ndarray) -> str:
         """An initializer `name` holding `values`, added the first time it is asked for."""
         from onnx import numpy_helper
 
@@ -44,7 +46,7 @@ class GraphAdditions:
             self.made.add(name)
         return name
 
-    def take(self) -> list["onnx.NodeProto"]:
+    def take(self) -> list[onnx.NodeProto]:
         """The nodes made since the last call, in the order they were made."""
         taken, self.nodes = self.nodes, []
         return taken

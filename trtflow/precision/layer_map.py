@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 HIGH_PRECISION = "fp32"
 
 
-def layer_map(model: "onnx.ModelProto", plan: "PrecisionPlan") -> dict[str, str]:
+def layer_map(model: onnx.ModelProto, plan: PrecisionPlan) -> dict[str, str]:
     """`{node name: "fp32" | plan.precision}` for every node a plan can place, in graph order."""
     from trtflow.onnxmodel.files import named
     from trtflow.precision.lower import unlowerable_nodes
@@ -29,5 +29,9 @@ def layer_map(model: "onnx.ModelProto", plan: "PrecisionPlan") -> dict[str, str]
 
     with_names = named(model)
     fixed = unlowerable_nodes(with_names)
-    return {site.node: HIGH_PRECISION if site.node in plan.keep or site.node in fixed else plan.precision
-            for site in precision_sites(with_names, plan.precision)}
+    return {
+        site.node: HIGH_PRECISION
+        if site.node in plan.keep or site.node in fixed
+        else plan.precision
+        for site in precision_sites(with_names, plan.precision)
+    }

@@ -38,23 +38,34 @@ if TYPE_CHECKING:
     from trtflow.precision.plan import PrecisionPlan
 
 FLOAT = 1
-DTYPE_ATTRIBUTE_OPS = {"EyeLike", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
-                       "Bernoulli", "Multinomial"}
+DTYPE_ATTRIBUTE_OPS = {
+    "EyeLike",
+    "RandomNormal",
+    "RandomNormalLike",
+    "RandomUniform",
+    "RandomUniformLike",
+    "Bernoulli",
+    "Multinomial",
+}
 
 
-def unlowerable_nodes(model: "onnx.ModelProto") -> dict[str, str]:
+def unlowerable_nodes(model: onnx.ModelProto) -> dict[str, str]:
     """Top-level nodes `lower` keeps in FP32 whatever the plan says, with the reason (nodes must be named)."""
     opsets = opset_versions(model)
     reasons = {}
     for node in model.graph.node:
         if any(a.HasField("g") or len(a.graphs) for a in node.attribute):
-            reasons[node.name] = f"{node.op_type} runs subgraphs: kept in high precision as one unit"
+            reasons[node.name] = (
+                f"{node.op_type} runs subgraphs: kept in high precision as one unit"
+            )
         elif node.op_type in DTYPE_ATTRIBUTE_OPS:
             reasons[node.name] = f"{node.op_type} takes its output type from an attribute"
         elif node_schema(node, opsets) is None:
             domain = node.domain or ""
-            reasons[node.name] = (f"no ONNX schema for {domain or 'ai.onnx'}::{node.op_type} "
-                                  f"at opset {opsets.get(domain, 1)}")
+            reasons[node.name] = (
+                f"no ONNX schema for {domain or 'ai.onnx'}::{node.op_type} "
+                f"at opset {opsets.get(domain, 1)}"
+            )
     return reasons
 
 
@@ -74,8 +85,11 @@ class _Lowering(GraphAdditions):
 
         rounded = self.fmt.round(values)
         with np.errstate(over="ignore"):
-            return rounded.astype({"fp16": np.float16, "bf16": ml_dtypes.bfloat16,
-                                   "fp8": ml_dtypes.float8_e4m3fn}[self.precision])
+            return rounded.astype(
+                {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp8": ml_dtypes.float8_e4m3fn}[
+                    self.precision
+                ]
+            )
 
     def low(self, tensor: str) -> str:
         """The low version of an FP32 tensor: a converted initializer, or one shared conversion."""
@@ -96,19 +110,25 @@ class _Lowering(GraphAdditions):
         if self.precision != "fp8":
             return self.node("Cast", [tensor], output, to=self.fmt.onnx_type)
         zero = self.constant("trtflow::fp8_zero_point", self.stored(np.zeros((), np.float32)))
-        quantized = self.node("QuantizeLinear", [tensor, self._unit_scale(), zero], f"{output}::e4m3")
+        quantized = self.node(
+            "QuantizeLinear", [tensor, self._unit_scale(), zero], f"{output}::e4m3"
+        )
         return self.node("DequantizeLinear", [quantized, self._unit_scale(), zero], output)
 
     def to_high(self, low_tensor: str, output: str) -> str:
         # FP8 values already travel as FP32 between Q/DQ pairs: the original name is an alias
-        return self.node("Identity" if self.precision == "fp8" else "Cast", [low_tensor], output,
-                         **({} if self.precision == "fp8" else {"to": FLOAT}))
+        return self.node(
+            "Identity" if self.precision == "fp8" else "Cast",
+            [low_tensor],
+            output,
+            **({} if self.precision == "fp8" else {"to": FLOAT}),
+        )
 
     def _unit_scale(self) -> str:
         return self.constant("trtflow::unit_scale", np.ones((), np.float32))
 
 
-def _retype_attributes(node: "onnx.NodeProto", lowering: _Lowering) -> None:
+def _retype_attributes(node: onnx.NodeProto, lowering: _Lowering) -> None:
     """Ops whose output type lives in an attribute: make that attribute produce the low type."""
     from onnx import numpy_helper
 
@@ -120,7 +140,7 @@ def _retype_attributes(node: "onnx.NodeProto", lowering: _Lowering) -> None:
             attribute.t.CopyFrom(numpy_helper.from_array(values, attribute.t.name))
 
 
-def lower(model: "onnx.ModelProto", plan: "PrecisionPlan") -> "onnx.ModelProto":
+def lower(model: onnx.ModelProto, plan: PrecisionPlan) -> onnx.ModelProto:
     """A copy of `model` computing in `plan.precision` except the nodes `plan` keeps (and unlowerable ones)."""
     import onnx
 
@@ -136,9 +156,11 @@ def lower(model: "onnx.ModelProto", plan: "PrecisionPlan") -> "onnx.ModelProto":
     skipped = unlowerable_nodes(lowered)
     low_nodes = {name for name in sites if name not in plan.keep and name not in skipped}
     graph = lowered.graph
-    lowering = _Lowering(FORMATS[plan.precision], {t.name: t for t in graph.initializer if t.data_type == FLOAT})
+    lowering = _Lowering(
+        FORMATS[plan.precision], {t.name: t for t in graph.initializer if t.data_type == FLOAT}
+    )
     low_written: dict[str, str] = {}  # FP32 name -> low version a low node wrote
-    rewired: list["onnx.NodeProto"] = []
+    rewired: list[onnx.NodeProto] = []
 
     def high_version(tensor: str) -> None:
         """Make `tensor` (FP32) exist again after a low node wrote only its low version."""
@@ -165,7 +187,9 @@ def lower(model: "onnx.ModelProto", plan: "PrecisionPlan") -> "onnx.ModelProto":
         for index, tensor in enumerate(node.output):
             if tensor in site.low_outputs:
                 low_written[tensor] = lowering.low_name(tensor)
-                node.output[index] = f"{tensor}::raw" if plan.precision == "fp8" else low_written[tensor]
+                node.output[index] = (
+                    f"{tensor}::raw" if plan.precision == "fp8" else low_written[tensor]
+                )
                 writes.append(tensor)
         if plan.precision != "fp8":
             _retype_attributes(node, lowering)
@@ -181,4 +205,3 @@ def lower(model: "onnx.ModelProto", plan: "PrecisionPlan") -> "onnx.ModelProto":
     graph.initializer.extend(lowering.new_initializers)
     drop_unread_initializers(lowered)
     return lowered
-

@@ -31,21 +31,20 @@ class PrecisionPlan:
     def format(self) -> Format:
         return FORMATS[self.precision]
 
-    def keeping(self, nodes: set[str] | frozenset[str]) -> "PrecisionPlan":
+    def keeping(self, nodes: set[str] | frozenset[str]) -> PrecisionPlan:
         return PrecisionPlan(self.precision, frozenset(nodes))
 
-    def emulate(self, model: "onnx.ModelProto") -> "onnx.ModelProto":
+    def emulate(self, model: onnx.ModelProto) -> onnx.ModelProto:
         from trtflow.precision.emulate import emulate
 
         return emulate(model, self)
 
-    def lower(self, model: "onnx.ModelProto") -> "onnx.ModelProto":
+    def lower(self, model: onnx.ModelProto) -> onnx.ModelProto:
         from trtflow.precision.lower import lower
 
         return lower(model, self)
 
-    def layer_map(self, model: "onnx.ModelProto") -> dict[str, str]:
+    def layer_map(self, model: onnx.ModelProto) -> dict[str, str]:
         from trtflow.precision.layer_map import layer_map
 
         return layer_map(model, self)
-

@@ -8,8 +8,9 @@ included) and reports, per tensor, what the format loses and which nodes consume
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -47,7 +48,7 @@ class LostValues:
     size: int  # how many values the constant holds: a few of millions flushed is not a LayerNorm epsilon lost
 
 
-def iter_constants(model: "onnx.ModelProto") -> Iterator[tuple[str, str, np.ndarray]]:
+def iter_constants(model: onnx.ModelProto) -> Iterator[tuple[str, str, np.ndarray]]:
     """(tensor name, source, values) for every initializer and Constant node, subgraphs included."""
     from onnx import numpy_helper
 
@@ -61,7 +62,7 @@ def iter_constants(model: "onnx.ModelProto") -> Iterator[tuple[str, str, np.ndar
                         yield node.output[0], "Constant", numpy_helper.to_array(attribute.t)
 
 
-def _consumers(model: "onnx.ModelProto") -> dict[str, list[dict]]:
+def _consumers(model: onnx.ModelProto) -> dict[str, list[dict]]:
     readers: dict[str, list[dict]] = {}
     for graph in iter_graphs(model.graph):
         for node in graph.node:
@@ -71,7 +72,9 @@ def _consumers(model: "onnx.ModelProto") -> dict[str, list[dict]]:
     return readers
 
 
-def _stats(values: np.ndarray) -> tuple[float | None, float | None, float | None, float | None, int]:
+def _stats(
+    values: np.ndarray,
+) -> tuple[float | None, float | None, float | None, float | None, int]:
     """min, max, largest and smallest non-zero magnitude of the finite values, and how many are not finite.
     Floats stay in their own type (a 650 MB GPT-2 is summarized at load: float64 copies doubled its time)."""
     finite = values
@@ -82,23 +85,42 @@ def _stats(values: np.ndarray) -> tuple[float | None, float | None, float | None
     nonfinite = int(values.size - finite.size)
     if finite.size == 0:
         return None, None, None, None, nonfinite
-    magnitudes = np.abs(finite if finite.dtype.kind == "f" else finite.astype(np.float64))  # abs(int64 min) wraps
+    magnitudes = np.abs(
+        finite if finite.dtype.kind == "f" else finite.astype(np.float64)
+    )  # abs(int64 min) wraps
     smallest = magnitudes.min(where=magnitudes > 0, initial=np.inf)
-    return (float(finite.min()), float(finite.max()), float(magnitudes.max()),
-            float(smallest) if np.isfinite(smallest) else None, nonfinite)
+    return (
+        float(finite.min()),
+        float(finite.max()),
+        float(magnitudes.max()),
+        float(smallest) if np.isfinite(smallest) else None,
+        nonfinite,
+    )
 
 
-def constant_ranges(model: "onnx.ModelProto") -> list[ConstantRange]:
+def constant_ranges(model: onnx.ModelProto) -> list[ConstantRange]:
     ranges = []
     for name, source, values in iter_constants(model):
         if values.dtype.kind not in "fiu" or values.size == 0:
             continue
         low, high, max_abs, min_abs, nonfinite = _stats(values)
-        ranges.append(ConstantRange(name, source, str(values.dtype), list(values.shape), low, high, max_abs, min_abs, nonfinite))
+        ranges.append(
+            ConstantRange(
+                name,
+                source,
+                str(values.dtype),
+                list(values.shape),
+                low,
+                high,
+                max_abs,
+                min_abs,
+                nonfinite,
+            )
+        )
     return ranges
 
 
-def lost_values(model: "onnx.ModelProto", fmt: Format) -> list[LostValues]:
+def lost_values(model: onnx.ModelProto, fmt: Format) -> list[LostValues]:
     """Float constants with values `fmt` turns into ±inf/saturation or zero, worst first."""
     readers = _consumers(model)
     found = []
@@ -106,14 +128,26 @@ def lost_values(model: "onnx.ModelProto", fmt: Format) -> list[LostValues]:
         if values.dtype.kind != "f" or values.dtype.itemsize < 4 or values.size == 0:
             continue
         _, _, max_abs, min_abs, _ = _stats(values)
-        if (max_abs is None or max_abs <= fmt.max) and (min_abs is None or min_abs >= fmt.min_subnormal):
+        if (max_abs is None or max_abs <= fmt.max) and (
+            min_abs is None or min_abs >= fmt.min_subnormal
+        ):
             continue  # in range: rounding every value (most weights of a model) cannot lose one
         as_float = values.astype(np.float32)
         overflow = int(fmt.overflows(as_float).sum())
         underflow = int(fmt.underflows(as_float).sum())
         if overflow or underflow:
-            found.append(LostValues(name, source, readers.get(name, []), overflow, underflow, max_abs or 0.0, min_abs,
-                                    int(values.size)))
+            found.append(
+                LostValues(
+                    name,
+                    source,
+                    readers.get(name, []),
+                    overflow,
+                    underflow,
+                    max_abs or 0.0,
+                    min_abs,
+                    int(values.size),
+                )
+            )
     return sorted(found, key=lambda lost: (-lost.overflow, -lost.underflow, lost.tensor))
 
 
@@ -122,7 +156,7 @@ def lost_values(model: "onnx.ModelProto", fmt: Format) -> list[LostValues]:
 FP16_CONVERTERS = {
     "trtflow emulation": "±inf past ±65504, values below half the smallest subnormal flushed to zero",
     "TensorRT weakly typed FP16 build": "±inf past ±65504 (its builder warns); tiny values raised to the smallest "
-                                        "subnormal",
+    "subnormal",
     "onnxconverter-common / ModelOpt AutoCast": "clamp to ±65504",
 }
 

@@ -28,8 +28,9 @@ Plans are memoized: asking twice about the same keep set costs one trial.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Sequence
+from typing import Literal
 
 Judge = Callable[[frozenset[str]], bool]
 Direction = Literal["forward", "reverse"]
@@ -48,11 +49,15 @@ class Trial:
 
 @dataclass(frozen=True)
 class SearchResult:
-    keep: frozenset[str] | None  # the verified plan; None when no plan passes (or none was found in budget)
+    keep: (
+        frozenset[str] | None
+    )  # the verified plan; None when no plan passes (or none was found in budget)
     trials: tuple[Trial, ...]
     complete: bool  # False when `max_trials` stopped the search early: `keep` is the best plan seen
     message: str  # one line for the user, e.g. Polygraphy's "keep the first 13 node(s) in high precision"
-    needed_by: dict[str, Trial] = field(default_factory=dict)  # kept node -> the failing trial without it
+    needed_by: dict[str, Trial] = field(
+        default_factory=dict
+    )  # kept node -> the failing trial without it
 
     @property
     def evaluations(self) -> int:
@@ -88,27 +93,48 @@ class _Trials:
 
     def stopped(self, what: str) -> SearchResult:
         best = self.best_passing()
-        found = f"the best plan seen keeps {len(best)} node(s)" if best is not None else "no plan passed so far"
-        return SearchResult(best, self.trials, False, f"max_trials reached before {what} finished; {found}")
+        found = (
+            f"the best plan seen keeps {len(best)} node(s)"
+            if best is not None
+            else "no plan passed so far"
+        )
+        return SearchResult(
+            best, self.trials, False, f"max_trials reached before {what} finished; {found}"
+        )
 
 
 def _prefix(nodes: Sequence[str], count: int, direction: Direction) -> frozenset[str]:
     """The nodes Polygraphy's marker selects: the first `count` (forward) or the last `count` (reverse)."""
     count = max(0, min(count, len(nodes)))
-    return frozenset(nodes[:count] if direction == "forward" else nodes[len(nodes) - count:])
+    return frozenset(nodes[:count] if direction == "forward" else nodes[len(nodes) - count :])
 
 
-def _marker_result(trials: _Trials, nodes: Sequence[str], good: int, direction: Direction) -> SearchResult:
+def _marker_result(
+    trials: _Trials, nodes: Sequence[str], good: int, direction: Direction
+) -> SearchResult:
     if good > len(nodes):
-        return SearchResult(None, trials.trials, True, "no plan passes: the check fails even with every candidate in high precision")
+        return SearchResult(
+            None,
+            trials.trials,
+            True,
+            "no plan passes: the check fails even with every candidate in high precision",
+        )
     which = "first" if direction == "forward" else "last"
-    message = (f"keep the {which} {good} node(s) in high precision" if good
-               else f"every one of the {len(nodes)} node(s) can run in low precision")
+    message = (
+        f"keep the {which} {good} node(s) in high precision"
+        if good
+        else f"every one of the {len(nodes)} node(s) can run in low precision"
+    )
     return SearchResult(_prefix(nodes, good, direction), trials.trials, True, message)
 
 
-def bisect(nodes: Sequence[str], judge: Judge, *, direction: Direction = "forward",
-           max_trials: int | None = None) -> SearchResult:
+def bisect(
+    nodes: Sequence[str],
+    judge: Judge,
+    *,
+    direction: Direction = "forward",
+    max_trials: int | None = None,
+) -> SearchResult:
     """Polygraphy's `--mode bisect`: binary search over how many leading (trailing) nodes stay FP32."""
     trials = _Trials(judge, max_trials)
     total = len(nodes)
@@ -124,15 +150,22 @@ def bisect(nodes: Sequence[str], judge: Judge, *, direction: Direction = "forwar
             if next_marked == marked or abs(good - bad) <= 1 or next_marked > total:
                 break
             marked = next_marked
-        if good == 1 and bad == 0 and trials(frozenset()):  # Polygraphy's untested assumption, tested
+        if (
+            good == 1 and bad == 0 and trials(frozenset())
+        ):  # Polygraphy's untested assumption, tested
             good = 0
     except TrialBudgetExhausted:
         return trials.stopped("bisect")
     return _marker_result(trials, nodes, good, direction)
 
 
-def linear(nodes: Sequence[str], judge: Judge, *, direction: Direction = "forward",
-           max_trials: int | None = None) -> SearchResult:
+def linear(
+    nodes: Sequence[str],
+    judge: Judge,
+    *,
+    direction: Direction = "forward",
+    max_trials: int | None = None,
+) -> SearchResult:
     """Polygraphy's `--mode linear`: keep 0, 1, 2... leading (trailing) nodes FP32 until the check passes."""
     trials = _Trials(judge, max_trials)
     try:
@@ -144,8 +177,9 @@ def linear(nodes: Sequence[str], judge: Judge, *, direction: Direction = "forwar
     return _marker_result(trials, nodes, len(nodes) + 1, direction)
 
 
-def minimal(nodes: Sequence[str], judge: Judge, *, max_trials: int | None = None,
-            expect_clean: bool = False) -> SearchResult:
+def minimal(
+    nodes: Sequence[str], judge: Judge, *, max_trials: int | None = None, expect_clean: bool = False
+) -> SearchResult:
     """A 1-minimal keep set among `nodes` (lowered in the order given: least suspicious first).
 
     `expect_clean` (the screening found nothing suspicious) spends the first trial on lowering every
@@ -155,13 +189,20 @@ def minimal(nodes: Sequence[str], judge: Judge, *, max_trials: int | None = None
     try:
         keep = _find_needed(list(nodes), trials, expect_clean)
         if keep is None:
-            return SearchResult(None, trials.trials, True,
-                                "no plan passes: the check fails even with every candidate in high precision")
+            return SearchResult(
+                None,
+                trials.trials,
+                True,
+                "no plan passes: the check fails even with every candidate in high precision",
+            )
         keep, needed_by = _reduce_to_one_minimal(keep, trials)
     except TrialBudgetExhausted:
         return trials.stopped("the minimal search")
-    message = (f"keep {len(keep)} of {len(nodes)} node(s) in high precision" if keep
-               else f"every one of the {len(nodes)} node(s) can run in low precision")
+    message = (
+        f"keep {len(keep)} of {len(nodes)} node(s) in high precision"
+        if keep
+        else f"every one of the {len(nodes)} node(s) can run in low precision"
+    )
     return SearchResult(keep, trials.trials, True, message, needed_by)
 
 
@@ -195,10 +236,12 @@ def _find_needed(undecided: list[str], trials: _Trials, expect_clean: bool) -> l
         if low == len(undecided):
             return kept  # lowering all of them passed
         kept.append(undecided[low])
-        undecided = undecided[low + 1:]
+        undecided = undecided[low + 1 :]
 
 
-def _reduce_to_one_minimal(keep: list[str], trials: _Trials) -> tuple[frozenset[str], dict[str, Trial]]:
+def _reduce_to_one_minimal(
+    keep: list[str], trials: _Trials
+) -> tuple[frozenset[str], dict[str, Trial]]:
     """Drop kept nodes whose removal still passes, until every remaining one is shown necessary."""
     current = list(keep)
     changed = True

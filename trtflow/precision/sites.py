@@ -37,8 +37,15 @@ from trtflow.onnxmodel.formats import PrecisionName
 if TYPE_CHECKING:
     import onnx
 
-LOW_TYPE_NAMES: dict[str, str] = {"fp16": "tensor(float16)", "bf16": "tensor(bfloat16)", "fp8": "tensor(float)"}
-CONVERSION_OPS = {"Cast", "CastLike"}  # input 0 is the data they convert, whatever its type constraint
+LOW_TYPE_NAMES: dict[str, str] = {
+    "fp16": "tensor(float16)",
+    "bf16": "tensor(bfloat16)",
+    "fp8": "tensor(float)",
+}
+CONVERSION_OPS = {
+    "Cast",
+    "CastLike",
+}  # input 0 is the data they convert, whatever its type constraint
 
 
 @dataclass(frozen=True)
@@ -51,12 +58,12 @@ class Site:
     low_outputs: tuple[str, ...]
 
 
-def opset_versions(model: "onnx.ModelProto") -> dict[str, int]:
+def opset_versions(model: onnx.ModelProto) -> dict[str, int]:
     """`{domain: version}` of the model's opset imports (`ai.onnx` as "")."""
     return {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
 
 
-def node_schema(node: "onnx.NodeProto", opsets: dict[str, int]):
+def node_schema(node: onnx.NodeProto, opsets: dict[str, int]):
     """The ONNX schema `node` is checked against, or None (unknown domain or op)."""
     import onnx.defs
 
@@ -67,8 +74,9 @@ def node_schema(node: "onnx.NodeProto", opsets: dict[str, int]):
         return None
 
 
-def low_positions(node: "onnx.NodeProto", schema, precision: PrecisionName,
-                  float_tensors: set[str]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def low_positions(
+    node: onnx.NodeProto, schema, precision: PrecisionName, float_tensors: set[str]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Positions of the inputs and outputs `node` reads and writes in the low type (see the module docstring)."""
     floats_in = [i for i, name in enumerate(node.input) if name in float_tensors]
     floats_out = [i for i, name in enumerate(node.output) if name in float_tensors]
@@ -77,9 +85,13 @@ def low_positions(node: "onnx.NodeProto", schema, precision: PrecisionName,
     allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
 
     def formal_type(formals, index: int) -> str | None:
-        return formals[min(index, len(formals) - 1)].type_str if formals else None  # the last may be variadic
+        return (
+            formals[min(index, len(formals) - 1)].type_str if formals else None
+        )  # the last may be variadic
 
-    def admits_low(type_str: str | None) -> bool:  # a constraint name, or a fixed type like tensor(float)
+    def admits_low(
+        type_str: str | None,
+    ) -> bool:  # a constraint name, or a fixed type like tensor(float)
         return LOW_TYPE_NAMES[precision] in allowed.get(type_str, {type_str})
 
     outputs = tuple(i for i in floats_out if admits_low(formal_type(schema.outputs, i)))
@@ -88,7 +100,7 @@ def low_positions(node: "onnx.NodeProto", schema, precision: PrecisionName,
     return inputs, outputs
 
 
-def precision_sites(model: "onnx.ModelProto", precision: PrecisionName) -> list[Site]:
+def precision_sites(model: onnx.ModelProto, precision: PrecisionName) -> list[Site]:
     """The nodes a plan of `precision` can put in low precision, in graph order (nodes must be named).
 
     One pass against graph order: when a node is reached, every node reading its outputs has been
@@ -104,17 +116,28 @@ def precision_sites(model: "onnx.ModelProto", precision: PrecisionName) -> list[
     sites = []
     for node in reversed(model.graph.node):
         reads, writes = low_positions(node, node_schema(node, opsets), precision, float_tensors)
-        data_writes = tuple(i for i in writes
-                            if node.output[i] not in read_as_parameter or node.output[i] in read_as_data)
+        data_writes = tuple(
+            i
+            for i in writes
+            if node.output[i] not in read_as_parameter or node.output[i] in read_as_data
+        )
         for index, tensor in enumerate(node.input):
-            if not writes or (data_writes and (index in reads or (node.op_type in CONVERSION_OPS and index == 0))):
+            if not writes or (
+                data_writes and (index in reads or (node.op_type in CONVERSION_OPS and index == 0))
+            ):
                 read_as_data.add(tensor)
             else:  # typed apart from the data (Resize scales), or feeding a node that only computes parameters
                 read_as_parameter.add(tensor)
         read_as_data |= subgraph_reads(node)
         if data_writes:
-            sites.append(Site(node.name, reads, tuple(dict.fromkeys(node.input[i] for i in reads)),
-                              tuple(node.output[i] for i in data_writes)))
+            sites.append(
+                Site(
+                    node.name,
+                    reads,
+                    tuple(dict.fromkeys(node.input[i] for i in reads)),
+                    tuple(node.output[i] for i in data_writes),
+                )
+            )
     return sites[::-1]
 
 
@@ -135,15 +158,17 @@ class OpsetHeld:
 
     def describe(self, precision: PrecisionName) -> str:
         ops = ", ".join(f"{count} {op}" for op, count in self.ops.items())
-        return (f"{ops} node(s) stay FP32 in {precision}: ONNX admits {LOW_TYPE_NAMES[precision][7:-1]} for "
-                f"{'this op' if len(self.ops) == 1 else 'these ops'} only from opset {self.since} and the model is "
-                f"opset {self.opset} (re-export it at opset {self.since} to put them in {precision})")
+        return (
+            f"{ops} node(s) stay FP32 in {precision}: ONNX admits {LOW_TYPE_NAMES[precision][7:-1]} for "
+            f"{'this op' if len(self.ops) == 1 else 'these ops'} only from opset {self.since} and the model is "
+            f"opset {self.opset} (re-export it at opset {self.since} to put them in {precision})"
+        )
 
     def as_json(self) -> dict:
         return {"nodes": self.count, "ops": self.ops, "opset": self.opset, "since": self.since}
 
 
-def held_by_opset(model: "onnx.ModelProto", precision: PrecisionName) -> OpsetHeld | None:
+def held_by_opset(model: onnx.ModelProto, precision: PrecisionName) -> OpsetHeld | None:
     """The top-level nodes a newer opset would let `precision` reach (see `OpsetHeld`), or None."""
     import onnx.defs
 
@@ -155,13 +180,19 @@ def held_by_opset(model: "onnx.ModelProto", precision: PrecisionName) -> OpsetHe
     ops: dict[str, int] = {}
     since = 0
     for node in model.graph.node:
-        if node.name in reached or node.domain not in ("", "ai.onnx") or node.op_type in CONVERSION_OPS:
+        if (
+            node.name in reached
+            or node.domain not in ("", "ai.onnx")
+            or node.op_type in CONVERSION_OPS
+        ):
             continue
         current = node_schema(node, opsets)
         if current is None or low_positions(node, current, precision, float_tensors)[1]:
             continue  # unknown op, or the opset admits the low type and the node stays high for another reason
         version = onnx.defs.get_schema(node.op_type, "").since_version
-        if not low_positions(node, onnx.defs.get_schema(node.op_type, version, ""), precision, float_tensors)[1]:
+        if not low_positions(
+            node, onnx.defs.get_schema(node.op_type, version, ""), precision, float_tensors
+        )[1]:
             continue
         while version > opsets.get("", 1):  # walk back to the first version admitting the low type
             older = onnx.defs.get_schema(node.op_type, version - 1, "")
@@ -173,7 +204,7 @@ def held_by_opset(model: "onnx.ModelProto", precision: PrecisionName) -> OpsetHe
     return OpsetHeld(ops, opsets.get("", 1), since) if ops else None
 
 
-def subgraph_reads(node: "onnx.NodeProto") -> set[str]:
+def subgraph_reads(node: onnx.NodeProto) -> set[str]:
     """Outer-scope names the subgraphs of `node` read (everything they read that they do not define)."""
     from trtflow.onnxmodel.files import iter_graphs
 

@@ -37,10 +37,11 @@ Adding a backend: one module with `Config` (and its runner) plus one line in `re
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Literal, Protocol, Sequence
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -71,7 +72,7 @@ class Runner(Protocol):
 class PlanRunner(Runner, Protocol):
     switches_plans: bool  # True: a plan is an input of one session, so realizing one costs nothing
 
-    def realize(self, plan: "PrecisionPlan", feeds: Sequence[Feed]) -> None:
+    def realize(self, plan: PrecisionPlan, feeds: Sequence[Feed]) -> None:
         """Make the next `infer` calls, on these feeds, run `plan`."""
         ...
 
@@ -80,10 +81,14 @@ class PlanRunner(Runner, Protocol):
 class PlanModel:
     """What a plan runner realizes plans of: the model, loaded once by its caller and shared."""
 
-    model: "onnx.ModelProto"  # weights loaded, every node named (`onnxmodel.files.name_nodes`); never changed
+    model: (
+        onnx.ModelProto
+    )  # weights loaded, every node named (`onnxmodel.files.name_nodes`); never changed
     path: Path  # the file it came from (a TensorRT build parses a file)
-    precision: "PrecisionName"  # the low precision of every plan
-    state_dir: Callable[[str], Path] | None = None  # a workspace folder by name that outlives runs (timing caches)
+    precision: PrecisionName  # the low precision of every plan
+    state_dir: Callable[[str], Path] | None = (
+        None  # a workspace folder by name that outlives runs (timing caches)
+    )
     log: Callable[[str], None] = lambda message: None
 
 
@@ -103,10 +108,16 @@ class RunnerConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="Names this runner's results (`reference: NAME`).")
-    isolate: bool = Field(False, description="Run in a child process, so a native crash fails this runner only.")
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9_.-]+$", description="Names this runner's results (`reference: NAME`)."
+    )
+    isolate: bool = Field(
+        False, description="Run in a child process, so a native crash fails this runner only."
+    )
 
-    reads: ClassVar[Literal["onnx", "engine", "nothing"]] = "onnx"  # what `model` must be for `create`
+    reads: ClassVar[Literal["onnx", "engine", "nothing"]] = (
+        "onnx"  # what `model` must be for `create`
+    )
 
     def create(self, model: Path | None, outputs: list[str] | None) -> Runner:
         """The runner for `model` (an ONNX file, an engine, or None for `reads = "nothing"`)."""
@@ -117,7 +128,7 @@ class RunnerConfig(BaseModel):
         runner that computes from them. A run with no model and no inputs feeds it empty feeds."""
         return None
 
-    def check_model(self, model: "onnx.ModelProto | None") -> None:
+    def check_model(self, model: onnx.ModelProto | None) -> None:
         """Raise ValueError (saying what to change) when this entry cannot work with `model` (the run's
         ONNX model without weights, or None); called before any runner starts."""
 
@@ -125,20 +136,24 @@ class RunnerConfig(BaseModel):
         """Library versions and hardware that change this runner's outputs (part of the step key)."""
         return {}
 
-    def check_entry(self, model: "onnx.ModelProto | None", key: str, *within: str | int) -> None:
+    def check_entry(self, model: onnx.ModelProto | None, key: str, *within: str | int) -> None:
         """`check_model` as a ParamError at the recipe key holding this entry (`runners[1].providers`):
         every step that takes runner entries checks them so, before any runner starts."""
         try:
             self.check_model(model)
         except ParamError as error:  # names the key of the entry at fault
-            raise ParamError(key, f"runner `{self.name}`: {error}", within=(*within, error.param, *error.within)) from None
+            raise ParamError(
+                key, f"runner `{self.name}`: {error}", within=(*within, error.param, *error.within)
+            ) from None
         except (OSError, ValueError) as error:
             raise ParamError(key, f"runner `{self.name}`: {error}", within=within) from None
 
     def plan_runner(self, subject: PlanModel) -> PlanRunner:
         """A runner that realizes precision plans of `subject` (backends that can override this).
         Raises ValueError, saying what to change, when a setting of this entry contradicts plans."""
-        raise NotImplementedError(f"a `{getattr(self, 'backend', '?')}` runner cannot realize precision plans")
+        raise NotImplementedError(
+            f"a `{getattr(self, 'backend', '?')}` runner cannot realize precision plans"
+        )
 
 
 class RunnerFailed(StepError):

@@ -24,15 +24,16 @@ peaked at 3.9 GB, then 2.2 GB).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Sequence
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
 from trtflow.lazy import lazy_import
-from trtflow.packages import installed_version
 from trtflow.onnxmodel.formats import PrecisionName
 from trtflow.onnxmodel.keep_files import read_keep_file
+from trtflow.packages import installed_version
 from trtflow.runners.base import Feed, PlanModel, RunnerConfig
 from trtflow.runners.onnxruntime import OnnxruntimeRunner
 from trtflow.schema.paths import InputPath
@@ -43,14 +44,14 @@ np = lazy_import("numpy")
 if TYPE_CHECKING:
     import onnx
 
+    from trtflow.onnxmodel.engine_layers import EngineLayerMap
     from trtflow.precision.emulate import SwitchableModel
     from trtflow.precision.plan import PrecisionPlan
-    from trtflow.onnxmodel.engine_layers import EngineLayerMap
 
 EMULATION_SESSION_OPTIONS = {"graph_optimization_level": "disable_all"}
 
 
-def node_names(model: "onnx.ModelProto") -> set[str]:
+def node_names(model: onnx.ModelProto) -> set[str]:
     """Every node's name as plans use it (`name_nodes`), subgraphs included; `model` is not changed."""
     from trtflow.onnxmodel.files import iter_graphs, named
 
@@ -58,24 +59,32 @@ def node_names(model: "onnx.ModelProto") -> set[str]:
 
 
 class Config(RunnerConfig):
-    backend: Literal["emulated"] = Field(description="FP16/BF16/FP8 storage emulated on any CPU: each low-precision node's outputs rounded through the low type.")
-    precision: PrecisionName = Field(description="The low-precision format to emulate: fp16, bf16 or fp8 (E4M3).")
+    backend: Literal["emulated"] = Field(
+        description="FP16/BF16/FP8 storage emulated on any CPU: each low-precision node's outputs rounded through the low type."
+    )
+    precision: PrecisionName = Field(
+        description="The low-precision format to emulate: fp16, bf16 or fp8 (E4M3)."
+    )
     keep: list[str] | InputPath = Field(
-        default_factory=list, description="Nodes that stay in FP32: a list of node names, or bisect-precision's "
-                                          "keep file (`${steps.ID.keep}`).")
+        default_factory=list,
+        description="Nodes that stay in FP32: a list of node names, or bisect-precision's "
+        "keep file (`${steps.ID.keep}`).",
+    )
 
     engine_graph: InputPath | None = Field(
-        None, description="Fusion-aware emulation: the engine's layer JSON (`${steps.ID.engine_graph}`, or trtexec "
-                          "--exportLayerInfo). Rounding happens only at engine-layer outputs; inside a fused layer "
-                          "values stay FP32, as in the fused kernel, and a BatchNormalization fused into a Conv is "
-                          "folded into its weights in FP32 before they are rounded (so the Conv's own output no "
-                          "longer exists: tap with `tensors: engine-layers`). Without it every low-precision node "
-                          "rounds its own outputs.")
+        None,
+        description="Fusion-aware emulation: the engine's layer JSON (`${steps.ID.engine_graph}`, or trtexec "
+        "--exportLayerInfo). Rounding happens only at engine-layer outputs; inside a fused layer "
+        "values stay FP32, as in the fused kernel, and a BatchNormalization fused into a Conv is "
+        "folded into its weights in FP32 before they are rounded (so the Conv's own output no "
+        "longer exists: tap with `tensors: engine-layers`). Without it every low-precision node "
+        "rounds its own outputs.",
+    )
 
     def kept_nodes(self) -> frozenset[str]:
         return frozenset(self.keep) if isinstance(self.keep, list) else read_keep_file(self.keep)
 
-    def check_model(self, model: "onnx.ModelProto | None") -> None:
+    def check_model(self, model: onnx.ModelProto | None) -> None:
         if model is None:
             return
         if self.engine_graph is not None:
@@ -84,9 +93,11 @@ class Config(RunnerConfig):
         unknown = sorted(self.kept_nodes() - names)
         if unknown:
             shown = ", ".join(f"`{name}`{did_you_mean(name, names)}" for name in unknown[:5])
-            raise ValueError(f"`keep` names {len(unknown)} node(s) the model does not have: {shown}")
+            raise ValueError(
+                f"`keep` names {len(unknown)} node(s) the model does not have: {shown}"
+            )
 
-    def engine_layers(self, model: "onnx.ModelProto") -> "EngineLayerMap":
+    def engine_layers(self, model: onnx.ModelProto) -> EngineLayerMap:
         """The layers of `engine_graph` in `model`'s terms; a ParamError at the key when the file is no engine
         graph or the engine of another model."""
         from trtflow.onnxmodel.files import named
@@ -101,21 +112,32 @@ class Config(RunnerConfig):
         plan = PrecisionPlan(self.precision, self.kept_nodes())
         transform = plan.emulate
         if self.engine_graph is not None:
-            def transform(model: "onnx.ModelProto") -> "onnx.ModelProto":
+
+            def transform(model: onnx.ModelProto) -> onnx.ModelProto:
                 return emulate(model, plan, self.engine_layers(model))
-        return OnnxruntimeRunner(self.name, model, outputs, session_options=EMULATION_SESSION_OPTIONS,
-                                 transform=transform)
+
+        return OnnxruntimeRunner(
+            self.name,
+            model,
+            outputs,
+            session_options=EMULATION_SESSION_OPTIONS,
+            transform=transform,
+        )
 
     def fingerprint(self) -> dict[str, str]:
         return {"onnxruntime": installed_version("onnxruntime"), "onnx": installed_version("onnx")}
 
-    def plan_runner(self, subject: PlanModel) -> "SwitchableRunner":
+    def plan_runner(self, subject: PlanModel) -> SwitchableRunner:
         if self.engine_graph is not None:
-            raise ValueError("`engine_graph` has no place in a runner that realizes precision plans: plans are "
-                             "judged node by node on the switchable model")
+            raise ValueError(
+                "`engine_graph` has no place in a runner that realizes precision plans: plans are "
+                "judged node by node on the switchable model"
+            )
         if self.keep:
-            raise ValueError("`keep` has no place in a runner that realizes precision plans: each plan says "
-                             "which nodes stay FP32 (bisect-precision's `nodes: {exclude: ...}` narrows them)")
+            raise ValueError(
+                "`keep` has no place in a runner that realizes precision plans: each plan says "
+                "which nodes stay FP32 (bisect-precision's `nodes: {exclude: ...}` narrows them)"
+            )
         return SwitchableRunner(self.name, subject)
 
 
@@ -127,19 +149,24 @@ class SwitchableRunner:
     def __init__(self, name: str, subject: PlanModel):
         self.name = name
         self.subject = subject
-        self.switchable: "SwitchableModel | None" = None
-        self._plan: "PrecisionPlan | None" = None
+        self.switchable: SwitchableModel | None = None
+        self._plan: PrecisionPlan | None = None
         self._session: OnnxruntimeRunner | None = None
 
     def activate(self) -> None:
         from trtflow.precision.emulate import switchable
 
         self.switchable = switchable(self.subject.model, self.subject.precision)
-        self._session = OnnxruntimeRunner(self.name, self.switchable.model, None,
-                                          session_options=EMULATION_SESSION_OPTIONS, scratch_weights=True)
+        self._session = OnnxruntimeRunner(
+            self.name,
+            self.switchable.model,
+            None,
+            session_options=EMULATION_SESSION_OPTIONS,
+            scratch_weights=True,
+        )
         self._session.activate()
 
-    def realize(self, plan: "PrecisionPlan", feeds: Sequence[Feed]) -> None:
+    def realize(self, plan: PrecisionPlan, feeds: Sequence[Feed]) -> None:
         self._plan = plan  # no build: the plan is the mask input of every following inference
 
     def infer(self, feed: Feed) -> dict[str, np.ndarray]:

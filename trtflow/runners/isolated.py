@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
 from trtflow.lazy import lazy_import
 from trtflow.runners.base import Feed, RunnerConfig, RunnerFailed, failing_as, layer_profile
 
@@ -82,8 +81,11 @@ class IsolatedRunner:
             code = self._process.exitcode
             self._forget()
             if code is not None and code < 0:
-                raise RunnerFailed(self.name, f"crashed (signal {-code}, {_signal_name(-code)}) while {doing}; "
-                                              "it ran in its own process (`isolate: true`), so only it failed") from None
+                raise RunnerFailed(
+                    self.name,
+                    f"crashed (signal {-code}, {_signal_name(-code)}) while {doing}; "
+                    "it ran in its own process (`isolate: true`), so only it failed",
+                ) from None
             raise RunnerFailed(self.name, f"exited with code {code} while {doing}") from None
         if status == "error":
             raise RunnerFailed(self.name, reply.removeprefix(f"runner `{self.name}` "))
@@ -92,8 +94,12 @@ class IsolatedRunner:
     def activate(self) -> None:
         context = multiprocessing.get_context("spawn")
         self._connection, child_end = context.Pipe()
-        self._process = context.Process(target=_serve, args=(child_end, self.config, self.model, self.outputs),
-                                        name=f"trtflow-runner-{self.name}", daemon=True)
+        self._process = context.Process(
+            target=_serve,
+            args=(child_end, self.config, self.model, self.outputs),
+            name=f"trtflow-runner-{self.name}",
+            daemon=True,
+        )
         self._process.start()
         child_end.close()
         self._call("activate", doing="starting")
@@ -102,7 +108,11 @@ class IsolatedRunner:
         return self._call("infer", feed, doing="running inference")
 
     def layer_profile(self) -> list[dict] | None:
-        return self._call("layer_profile", doing="reporting its layer times") if self._process is not None else None
+        return (
+            self._call("layer_profile", doing="reporting its layer times")
+            if self._process is not None
+            else None
+        )
 
     def deactivate(self) -> None:
         if self._process is None:

@@ -27,15 +27,20 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
 from trtflow.errors import ParamError
 from trtflow.lazy import lazy_import
-from trtflow.ort_sessions import LOWERED_MODEL_DISABLED_OPTIMIZERS, new_session_options, open_session
+from trtflow.ort_sessions import (
+    LOWERED_MODEL_DISABLED_OPTIMIZERS,
+    new_session_options,
+    open_session,
+)
 from trtflow.packages import installed_version
 from trtflow.runners.base import Feed, PlanModel, RunnerConfig, RunnerFailed
 from trtflow.schema.paths import InputPath
@@ -49,24 +54,41 @@ if TYPE_CHECKING:
     from trtflow.precision.plan import PrecisionPlan
 
 PROTOBUF_LIMIT = 2_000_000_000
-EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"  # for a model given as bytes
-CPU_FP16_HIDES_OVERFLOWS = ("ONNX Runtime's CPU provider computes most FP16 ops in FP32, so overflows a GPU hits "
-                            "are hidden; use the `emulated` backend to see them")
-OPTIMIZATION_LEVELS = {"disable_all": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
-                       "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
+EXTERNAL_DATA_FOLDER = (
+    "session.model_external_initializers_file_folder_path"  # for a model given as bytes
+)
+CPU_FP16_HIDES_OVERFLOWS = (
+    "ONNX Runtime's CPU provider computes most FP16 ops in FP32, so overflows a GPU hits "
+    "are hidden; use the `emulated` backend to see them"
+)
+OPTIMIZATION_LEVELS = {
+    "disable_all": "ORT_DISABLE_ALL",
+    "basic": "ORT_ENABLE_BASIC",
+    "extended": "ORT_ENABLE_EXTENDED",
+    "all": "ORT_ENABLE_ALL",
+}
 
 
 class Config(RunnerConfig):
-    backend: Literal["onnxruntime"] = Field(description="ONNX Runtime, on the first available of `providers`.")
-    providers: list[str] = Field(["CPUExecutionProvider"], description="Execution providers, in priority order.")
+    backend: Literal["onnxruntime"] = Field(
+        description="ONNX Runtime, on the first available of `providers`."
+    )
+    providers: list[str] = Field(
+        ["CPUExecutionProvider"], description="Execution providers, in priority order."
+    )
     precision: Literal["fp32", "fp16"] = Field(
-        "fp32", description=f"fp16 runs a real FP16 conversion of the model. {CPU_FP16_HIDES_OVERFLOWS}.")
+        "fp32",
+        description=f"fp16 runs a real FP16 conversion of the model. {CPU_FP16_HIDES_OVERFLOWS}.",
+    )
     session_options: dict[str, Any] = Field(
         default_factory=dict,
-        description="onnxruntime.SessionOptions attributes, e.g. {graph_optimization_level: basic, intra_op_num_threads: 2}.")
-    custom_op_library: InputPath | None = Field(None, description="A shared library of custom ops to register.")
+        description="onnxruntime.SessionOptions attributes, e.g. {graph_optimization_level: basic, intra_op_num_threads: 2}.",
+    )
+    custom_op_library: InputPath | None = Field(
+        None, description="A shared library of custom ops to register."
+    )
 
-    def check_model(self, model: "onnx.ModelProto | None") -> None:
+    def check_model(self, model: onnx.ModelProto | None) -> None:
         """Every provider must be a real one, and one of them must be in this ONNX Runtime build: ONNX
         Runtime would otherwise warn and run on the CPU, and the comparison would silently be of the
         CPU provider. A list such as [CUDAExecutionProvider, CPUExecutionProvider] is a priority
@@ -79,26 +101,38 @@ class Config(RunnerConfig):
         if unknown:
             what = f"`{unknown[0]}` is no ONNX Runtime execution provider{did_you_mean(unknown[0], known)}"
         elif not any(provider in available for provider in self.providers):
-            what = (f"this ONNX Runtime build has no `{self.providers[0]}` (it comes with another onnxruntime "
-                    "package, e.g. onnxruntime-gpu for CUDA and TensorRT)")
+            what = (
+                f"this ONNX Runtime build has no `{self.providers[0]}` (it comes with another onnxruntime "
+                "package, e.g. onnxruntime-gpu for CUDA and TensorRT)"
+            )
         else:
             return
         raise ParamError("providers", f"{what}; available here: {', '.join(available)}")
 
-    def create(self, model: Path | None, outputs: list[str] | None) -> "OnnxruntimeRunner":
+    def create(self, model: Path | None, outputs: list[str] | None) -> OnnxruntimeRunner:
         transform, disabled_optimizers = None, []
         if self.precision == "fp16":
             from trtflow.precision.plan import PrecisionPlan
 
-            transform, disabled_optimizers = PrecisionPlan("fp16").lower, LOWERED_MODEL_DISABLED_OPTIMIZERS
-        return OnnxruntimeRunner(self.name, model, outputs, providers=self.providers,
-                                 session_options=self.session_options, custom_op_library=self.custom_op_library,
-                                 transform=transform, disabled_optimizers=disabled_optimizers)
+            transform, disabled_optimizers = (
+                PrecisionPlan("fp16").lower,
+                LOWERED_MODEL_DISABLED_OPTIMIZERS,
+            )
+        return OnnxruntimeRunner(
+            self.name,
+            model,
+            outputs,
+            providers=self.providers,
+            session_options=self.session_options,
+            custom_op_library=self.custom_op_library,
+            transform=transform,
+            disabled_optimizers=disabled_optimizers,
+        )
 
     def fingerprint(self) -> dict[str, str]:
         return {"onnxruntime": installed_version("onnxruntime")}
 
-    def plan_runner(self, subject: PlanModel) -> "LoweredPlanRunner":
+    def plan_runner(self, subject: PlanModel) -> LoweredPlanRunner:
         return LoweredPlanRunner(self, subject)
 
     def hides_fp16_overflows(self) -> bool:
@@ -109,21 +143,28 @@ class Config(RunnerConfig):
         import onnxruntime
 
         available = set(onnxruntime.get_available_providers())
-        used = next((provider for provider in self.providers if provider in available), "CPUExecutionProvider")
+        used = next(
+            (provider for provider in self.providers if provider in available),
+            "CPUExecutionProvider",
+        )
         return used == "CPUExecutionProvider"
 
 
 @dataclass
 class OnnxruntimeRunner:
     name: str
-    model: "Path | onnx.ModelProto"  # a file, or a model in memory (read, never changed)
+    model: Path | onnx.ModelProto  # a file, or a model in memory (read, never changed)
     outputs: list[str] | None
     providers: list[str] = field(default_factory=lambda: ["CPUExecutionProvider"])
     session_options: dict[str, Any] = field(default_factory=dict)
     custom_op_library: Path | None = None
     transform: Callable | None = None  # ModelProto -> ModelProto, applied before outputs are marked
-    disabled_optimizers: list[str] = field(default_factory=list)  # ONNX Runtime graph transformers to skip
-    scratch_weights: bool = False  # in-memory weights past onnxmodel.files.EXTERNAL_DATA_THRESHOLD go to a scratch
+    disabled_optimizers: list[str] = field(
+        default_factory=list
+    )  # ONNX Runtime graph transformers to skip
+    scratch_weights: bool = (
+        False  # in-memory weights past onnxmodel.files.EXTERNAL_DATA_THRESHOLD go to a scratch
+    )
     # file the session reads; a model given in memory hands them over (its initializers then point into the file)
     session: Any = None
     _scratch: Path | None = None
@@ -134,7 +175,9 @@ class OnnxruntimeRunner:
         options = new_session_options()
         for key, value in self.session_options.items():
             if key == "graph_optimization_level":
-                value = getattr(ort.GraphOptimizationLevel, OPTIMIZATION_LEVELS.get(str(value), str(value)))
+                value = getattr(
+                    ort.GraphOptimizationLevel, OPTIMIZATION_LEVELS.get(str(value), str(value))
+                )
             if not hasattr(options, key):
                 raise RunnerFailed(self.name, f"has an unknown session option `{key}`")
             setattr(options, key, value)
@@ -146,7 +189,9 @@ class OnnxruntimeRunner:
         try:
             self.session = open_session(source, options, self.providers, self.disabled_optimizers)
         except Exception as error:  # noqa: BLE001 - ORT raises its own untyped errors
-            raise RunnerFailed(self.name, f"cannot create an ONNX Runtime session: {error}") from None
+            raise RunnerFailed(
+                self.name, f"cannot create an ONNX Runtime session: {error}"
+            ) from None
 
     @property
     def _folder(self) -> Path | None:
@@ -158,8 +203,13 @@ class OnnxruntimeRunner:
         """The model as ORT should load it: bytes, or a scratch file (`scratch_weights`, or over 2 GB)."""
         from google.protobuf.message import EncodeError
 
-        from trtflow.onnxmodel.files import EXTERNAL_DATA_THRESHOLD, load_model, save_model, weight_bytes
         from trtflow.onnxmodel.catalog import catalog
+        from trtflow.onnxmodel.files import (
+            EXTERNAL_DATA_THRESHOLD,
+            load_model,
+            save_model,
+            weight_bytes,
+        )
         from trtflow.tensors.taps import mark_outputs
 
         model = self.model
@@ -175,7 +225,9 @@ class OnnxruntimeRunner:
                 model.CopyFrom(self.model)
             mark_outputs(model, self.outputs, catalog(model), replace=True)
         weights = weight_bytes(model)  # cheap; ByteSize() would serialize the whole model once more
-        if weights < PROTOBUF_LIMIT and not (self.scratch_weights and weights > EXTERNAL_DATA_THRESHOLD):
+        if weights < PROTOBUF_LIMIT and not (
+            self.scratch_weights and weights > EXTERNAL_DATA_THRESHOLD
+        ):
             try:
                 return model.SerializeToString()
             except EncodeError:  # weights just under the limit, the rest of the graph over it
@@ -183,18 +235,26 @@ class OnnxruntimeRunner:
         if self._folder is not None:
             from onnx.external_data_helper import load_external_data_for_model
 
-            load_external_data_for_model(model, str(self._folder))  # what is still on disk goes into the new file
+            load_external_data_for_model(
+                model, str(self._folder)
+            )  # what is still on disk goes into the new file
         self._scratch = Path(tempfile.mkdtemp(prefix="trtflow-ort-"))
         # the weights move to the file, unless the model is the caller's and was not handed over (`scratch_weights`)
-        save_model(model, self._scratch / "model.onnx", external_data=True,
-                   keep_weights=model is self.model and not self.scratch_weights)
+        save_model(
+            model,
+            self._scratch / "model.onnx",
+            external_data=True,
+            keep_weights=model is self.model and not self.scratch_weights,
+        )
         return str(self._scratch / "model.onnx")
 
     def infer(self, feed: Feed) -> dict[str, np.ndarray]:
         names = [o.name for o in self.session.get_outputs()]
         wanted = {i.name for i in self.session.get_inputs()}
         try:
-            return dict(zip(names, self.session.run(names, {k: v for k, v in feed.items() if k in wanted})))
+            return dict(
+                zip(names, self.session.run(names, {k: v for k, v in feed.items() if k in wanted}))
+            )
         except Exception as error:  # noqa: BLE001 - ORT raises its own untyped errors
             raise RunnerFailed(self.name, f"failed during inference: {error}") from None
 
@@ -219,12 +279,18 @@ class LoweredPlanRunner:
     def activate(self) -> None:
         """Nothing to prepare: every plan is a model of its own."""
 
-    def realize(self, plan: "PrecisionPlan", feeds: Sequence[Feed]) -> None:
+    def realize(self, plan: PrecisionPlan, feeds: Sequence[Feed]) -> None:
         self.deactivate()
-        self._session = OnnxruntimeRunner(self.name, self.subject.model, None, providers=self.config.providers,
-                                          session_options=self.config.session_options,
-                                          custom_op_library=self.config.custom_op_library, transform=plan.lower,
-                                          disabled_optimizers=LOWERED_MODEL_DISABLED_OPTIMIZERS)
+        self._session = OnnxruntimeRunner(
+            self.name,
+            self.subject.model,
+            None,
+            providers=self.config.providers,
+            session_options=self.config.session_options,
+            custom_op_library=self.config.custom_op_library,
+            transform=plan.lower,
+            disabled_optimizers=LOWERED_MODEL_DISABLED_OPTIMIZERS,
+        )
         self._session.activate()
 
     def infer(self, feed: Feed) -> dict[str, np.ndarray]:

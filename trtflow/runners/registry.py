@@ -6,8 +6,8 @@ Config modules import nothing heavy at module level, so building the union is ch
 from __future__ import annotations
 
 import importlib
-from functools import lru_cache
-from typing import Annotated, Union
+from functools import cache
+from typing import Annotated
 
 from pydantic import Field
 
@@ -26,11 +26,11 @@ def config_type(backend: str) -> type[RunnerConfig]:
     return getattr(importlib.import_module(module_name), class_name)
 
 
-@lru_cache(maxsize=None)
+@cache
 def runner_entry():
     """The type of one entry under `runners:` — the config of the backend it names."""
     configs = tuple(config_type(backend) for backend in BACKENDS)
-    return Annotated[Union[configs], Field(discriminator="backend")]
+    return Annotated[configs, Field(discriminator="backend")]
 
 
 def realizes_plans(backend: str) -> bool:
@@ -38,8 +38,8 @@ def realizes_plans(backend: str) -> bool:
     return config_type(backend).plan_runner is not RunnerConfig.plan_runner
 
 
-@lru_cache(maxsize=None)
+@cache
 def plan_runner_entry():
     """The type of a runner entry that realizes precision plans (`bisect-precision`'s `runner`)."""
     configs = tuple(config_type(backend) for backend in BACKENDS if realizes_plans(backend))
-    return Annotated[Union[configs], Field(discriminator="backend")]
+    return Annotated[configs, Field(discriminator="backend")]

@@ -25,13 +25,19 @@ np = lazy_import("numpy")
 
 
 class Config(RunnerConfig):
-    backend: Literal["saved"] = Field(description="No inference: replays outputs saved earlier (a trtflow results folder or Polygraphy JSON).")
-    path: InputPath = Field(description="A trtflow results folder or a Polygraphy `--save-outputs` JSON file.")
-    runner: str | None = Field(None, description="Which runner of the file to replay, when it holds several.")
+    backend: Literal["saved"] = Field(
+        description="No inference: replays outputs saved earlier (a trtflow results folder or Polygraphy JSON)."
+    )
+    path: InputPath = Field(
+        description="A trtflow results folder or a Polygraphy `--save-outputs` JSON file."
+    )
+    runner: str | None = Field(
+        None, description="Which runner of the file to replay, when it holds several."
+    )
 
     reads: ClassVar[Literal["onnx", "engine", "nothing"]] = "nothing"
 
-    def create(self, model: Path | None, outputs: list[str] | None) -> "SavedRunner":
+    def create(self, model: Path | None, outputs: list[str] | None) -> SavedRunner:
         return SavedRunner(self.name, self.path, self.runner, outputs)
 
     def check_model(self, model: object) -> None:
@@ -56,8 +62,11 @@ def saved_iterations(path: Path, runner: str | None) -> tuple[str, list[dict[str
 
     if TensorSet.is_tensor_set(path):
         tensor_set = TensorSet.open(path)
-        runs = {name: [tensor_set.iteration(name, i) for i in range(tensor_set.iterations(name))]
-                for name in tensor_set.runners if tensor_set.failure(name) is None}  # memory-mapped, cheap
+        runs = {
+            name: [tensor_set.iteration(name, i) for i in range(tensor_set.iterations(name))]
+            for name in tensor_set.runners
+            if tensor_set.failure(name) is None
+        }  # memory-mapped, cheap
     else:
         runs = polygraphy_json.read_results(path)
     if runner is None and len(runs) != 1:
@@ -86,8 +95,11 @@ class SavedRunner:
 
     def infer(self, feed: Feed) -> dict[str, np.ndarray]:
         if self._next >= len(self._iterations):
-            raise RunnerFailed(self.name, f"has only {len(self._iterations)} saved iterations in {self.path}; "
-                                          "the run has more inputs than that")
+            raise RunnerFailed(
+                self.name,
+                f"has only {len(self._iterations)} saved iterations in {self.path}; "
+                "the run has more inputs than that",
+            )
         outputs = self._iterations[self._next]
         self._next += 1
         wanted = self.outputs if self.outputs is not None else list(outputs)

@@ -22,8 +22,9 @@ through the lowered model on strongly typed TensorRT.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -44,25 +45,37 @@ ONNX_SUFFIXES = {".onnx"}
 def refuse_onnx_engine(path: Path | None) -> Path | None:
     """`path`, unless it names an ONNX model where an engine belongs (caught when the recipe validates)."""
     if path is not None and Path(path).suffix in ONNX_SUFFIXES:
-        raise ValueError(f"{Path(path).name} is an ONNX model, not a TensorRT engine: build one with a `build-engine` "
-                         "step and give its `${steps.ID.engine}`")
+        raise ValueError(
+            f"{Path(path).name} is an ONNX model, not a TensorRT engine: build one with a `build-engine` "
+            "step and give its `${steps.ID.engine}`"
+        )
     return path
 
 
 class Config(RunnerConfig):
-    backend: Literal["tensorrt"] = Field(description="A TensorRT engine (needs TensorRT and an NVIDIA GPU).")
-    engine: InputPath | None = Field(None, description="This runner's own engine (`${steps.ID.engine}`), e.g. to run an "
-                                                       "FP32 and an FP16 engine side by side; default: run-runners' `engine`.")
-    layer_timing: bool = Field(False, description="Time every layer with TensorRT's profiler (trtexec --exportProfile "
-                                                  "layout); makes each inference slower.")
+    backend: Literal["tensorrt"] = Field(
+        description="A TensorRT engine (needs TensorRT and an NVIDIA GPU)."
+    )
+    engine: InputPath | None = Field(
+        None,
+        description="This runner's own engine (`${steps.ID.engine}`), e.g. to run an "
+        "FP32 and an FP16 engine side by side; default: run-runners' `engine`.",
+    )
+    layer_timing: bool = Field(
+        False,
+        description="Time every layer with TensorRT's profiler (trtexec --exportProfile "
+        "layout); makes each inference slower.",
+    )
 
     _engine_is_an_engine = field_validator("engine")(refuse_onnx_engine)
 
     @property
-    def reads(self) -> str:  # what run-runners must hand `create`: its `engine`, unless this runner names one
+    def reads(
+        self,
+    ) -> str:  # what run-runners must hand `create`: its `engine`, unless this runner names one
         return "nothing" if self.engine is not None else "engine"
 
-    def create(self, model: Path | None, outputs: list[str] | None) -> "TensorRTRunner":
+    def create(self, model: Path | None, outputs: list[str] | None) -> TensorRTRunner:
         return TensorRTRunner(self, self.engine or model, outputs)
 
     def fingerprint(self) -> dict[str, str]:
@@ -70,13 +83,20 @@ class Config(RunnerConfig):
 
         return fingerprint()
 
-    def plan_runner(self, subject: PlanModel) -> "TensorRTPlanRunner":
+    def plan_runner(self, subject: PlanModel) -> TensorRTPlanRunner:
         if self.engine is not None:
-            raise ValueError("`engine` has no place in a runner that realizes precision plans: each plan's "
-                             "engine is built from the model")
-        if subject.precision not in ("fp16", "bf16"):  # said before the reference, screening and any build
-            raise ValueError(f"bisect-precision on TensorRT searches fp16 or bf16 plans, not {subject.precision} "
-                             "(FP8 needs explicit Q/DQ quantization in TensorRT)")
+            raise ValueError(
+                "`engine` has no place in a runner that realizes precision plans: each plan's "
+                "engine is built from the model"
+            )
+        if subject.precision not in (
+            "fp16",
+            "bf16",
+        ):  # said before the reference, screening and any build
+            raise ValueError(
+                f"bisect-precision on TensorRT searches fp16 or bf16 plans, not {subject.precision} "
+                "(FP8 needs explicit Q/DQ quantization in TensorRT)"
+            )
         return TensorRTPlanRunner(self.name, subject)
 
 
@@ -96,7 +116,9 @@ class TensorRTRunner:
         from trtflow.trt.log import TensorRTLog
 
         self.layer_times = LayerTimes() if self.layer_timing else None
-        self._session = EngineSession(TensorRT.load(), self.engine_path.read_bytes(), TensorRTLog(), self.layer_times)
+        self._session = EngineSession(
+            TensorRT.load(), self.engine_path.read_bytes(), TensorRTLog(), self.layer_times
+        )
         available = self._session.outputs
         if self.requested is None:
             self._selected = list(available)
@@ -104,9 +126,12 @@ class TensorRTRunner:
         self._selected = [name for name in self.requested if name in available]
         if not self._selected:
             self.deactivate()
-            raise RunnerFailed(self.name, f"found none of the requested outputs in the engine "
-                                          f"({', '.join(self.requested[:5])}...); its outputs are {', '.join(available)}. "
-                                          "Tap the model before build-engine to compare intermediate tensors")
+            raise RunnerFailed(
+                self.name,
+                f"found none of the requested outputs in the engine "
+                f"({', '.join(self.requested[:5])}...); its outputs are {', '.join(available)}. "
+                "Tap the model before build-engine to compare intermediate tensors",
+            )
 
     def infer(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         outputs = self._session.infer(feed)
@@ -126,14 +151,16 @@ class TensorRTRunner:
         return self.layer_times.take()
 
 
-def _shapes_of(feeds: Sequence[Feed]) -> dict[str, "ShapeRange"]:
+def _shapes_of(feeds: Sequence[Feed]) -> dict[str, ShapeRange]:
     """An optimization profile that covers the samples: per input, the smallest and largest shape seen."""
     from trtflow.trt.builder import ShapeRange
 
     shapes = {}
     for name, first in feeds[0].items() if feeds else ():
         seen = [feed[name].shape for feed in feeds]
-        shapes[name] = ShapeRange(tuple(map(min, zip(*seen))), first.shape, tuple(map(max, zip(*seen))))
+        shapes[name] = ShapeRange(
+            tuple(map(min, zip(*seen))), first.shape, tuple(map(max, zip(*seen)))
+        )
     return shapes
 
 
@@ -159,16 +186,24 @@ class TensorRTPlanRunner:
         self._trt = TensorRT.load()
         self._log = TensorRTLog(echo=self.subject.log)
         state_dir = self.subject.state_dir
-        self._cache = TimingCache(timing_cache_file(state_dir("tensorrt")) if state_dir else None, self._log)
+        self._cache = TimingCache(
+            timing_cache_file(state_dir("tensorrt")) if state_dir else None, self._log
+        )
 
-    def realize(self, plan: "PrecisionPlan", feeds: Sequence[Feed]) -> None:
+    def realize(self, plan: PrecisionPlan, feeds: Sequence[Feed]) -> None:
         from trtflow.trt.builder import BuildSettings, build_engine
         from trtflow.trt.execution import EngineSession
 
         self._close_engine()
         settings = BuildSettings(precision=plan.precision, shapes=_shapes_of(feeds))
-        built = build_engine(self.subject.path, settings, keep=plan.keep, timing_cache=self._cache, log=self._log,
-                             trt=self._trt)
+        built = build_engine(
+            self.subject.path,
+            settings,
+            keep=plan.keep,
+            timing_cache=self._cache,
+            log=self._log,
+            trt=self._trt,
+        )
         self.builds += 1
         self._session = EngineSession(self._trt, built.serialized, self._log)
 

@@ -24,7 +24,9 @@ class PathResolver:
     artifacts: dict[str, str] = field(default_factory=dict)  # store path -> artifact digest
     user_files: set[str] = field(default_factory=set)  # filled while validating
     used_artifacts: set[str] = field(default_factory=set)
-    value_outputs: dict[str, str] = field(default_factory=dict)  # str(value) -> the reference that gave it
+    value_outputs: dict[str, str] = field(
+        default_factory=dict
+    )  # str(value) -> the reference that gave it
 
     def resolve(self, value: Path) -> Path:
         text = str(value)
@@ -36,10 +38,14 @@ class PathResolver:
             self.used_artifacts.add(resolved_text)
             return resolved
         if not resolved.exists() and text in self.value_outputs:
-            raise ValueError(f"`{self.value_outputs[text]}` is a value ({text!r}), not a file or folder; "
-                             "refer to one of that step's file outputs")
+            raise ValueError(
+                f"`{self.value_outputs[text]}` is a value ({text!r}), not a file or folder; "
+                "refer to one of that step's file outputs"
+            )
         if not resolved.exists():
-            raise ValueError(f"file not found: {resolved} (relative paths start at the recipe's folder {self.base_dir})")
+            raise ValueError(
+                f"file not found: {resolved} (relative paths start at the recipe's folder {self.base_dir})"
+            )
         _refuse_special_file(resolved)
         self.user_files.add(resolved_text)
         return resolved
@@ -50,8 +56,10 @@ def _refuse_special_file(path: Path) -> None:
     forever (a FIFO) or never reach the end (`/dev/zero`), before the step could say anything."""
     mode = path.stat().st_mode
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        raise ValueError(f"{path} is not a regular file or folder (it is a FIFO, a device or a socket); "
-                         "give the path of the file itself, e.g. copy the model to disk first")
+        raise ValueError(
+            f"{path} is not a regular file or folder (it is a FIFO, a device or a socket); "
+            "give the path of the file itself, e.g. copy the model to disk first"
+        )
 
 
 def _resolve_input_path(value: Path, info: ValidationInfo) -> Path:

@@ -50,8 +50,11 @@ def _is_model(annotation: Any) -> bool:
 def _tagged_member(union: Any, tag: Any) -> type[BaseModel] | None:
     """The member of a discriminated union of models whose discriminator literal is `tag`."""
     for member in typing.get_args(union):
-        if _is_model(member) and any(tag in typing.get_args(f.annotation) for f in member.model_fields.values()
-                                     if typing.get_origin(f.annotation) is typing.Literal):
+        if _is_model(member) and any(
+            tag in typing.get_args(f.annotation)
+            for f in member.model_fields.values()
+            if typing.get_origin(f.annotation) is typing.Literal
+        ):
             return member
     return None
 
@@ -61,7 +64,9 @@ _TYPE_LABELS = {"list", "dict", "str", "int", "float", "bool"}
 
 def _is_type_label(part: Any) -> bool:
     """pydantic's name for a type or validator in `loc` (`float`, `dict[str,float]`, `function-after[...]`)."""
-    return isinstance(part, str) and ("[" in part or part.startswith(("function-", "constrained-")) or part in _TYPE_LABELS)
+    return isinstance(part, str) and (
+        "[" in part or part.startswith(("function-", "constrained-")) or part in _TYPE_LABELS
+    )
 
 
 def _union_member(union: Any, label: str) -> Any:
@@ -112,12 +117,16 @@ def _resolve(model: type[BaseModel] | None, loc: tuple) -> _Located:
         if typing.get_origin(annotation) in (dict, list):
             annotation = typing.get_args(annotation)[-1]
         elif _is_model(annotation):
-            field = next((f for n, f in annotation.model_fields.items() if (f.alias or n) == part), None)
+            field = next(
+                (f for n, f in annotation.model_fields.items() if (f.alias or n) == part), None
+            )
             annotation = getattr(field, "annotation", None)
         else:
             annotation = None
     annotation = _unwrap(annotation)
-    return _Located(tuple(path), annotation if _is_model(annotation) else None, tuple(branches), alternatives)
+    return _Located(
+        tuple(path), annotation if _is_model(annotation) else None, tuple(branches), alternatives
+    )
 
 
 def _closest_branches(located: list[tuple[dict, _Located]]) -> dict[tuple, set[str]]:
@@ -134,7 +143,9 @@ def _closest_branches(located: list[tuple[dict, _Located]]) -> dict[tuple, set[s
             score = scores.setdefault(at, {}).setdefault(member, [0, 0, 0, 0])
             score[0] += item["type"] == "extra_forbidden"
             score[1] += item["type"] == "missing"
-            score[2] += item["type"].endswith(("_type", "_parsing"))  # not even of the member's type
+            score[2] += item["type"].endswith(
+                ("_type", "_parsing")
+            )  # not even of the member's type
             score[3] = min(score[3], -len(where.path))
     closest = {}
     for at, members in scores.items():
@@ -148,13 +159,22 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def validation_problems(error: ValidationError, source: SourceMap, prefix: RecipePath,
-                        model: type[BaseModel] | None = None) -> list[Problem]:
+def validation_problems(
+    error: ValidationError,
+    source: SourceMap,
+    prefix: RecipePath,
+    model: type[BaseModel] | None = None,
+) -> list[Problem]:
     located = [(item, _resolve(model, item["loc"])) for item in error.errors(include_url=False)]
     closest = _closest_branches(located)
-    located = [(item, where) for item, where in located
-               if all(member in closest[at] for at, member in where.branches)]
-    problems: dict[tuple, Problem] = {}  # by path and kind: tied union members say what each expected, once
+    located = [
+        (item, where)
+        for item, where in located
+        if all(member in closest[at] for at, member in where.branches)
+    ]
+    problems: dict[
+        tuple, Problem
+    ] = {}  # by path and kind: tied union members say what each expected, once
     for item, where in located:
         loc, kind = where.path, item["type"]
         if kind == "extra_forbidden":
@@ -166,16 +186,28 @@ def validation_problems(error: ValidationError, source: SourceMap, prefix: Recip
             identity, message = (loc, kind), f"unknown key `{loc[-1]}`{hint}{expected}"
             problems.setdefault(identity, source.problem(prefix + loc, message, key=True))
         elif kind == "missing":
-            problems.setdefault((loc, kind), source.problem(prefix + loc[:-1], f"missing required key `{loc[-1]}`"))
+            problems.setdefault(
+                (loc, kind), source.problem(prefix + loc[:-1], f"missing required key `{loc[-1]}`")
+            )
         else:
-            text = "Input should be a mapping of keys to values" if kind == "model_type" else item["msg"]  # not a class name
+            text = (
+                "Input should be a mapping of keys to values"
+                if kind == "model_type"
+                else item["msg"]
+            )  # not a class name
             if text.startswith("Value error, "):
-                text = text[len("Value error, "):]
-            got = f", got {_short(item.get('input'))}" if kind not in {"value_error", "assertion_error"} else ""
+                text = text[len("Value error, ") :]
+            got = (
+                f", got {_short(item.get('input'))}"
+                if kind not in {"value_error", "assertion_error"}
+                else ""
+            )
             earlier = problems.get((loc, "value"))
             if earlier is None:
                 problems[(loc, "value")] = source.problem(prefix + loc, text + got)
             elif text not in earlier.message:
                 said = earlier.message.removesuffix(got)
-                problems[(loc, "value")] = source.problem(prefix + loc, f"{said}; or {text[0].lower()}{text[1:]}{got}")
+                problems[(loc, "value")] = source.problem(
+                    prefix + loc, f"{said}; or {text[0].lower()}{text[1:]}{got}"
+                )
     return list(problems.values())

@@ -50,21 +50,34 @@ class StepSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    uses: str = Field(description="The step kind, e.g. `load`, `compare`; `trtflow steps` lists them.")
-    with_: dict[str, Any] = Field(default_factory=dict, alias="with", description="The step's parameters.")
-    after: list[str] = Field(default_factory=list, description="Steps that must finish first (ordering only).")
-    gate: bool = Field(False, description="Exit 1 at the end of the run if this step's `passed` output is false.")
+    uses: str = Field(
+        description="The step kind, e.g. `load`, `compare`; `trtflow steps` lists them."
+    )
+    with_: dict[str, Any] = Field(
+        default_factory=dict, alias="with", description="The step's parameters."
+    )
+    after: list[str] = Field(
+        default_factory=list, description="Steps that must finish first (ordering only)."
+    )
+    gate: bool = Field(
+        False, description="Exit 1 at the end of the run if this step's `passed` output is false."
+    )
     matrix: dict[str, list[Scalar]] | None = Field(
-        None, description="Expand the step over values: `{precision: [fp16, bf16]}` gives `ID@fp16`, `ID@bf16`."
+        None,
+        description="Expand the step over values: `{precision: [fp16, bf16]}` gives `ID@fp16`, `ID@bf16`.",
     )
     resources: Resources | None = Field(
-        None, description="What the step needs from the machine that runs it, on top of what its kind declares: "
-                          "`{gpu: 1, memory_mb: 16000}`.")
+        None,
+        description="What the step needs from the machine that runs it, on top of what its kind declares: "
+        "`{gpu: 1, memory_mb: 16000}`.",
+    )
     description: str | None = None
 
     @field_validator("matrix")
     @classmethod
-    def _matrix_not_empty(cls, matrix: dict[str, list[Scalar]] | None) -> dict[str, list[Scalar]] | None:
+    def _matrix_not_empty(
+        cls, matrix: dict[str, list[Scalar]] | None
+    ) -> dict[str, list[Scalar]] | None:
         if matrix is not None:
             if not matrix:
                 raise ValueError("a matrix needs at least one key with a list of values")
@@ -80,9 +93,13 @@ class RecipeDocument(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     trtflow: Literal[1] = Field(description="Recipe language version; must be 1.")
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Names the output folder.")
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Names the output folder."
+    )
     description: str = ""
-    vars: dict[str, Any] = Field(default_factory=dict, description="Values referenced as `${vars.NAME}`.")
+    vars: dict[str, Any] = Field(
+        default_factory=dict, description="Values referenced as `${vars.NAME}`."
+    )
     steps: dict[str, StepSpec] = Field(min_length=1)
 
     @field_validator("steps", "vars")
@@ -90,7 +107,9 @@ class RecipeDocument(BaseModel):
     def _identifiers(cls, mapping: dict[str, Any]) -> dict[str, Any]:
         for key in mapping:
             if not re.match(IDENTIFIER, key):
-                raise ValueError(f"`{key}` is not a valid name: use letters, digits, `_` and `-`, starting with a letter")
+                raise ValueError(
+                    f"`{key}` is not a valid name: use letters, digits, `_` and `-`, starting with a letter"
+                )
         return mapping
 
 
@@ -105,8 +124,12 @@ class RecipeStep:
     gate: bool
     origin: str  # the id as written in the file, for error positions
     matrix: dict[str, Scalar] = field(default_factory=dict)
-    problems: list[Problem] = field(default_factory=list)  # substituting vars/matrix; params left unchecked
-    resources: Resources | None = None  # as the recipe wrote it; the step kind's own need fills the rest
+    problems: list[Problem] = field(
+        default_factory=list
+    )  # substituting vars/matrix; params left unchecked
+    resources: Resources | None = (
+        None  # as the recipe wrote it; the step kind's own need fills the rest
+    )
 
     @property
     def source_path(self) -> RecipePath:
@@ -153,9 +176,12 @@ def _apply_overrides(data: dict, overrides: list[str], source: SourceMap) -> lis
             path = ["vars", *path]
         variables = data.get("vars") if isinstance(data.get("vars"), dict) else {}
         if path[0] == "vars" and path[1:2] and path[1] not in variables:
-            problems.append(Problem(
-                f"--set {name}: no var `{path[1]}` in {source.file}{did_you_mean(path[1], list(variables))}; "
-                f"vars: {', '.join(variables) or '(none)'}"))
+            problems.append(
+                Problem(
+                    f"--set {name}: no var `{path[1]}` in {source.file}{did_you_mean(path[1], list(variables))}; "
+                    f"vars: {', '.join(variables) or '(none)'}"
+                )
+            )
             continue
         target = data
         for depth, part in enumerate(path[:-1]):
@@ -163,10 +189,14 @@ def _apply_overrides(data: dict, overrides: list[str], source: SourceMap) -> lis
             if child is None and depth >= 2:  # below vars.NAME or steps.ID
                 child = target[part] = {}
             if not isinstance(child, dict):
-                where = ".".join(path[:depth + 1])
-                problems.append(Problem(
-                    f"--set {name}: `{where}` does not exist in {source.file}" if child is None else
-                    f"--set {name}: `{where}` is {child!r}, not a mapping; set it whole with --set {where}=VALUE"))
+                where = ".".join(path[: depth + 1])
+                problems.append(
+                    Problem(
+                        f"--set {name}: `{where}` does not exist in {source.file}"
+                        if child is None
+                        else f"--set {name}: `{where}` is {child!r}, not a mapping; set it whole with --set {where}=VALUE"
+                    )
+                )
                 break
             target = child
         else:
@@ -174,7 +204,9 @@ def _apply_overrides(data: dict, overrides: list[str], source: SourceMap) -> lis
     return problems
 
 
-def _resolve_vars(raw_vars: dict[str, Any], source: SourceMap) -> tuple[dict[str, Any], dict[str, Problem]]:
+def _resolve_vars(
+    raw_vars: dict[str, Any], source: SourceMap
+) -> tuple[dict[str, Any], dict[str, Problem]]:
     """Vars may refer to other vars; resolve them in dependency order and report cycles.
 
     Returns the values and, by var name, the problem of each var that cannot be resolved."""
@@ -185,13 +217,17 @@ def _resolve_vars(raw_vars: dict[str, Any], source: SourceMap) -> tuple[dict[str
         if name in resolved:
             return resolved[name]
         if name in chain:
-            raise BadReference(f"vars refer to each other in a cycle: {' -> '.join(chain + (name,))}")
+            raise BadReference(
+                f"vars refer to each other in a cycle: {' -> '.join(chain + (name,))}"
+            )
 
         def resolve(reference: Reference) -> Any:
             if reference.scope != "vars":
                 raise BadReference(f"a var can only refer to other vars, not `{reference}`")
             if reference.name not in raw_vars:
-                raise BadReference(f"unknown var `{reference.name}`{did_you_mean(reference.name, list(raw_vars))}")
+                raise BadReference(
+                    f"unknown var `{reference.name}`{did_you_mean(reference.name, list(raw_vars))}"
+                )
             return value_of(reference.name, chain + (name,))
 
         resolved[name] = substitute(raw_vars[name], resolve, ("vars", "steps", "matrix"))
@@ -230,20 +266,43 @@ def load_recipe(path: Path | str, overrides: list[str] | tuple[str, ...] = ()) -
     path = Path(path).absolute()
     data, source = read_yaml_file(path)
     if data is None:
-        raise RecipeError(Problem("the recipe is empty; start with `trtflow: 1`, `name:` and `steps:`", source.file, 1, 1))
+        raise RecipeError(
+            Problem(
+                "the recipe is empty; start with `trtflow: 1`, `name:` and `steps:`",
+                source.file,
+                1,
+                1,
+            )
+        )
     if not isinstance(data, dict):
         kind = "a list" if isinstance(data, list) else f"a {type(data).__name__}"
-        raise RecipeError(source.problem((), f"the recipe must be a mapping with `trtflow`, `name` and `steps`, not {kind}"))
+        raise RecipeError(
+            source.problem(
+                (), f"the recipe must be a mapping with `trtflow`, `name` and `steps`, not {kind}"
+            )
+        )
     if "trtflow" not in data:
-        raise RecipeError(source.problem((), f"missing `trtflow: {RECIPE_VERSION}` (the recipe language version) at the top"))
+        raise RecipeError(
+            source.problem(
+                (), f"missing `trtflow: {RECIPE_VERSION}` (the recipe language version) at the top"
+            )
+        )
     if data["trtflow"] != RECIPE_VERSION:
-        raise RecipeError(source.problem(("trtflow",), (
-            f"recipe language version {data['trtflow']!r} is not supported; this trtflow reads `trtflow: {RECIPE_VERSION}`")))
+        raise RecipeError(
+            source.problem(
+                ("trtflow",),
+                (
+                    f"recipe language version {data['trtflow']!r} is not supported; this trtflow reads `trtflow: {RECIPE_VERSION}`"
+                ),
+            )
+        )
     problems = _apply_overrides(data, list(overrides), source)
     try:
         document = RecipeDocument.model_validate(data)
     except ValidationError as error:
-        raise RecipeError(problems + validation_problems(error, source, (), RecipeDocument)) from None
+        raise RecipeError(
+            problems + validation_problems(error, source, (), RecipeDocument)
+        ) from None
 
     variables, var_problems = _resolve_vars(document.vars, source)
     problems += var_problems.values()
@@ -258,47 +317,95 @@ def load_recipe(path: Path | str, overrides: list[str] | tuple[str, ...] = ()) -
         if spec.matrix:
             groups[origin] = [step_id for step_id, _ in expansions]
         for step_id, combo in expansions:
-            def resolve(reference: Reference, combo: dict[str, Scalar] = combo, origin: str = origin) -> Any:
+
+            def resolve(
+                reference: Reference, combo: dict[str, Scalar] = combo, origin: str = origin
+            ) -> Any:
                 if reference.scope == "vars":
                     if reference.name in var_problems:
-                        raise BadReference(f"var `{reference.name}` is invalid (see the problem at vars.{reference.name})")
+                        raise BadReference(
+                            f"var `{reference.name}` is invalid (see the problem at vars.{reference.name})"
+                        )
                     if reference.name not in variables:
                         raise BadReference(
                             f"unknown var `{reference.name}`{did_you_mean(reference.name, list(variables))}; "
-                            f"vars: {', '.join(variables) or '(none)'}")
+                            f"vars: {', '.join(variables) or '(none)'}"
+                        )
                     return variables[reference.name]
                 if reference.name not in combo:
-                    where = f"matrix keys: {', '.join(combo)}" if combo else f"step `{origin}` has no `matrix:`"
+                    where = (
+                        f"matrix keys: {', '.join(combo)}"
+                        if combo
+                        else f"step `{origin}` has no `matrix:`"
+                    )
                     raise BadReference(f"unknown matrix key `{reference.name}`; {where}")
                 return combo[reference.name]
 
             step_problems: list[Problem] = []
-            params = substitute(spec.with_, resolve, ("vars", "matrix"), ("steps", origin, "with"),
-                                lambda at, message: step_problems.append(source.problem(at, message)))
-            steps[step_id] = RecipeStep(step_id, spec.uses, params, list(spec.after), spec.gate, origin, combo,
-                                        step_problems, spec.resources)
-    return Recipe(document.name, document.description, path, variables, steps, groups, source, problems)
+            params = substitute(
+                spec.with_,
+                resolve,
+                ("vars", "matrix"),
+                ("steps", origin, "with"),
+                # called within this iteration, so the loop variable is the one meant
+                lambda at, message: step_problems.append(source.problem(at, message)),  # noqa: B023
+            )
+            steps[step_id] = RecipeStep(
+                step_id,
+                spec.uses,
+                params,
+                list(spec.after),
+                spec.gate,
+                origin,
+                combo,
+                step_problems,
+                spec.resources,
+            )
+    return Recipe(
+        document.name, document.description, path, variables, steps, groups, source, problems
+    )
 
 
 def _oversized_matrices(specs: dict[str, StepSpec], source: SourceMap) -> list[Problem]:
     """Refuse matrices that would give more than `MAX_STEPS` steps, from their sizes alone:
     `itertools.product` of ten 10-value lists would never finish."""
     problems = []
-    sizes = {origin: [len(values) for values in spec.matrix.values()] for origin, spec in specs.items() if spec.matrix}
+    sizes = {
+        origin: [len(values) for values in spec.matrix.values()]
+        for origin, spec in specs.items()
+        if spec.matrix
+    }
     for origin, dims in sizes.items():
         count = math.prod(dims)
         if count > MAX_STEPS:
-            problems.append(source.problem(("steps", origin, "matrix"), (
-                f"this matrix expands `{origin}` to {' x '.join(map(str, dims))} = {count:,} steps, over the limit "
-                f"of {MAX_STEPS:,} steps per recipe; use fewer values, or split the recipe")))
+            problems.append(
+                source.problem(
+                    ("steps", origin, "matrix"),
+                    (
+                        f"this matrix expands `{origin}` to {' x '.join(map(str, dims))} = {count:,} steps, over the limit "
+                        f"of {MAX_STEPS:,} steps per recipe; use fewer values, or split the recipe"
+                    ),
+                )
+            )
     total = len(specs) - len(sizes) + sum(math.prod(dims) for dims in sizes.values())
     if not problems and total > MAX_STEPS:
-        problems.append(source.problem(("steps",), (
-            f"the matrices expand the recipe to {total:,} steps, over the limit of {MAX_STEPS:,} steps per recipe; "
-            "use fewer values, or split the recipe"), key=True))
+        problems.append(
+            source.problem(
+                ("steps",),
+                (
+                    f"the matrices expand the recipe to {total:,} steps, over the limit of {MAX_STEPS:,} steps per recipe; "
+                    "use fewer values, or split the recipe"
+                ),
+                key=True,
+            )
+        )
     return problems
 
 
 def step_references(step: RecipeStep) -> list[tuple[RecipePath, Reference]]:
     """The `${steps...}` references of a step, with their recipe paths."""
-    return [(step.source_path + ("with",) + at, ref) for at, ref in iter_references(step.params) if ref.scope == "steps"]
+    return [
+        (step.source_path + ("with",) + at, ref)
+        for at, ref in iter_references(step.params)
+        if ref.scope == "steps"
+    ]

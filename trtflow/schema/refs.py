@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from trtflow.schema.source import RecipePath
 
@@ -46,7 +47,9 @@ def parse_reference(text: str) -> Reference:
     if scope == "steps":
         step_id, dot, output = rest.rpartition(".")
         if not dot or not step_id or not output:
-            raise BadReference(f"cannot read reference `${{{body}}}`: a step reference is ${{steps.ID.OUTPUT}}")
+            raise BadReference(
+                f"cannot read reference `${{{body}}}`: a step reference is ${{steps.ID.OUTPUT}}"
+            )
         return Reference("steps", step_id, output)
     return Reference(scope, rest)
 
@@ -69,12 +72,18 @@ def _stringify(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def substitute_string(text: str, resolve: Callable[[Reference], Any], scopes: tuple[str, ...]) -> Any:
+def substitute_string(
+    text: str, resolve: Callable[[Reference], Any], scopes: tuple[str, ...]
+) -> Any:
     """Replace the references of `scopes` in one string; others are left untouched for a later pass."""
     matches = list(_REFERENCE.finditer(text))
     if not matches:
         return text
-    whole = len(matches) == 1 and matches[0].span() == (0, len(text)) and matches[0].group(1) is not None
+    whole = (
+        len(matches) == 1
+        and matches[0].span() == (0, len(text))
+        and matches[0].group(1) is not None
+    )
     if whole:
         reference = parse_reference(matches[0].group(1))
         return resolve(reference) if reference.scope in scopes else text
@@ -88,13 +97,24 @@ def substitute_string(text: str, resolve: Callable[[Reference], Any], scopes: tu
     return _REFERENCE.sub(replace, text)
 
 
-def substitute(value: Any, resolve: Callable[[Reference], Any], scopes: tuple[str, ...],
-               path: RecipePath = (), on_error: Callable[[RecipePath, str], None] | None = None) -> Any:
+def substitute(
+    value: Any,
+    resolve: Callable[[Reference], Any],
+    scopes: tuple[str, ...],
+    path: RecipePath = (),
+    on_error: Callable[[RecipePath, str], None] | None = None,
+) -> Any:
     """Return `value` with references of `scopes` resolved; errors go to `on_error` with their path."""
     if isinstance(value, dict):
-        return {key: substitute(item, resolve, scopes, path + (key,), on_error) for key, item in value.items()}
+        return {
+            key: substitute(item, resolve, scopes, path + (key,), on_error)
+            for key, item in value.items()
+        }
     if isinstance(value, list):
-        return [substitute(item, resolve, scopes, path + (index,), on_error) for index, item in enumerate(value)]
+        return [
+            substitute(item, resolve, scopes, path + (index,), on_error)
+            for index, item in enumerate(value)
+        ]
     if isinstance(value, str):
         try:
             return substitute_string(value, resolve, scopes)

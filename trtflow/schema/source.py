@@ -42,7 +42,9 @@ class SourceMap:
 
     file: str
     positions: dict[RecipePath, tuple[int, int]] = field(default_factory=dict)  # of values
-    key_positions: dict[RecipePath, tuple[int, int]] = field(default_factory=dict)  # of mapping keys
+    key_positions: dict[RecipePath, tuple[int, int]] = field(
+        default_factory=dict
+    )  # of mapping keys
 
     def locate(self, path: RecipePath, *, key: bool = False) -> tuple[int | None, int | None]:
         """The position of `path` (its key when `key`), or of its nearest ancestor that has one."""
@@ -57,7 +59,9 @@ class SourceMap:
 
     def problem(self, path: RecipePath, message: str, *, key: bool = False) -> Problem:
         line, column = self.locate(path, key=key)
-        return Problem(message, file=self.file, line=line, column=column, path=format_path(path) or None)
+        return Problem(
+            message, file=self.file, line=line, column=column, path=format_path(path) or None
+        )
 
 
 def _position(node: yaml.Node) -> tuple[int, int]:
@@ -77,16 +81,26 @@ class _Builder:
     def build(self, node: yaml.Node, path: RecipePath) -> Any:
         self.values += 1
         if self.values > MAX_VALUES:
-            self._refuse(node, path, f"the recipe holds more than {MAX_VALUES:,} values once its YAML aliases "
-                         "(`*name`) are expanded; use fewer aliases to large anchors, or put bulk data in a file")
+            self._refuse(
+                node,
+                path,
+                f"the recipe holds more than {MAX_VALUES:,} values once its YAML aliases "
+                "(`*name`) are expanded; use fewer aliases to large anchors, or put bulk data in a file",
+            )
         if len(path) > MAX_DEPTH:
-            self._refuse(node, path, f"values are nested more than {MAX_DEPTH} levels deep; flatten them")
+            self._refuse(
+                node, path, f"values are nested more than {MAX_DEPTH} levels deep; flatten them"
+            )
         self.source.positions[path] = _position(node)
         if not isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
             return self.scalars.construct_object(node, deep=True)
         if id(node) in self.open:
-            self._refuse(node, path, "a YAML alias refers to the anchor that contains it, which would nest forever; "
-                         "point it at another anchor")
+            self._refuse(
+                node,
+                path,
+                "a YAML alias refers to the anchor that contains it, which would nest forever; "
+                "point it at another anchor",
+            )
         self.open.add(id(node))
         try:
             if isinstance(node, yaml.MappingNode):
@@ -98,28 +112,47 @@ class _Builder:
     def _refuse(self, node: yaml.Node, path: RecipePath, message: str) -> None:
         """Stop building: past these limits the rest of the document cannot be checked usefully."""
         line, column = _position(node)
-        raise RecipeError(Problem(message, self.source.file, line, column, format_path(path) or None))
+        raise RecipeError(
+            Problem(message, self.source.file, line, column, format_path(path) or None)
+        )
 
     def _mapping(self, node: yaml.MappingNode, path: RecipePath) -> dict:
         """A dict; a key written twice is an error, a key written over one merged in (`<<: *anchor`) wins."""
-        written = {id(key_node) for key_node, _ in node.value if key_node.tag != "tag:yaml.org,2002:merge"}
+        written = {
+            id(key_node) for key_node, _ in node.value if key_node.tag != "tag:yaml.org,2002:merge"
+        }
         flat = yaml.MappingNode(node.tag, list(node.value), node.start_mark, node.end_mark)
-        self.scalars.flatten_mapping(flat)  # merged pairs first; on a copy, as an alias builds `node` again
+        self.scalars.flatten_mapping(
+            flat
+        )  # merged pairs first; on a copy, as an alias builds `node` again
         result: dict = {}
         written_keys: set[str] = set()
         for key_node, value_node in flat.value:
             key = self.scalars.construct_object(key_node, deep=True)
             if not isinstance(key, (str, int, float, bool)) or key is None:
                 line, column = _position(key_node)
-                self.problems.append(Problem("mapping keys must be plain scalars", self.source.file, line, column, format_path(path) or None))
+                self.problems.append(
+                    Problem(
+                        "mapping keys must be plain scalars",
+                        self.source.file,
+                        line,
+                        column,
+                        format_path(path) or None,
+                    )
+                )
                 continue
             key = str(key) if not isinstance(key, str) else key
             if id(key_node) in written and key in written_keys:
                 line, column = _position(key_node)
                 first_line, _ = self.source.key_positions[path + (key,)]
                 self.problems.append(
-                    Problem(f"duplicate key `{key}` (first defined on line {first_line}); remove one of them",
-                            self.source.file, line, column, format_path(path + (key,)))
+                    Problem(
+                        f"duplicate key `{key}` (first defined on line {first_line}); remove one of them",
+                        self.source.file,
+                        line,
+                        column,
+                        format_path(path + (key,)),
+                    )
                 )
                 continue
             if id(key_node) in written:
@@ -151,8 +184,14 @@ def load_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
         value = builder.build(node, ())
     except yaml.constructor.ConstructorError as error:
         mark = error.problem_mark
-        raise RecipeError(Problem(f"YAML error: {error.problem}", file, mark.line + 1 if mark else None,
-                                  mark.column + 1 if mark else None)) from None
+        raise RecipeError(
+            Problem(
+                f"YAML error: {error.problem}",
+                file,
+                mark.line + 1 if mark else None,
+                mark.column + 1 if mark else None,
+            )
+        ) from None
     if builder.problems:
         raise RecipeError(builder.problems)
     return value, source
@@ -168,7 +207,9 @@ def read_yaml_file(path: Path) -> tuple[Any, SourceMap]:
     except IsADirectoryError:
         raise RecipeError(Problem("is a folder, expected a recipe file (.yaml)", display)) from None
     except UnicodeDecodeError as error:
-        raise RecipeError(Problem(f"not UTF-8 text ({error.reason} at byte {error.start})", display)) from None
+        raise RecipeError(
+            Problem(f"not UTF-8 text ({error.reason} at byte {error.start})", display)
+        ) from None
     except OSError as error:
         raise RecipeError(Problem(f"cannot read: {error.strerror}", display)) from None
     return load_yaml(text, display)

@@ -10,9 +10,10 @@ A step never sees the store, the journal file or other steps: only its params an
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -43,8 +44,12 @@ class Output:
     kind: Literal["file", "folder", "value"]
     description: str
     suffix: str = ""  # a file's natural extension: ".onnx", ".json"
-    optional: bool = False  # a step may legitimately not produce it (e.g. `engine` for an ONNX load)
-    example: Any = None  # for values: stands in for the output when a recipe is validated before it ran
+    optional: bool = (
+        False  # a step may legitimately not produce it (e.g. `engine` for an ONNX load)
+    )
+    example: Any = (
+        None  # for values: stands in for the output when a recipe is validated before it ran
+    )
     companions: tuple[str, ...] = ()
     """Files a file output keeps beside it that are part of its content, `{file}` standing for the
     output's file name: an ONNX model's external data (`"{file}.data"`). The store hashes and keeps
@@ -59,7 +64,9 @@ class Output:
         return [main, *(companion.format(file=main) for companion in self.companions)]
 
 
-def file(suffix: str, description: str, *, optional: bool = False, companions: tuple[str, ...] = ()) -> Output:
+def file(
+    suffix: str, description: str, *, optional: bool = False, companions: tuple[str, ...] = ()
+) -> Output:
     return Output("file", description, suffix=suffix, optional=optional, companions=companions)
 
 
@@ -106,7 +113,9 @@ class StepContext:
     recipe_dir: Path | None = None  # where the recipe lives: the working folder for user commands
     progress: Callable[[float, float | None, str], None] = lambda done, total, note: None
     log: Callable[[str], None] = lambda message: None  # detail, shown with --verbose
-    notice: Callable[[str], None] = lambda message: None  # the step's answer or a warning, always shown
+    notice: Callable[[str], None] = lambda message: (
+        None
+    )  # the step's answer or a warning, always shown
     mark_incomplete: Callable[[str], None] = lambda reason: None
     """Say the outputs are usable by this run but must not be reused: the next run recomputes the
     step (e.g. a runner crashed and the others' results are kept for diagnosis)."""

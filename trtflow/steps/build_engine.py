@@ -33,7 +33,7 @@ class ShapeRange(BaseModel):
     max: list[int]
 
     @model_validator(mode="after")
-    def _ordered(self) -> "ShapeRange":
+    def _ordered(self) -> ShapeRange:
         if not len(self.min) == len(self.opt) == len(self.max):
             raise ValueError("min, opt and max need the same rank")
         if any(not 0 <= low <= mid <= high for low, mid, high in zip(self.min, self.opt, self.max)):
@@ -42,28 +42,56 @@ class ShapeRange(BaseModel):
 
 
 class Params(StepParams):
-    model: InputPath = Field(description="The ONNX model; tap it first (surgeon-insert-tap) to compare intermediate tensors.")
-    precision: PrecisionName = Field("fp32", description="Precision of every node not kept in FP32.")
-    keep: InputPath | None = Field(None, description="Nodes that stay FP32: bisect-precision's `keep` file "
-                                                     "({\"nodes\": [{\"name\", \"op\", \"reason\"}]}).")
+    model: InputPath = Field(
+        description="The ONNX model; tap it first (surgeon-insert-tap) to compare intermediate tensors."
+    )
+    precision: PrecisionName = Field(
+        "fp32", description="Precision of every node not kept in FP32."
+    )
+    keep: InputPath | None = Field(
+        None,
+        description="Nodes that stay FP32: bisect-precision's `keep` file "
+        '({"nodes": [{"name", "op", "reason"}]}).',
+    )
     layer_precisions: InputPath | dict[str, PrecisionName] | None = Field(
-        None, description="{ONNX node or TensorRT layer name: precision}, or a JSON file of it.")
+        None, description="{ONNX node or TensorRT layer name: precision}, or a JSON file of it."
+    )
     shapes: dict[str, ShapeRange | list[int]] | None = Field(
-        None, description="Optimization profile: {input: {min: [...], opt: [...], max: [...]}}, or {input: dims} for a fixed shape.")
-    workspace_mb: int | None = Field(None, gt=0, description="Workspace memory pool limit in MiB (default: TensorRT's).")
-    timing_cache: bool = Field(True, description="Reuse and grow the workspace's timing cache for this TensorRT and GPU.")
+        None,
+        description="Optimization profile: {input: {min: [...], opt: [...], max: [...]}}, or {input: dims} for a fixed shape.",
+    )
+    workspace_mb: int | None = Field(
+        None, gt=0, description="Workspace memory pool limit in MiB (default: TensorRT's)."
+    )
+    timing_cache: bool = Field(
+        True, description="Reuse and grow the workspace's timing cache for this TensorRT and GPU."
+    )
     tactic_sources: list[str] | None = Field(
-        None, description="Tactic sources to allow, e.g. edge_mask_convolutions and jit_convolutions; an empty list allows none.")
-    optimization_level: int | None = Field(None, ge=0, le=5, description="Builder optimization level 0-5 (default 3).")
+        None,
+        description="Tactic sources to allow, e.g. edge_mask_convolutions and jit_convolutions; an empty list allows none.",
+    )
+    optimization_level: int | None = Field(
+        None, ge=0, le=5, description="Builder optimization level 0-5 (default 3)."
+    )
     typing: Literal["auto", "strong", "weak"] = Field(
-        "auto", description="strong: the plan's lowered model, types decide (TensorRT >= 10; the only mode of 11); "
-                            "weak: builder flags and layer constraints (TensorRT <= 10); auto: weak up to 10, strong on 11.")
+        "auto",
+        description="strong: the plan's lowered model, types decide (TensorRT >= 10; the only mode of 11); "
+        "weak: builder flags and layer constraints (TensorRT <= 10); auto: weak up to 10, strong on 11.",
+    )
     constraints: Literal["obey", "prefer"] = Field(
-        "obey", description="Weak typing: fail the build if a kept layer cannot run in FP32 (obey) or fall back (prefer).")
-    timing_iterations: int = Field(10, ge=0, description="Time every layer over this many inferences on generated "
-                                                         "inputs, like trtexec --exportProfile (0: no `profile`).")
+        "obey",
+        description="Weak typing: fail the build if a kept layer cannot run in FP32 (obey) or fall back (prefer).",
+    )
+    timing_iterations: int = Field(
+        10,
+        ge=0,
+        description="Time every layer over this many inferences on generated "
+        "inputs, like trtexec --exportProfile (0: no `profile`).",
+    )
 
-    cosmetic = frozenset({"timing_cache"})  # changes how fast an engine builds, not what it computes
+    cosmetic = frozenset(
+        {"timing_cache"}
+    )  # changes how fast an engine builds, not what it computes
 
 
 def _keep_names(path: Path) -> frozenset[str]:
@@ -82,7 +110,9 @@ def _layer_precisions(value: Path | dict[str, str] | None) -> dict[str, str]:
         document = json.loads(Path(value).read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise ParamError("layer_precisions", f"{value}: cannot read it as JSON: {error}") from None
-    if not isinstance(document, dict) or not all(p in ("fp32", "fp16", "bf16") for p in document.values()):
+    if not isinstance(document, dict) or not all(
+        p in ("fp32", "fp16", "bf16") for p in document.values()
+    ):
         raise ParamError("layer_precisions", f"{value}: expected {{name: fp32|fp16|bf16}}")
     return document
 
@@ -106,10 +136,22 @@ class BuildEngine(Step):
     summary = "Build a TensorRT engine (8.6, 10.x, 11.x) in a precision, with kept FP32 nodes, profiles and a timing cache."
     Params = Params
     outputs = {
-        "engine": file(".engine", "The serialized engine (valid for this TensorRT version and GPU)."),
-        "engine_graph": file(".json", "The engine inspector's JSON (trtexec --exportLayerInfo layout) for render-graph."),
-        "build_log": file(".txt", "TensorRT's build messages and what trtflow decided (typing, constrained layers)."),
-        "profile": file(".json", "Per-layer times (trtexec --exportProfile layout) for render-graph.", optional=True),
+        "engine": file(
+            ".engine", "The serialized engine (valid for this TensorRT version and GPU)."
+        ),
+        "engine_graph": file(
+            ".json",
+            "The engine inspector's JSON (trtexec --exportLayerInfo layout) for render-graph.",
+        ),
+        "build_log": file(
+            ".txt",
+            "TensorRT's build messages and what trtflow decided (typing, constrained layers).",
+        ),
+        "profile": file(
+            ".json",
+            "Per-layer times (trtexec --exportProfile layout) for render-graph.",
+            optional=True,
+        ),
     }
     version = 1
     resources = Resources(gpu=1)
@@ -126,35 +168,60 @@ class BuildEngine(Step):
 
         trt = TensorRT.load()  # first: a machine without TensorRT fails before any work
         settings = BuildSettings(
-            precision=params.precision, typing=params.typing, constraints=params.constraints,
-            shapes=_shape_ranges(params.shapes), workspace_mb=params.workspace_mb,
-            tactic_sources=tuple(params.tactic_sources) if params.tactic_sources is not None else None,
-            optimization_level=params.optimization_level)
+            precision=params.precision,
+            typing=params.typing,
+            constraints=params.constraints,
+            shapes=_shape_ranges(params.shapes),
+            workspace_mb=params.workspace_mb,
+            tactic_sources=tuple(params.tactic_sources)
+            if params.tactic_sources is not None
+            else None,
+            optimization_level=params.optimization_level,
+        )
         log = TensorRTLog(echo=ctx.log)
-        cache = TimingCache(timing_cache_file(ctx.state_dir("tensorrt")), log) if params.timing_cache else None
+        cache = (
+            TimingCache(timing_cache_file(ctx.state_dir("tensorrt")), log)
+            if params.timing_cache
+            else None
+        )
         ctx.progress(0, 1, f"building with TensorRT {trt.version_text}")
         try:
-            built = build_engine(params.model, settings, keep=_keep_names(params.keep) if params.keep else frozenset(),
-                                 layer_precisions=_layer_precisions(params.layer_precisions), timing_cache=cache,
-                                 log=log, trt=trt)
+            built = build_engine(
+                params.model,
+                settings,
+                keep=_keep_names(params.keep) if params.keep else frozenset(),
+                layer_precisions=_layer_precisions(params.layer_precisions),
+                timing_cache=cache,
+                log=log,
+                trt=trt,
+            )
         finally:
             ctx.output_path("build_log").write_text(log.text(), encoding="utf-8")
         ctx.output_path("engine").write_bytes(built.serialized)
-        ctx.output_path("engine_graph").write_text(json.dumps(built.engine_graph, indent=1), encoding="utf-8")
+        ctx.output_path("engine_graph").write_text(
+            json.dumps(built.engine_graph, indent=1), encoding="utf-8"
+        )
         if params.timing_iterations:
             self._profile(ctx, params, trt, built.serialized, settings, log)
         ctx.progress(1, 1, f"{built.typing}ly typed, {len(built.constrained)} layer(s) constrained")
         return {}
 
-    def _profile(self, ctx: StepContext, params: Params, trt, serialized: bytes, settings, log) -> None:
+    def _profile(
+        self, ctx: StepContext, params: Params, trt, serialized: bytes, settings, log
+    ) -> None:
         from trtflow.errors import BackendUnavailable
         from trtflow.trt.execution import time_layers
         from trtflow.trt.profiler import write_profile
 
         ctx.progress(0.9, 1, f"timing layers over {params.timing_iterations} inferences")
         try:
-            times = time_layers(trt, serialized, params.timing_iterations, log,
-                                {name: shape.opt for name, shape in settings.shapes.items()})
+            times = time_layers(
+                trt,
+                serialized,
+                params.timing_iterations,
+                log,
+                {name: shape.opt for name, shape in settings.shapes.items()},
+            )
         except BackendUnavailable as error:  # the engine is fine; only its timing needs cuda-python
             log.note(f"no per-layer profile: {error}")
         else:

@@ -16,15 +16,25 @@ from trtflow.schema.recipe import RecipeDocument
 from trtflow.steps import registry
 from trtflow.steps.base import Step
 
-_REFERENCE_SCHEMA = {"type": "string", "pattern": r"\$\{[^}]+\}",
-                     "description": "A ${vars...}, ${steps...} or ${matrix...} reference."}
+_REFERENCE_SCHEMA = {
+    "type": "string",
+    "pattern": r"\$\{[^}]+\}",
+    "description": "A ${vars...}, ${steps...} or ${matrix...} reference.",
+}
 # The strings pydantic reads as a number, an integer or a boolean (`1e-2`, `1_000`, `yes`)
 _BOOLEAN_WORDS = ("0", "1", "t", "f", "y", "n", "true", "false", "yes", "no", "on", "off")
 _SCALAR_TEXT = {
-    "number": {"type": "string", "pattern": r"^\s*[-+]?((\d[\d_]*(\.[\d_]*)?|\.\d[\d_]*)([eE][-+]?\d+)?|[Ii]nf(inity)?|[Nn]a[Nn])\s*$"},
+    "number": {
+        "type": "string",
+        "pattern": r"^\s*[-+]?((\d[\d_]*(\.[\d_]*)?|\.\d[\d_]*)([eE][-+]?\d+)?|[Ii]nf(inity)?|[Nn]a[Nn])\s*$",
+    },
     "integer": {"type": "string", "pattern": r"^\s*[-+]?\d[\d_]*(\.0*)?\s*$"},
-    "boolean": {"enum": sorted({form for word in _BOOLEAN_WORDS for form in (word, word.capitalize(), word.upper())})
-                + [0, 1]},
+    "boolean": {
+        "enum": sorted(
+            {form for word in _BOOLEAN_WORDS for form in (word, word.capitalize(), word.upper())}
+        )
+        + [0, 1]
+    },
 }
 
 
@@ -61,37 +71,53 @@ def _nested_models(schema: dict, definitions: dict) -> list[tuple[str, dict]]:
         return [(str(schema.get("title", "?")), schema)]
     if "$ref" in schema:
         target = definitions.get(schema["$ref"].rsplit("/", 1)[-1], {})
-        if "anyOf" in target:  # a model that also accepts a shorthand (LoaderSpec: `script.py:function`)
+        if (
+            "anyOf" in target
+        ):  # a model that also accepts a shorthand (LoaderSpec: `script.py:function`)
             return _nested_models(target, definitions)
         # a discriminated member is named by its tag (`onnxruntime`), others by their title
-        tag = next((p["const"] for p in target.get("properties", {}).values() if "const" in p), None)
+        tag = next(
+            (p["const"] for p in target.get("properties", {}).values() if "const" in p), None
+        )
         return [(str(tag or target.get("title", "?")), target)] if "properties" in target else []
     if "anyOf" in schema or "oneOf" in schema:
-        return [found for option in schema.get("anyOf", schema.get("oneOf", []))
-                for found in _nested_models(option, definitions)]
+        return [
+            found
+            for option in schema.get("anyOf", schema.get("oneOf", []))
+            for found in _nested_models(option, definitions)
+        ]
     if schema.get("type") == "array":
-        return [(f"[] {label}", target) for label, target in _nested_models(schema.get("items", {}), definitions)]
+        return [
+            (f"[] {label}", target)
+            for label, target in _nested_models(schema.get("items", {}), definitions)
+        ]
     return []
 
 
-def _param_rows(schema: dict, definitions: dict, prefix: str = "", depth: int = 0) -> list[dict[str, Any]]:
+def _param_rows(
+    schema: dict, definitions: dict, prefix: str = "", depth: int = 0
+) -> list[dict[str, Any]]:
     """One row per key, nested models' keys included as `parent.key` (`check.atol`, `data.seed`)."""
     rows = []
     required = set(schema.get("required", []))
     for name, field_schema in schema.get("properties", {}).items():
         nested = _nested_models(field_schema, definitions) if depth < 2 else []
-        rows.append({
-            "name": prefix + name,
-            "type": _type_name(field_schema, definitions),
-            "required": name in required,
-            "default": field_schema.get("default"),
-            "description": field_schema.get("description", ""),
-        })
+        rows.append(
+            {
+                "name": prefix + name,
+                "type": _type_name(field_schema, definitions),
+                "required": name in required,
+                "default": field_schema.get("default"),
+                "description": field_schema.get("description", ""),
+            }
+        )
         for label, target in nested:
             array = label.startswith("[] ")
             model_name = label.removeprefix("[] ")
             tag = f" ({model_name})" if len(nested) > 1 else ""
-            rows += _param_rows(target, definitions, f"{prefix}{name}{'[]' if array else ''}{tag}.", depth + 1)
+            rows += _param_rows(
+                target, definitions, f"{prefix}{name}{'[]' if array else ''}{tag}.", depth + 1
+            )
     return rows
 
 
@@ -100,10 +126,21 @@ def describe(kind: str) -> dict[str, Any]:
     step: type[Step] = registry.get(kind)
     schema = step.Params.model_json_schema(by_alias=True, schema_generator=_WithFactoryDefaults)
     params = _param_rows(schema, schema.get("$defs", {}))
-    outputs = [{"name": name, "kind": output.kind + (f" ({output.suffix})" if output.suffix else ""),
-                "description": output.description} for name, output in step.outputs.items()]
-    return {"kind": kind, "summary": step.summary or (step.__doc__ or "").strip().split("\n")[0],
-            "version": step.version, "params": params, "outputs": outputs}
+    outputs = [
+        {
+            "name": name,
+            "kind": output.kind + (f" ({output.suffix})" if output.suffix else ""),
+            "description": output.description,
+        }
+        for name, output in step.outputs.items()
+    ]
+    return {
+        "kind": kind,
+        "summary": step.summary or (step.__doc__ or "").strip().split("\n")[0],
+        "version": step.version,
+        "params": params,
+        "outputs": outputs,
+    }
 
 
 def _loader_forms(schema: dict[str, Any], references: bool) -> dict[str, Any]:
@@ -115,6 +152,7 @@ def _loader_forms(schema: dict[str, Any], references: bool) -> dict[str, Any]:
       accepts a `${...}` string: `check: {atol: "${vars.atol}"}` is valid.
     - `oneOf` becomes `anyOf`: a `${...}` string matches every member of a tagged union.
     """
+
     def value(member: dict[str, Any]) -> dict[str, Any]:
         member = _loader_forms(member, references)
         if not references:
@@ -133,7 +171,9 @@ def _loader_forms(schema: dict[str, Any], references: bool) -> dict[str, Any]:
         elif key == "prefixItems":
             result[key] = [value(item) for item in member]
         elif key in ("anyOf", "oneOf", "allOf"):
-            result["allOf" if key == "allOf" else "anyOf"] = [_loader_forms(item, references) for item in member]
+            result["allOf" if key == "allOf" else "anyOf"] = [
+                _loader_forms(item, references) for item in member
+            ]
         else:
             result[key] = member
     if result.get("type") in _SCALAR_TEXT:
@@ -149,11 +189,19 @@ def recipe_json_schema() -> dict[str, Any]:
     conditions = []
     for kind in registry.kinds():
         params_schema = _loader_forms(
-            registry.get(kind).Params.model_json_schema(by_alias=True, ref_template="#/$defs/{model}"), references=True)
+            registry.get(kind).Params.model_json_schema(
+                by_alias=True, ref_template="#/$defs/{model}"
+            ),
+            references=True,
+        )
         definitions.update(params_schema.pop("$defs", {}))
         definitions[f"with:{kind}"] = params_schema
-        conditions.append({"if": {"properties": {"uses": {"const": kind}}, "required": ["uses"]},
-                           "then": {"properties": {"with": {"$ref": f"#/$defs/with:{kind}"}}}})
+        conditions.append(
+            {
+                "if": {"properties": {"uses": {"const": kind}}, "required": ["uses"]},
+                "then": {"properties": {"with": {"$ref": f"#/$defs/with:{kind}"}}},
+            }
+        )
     step_spec = definitions["StepSpec"]
     step_spec["properties"]["uses"]["enum"] = registry.kinds()
     step_spec["allOf"] = conditions

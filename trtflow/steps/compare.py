@@ -20,8 +20,8 @@ from pydantic import Field, model_validator
 
 from trtflow.errors import ParamError, StepError
 from trtflow.packages import installed_version
-from trtflow.schema.problems import did_you_mean
 from trtflow.schema.paths import InputPath
+from trtflow.schema.problems import did_you_mean
 from trtflow.steps.base import Step, StepContext, StepParams, file, value
 from trtflow.tensors.comparison import Tolerances
 from trtflow.tensors.task_metrics import MetricCheck
@@ -30,32 +30,46 @@ from trtflow.tensors.task_metrics import MetricCheck
 class Params(Tolerances, StepParams):
     results: InputPath = Field(description="A `run-runners` results folder.")
     reference: str = Field(description="The runner the others are checked against.")
-    candidates: list[str] | None = Field(None, description="Runners to check (default: all others).")
+    candidates: list[str] | None = Field(
+        None, description="Runners to check (default: all others)."
+    )
     metrics: list[Literal["cosine", "l2", "psnr", "snr"]] = Field(
-        ["cosine", "l2", "psnr", "snr"], description="Similarity metrics reported per tensor (they do not gate), over "
-                                                     "the positions finite in both runners; null where there is none.")
+        ["cosine", "l2", "psnr", "snr"],
+        description="Similarity metrics reported per tensor (they do not gate), over "
+        "the positions finite in both runners; null where there is none.",
+    )
     check_finite: bool = Field(
-        True, description="Polygraphy's --validate: fail the check when any runner, the reference included, returned "
-                          "NaN, or ±inf unless infinities_compare_equal declares infinities expected. The NaN/Inf of "
-                          "every runner (counts over all iterations, first tensor holding any) are reported either "
-                          "way; false leaves them to the tolerances, which already fail a tensor whose NaN/Inf differ.")
+        True,
+        description="Polygraphy's --validate: fail the check when any runner, the reference included, returned "
+        "NaN, or ±inf unless infinities_compare_equal declares infinities expected. The NaN/Inf of "
+        "every runner (counts over all iterations, first tensor holding any) are reported either "
+        "way; false leaves them to the tolerances, which already fail a tensor whose NaN/Inf differ.",
+    )
     task_metrics: list[MetricCheck] = Field(
-        default_factory=list, exclude_if=lambda checks: not checks,  # recipes without them keep their step key
+        default_factory=list,
+        exclude_if=lambda checks: not checks,  # recipes without them keep their step key
         description="Checks in the task's own terms, each {metric: top1_agreement | cosine | script.py:function, "
-                    "min, max, tensors}: the metric's mean over iterations, per candidate runner, must be within "
-                    "[min, max]; their verdicts join `passed`.")
+        "min, max, tensors}: the metric's mean over iterations, per candidate runner, must be within "
+        "[min, max]; their verdicts join `passed`.",
+    )
     gate: bool = Field(False, description="Exit 1 from the run when this check fails (CI).")
     group_by: Literal["tensor", "engine_layer"] = Field(
-        "tensor", description="engine_layer: also report per fused TensorRT layer (error, first divergent layer "
-                              "with its ONNX nodes); needs `engine_layers`.")
+        "tensor",
+        description="engine_layer: also report per fused TensorRT layer (error, first divergent layer "
+        "with its ONNX nodes); needs `engine_layers`.",
+    )
     engine_layers: InputPath | None = Field(
-        None, description="surgeon-insert-tap's engine-layer map (`${steps.ID.engine_layers}`), for group_by: engine_layer.")
+        None,
+        description="surgeon-insert-tap's engine-layer map (`${steps.ID.engine_layers}`), for group_by: engine_layer.",
+    )
 
     @model_validator(mode="after")
-    def _engine_layers_with_grouping(self) -> "Params":
+    def _engine_layers_with_grouping(self) -> Params:
         if (self.group_by == "engine_layer") != (self.engine_layers is not None):
-            raise ValueError("`group_by: engine_layer` and `engine_layers` (surgeon-insert-tap's "
-                             "`${steps.ID.engine_layers}`) go together")
+            raise ValueError(
+                "`group_by: engine_layer` and `engine_layers` (surgeon-insert-tap's "
+                "`${steps.ID.engine_layers}`) go together"
+            )
         return self
 
     cosmetic = frozenset({"gate"})
@@ -68,11 +82,17 @@ class Compare(Step):
     summary = "Check runners against a reference per tensor (Polygraphy's abs-or-rel rule); name the first bad node."
     Params = Params
     outputs = {
-        "report": file(".json", "passed, first_nonfinite, first_divergence, per-tensor statistics, per-runner growth "
-                                "(and `engine_layers` with group_by: engine_layer)."),
+        "report": file(
+            ".json",
+            "passed, first_nonfinite, first_divergence, per-tensor statistics, per-runner growth "
+            "(and `engine_layers` with group_by: engine_layer).",
+        ),
         "summary": file(".md", "The report for people: verdict, firsts, worst tensors."),
-        "passed": value(True, "Whether every candidate matched the reference (and, with check_finite, no runner "
-                              "returned NaN/Inf)."),
+        "passed": value(
+            True,
+            "Whether every candidate matched the reference (and, with check_finite, no runner "
+            "returned NaN/Inf).",
+        ),
     }
     version = 4  # 2: infinities in both runners mismatch unless infinities_compare_equal (Polygraphy's default)
     # 3: failed tensors that differ only by ±inf both runners hold are counted and told
@@ -87,28 +107,55 @@ class Compare(Step):
         from trtflow.tensors.tensor_set import TensorSet
 
         if not TensorSet.is_tensor_set(params.results):
-            raise ParamError("results", f"{params.results} is not a results folder (give `${{steps.RUN.results}}`)")
+            raise ParamError(
+                "results",
+                f"{params.results} is not a results folder (give `${{steps.RUN.results}}`)",
+            )
         results = TensorSet.open(params.results)
         runners = list(results.runners)
         if params.reference not in runners:
-            raise ParamError("reference", f"no runner `{params.reference}` in the results; runners: {', '.join(runners)}")
+            raise ParamError(
+                "reference",
+                f"no runner `{params.reference}` in the results; runners: {', '.join(runners)}",
+            )
         if results.failure(params.reference):
-            raise StepError(f"the reference failed in the run, so there is nothing to compare against: "
-                            f"{results.failure(params.reference)}")
-        candidates = params.candidates if params.candidates is not None else [r for r in runners if r != params.reference]
+            raise StepError(
+                f"the reference failed in the run, so there is nothing to compare against: "
+                f"{results.failure(params.reference)}"
+            )
+        candidates = (
+            params.candidates
+            if params.candidates is not None
+            else [r for r in runners if r != params.reference]
+        )
         unknown = [c for c in candidates if c not in runners]
         if unknown:
-            raise ParamError("candidates", f"no runner `{unknown[0]}` in the results; runners: {', '.join(runners)}")
+            raise ParamError(
+                "candidates",
+                f"no runner `{unknown[0]}` in the results; runners: {', '.join(runners)}",
+            )
         tolerances = Tolerances(**{k: getattr(params, k) for k in Tolerances.model_fields})
         compared = results.tensor_names(params.reference)
         unmatched = tolerances.unmatched_keys(compared)
         if unmatched:
             param, key = unmatched[0]
-            raise ParamError(param, f"`{key}` names no compared tensor{did_you_mean(key, compared)}; the "
-                                    f"{len(compared)} compared: {', '.join(compared[:8])}{' ...' if len(compared) > 8 else ''}")
-        task_metrics = judge_results(params.task_metrics, results, params.reference, candidates, "task_metrics")
-        report = build_report(results, params.reference, candidates, tolerances, check_finite=params.check_finite,
-                              metrics=params.metrics, progress=lambda done, total: ctx.progress(done, total, "tensors"))
+            raise ParamError(
+                param,
+                f"`{key}` names no compared tensor{did_you_mean(key, compared)}; the "
+                f"{len(compared)} compared: {', '.join(compared[:8])}{' ...' if len(compared) > 8 else ''}",
+            )
+        task_metrics = judge_results(
+            params.task_metrics, results, params.reference, candidates, "task_metrics"
+        )
+        report = build_report(
+            results,
+            params.reference,
+            candidates,
+            tolerances,
+            check_finite=params.check_finite,
+            metrics=params.metrics,
+            progress=lambda done, total: ctx.progress(done, total, "tensors"),
+        )
         if task_metrics:
             report["task_metrics"] = task_metrics
             report["passed"] = report["passed"] and all(result["passed"] for result in task_metrics)
@@ -121,7 +168,9 @@ class Compare(Step):
             summary += "\n## Task metrics\n\n" + "".join(f"- {line}\n" for line in metric_lines)
         ctx.output_path("report").write_text(json.dumps(report, indent=1))
         ctx.output_path("summary").write_text(summary)
-        ctx.notice("\n".join(terminal_lines(report) + [f"task metric {line}" for line in metric_lines]))
+        ctx.notice(
+            "\n".join(terminal_lines(report) + [f"task metric {line}" for line in metric_lines])
+        )
         return {"passed": report["passed"]}
 
 

@@ -30,10 +30,16 @@ _PROTOBUF_LIMIT = 2_000_000_000
 
 
 class Params(StepParams):
-    path: InputPath = Field(description="An ONNX model (.onnx, external data beside it is fine) or a TensorRT engine (.engine/.plan).")
+    path: InputPath = Field(
+        description="An ONNX model (.onnx, external data beside it is fine) or a TensorRT engine (.engine/.plan)."
+    )
     shapes: dict[str, list[int]] | None = Field(
-        None, description="Pin input dimensions: {input: [1, 3, 224, 224]}; dynamic dims become these values.")
-    check: bool | Literal["full"] = Field(True, description="Run onnx.checker (`full` adds strict shape checks).")
+        None,
+        description="Pin input dimensions: {input: [1, 3, 224, 224]}; dynamic dims become these values.",
+    )
+    check: bool | Literal["full"] = Field(
+        True, description="Run onnx.checker (`full` adds strict shape checks)."
+    )
 
 
 def _dims(value_info) -> list[int | str]:
@@ -50,7 +56,9 @@ def _dtype(value_info) -> str:
 
 def _not_a_model(path: Path, detail: str) -> ParamError:
     """The error for a file that is not ONNX at all or was cut short; `check: false` cannot help it."""
-    return ParamError("path", f"{path}: not an ONNX model, or a truncated one ({detail}); export or copy it again")
+    return ParamError(
+        "path", f"{path}: not an ONNX model, or a truncated one ({detail}); export or copy it again"
+    )
 
 
 def _pin_shapes(model, shapes: dict[str, list[int]]) -> None:
@@ -58,10 +66,15 @@ def _pin_shapes(model, shapes: dict[str, list[int]]) -> None:
     inputs = {i.name: i for i in model.graph.input}
     for name, dims in shapes.items():
         if name not in inputs:
-            raise ParamError("shapes", f"the model has no input `{name}`; inputs: {', '.join(inputs)}")
+            raise ParamError(
+                "shapes", f"the model has no input `{name}`; inputs: {', '.join(inputs)}"
+            )
         shape = inputs[name].type.tensor_type.shape
         if len(shape.dim) != len(dims):
-            raise ParamError("shapes", f"input `{name}` has rank {len(shape.dim)} ({_dims(inputs[name])}), got {dims}")
+            raise ParamError(
+                "shapes",
+                f"input `{name}` has rank {len(shape.dim)} ({_dims(inputs[name])}), got {dims}",
+            )
         for dim, size in zip(shape.dim, dims):
             dim.Clear()
             dim.dim_value = size
@@ -103,8 +116,13 @@ def _declared_types(model) -> list[tuple[list, list, list]]:
     """Copies of every graph's value_info, inputs and outputs (top level first), to undo inference."""
     from trtflow.onnxmodel.files import iter_graphs
 
-    return [tuple([copy.deepcopy(v) for v in field] for field in (graph.value_info, graph.input, graph.output))
-            for graph in iter_graphs(model.graph)]
+    return [
+        tuple(
+            [copy.deepcopy(v) for v in field]
+            for field in (graph.value_info, graph.input, graph.output)
+        )
+        for graph in iter_graphs(model.graph)
+    ]
 
 
 def _restore_types(model, declared: list[tuple[list, list, list]], first: int) -> None:
@@ -119,11 +137,15 @@ def _restore_types(model, declared: list[tuple[list, list, list]], first: int) -
     Inference never adds nodes, so `iter_graphs` meets the graphs in the same order as before."""
     from trtflow.onnxmodel.files import iter_graphs
 
-    for index, (graph, (value_info, inputs, outputs)) in enumerate(zip(iter_graphs(model.graph), declared)):
+    for index, (graph, (value_info, inputs, outputs)) in enumerate(
+        zip(iter_graphs(model.graph), declared)
+    ):
         if index < first:
             continue
         restored = ((graph.value_info, value_info), (graph.input, inputs), (graph.output, outputs))
-        for field, values in restored if index else ((graph.value_info, []), (graph.output, outputs)):
+        for field, values in (
+            restored if index else ((graph.value_info, []), (graph.output, outputs))
+        ):
             del field[:]
             field.extend(values)
 
@@ -161,8 +183,10 @@ def _verify_written(model, model_path: Path, params: Params, declared, inference
     if params.shapes:
         raise ParamError("shapes", f"{params.path} opens, but not with these input shapes: {final}")
     node = re.search(r"Node \((.+?)\)", final)
-    raise StepError(f"the model `load` wrote from {params.path} is refused{f' at node `{node[1]}`' if node else ''} "
-                    f"while the file itself is accepted; this is a bug in trtflow, please report it. {final}")
+    raise StepError(
+        f"the model `load` wrote from {params.path} is refused{f' at node `{node[1]}`' if node else ''} "
+        f"while the file itself is accepted; this is a bug in trtflow, please report it. {final}"
+    )
 
 
 def summarize(model, source: Path, renamed: dict[str, str], inference: str) -> dict[str, Any]:
@@ -181,14 +205,24 @@ def summarize(model, source: Path, renamed: dict[str, str], inference: str) -> d
         "nodes": len(nodes),
         "subgraphs": sum(1 for _ in iter_graphs(model.graph)) - 1,
         "op_histogram": dict(Counter(node.op_type for node in nodes).most_common()),
-        "inputs": [{"name": i.name, "dtype": _dtype(i), "shape": _dims(i)} for i in model.graph.input if i.name not in initializers],
-        "outputs": [{"name": o.name, "dtype": _dtype(o), "shape": _dims(o)} for o in model.graph.output],
+        "inputs": [
+            {"name": i.name, "dtype": _dtype(i), "shape": _dims(i)}
+            for i in model.graph.input
+            if i.name not in initializers
+        ],
+        "outputs": [
+            {"name": o.name, "dtype": _dtype(o), "shape": _dims(o)} for o in model.graph.output
+        ],
         "weights": {"initializers": len(model.graph.initializer), "bytes": weight_bytes(model)},
         "shape_inference": inference,
         "renamed_nodes": renamed,
         "constant_ranges": as_dicts(constant_ranges(model)),
-        "out_of_range": {name: as_dicts(lost_values(model, FORMATS[name])) for name in ("fp16", "bf16")},
-        "out_of_range_converters": {"fp16": FP16_CONVERTERS},  # what becomes of those values, by converter
+        "out_of_range": {
+            name: as_dicts(lost_values(model, FORMATS[name])) for name in ("fp16", "bf16")
+        },
+        "out_of_range_converters": {
+            "fp16": FP16_CONVERTERS
+        },  # what becomes of those values, by converter
     }
 
 
@@ -199,11 +233,18 @@ class Load(Step):
     summary = "Load an ONNX model (checked, shape-inferred, nodes named) or a TensorRT engine; summarize it."
     Params = Params
     outputs = {
-        "model": file(".onnx", "The normalized ONNX model (external data in model.onnx.data when large).",
-                      optional=True, companions=(EXTERNAL_DATA,)),
+        "model": file(
+            ".onnx",
+            "The normalized ONNX model (external data in model.onnx.data when large).",
+            optional=True,
+            companions=(EXTERNAL_DATA,),
+        ),
         "engine": file(".engine", "The TensorRT engine, when `path` is one.", optional=True),
-        "summary": file(".json", "Opset, op histogram, I/O, constant ranges, values out of FP16/BF16 range by node, and what "
-                                     "each FP16 converter makes of them (±inf or clamped)."),
+        "summary": file(
+            ".json",
+            "Opset, op histogram, I/O, constant ranges, values out of FP16/BF16 range by node, and what "
+            "each FP16 converter makes of them (±inf or clamped).",
+        ),
         "kind": value("onnx", "`onnx` or `engine`: what was loaded."),
     }
     version = 4  # 2: out_of_range entries give the constant's `size`; 3: subgraphs keep their declared types
@@ -215,12 +256,19 @@ class Load(Step):
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         if params.path.suffix.lower() in ENGINE_SUFFIXES:
             shutil.copyfile(params.path, ctx.output_path("engine"))
-            summary = {"format": "tensorrt-engine", "file": params.path.name, "bytes": params.path.stat().st_size}
+            summary = {
+                "format": "tensorrt-engine",
+                "file": params.path.name,
+                "bytes": params.path.stat().st_size,
+            }
             ctx.output_path("summary").write_text(json.dumps(summary, indent=1))
             return {"kind": "engine"}
         if params.path.suffix.lower() != ".onnx":
-            raise ParamError("path", f"{params.path.name}: expected an ONNX model (.onnx) or a TensorRT engine "
-                                     f"({', '.join(sorted(ENGINE_SUFFIXES))})")
+            raise ParamError(
+                "path",
+                f"{params.path.name}: expected an ONNX model (.onnx) or a TensorRT engine "
+                f"({', '.join(sorted(ENGINE_SUFFIXES))})",
+            )
         return self._load_onnx(ctx, params)
 
     def _load_onnx(self, ctx: StepContext, params: Params) -> dict[str, Any]:
@@ -236,21 +284,39 @@ class Load(Step):
         except DecodeError:
             raise _not_a_model(params.path, "protobuf cannot parse it") from None
         except (OSError, ValueError) as error:
-            raise ParamError("path", f"{params.path}: cannot read the ONNX model: {error}") from None
+            raise ParamError(
+                "path", f"{params.path}: cannot read the ONNX model: {error}"
+            ) from None
         except onnx.checker.ValidationError as error:  # onnx refused an external data location
-            reason = refused_external_data(params.path) or f"not a valid ONNX model: {str(error).strip()}"
+            reason = (
+                refused_external_data(params.path)
+                or f"not a valid ONNX model: {str(error).strip()}"
+            )
             raise ParamError("path", f"{params.path}: {reason}") from None
         # a file cut at a field boundary parses; no graph or no opset_import is what such a cut leaves
-        lacking = [part for part, present in (("graph", model.HasField("graph")), ("opset_import", bool(model.opset_import)))
-                   if not present]
+        lacking = [
+            part
+            for part, present in (
+                ("graph", model.HasField("graph")),
+                ("opset_import", bool(model.opset_import)),
+            )
+            if not present
+        ]
         if lacking:
             raise _not_a_model(params.path, f"it has no {' and no '.join(lacking)}")
         if params.check:
             try:
                 onnx.checker.check_model(str(params.path), full_check=params.check == "full")
-            except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, DecodeError) as error:
-                raise ParamError("path", f"{params.path}: not a valid ONNX model: {str(error).strip()} "
-                                         "(set `check: false` on the load step to load it anyway)") from None
+            except (
+                onnx.checker.ValidationError,
+                onnx.shape_inference.InferenceError,
+                DecodeError,
+            ) as error:
+                raise ParamError(
+                    "path",
+                    f"{params.path}: not a valid ONNX model: {str(error).strip()} "
+                    "(set `check: false` on the load step to load it anyway)",
+                ) from None
         ctx.progress(1, 5, "naming nodes")
         renamed = name_nodes(model)
         declared = _declared_types(model)
@@ -259,7 +325,9 @@ class Load(Step):
         ctx.progress(2, 5, "inferring shapes")
         model, inference = _infer_and_save(model, ctx.output_path("model"), ctx, declared)
         ctx.progress(3, 5, "checking what was written")
-        model, inference = _verify_written(model, ctx.output_path("model"), params, declared, inference)
+        model, inference = _verify_written(
+            model, ctx.output_path("model"), params, declared, inference
+        )
         if inference != "ok":
             ctx.log(f"shape inference {inference}")
         ctx.progress(4, 5, "summarizing")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from functools import lru_cache
+from functools import cache
 
 from trtflow.errors import UsageError
 from trtflow.steps.base import Step
@@ -28,22 +28,33 @@ BUILTIN: dict[str, str] = {
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def _plugins() -> dict[str, str]:
     found: dict[str, str] = {}
     from importlib.metadata import entry_points
 
     for entry in entry_points(group="trtflow.steps"):
         found[entry.name] = entry.value
-    for module_name in filter(None, (m.strip() for m in os.environ.get("TRTFLOW_STEP_PLUGINS", "").split(","))):
+    for module_name in filter(
+        None, (m.strip() for m in os.environ.get("TRTFLOW_STEP_PLUGINS", "").split(","))
+    ):
         try:
             module = importlib.import_module(module_name)
-        except Exception as error:  # the user's setting or the plugin's code, not trtflow: a usage error
-            raise UsageError(f"TRTFLOW_STEP_PLUGINS names `{module_name}`, which cannot be imported "
-                             f"({type(error).__name__}: {error}); it expects comma-separated module names "
-                             "importable from this Python (check PYTHONPATH), or unset it") from None
+        except (
+            Exception
+        ) as error:  # the user's setting or the plugin's code, not trtflow: a usage error
+            raise UsageError(
+                f"TRTFLOW_STEP_PLUGINS names `{module_name}`, which cannot be imported "
+                f"({type(error).__name__}: {error}); it expects comma-separated module names "
+                "importable from this Python (check PYTHONPATH), or unset it"
+            ) from None
         for obj in vars(module).values():
-            if isinstance(obj, type) and issubclass(obj, Step) and obj is not Step and getattr(obj, "kind", None):
+            if (
+                isinstance(obj, type)
+                and issubclass(obj, Step)
+                and obj is not Step
+                and getattr(obj, "kind", None)
+            ):
                 found[obj.kind] = f"{module_name}:{obj.__name__}"
     return found
 
@@ -60,7 +71,7 @@ def exists(kind: str) -> bool:
     return _target(kind) is not None
 
 
-@lru_cache(maxsize=None)
+@cache
 def get(kind: str) -> type[Step]:
     target = _target(kind)
     if target is None:

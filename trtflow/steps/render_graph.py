@@ -26,47 +26,88 @@ Format = Literal["svg", "html", "dot"]
 class Focus(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    nodes: str = Field(description="Regular expression matched against node names (and fused/folded parts).")
-    radius: int = Field(2, ge=0, description="Also draw nodes up to this many edges away from a match.")
+    nodes: str = Field(
+        description="Regular expression matched against node names (and fused/folded parts)."
+    )
+    radius: int = Field(
+        2, ge=0, description="Also draw nodes up to this many edges away from a match."
+    )
 
 
 class Params(StepParams):
     model: InputPath | None = Field(None, description="An ONNX model to draw.")
     engine_graph: InputPath | None = Field(
-        None, description="TensorRT engine layer JSON (build-engine's `engine_graph`, trtexec --exportLayerInfo; "
-                          "TensorRT <= 10 `Bindings` or TensorRT 11 `I/O Tensors` layout).")
-    engine: InputPath | None = Field(None, description="A TensorRT engine file, read through TensorRT's inspector.")
+        None,
+        description="TensorRT engine layer JSON (build-engine's `engine_graph`, trtexec --exportLayerInfo; "
+        "TensorRT <= 10 `Bindings` or TensorRT 11 `I/O Tensors` layout).",
+    )
+    engine: InputPath | None = Field(
+        None, description="A TensorRT engine file, read through TensorRT's inspector."
+    )
     profile: InputPath | None = Field(
-        None, description="Per-layer times for an engine graph, joined by layer name: a trtexec --exportProfile JSON "
-                          "file (build-engine's `profile`), or run-runners' `profiles` folder.")
+        None,
+        description="Per-layer times for an engine graph, joined by layer name: a trtexec --exportProfile JSON "
+        "file (build-engine's `profile`), or run-runners' `profiles` folder.",
+    )
     profile_runner: str | None = Field(
-        None, description="Whose profile to draw from a `profiles` folder (a runner's name); "
-                          "not needed when one runner measured layer times.")
+        None,
+        description="Whose profile to draw from a `profiles` folder (a runner's name); "
+        "not needed when one runner measured layer times.",
+    )
     mode: Literal["simplified", "detailed"] = Field(
-        "simplified", description="`simplified` folds pointwise chains, hides constants and reformats; "
-                                  "`detailed` draws every op with fused parts, shapes and formats.")
+        "simplified",
+        description="`simplified` folds pointwise chains, hides constants and reformats; "
+        "`detailed` draws every op with fused parts, shapes and formats.",
+    )
     color_by: Literal["precision", "op", "error"] | None = Field(
-        None, description="Node colors; default `error` when an `overlay` is given, else `precision`.")
-    show_shapes: bool | None = Field(None, description="Shapes and formats on edges; default: on in `detailed` mode.")
-    show_timing: bool = Field(True, description="Label layers with their time (ms and % of the total) from `profile`.")
-    show_constants: bool = Field(False, description="In `simplified` mode, keep constant and shape-only nodes.")
-    show_reformats: bool = Field(False, description="In `simplified` mode, keep NoOp / Reformat / Identity layers.")
-    overlay: InputPath | None = Field(None, description="A compare report (JSON): per-node error heat, first NaN/Inf.")
-    overlay_stat: str = Field("max_abs", description="Which error statistic of the report colors the nodes.")
+        None,
+        description="Node colors; default `error` when an `overlay` is given, else `precision`.",
+    )
+    show_shapes: bool | None = Field(
+        None, description="Shapes and formats on edges; default: on in `detailed` mode."
+    )
+    show_timing: bool = Field(
+        True, description="Label layers with their time (ms and % of the total) from `profile`."
+    )
+    show_constants: bool = Field(
+        False, description="In `simplified` mode, keep constant and shape-only nodes."
+    )
+    show_reformats: bool = Field(
+        False, description="In `simplified` mode, keep NoOp / Reformat / Identity layers."
+    )
+    overlay: InputPath | None = Field(
+        None, description="A compare report (JSON): per-node error heat, first NaN/Inf."
+    )
+    overlay_stat: str = Field(
+        "max_abs", description="Which error statistic of the report colors the nodes."
+    )
     overlay_runner: str | None = Field(
-        None, description="Whose errors to draw when the report checked several runners (a runner's name); "
-                          "default: each node's worst over them. The title says which runner(s) it shows.")
+        None,
+        description="Whose errors to draw when the report checked several runners (a runner's name); "
+        "default: each node's worst over them. The title says which runner(s) it shows.",
+    )
     highlight: list[str] | InputPath | None = Field(
-        None, description="Node names to outline, or a JSON file of them (bisect-precision's `keep`).")
+        None,
+        description="Node names to outline, or a JSON file of them (bisect-precision's `keep`).",
+    )
     focus: Focus | None = Field(
-        None, description="Draw only nodes matching `nodes` (regex) and their neighbours within `radius`.")
+        None,
+        description="Draw only nodes matching `nodes` (regex) and their neighbours within `radius`.",
+    )
     formats: list[Format] | None = Field(
-        None, description="Files to write; default: html, dot and svg. Without Graphviz, svg is replaced by dot "
-                          "with a note (an error only when svg is the one format asked for).")
-    title: str | None = Field(None, description="The graph's title (default: the drawn file's name).")
+        None,
+        description="Files to write; default: html, dot and svg. Without Graphviz, svg is replaced by dot "
+        "with a note (an error only when svg is the one format asked for).",
+    )
+    title: str | None = Field(
+        None, description="The graph's title (default: the drawn file's name)."
+    )
     svg_timeout_s: float = Field(
-        120.0, gt=0, description="Give up on Graphviz layout after this many seconds (an error when `svg` was asked "
-                                 "for in `formats`; else the SVG is skipped with a note).")
+        120.0,
+        gt=0,
+        description="Give up on Graphviz layout after this many seconds (an error when `svg` was asked "
+        "for in `formats`; else the SVG is skipped with a note).",
+    )
 
     @field_validator("focus", mode="before", json_schema_input_type=Focus | str | None)
     @classmethod
@@ -74,18 +115,28 @@ class Params(StepParams):
         return {"nodes": value} if isinstance(value, str) else value
 
     @model_validator(mode="after")
-    def _one_source(self) -> "Params":
-        given = [key for key in ("model", "engine_graph", "engine") if getattr(self, key) is not None]
+    def _one_source(self) -> Params:
+        given = [
+            key for key in ("model", "engine_graph", "engine") if getattr(self, key) is not None
+        ]
         if len(given) != 1:
-            raise ValueError("give exactly one of `model` (ONNX), `engine_graph` (layer JSON) or `engine` (engine file)"
-                             + (f"; got {', '.join(given)}" if given else ""))
+            raise ValueError(
+                "give exactly one of `model` (ONNX), `engine_graph` (layer JSON) or `engine` (engine file)"
+                + (f"; got {', '.join(given)}" if given else "")
+            )
         if self.profile is not None and self.model is not None:
-            raise ValueError("`profile` holds TensorRT layer times: use it with `engine_graph` or `engine`, not `model`")
+            raise ValueError(
+                "`profile` holds TensorRT layer times: use it with `engine_graph` or `engine`, not `model`"
+            )
         if self.profile_runner is not None and self.profile is None:
-            raise ValueError("`profile_runner` picks a runner's layer times from `profile: ${steps.ID.profiles}`; "
-                             "give `profile`")
+            raise ValueError(
+                "`profile_runner` picks a runner's layer times from `profile: ${steps.ID.profiles}`; "
+                "give `profile`"
+            )
         if self.overlay_runner is not None and self.overlay is None:
-            raise ValueError("`overlay_runner` picks a runner's errors from `overlay:` (a compare report); give `overlay`")
+            raise ValueError(
+                "`overlay_runner` picks a runner's errors from `overlay:` (a compare report); give `overlay`"
+            )
         if self.color_by == "error" and self.overlay is None:
             raise ValueError("`color_by: error` needs `overlay:` (a compare report)")
         return self
@@ -93,24 +144,36 @@ class Params(StepParams):
 
 def _profile_file(profile: Path, runner: str | None) -> Path:
     """The profile to read: `profile` itself, or `runner`'s file in run-runners' `profiles` folder."""
-    from trtflow.schema.problems import did_you_mean
     from trtflow.runners.base import PROFILE_SUFFIX
+    from trtflow.schema.problems import did_you_mean
 
     if not profile.is_dir():
         if runner is not None:
-            raise ParamError("profile_runner", "`profile_runner` picks a file from run-runners' `profiles` folder, "
-                                               f"but `profile` is the file {profile}: leave `profile_runner` out")
+            raise ParamError(
+                "profile_runner",
+                "`profile_runner` picks a file from run-runners' `profiles` folder, "
+                f"but `profile` is the file {profile}: leave `profile_runner` out",
+            )
         return profile
-    found = {path.name.removesuffix(PROFILE_SUFFIX): path for path in sorted(profile.glob(f"*{PROFILE_SUFFIX}"))}
+    found = {
+        path.name.removesuffix(PROFILE_SUFFIX): path
+        for path in sorted(profile.glob(f"*{PROFILE_SUFFIX}"))
+    }
     if runner is None and len(found) == 1:
         return next(iter(found.values()))
     if runner is None:
-        raise ParamError("profile_runner", f"the `profile` folder holds the layer times of {len(found)} runners "
-                                           f"({', '.join(found) or 'none'}): name one with `profile_runner:`")
+        raise ParamError(
+            "profile_runner",
+            f"the `profile` folder holds the layer times of {len(found)} runners "
+            f"({', '.join(found) or 'none'}): name one with `profile_runner:`",
+        )
     if runner not in found:
-        raise ParamError("profile_runner", f"no layer times of runner `{runner}`{did_you_mean(runner, list(found))}; "
-                                           f"the `profile` folder holds those of {', '.join(found) or 'no runner'} "
-                                           "(a `tensorrt` runner measures them with `layer_timing: true`)")
+        raise ParamError(
+            "profile_runner",
+            f"no layer times of runner `{runner}`{did_you_mean(runner, list(found))}; "
+            f"the `profile` folder holds those of {', '.join(found) or 'no runner'} "
+            "(a `tensorrt` runner measures them with `layer_timing: true`)",
+        )
     return found[runner]
 
 
@@ -124,9 +187,11 @@ def _inspect(engine: Path, ctx: StepContext) -> dict:
     try:
         trt = TensorRT.load()
     except BackendUnavailable as error:
-        raise BackendUnavailable(f"{error}; or give `engine_graph:` the layer JSON instead (build-engine's "
-                                 "`engine_graph` output, or trtexec --exportLayerInfo=graph.json "
-                                 "--profilingVerbosity=detailed)") from None
+        raise BackendUnavailable(
+            f"{error}; or give `engine_graph:` the layer JSON instead (build-engine's "
+            "`engine_graph` output, or trtexec --exportLayerInfo=graph.json "
+            "--profilingVerbosity=detailed)"
+        ) from None
     runtime = trt.module.Runtime(make_logger(trt.module, TensorRTLog(echo=ctx.log)))
     return engine_information(trt, runtime, Path(engine).read_bytes())
 
@@ -137,13 +202,19 @@ class RenderGraph(Step):
     kind = "render-graph"
     summary = "Draw an ONNX model or TensorRT engine graph (DOT, SVG, offline HTML viewer) with timing and error overlays."
     Params = Params
-    outputs = {"graph": folder("graph.html / graph.svg / graph.dot as asked, and summary.json (what was drawn).")}
+    outputs = {
+        "graph": folder(
+            "graph.html / graph.svg / graph.dot as asked, and summary.json (what was drawn)."
+        )
+    }
     version = 4  # 3: overlay notes tell tensors of hidden constant/shape nodes from unknown ones
     # 4: titles name the overlay's runners; rings drawn as clusters; highlighted nodes never folded; no-dot notes
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         facts = {"onnx": installed_version("onnx")} if params.model is not None else {}
-        if params.engine is not None:  # what the inspector reports depends on the TensorRT reading the engine
+        if (
+            params.engine is not None
+        ):  # what the inspector reports depends on the TensorRT reading the engine
             from trtflow.trt.environment import tensorrt_version
 
             facts["tensorrt"] = tensorrt_version()
@@ -166,19 +237,30 @@ class RenderGraph(Step):
         elif params.engine_graph is not None:
             source, graph = params.engine_graph, from_engine.load_layer_info(params.engine_graph)
         else:
-            source, graph = params.engine, from_engine.graph_from_layer_info(_inspect(params.engine, ctx))
+            source, graph = (
+                params.engine,
+                from_engine.graph_from_layer_info(_inspect(params.engine, ctx)),
+            )
         graph = replace(graph, name=params.title or Path(source).name)
         if params.profile is not None:
-            graph = timing.with_timing(graph, timing.read_profile(_profile_file(params.profile, params.profile_runner)))
+            graph = timing.with_timing(
+                graph, timing.read_profile(_profile_file(params.profile, params.profile_runner))
+            )
         source_nodes = len(graph.ops())
         ctx.progress(1, 3, "folding" if params.mode == "simplified" else "overlays")
         highlight = overlay.read_highlight(params.highlight) if params.highlight is not None else []
         if params.mode == "simplified":
-            graph = simplify(graph, show_constants=params.show_constants, show_reformats=params.show_reformats,
-                             highlight=highlight)
+            graph = simplify(
+                graph,
+                show_constants=params.show_constants,
+                show_reformats=params.show_reformats,
+                highlight=highlight,
+            )
         if params.overlay is not None:
             try:
-                errors = overlay.read_compare_report(params.overlay, params.overlay_stat, params.overlay_runner)
+                errors = overlay.read_compare_report(
+                    params.overlay, params.overlay_stat, params.overlay_runner
+                )
             except ValueError as error:
                 raise ParamError("overlay_runner", str(error)) from None
             graph = overlay.with_errors(graph, errors)
@@ -192,13 +274,21 @@ class RenderGraph(Step):
         view = View(
             mode=params.mode,
             color_by=params.color_by or ("error" if params.overlay is not None else "precision"),
-            show_shapes=params.show_shapes if params.show_shapes is not None else params.mode == "detailed",
+            show_shapes=params.show_shapes
+            if params.show_shapes is not None
+            else params.mode == "detailed",
             show_timing=params.show_timing,
         )
         ctx.progress(2, 3, f"drawing {len(graph.nodes)} nodes")
-        summary = write_graph(graph, view, params.formats or ["html", "dot", "svg"], Path(ctx.output_path("graph")),
-                              svg_timeout_s=params.svg_timeout_s,
-                              svg_optional=params.formats is None, source_nodes=source_nodes)
+        summary = write_graph(
+            graph,
+            view,
+            params.formats or ["html", "dot", "svg"],
+            Path(ctx.output_path("graph")),
+            svg_timeout_s=params.svg_timeout_s,
+            svg_optional=params.formats is None,
+            source_nodes=source_nodes,
+        )
         for note in summary["notes"]:
             ctx.notice(note)
         ctx.progress(3, 3, "done")

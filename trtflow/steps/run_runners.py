@@ -40,7 +40,14 @@ from pydantic import Field, field_validator, model_validator
 from trtflow.errors import ParamError, StepError
 from trtflow.lazy import lazy_import
 from trtflow.packages import installed_version
-from trtflow.runners.base import PROFILE_SUFFIX, Runner, RunnerConfig, RunnerFailed, failing_as, layer_profile
+from trtflow.runners.base import (
+    PROFILE_SUFFIX,
+    Runner,
+    RunnerConfig,
+    RunnerFailed,
+    failing_as,
+    layer_profile,
+)
 from trtflow.runners.registry import runner_entry
 from trtflow.runners.tensorrt import refuse_onnx_engine
 from trtflow.schema.paths import InputPath
@@ -55,24 +62,43 @@ UNKNOWN_SIZE_FALLBACK = 64 << 20  # bytes assumed for a tensor nothing tells the
 
 
 class Params(StepParams):
-    model: InputPath | None = Field(None, description="The ONNX model (tapped or not) the runners run.")
+    model: InputPath | None = Field(
+        None, description="The ONNX model (tapped or not) the runners run."
+    )
     engine: InputPath | None = Field(None, description="A TensorRT engine, for `tensorrt` runners.")
-    runners: list[runner_entry()] = Field(min_length=1, description="The runners; each needs a unique `name`.")
-    data: DataSpec | None = Field(None, description="Generated inputs (the default when no `inputs`/`loader`).")
-    inputs: InputPath | None = Field(None, description="Inputs file: .npz, folder of .npy/.npz, tensor set, Polygraphy JSON.")
-    loader: LoaderSpec | None = Field(None, description="`script.py:function` returning or yielding feed dicts.")
+    runners: list[runner_entry()] = Field(
+        min_length=1, description="The runners; each needs a unique `name`."
+    )
+    data: DataSpec | None = Field(
+        None, description="Generated inputs (the default when no `inputs`/`loader`)."
+    )
+    inputs: InputPath | None = Field(
+        None, description="Inputs file: .npz, folder of .npy/.npz, tensor set, Polygraphy JSON."
+    )
+    loader: LoaderSpec | None = Field(
+        None, description="`script.py:function` returning or yielding feed dicts."
+    )
     outputs: Literal["graph", "all"] | list[str] = Field(
-        "graph", description="`graph`: the model's outputs (taps included); `all`: every computed tensor; or names.")
-    memory_budget_mb: int = Field(1024, ge=1, description="Most output memory held at once; more is split into passes.")
-    warmup: int = Field(0, ge=0, description="Untimed runs of the first feed before the timed ones.")
+        "graph",
+        description="`graph`: the model's outputs (taps included); `all`: every computed tensor; or names.",
+    )
+    memory_budget_mb: int = Field(
+        1024, ge=1, description="Most output memory held at once; more is split into passes."
+    )
+    warmup: int = Field(
+        0, ge=0, description="Untimed runs of the first feed before the timed ones."
+    )
     iterations: int | None = Field(None, ge=1, description="Use only the first N feeds.")
-    polygraphy_json: bool = Field(False, description="Also write the inputs and results as Polygraphy JSON files "
-                                                     "(`polygraphy run --load-inputs/--load-outputs` reads them).")
+    polygraphy_json: bool = Field(
+        False,
+        description="Also write the inputs and results as Polygraphy JSON files "
+        "(`polygraphy run --load-inputs/--load-outputs` reads them).",
+    )
 
     _engine_is_an_engine = field_validator("engine")(refuse_onnx_engine)
 
     @model_validator(mode="after")
-    def _one_source(self) -> "Params":
+    def _one_source(self) -> Params:
         given = [key for key in ("data", "inputs", "loader") if getattr(self, key) is not None]
         if len(given) > 1:
             raise ValueError(f"give one input source, not {' and '.join(given)}")
@@ -99,8 +125,13 @@ def _feeds(params: Params, model) -> list[dict[str, np.ndarray]]:
     if model is None and params.inputs is None and params.loader is None:
         return _empty_feeds(params)
     try:
-        return collect_feeds(model, data=params.data, inputs=params.inputs, loader=params.loader,
-                             iterations=params.iterations)
+        return collect_feeds(
+            model,
+            data=params.data,
+            inputs=params.inputs,
+            loader=params.loader,
+            iterations=params.iterations,
+        )
     except InputSourceError as error:
         raise ParamError(error.param, str(error)) from None
 
@@ -109,9 +140,12 @@ def _empty_feeds(params: Params) -> list[dict]:
     """A run with no model and no inputs: only runners that replay saved outputs can run, one empty
     feed per iteration of the longest saved set."""
     if params.data is not None:
-        raise ParamError("data", "`data` generates inputs from a model's input names and shapes, and this run has "
-                                 "no `model`: give `model`, or the feeds themselves with `inputs` (e.g. "
-                                 "`${steps.RUN.inputs}`, a .npz, a Polygraphy inputs JSON) or `loader`")
+        raise ParamError(
+            "data",
+            "`data` generates inputs from a model's input names and shapes, and this run has "
+            "no `model`: give `model`, or the feeds themselves with `inputs` (e.g. "
+            "`${steps.RUN.inputs}`, a .npz, a Polygraphy inputs JSON) or `loader`",
+        )
     counts = {}
     for config in params.runners:
         try:
@@ -120,9 +154,12 @@ def _empty_feeds(params: Params) -> list[dict]:
             raise ParamError("runners", f"runner `{config.name}`: {error}") from None
     fed = [name for name, count in counts.items() if count is None]
     if fed:
-        raise ParamError("inputs", f"runner(s) {', '.join(f'`{name}`' for name in fed)} need inputs, and this run has "
-                                   "no `model` to generate them from: give `inputs` (e.g. `${steps.RUN.inputs}`, a .npz, "
-                                   "a Polygraphy inputs JSON) or `loader`, or give `model`")
+        raise ParamError(
+            "inputs",
+            f"runner(s) {', '.join(f'`{name}`' for name in fed)} need inputs, and this run has "
+            "no `model` to generate them from: give `inputs` (e.g. `${steps.RUN.inputs}`, a .npz, "
+            "a Polygraphy inputs JSON) or `loader`, or give `model`",
+        )
     longest = max(counts.values())
     iterations = min(longest, params.iterations) if params.iterations else longest
     if not iterations:
@@ -140,8 +177,9 @@ def _notice_opset_held_nodes(ctx: StepContext, params: Params, model) -> None:
     opset 22): say so, or a clean BF16 comparison of a CNN would hide that its convolutions never ran low."""
     from trtflow.precision.sites import held_by_opset
 
-    precisions = {config.name: config.precision for config in params.runners
-                  if config.backend == "emulated"}
+    precisions = {
+        config.name: config.precision for config in params.runners if config.backend == "emulated"
+    }
     if model is None or not precisions:
         return
     for precision in dict.fromkeys(precisions.values()):
@@ -156,8 +194,11 @@ def _notice_hidden_fp16_overflows(ctx: StepContext, params: Params) -> None:
     their clean comparison is not evidence that FP16 is safe on a GPU."""
     from trtflow.runners.onnxruntime import CPU_FP16_HIDES_OVERFLOWS
 
-    hiding = [f"`{config.name}`" for config in params.runners
-              if config.backend == "onnxruntime" and config.hides_fp16_overflows()]
+    hiding = [
+        f"`{config.name}`"
+        for config in params.runners
+        if config.backend == "onnxruntime" and config.hides_fp16_overflows()
+    ]
     if hiding:
         ctx.notice(f"runner {', '.join(hiding)}: {CPU_FP16_HIDES_OVERFLOWS}")
 
@@ -171,7 +212,10 @@ def _requested(params: Params, tensors: dict, model) -> list[str] | None:
         return select(tensors, None)
     unknown = [n for n in params.outputs if n not in tensors]
     if unknown:
-        raise ParamError("outputs", f"the model has no tensor `{unknown[0]}`{did_you_mean(unknown[0], list(tensors))}")
+        raise ParamError(
+            "outputs",
+            f"the model has no tensor `{unknown[0]}`{did_you_mean(unknown[0], list(tensors))}",
+        )
     return list(params.outputs)
 
 
@@ -181,7 +225,10 @@ def _estimated_bytes(model, tensors: dict) -> dict[str, int]:
     with computed ends); such a tensor is taken to be as large as its node's largest input (a Concat:
     their sum), which holds for the reshapes, transposes, slices and elementwise ops most of them are.
     A fixed guess per unknown tensor instead split an exported BERT-base into 41 passes, not 3."""
-    def known_bytes(info) -> tuple[int, bool]:  # (bytes of the known dims, whether every dim is known)
+
+    def known_bytes(
+        info,
+    ) -> tuple[int, bool]:  # (bytes of the known dims, whether every dim is known)
         if info is None or info.shape is None:
             return 0, False
         itemsize = np.dtype(info.dtype).itemsize if info.dtype else 4
@@ -233,11 +280,22 @@ def _with_input_shapes(model, feed: dict[str, np.ndarray]):
 def _make_runner(config: RunnerConfig, target: Path | None, outputs: list[str] | None) -> Runner:
     from trtflow.runners.isolated import IsolatedRunner
 
-    return IsolatedRunner(config, target, outputs) if config.isolate else config.create(target, outputs)
+    return (
+        IsolatedRunner(config, target, outputs)
+        if config.isolate
+        else config.create(target, outputs)
+    )
 
 
-def _run_one(config: RunnerConfig, target: Path | None, slices: list[list[str] | None], feeds, warmup: int,
-             results, progress) -> tuple[dict, list[dict] | None]:
+def _run_one(
+    config: RunnerConfig,
+    target: Path | None,
+    slices: list[list[str] | None],
+    feeds,
+    warmup: int,
+    results,
+    progress,
+) -> tuple[dict, list[dict] | None]:
     """Run one runner over all feeds, slice by slice, writing outputs as they come; returns its timings
     and the per-layer profile of the first slice's timed inferences (None if the runner has none)."""
     seconds = np.zeros(len(feeds))
@@ -268,15 +326,22 @@ def _run_one(config: RunnerConfig, target: Path | None, slices: list[list[str] |
             with failing_as(name):
                 runner.deactivate()
     milliseconds = seconds * 1000
-    timings = {"mean_ms": round(float(milliseconds.mean()), 3), "median_ms": round(float(np.median(milliseconds)), 3),
-               "min_ms": round(float(milliseconds.min()), 3), "iterations": len(feeds), "passes": len(slices)}
+    timings = {
+        "mean_ms": round(float(milliseconds.mean()), 3),
+        "median_ms": round(float(np.median(milliseconds)), 3),
+        "min_ms": round(float(milliseconds.min()), 3),
+        "iterations": len(feeds),
+        "passes": len(slices),
+    }
     return timings, profile
 
 
 def _write_profile(ctx: StepContext, runner: str, profile: list[dict]) -> None:
     folder = ctx.output_path("profiles")
     folder.mkdir(exist_ok=True)
-    (folder / f"{runner}{PROFILE_SUFFIX}").write_text(json.dumps(profile, indent=1) + "\n", encoding="utf-8")
+    (folder / f"{runner}{PROFILE_SUFFIX}").write_text(
+        json.dumps(profile, indent=1) + "\n", encoding="utf-8"
+    )
 
 
 def _write_polygraphy_files(ctx: StepContext, feeds, results, timings: dict) -> None:
@@ -284,8 +349,16 @@ def _write_polygraphy_files(ctx: StepContext, feeds, results, timings: dict) -> 
 
     polygraphy_json.write_inputs(feeds, ctx.output_path("polygraphy_inputs"))
     ran = [r for r in results.runners if results.failure(r) is None]
-    runs = ((runner, ((results.iteration(runner, i), timings[runner]["mean_ms"] / 1000)
-                      for i in range(results.iterations(runner)))) for runner in ran)
+    runs = (
+        (
+            runner,
+            (
+                (results.iteration(runner, i), timings[runner]["mean_ms"] / 1000)
+                for i in range(results.iterations(runner))
+            ),
+        )
+        for runner in ran
+    )
     polygraphy_json.write_results(runs, ctx.output_path("polygraphy_results"))
 
 
@@ -297,22 +370,45 @@ class RunRunners(Step):
     Params = Params
     outputs = {
         "inputs": folder("The feeds every runner got (a tensor set; `trtflow inspect` shows it)."),
-        "results": folder("What each runner returned, per iteration and tensor (.npy + index.json)."),
-        "polygraphy_inputs": file(".json", "The inputs as Polygraphy JSON (with `polygraphy_json: true`).", optional=True),
-        "polygraphy_results": file(".json", "The results as Polygraphy RunResults JSON (with `polygraphy_json: true`).",
-                                   optional=True),
-        "profiles": folder("Per-layer times of each runner that measured them (`tensorrt` with `layer_timing: true`): "
-                           "<runner>.profile.json in trtexec's --exportProfile layout, for render-graph's `profile`.",
-                           optional=True),
-        "timings": value({"fp32": {"mean_ms": 1.0, "median_ms": 1.0, "min_ms": 1.0, "iterations": 1, "passes": 1}},
-                         "Per runner: inference time (ms) and how many passes the memory budget needed; or its error."),
+        "results": folder(
+            "What each runner returned, per iteration and tensor (.npy + index.json)."
+        ),
+        "polygraphy_inputs": file(
+            ".json", "The inputs as Polygraphy JSON (with `polygraphy_json: true`).", optional=True
+        ),
+        "polygraphy_results": file(
+            ".json",
+            "The results as Polygraphy RunResults JSON (with `polygraphy_json: true`).",
+            optional=True,
+        ),
+        "profiles": folder(
+            "Per-layer times of each runner that measured them (`tensorrt` with `layer_timing: true`): "
+            "<runner>.profile.json in trtexec's --exportProfile layout, for render-graph's `profile`.",
+            optional=True,
+        ),
+        "timings": value(
+            {
+                "fp32": {
+                    "mean_ms": 1.0,
+                    "median_ms": 1.0,
+                    "min_ms": 1.0,
+                    "iterations": 1,
+                    "passes": 1,
+                }
+            },
+            "Per runner: inference time (ms) and how many passes the memory budget needed; or its error.",
+        ),
     }
     version = 6  # 2: the `profiles` output; 3: inputs record their iteration count, runner errors are uniform;
     # 4: scalars stay scalars in the Polygraphy JSON files; 5: results name unnamed nodes as reports do;
     # 6: the notice that ONNX Runtime's CPU provider hides FP16 overflows (notices are kept with the cached entry)
 
     def needs(self, params: Params) -> Resources:
-        return Resources(gpu=1) if any(config.backend == "tensorrt" for config in params.runners) else self.resources
+        return (
+            Resources(gpu=1)
+            if any(config.backend == "tensorrt" for config in params.runners)
+            else self.resources
+        )
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         facts = {"numpy": installed_version("numpy")}
@@ -321,12 +417,16 @@ class RunRunners(Step):
         return facts
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
-        from trtflow.onnxmodel.files import load_model, named
         from trtflow.onnxmodel.catalog import catalog
+        from trtflow.onnxmodel.files import load_model, named
         from trtflow.tensors.tensor_set import INPUTS, TensorSetWriter
 
         # every node with its stable name, whichever runners run: `results` names nodes as reports do
-        model = named(load_model(params.model, load_weights=False)) if params.model is not None else None
+        model = (
+            named(load_model(params.model, load_weights=False))
+            if params.model is not None
+            else None
+        )
         targets = {config.name: _runner_target(config, params) for config in params.runners}
         _check_runners(params, model)
         _notice_opset_held_nodes(ctx, params, model)
@@ -339,32 +439,55 @@ class RunRunners(Step):
 
         tensors = catalog(_with_input_shapes(model, feeds[0])) if model is not None else {}
         requested = _requested(params, tensors, model) if model is not None else None
-        slices = (_slices(requested, _estimated_bytes(model, tensors), params.memory_budget_mb << 20) if requested
-                  else [requested])
+        slices = (
+            _slices(requested, _estimated_bytes(model, tensors), params.memory_budget_mb << 20)
+            if requested
+            else [requested]
+        )
         if len(slices) > 1:
-            ctx.log(f"{len(requested)} tensors over {len(slices)} passes to stay under {params.memory_budget_mb} MB")
-        shown = requested if requested is not None else [o.name for o in model.graph.output] if model is not None else []
-        results = TensorSetWriter(ctx.output_path("results"), {n: tensors[n].as_json() for n in shown if n in tensors})
+            ctx.log(
+                f"{len(requested)} tensors over {len(slices)} passes to stay under {params.memory_budget_mb} MB"
+            )
+        shown = (
+            requested
+            if requested is not None
+            else [o.name for o in model.graph.output]
+            if model is not None
+            else []
+        )
+        results = TensorSetWriter(
+            ctx.output_path("results"), {n: tensors[n].as_json() for n in shown if n in tensors}
+        )
 
         timings: dict[str, dict] = {}
         for position, config in enumerate(params.runners):
-            def progress(done: int, total: int, name=config.name, position=position) -> None:  # inferences
+
+            def progress(
+                done: int, total: int, name=config.name, position=position
+            ) -> None:  # inferences
                 ctx.progress(position * total + done, len(params.runners) * total, name)
 
             try:
-                timings[config.name], profile = _run_one(config, targets[config.name], slices, feeds, params.warmup,
-                                                         results, progress)
+                timings[config.name], profile = _run_one(
+                    config, targets[config.name], slices, feeds, params.warmup, results, progress
+                )
                 results.record_runner(config.name, backend=config.backend, **timings[config.name])
                 if profile is not None:
                     _write_profile(ctx, config.name, profile)
             except RunnerFailed as error:
                 timings[config.name] = {"error": str(error)}
-                results.record_runner(config.name, backend=config.backend, status="failed", error=str(error))
-                ctx.notice(f"{error}\n(recorded with this step's results; the next run tries `{config.name}` again)")
+                results.record_runner(
+                    config.name, backend=config.backend, status="failed", error=str(error)
+                )
+                ctx.notice(
+                    f"{error}\n(recorded with this step's results; the next run tries `{config.name}` again)"
+                )
                 ctx.mark_incomplete(f"runner `{config.name}` failed")
         finished = results.close()
         if params.polygraphy_json:
             _write_polygraphy_files(ctx, feeds, finished, timings)
         if all("error" in timing for timing in timings.values()):
-            raise StepError("every runner failed: " + "; ".join(t["error"] for t in timings.values()))
+            raise StepError(
+                "every runner failed: " + "; ".join(t["error"] for t in timings.values())
+            )
         return {"timings": timings}

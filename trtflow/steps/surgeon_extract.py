@@ -32,7 +32,7 @@ class Params(StepParams):
     outputs: list[str] = Field(min_length=1, description="Tensors that become its outputs.")
 
 
-def outer_reads(graph: "onnx.GraphProto") -> list[str]:
+def outer_reads(graph: onnx.GraphProto) -> list[str]:
     """Tensors `graph`'s nodes (and their subgraphs) read that `graph` itself does not define, in
     graph order: for a subgraph, what it takes from outer scopes; for a model, what nothing feeds."""
     defined = {value.name for value in graph.input} | {tensor.name for tensor in graph.initializer}
@@ -41,7 +41,9 @@ def outer_reads(graph: "onnx.GraphProto") -> list[str]:
     for node in graph.node:
         reads += node.input
         for attribute in node.attribute:
-            for subgraph in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
+            for subgraph in ([attribute.g] if attribute.HasField("g") else []) + list(
+                attribute.graphs
+            ):
                 reads += outer_reads(subgraph)
     return [name for name in dict.fromkeys(reads) if name and name not in defined]
 
@@ -61,37 +63,53 @@ class SurgeonExtract(Step):
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from onnx.utils import Extractor
 
-        from trtflow.onnxmodel.files import save_model
         from trtflow.onnxmodel.catalog import load_cataloged
+        from trtflow.onnxmodel.files import save_model
 
         model, tensors = load_cataloged(params.model)
         for param in ("inputs", "outputs"):
             for name in getattr(params, param):
                 if name not in tensors:
-                    raise ParamError(param, f"the model has no tensor `{name}`{did_you_mean(name, list(tensors))}")
+                    raise ParamError(
+                        param,
+                        f"the model has no tensor `{name}`{did_you_mean(name, list(tensors))}",
+                    )
         untyped = [name for name in params.inputs if not tensors[name].elem_type]
         if untyped:
-            raise ParamError("inputs", f"cannot infer the dtype of {untyped}; run `load` first so shapes are inferred")
+            raise ParamError(
+                "inputs",
+                f"cannot infer the dtype of {untyped}; run `load` first so shapes are inferred",
+            )
         from onnx import helper
 
         extractor = Extractor(model)
-        for name in (*params.inputs, *params.outputs):  # types from our inference (onnx's Extractor infers none)
+        for name in (
+            *params.inputs,
+            *params.outputs,
+        ):  # types from our inference (onnx's Extractor infers none)
             if name not in extractor.value_infos:
                 info = tensors[name]
                 shape = list(info.shape) if info.shape is not None else None
-                extractor.value_infos[name] = helper.make_tensor_value_info(name, info.elem_type, shape)
+                extractor.value_infos[name] = helper.make_tensor_value_info(
+                    name, info.elem_type, shape
+                )
         try:
             extracted = extractor.extract_model(params.inputs, params.outputs)
         except Exception as error:  # noqa: BLE001 - onnx raises assorted errors for impossible cuts
-            raise ParamError("inputs", f"cannot cut between {params.inputs} and {params.outputs}: {error}") from None
+            raise ParamError(
+                "inputs", f"cannot cut between {params.inputs} and {params.outputs}: {error}"
+            ) from None
         weights = {tensor.name: tensor for tensor in model.graph.initializer}
         unfed = outer_reads(extracted.graph)
         extracted.graph.initializer.extend(weights[name] for name in unfed if name in weights)
         unfed = [name for name in unfed if name not in weights]
         if unfed:
-            raise ParamError("inputs", f"the cut to {params.outputs} still reads {', '.join(f'`{n}`' for n in unfed)}, "
-                                       f"which nothing between `inputs` {params.inputs} and the outputs computes: "
-                                       f"add {'it' if len(unfed) == 1 else 'them'} to `inputs`")
+            raise ParamError(
+                "inputs",
+                f"the cut to {params.outputs} still reads {', '.join(f'`{n}`' for n in unfed)}, "
+                f"which nothing between `inputs` {params.inputs} and the outputs computes: "
+                f"add {'it' if len(unfed) == 1 else 'them'} to `inputs`",
+            )
         save_model(extracted, ctx.output_path("model"))
         ctx.log(f"extracted {len(extracted.graph.node)} nodes")
         return {}

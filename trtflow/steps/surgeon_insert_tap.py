@@ -20,8 +20,8 @@ from pydantic import Field, model_validator
 from trtflow.errors import ParamError
 from trtflow.onnxmodel.files import EXTERNAL_DATA
 from trtflow.packages import installed_version
-from trtflow.schema.problems import did_you_mean
 from trtflow.schema.paths import InputPath
+from trtflow.schema.problems import did_you_mean
 from trtflow.steps.base import Step, StepContext, StepParams, file
 
 if TYPE_CHECKING:
@@ -31,21 +31,31 @@ if TYPE_CHECKING:
 class Params(StepParams):
     model: InputPath = Field(description="The ONNX model to tap.")
     tensors: Literal["all", "engine-layers"] | list[str] = Field(
-        "all", description="`all`; `engine-layers`: only the outputs of the engine layers of `engine_graph`, so "
-                           "the tapped engine keeps its fusions; or tensor names / globs to tap.")
+        "all",
+        description="`all`; `engine-layers`: only the outputs of the engine layers of `engine_graph`, so "
+        "the tapped engine keeps its fusions; or tensor names / globs to tap.",
+    )
     engine_graph: InputPath | None = Field(
-        None, description="For `tensors: engine-layers`: the engine's layer JSON (`${steps.ID.engine_graph}` of "
-                          "build-engine, or trtexec --exportLayerInfo), built from this model.")
-    ops: list[str] | None = Field(None, description="Only tap tensors produced by these op types (e.g. [Add, Pow]).")
+        None,
+        description="For `tensors: engine-layers`: the engine's layer JSON (`${steps.ID.engine_graph}` of "
+        "build-engine, or trtexec --exportLayerInfo), built from this model.",
+    )
+    ops: list[str] | None = Field(
+        None, description="Only tap tensors produced by these op types (e.g. [Add, Pow])."
+    )
     exclude: list[str] = Field(default_factory=list, description="Tensor names / globs not to tap.")
 
     @model_validator(mode="after")
-    def _engine_graph_with_engine_layers(self) -> "Params":
+    def _engine_graph_with_engine_layers(self) -> Params:
         if self.tensors == "engine-layers" and self.engine_graph is None:
-            raise ValueError("`tensors: engine-layers` needs `engine_graph`: the engine's layer JSON "
-                             "(`${steps.ID.engine_graph}` of build-engine, or trtexec --exportLayerInfo)")
+            raise ValueError(
+                "`tensors: engine-layers` needs `engine_graph`: the engine's layer JSON "
+                "(`${steps.ID.engine_graph}` of build-engine, or trtexec --exportLayerInfo)"
+            )
         if self.tensors != "engine-layers" and self.engine_graph is not None:
-            raise ValueError("`engine_graph` only serves `tensors: engine-layers`; remove it or set that")
+            raise ValueError(
+                "`engine_graph` only serves `tensors: engine-layers`; remove it or set that"
+            )
         return self
 
 
@@ -56,10 +66,19 @@ class SurgeonInsertTap(Step):
     summary = "Mark intermediate tensors (all, names, globs, by op type) as model outputs, like `mark all`."
     Params = Params
     outputs = {
-        "model": file(".onnx", "The model with the taps as extra graph outputs.", companions=(EXTERNAL_DATA,)),
-        "taps": file(".json", "Each tap: tensor, node, op, topological index, dtype, shape; and what was not tapped."),
-        "engine_layers": file(".json", "With `tensors: engine-layers`: each engine layer's ONNX nodes and output "
-                                       "tensors, for compare's `group_by: engine_layer`.", optional=True),
+        "model": file(
+            ".onnx", "The model with the taps as extra graph outputs.", companions=(EXTERNAL_DATA,)
+        ),
+        "taps": file(
+            ".json",
+            "Each tap: tensor, node, op, topological index, dtype, shape; and what was not tapped.",
+        ),
+        "engine_layers": file(
+            ".json",
+            "With `tensors: engine-layers`: each engine layer's ONNX nodes and output "
+            "tensors, for compare's `group_by: engine_layer`.",
+            optional=True,
+        ),
     }
     version = 2  # 2: tensors: engine-layers, the engine_layers output
 
@@ -67,8 +86,8 @@ class SurgeonInsertTap(Step):
         return {"onnx": installed_version("onnx")}
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
-        from trtflow.onnxmodel.files import save_model
         from trtflow.onnxmodel.catalog import load_cataloged
+        from trtflow.onnxmodel.files import save_model
         from trtflow.tensors.engine_layers import load_engine_layers
         from trtflow.tensors.taps import mark_outputs, select, subgraph_tensors
 
@@ -77,7 +96,9 @@ class SurgeonInsertTap(Step):
             layers = load_engine_layers(model, params.engine_graph)
             layers.write(ctx.output_path("engine_layers"))
             tensors_in_scope = {name: tensors[name] for name in layers.outputs}
-            ctx.log(f"{len(layers.layers)} engine layers write {len(tensors_in_scope)} tensors of the model")
+            ctx.log(
+                f"{len(layers.layers)} engine layers write {len(tensors_in_scope)} tensors of the model"
+            )
             patterns = None
         else:
             tensors_in_scope = tensors
@@ -85,18 +106,28 @@ class SurgeonInsertTap(Step):
         _check_selectors(tensors, patterns, params.ops)
         chosen = select(tensors_in_scope, patterns, params.ops, params.exclude)
         if not chosen:
-            raise ParamError("tensors", "`tensors`, `ops` and `exclude` together select no tensor to tap: each "
-                                        "selects some, but no tensor passes all three")
+            raise ParamError(
+                "tensors",
+                "`tensors`, `ops` and `exclude` together select no tensor to tap: each "
+                "selects some, but no tensor passes all three",
+            )
         mark_outputs(model, chosen, tensors)
         save_model(model, ctx.output_path("model"))
-        taps = {"taps": [{"tensor": name, **tensors[name].as_json()} for name in chosen],
-                "not_tapped": [{"tensor": name, "reason": "inside an If/Loop/Scan body"} for name in subgraph_tensors(model)]}
+        taps = {
+            "taps": [{"tensor": name, **tensors[name].as_json()} for name in chosen],
+            "not_tapped": [
+                {"tensor": name, "reason": "inside an If/Loop/Scan body"}
+                for name in subgraph_tensors(model)
+            ],
+        }
         ctx.output_path("taps").write_text(json.dumps(taps, indent=1))
         ctx.log(f"tapped {len(chosen)} tensors")
         return {}
 
 
-def _check_selectors(tensors: dict[str, TensorInfo], patterns: list[str] | None, ops: list[str] | None) -> None:
+def _check_selectors(
+    tensors: dict[str, TensorInfo], patterns: list[str] | None, ops: list[str] | None
+) -> None:
     """Every tensor name or glob and every op type must select something: a typo would otherwise
     silently leave a tensor untapped, and `compare` would never look at it."""
     from trtflow.tensors.taps import select
@@ -104,10 +135,16 @@ def _check_selectors(tensors: dict[str, TensorInfo], patterns: list[str] | None,
     computed = [name for name, info in tensors.items() if info.node is not None]
     for pattern in patterns or ():
         if not select(tensors, [pattern]):
-            why = (" (a graph input or initializer: the model does not compute it)" if pattern in tensors
-                   else did_you_mean(pattern, computed))
+            why = (
+                " (a graph input or initializer: the model does not compute it)"
+                if pattern in tensors
+                else did_you_mean(pattern, computed)
+            )
             raise ParamError("tensors", f"`{pattern}` names no tensor the model computes{why}")
     model_ops = sorted({info.op for info in tensors.values() if info.op})
     for op in ops or ():
         if op not in model_ops:
-            raise ParamError("ops", f"the model has no `{op}` node{did_you_mean(op, model_ops)}; its ops: {', '.join(model_ops)}")
+            raise ParamError(
+                "ops",
+                f"the model has no `{op}` node{did_you_mean(op, model_ops)}; its ops: {', '.join(model_ops)}",
+            )

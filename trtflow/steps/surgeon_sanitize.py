@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -43,41 +44,62 @@ if TYPE_CHECKING:
     import onnx
     import onnx_graphsurgeon as gs
 
-SMALL_WEIGHT_BYTES = 1024  # weights this small stay inline in the written model (as onnx's own saving does)
-COPY_CHUNK_BYTES = 64 << 20  # how much of a weight is in memory at once while it is copied to the new data file
+SMALL_WEIGHT_BYTES = (
+    1024  # weights this small stay inline in the written model (as onnx's own saving does)
+)
+COPY_CHUNK_BYTES = (
+    64 << 20
+)  # how much of a weight is in memory at once while it is copied to the new data file
 MAX_FOLD_PASSES = 32  # folding stops earlier when a pass folds nothing (a real model needs a few)
 
 
 class ScriptSpec(LoaderSpec):
     """`script: surgery.py:function` — a function that edits the model's `gs.Graph`."""
 
-    function: str = Field(description="The function in `script` to call with the `onnx_graphsurgeon.Graph`; it edits "
-                                      "the graph in place and returns None, or returns a new graph.")
+    function: str = Field(
+        description="The function in `script` to call with the `onnx_graphsurgeon.Graph`; it edits "
+        "the graph in place and returns None, or returns a new graph."
+    )
 
 
 class Params(StepParams):
-    model: InputPath = Field(description="The ONNX model to sanitize (external data beside it is fine, any size).")
-    fold_constants: bool = Field(True, description="Fold everything computable without the inputs, shape "
-                                                   "subgraphs included (`polygraphy surgeon sanitize --fold-constants`).")
+    model: InputPath = Field(
+        description="The ONNX model to sanitize (external data beside it is fine, any size)."
+    )
+    fold_constants: bool = Field(
+        True,
+        description="Fold everything computable without the inputs, shape "
+        "subgraphs included (`polygraphy surgeon sanitize --fold-constants`).",
+    )
     cleanup: bool = Field(True, description="Remove nodes and weights no output needs.")
     toposort: bool = Field(True, description="Sort the nodes topologically.")
     override_shapes: dict[str, list[int | str]] | None = Field(
-        None, description="Set input shapes before folding, {input: [1, 3, 224, 224]} (a string keeps a dim dynamic "
-                          "under that name); shapes that depend on them fold too.")
+        None,
+        description="Set input shapes before folding, {input: [1, 3, 224, 224]} (a string keeps a dim dynamic "
+        "under that name); shapes that depend on them fold too.",
+    )
     fold_size_limit_mb: float | None = Field(
-        None, gt=0, description="Do not fold a tensor larger than this (e.g. a Tile or Expand of a weight that "
-                                "would bloat the model); no limit when unset.")
+        None,
+        gt=0,
+        description="Do not fold a tensor larger than this (e.g. a Tile or Expand of a weight that "
+        "would bloat the model); no limit when unset.",
+    )
     script: ScriptSpec | None = Field(
-        None, description="`file.py:function` (relative to the recipe's folder): called with the `gs.Graph` after "
-                          "folding, before cleanup and sorting; returns None (edited in place) or a new `gs.Graph`.")
+        None,
+        description="`file.py:function` (relative to the recipe's folder): called with the `gs.Graph` after "
+        "folding, before cleanup and sorting; returns None (edited in place) or a new `gs.Graph`.",
+    )
 
 
-def _nodes(graph: "gs.Graph") -> list["gs.Node"]:
+def _nodes(graph: gs.Graph) -> list[gs.Node]:
     """The nodes of `graph` and of its subgraphs."""
-    return [*graph.nodes, *(node for subgraph in graph.subgraphs(recursive=True) for node in subgraph.nodes)]
+    return [
+        *graph.nodes,
+        *(node for subgraph in graph.subgraphs(recursive=True) for node in subgraph.nodes),
+    ]
 
 
-def _constants(graph: "gs.Graph") -> Iterator["gs.Constant"]:
+def _constants(graph: gs.Graph) -> Iterator[gs.Constant]:
     """Every constant tensor: of the graph and its subgraphs, and the values of Constant nodes."""
     import onnx_graphsurgeon as gs
 
@@ -88,7 +110,7 @@ def _constants(graph: "gs.Graph") -> Iterator["gs.Constant"]:
 
 
 @contextmanager
-def _weights_mapped(graph: "gs.Graph", folder: Path) -> Iterator[Callable[["gs.Graph"], None]]:
+def _weights_mapped(graph: gs.Graph, folder: Path) -> Iterator[Callable[[gs.Graph], None]]:
     """Within, every external weight of `graph` is a read-only numpy view of its data file.
 
     GraphSurgeon loads a weight through onnx, which resolves the data file against the working
@@ -103,24 +125,32 @@ def _weights_mapped(graph: "gs.Graph", folder: Path) -> Iterator[Callable[["gs.G
     from onnx_graphsurgeon.ir.tensor import LazyValues
 
     maps: dict[str, np.memmap] = {}
-    references: dict[int, tuple[np.ndarray, LazyValues]] = {}  # id(view) -> (view, the reference it stands for)
+    references: dict[
+        int, tuple[np.ndarray, LazyValues]
+    ] = {}  # id(view) -> (view, the reference it stands for)
     for constant in _constants(graph):
         lazy = constant._values  # noqa: SLF001 - GraphSurgeon's only handle on a weight it has not loaded
         if not isinstance(lazy, LazyValues) or not uses_external_data(lazy.tensor):
             continue
         dtype = onnx.helper.tensor_dtype_to_np_dtype(lazy.tensor.data_type)
-        if dtype.kind not in "biufc" or dtype.isbuiltin != 1:  # bfloat16, float8, int4...: GraphSurgeon cannot export them from numpy
+        if (
+            dtype.kind not in "biufc" or dtype.isbuiltin != 1
+        ):  # bfloat16, float8, int4...: GraphSurgeon cannot export them from numpy
             continue
         info = ExternalDataInfo(lazy.tensor)
         if info.location not in maps:
             maps[info.location] = np.memmap(folder / info.location, dtype=np.uint8, mode="r")
         offset = info.offset or 0
-        length = info.length if info.length is not None else int(np.prod(lazy.shape, dtype=np.int64)) * dtype.itemsize
-        view = maps[info.location][offset:offset + length].view(dtype).reshape(lazy.shape)
+        length = (
+            info.length
+            if info.length is not None
+            else int(np.prod(lazy.shape, dtype=np.int64)) * dtype.itemsize
+        )
+        view = maps[info.location][offset : offset + length].view(dtype).reshape(lazy.shape)
         references[id(view)] = (view, lazy)
         constant.values = view
 
-    def unmap(target: "gs.Graph") -> None:
+    def unmap(target: gs.Graph) -> None:
         for constant in _constants(target):
             view, lazy = references.get(id(constant._values), (None, None))  # noqa: SLF001
             if view is not None and constant._values is view:  # noqa: SLF001 - values a script replaced are kept
@@ -132,7 +162,7 @@ def _weights_mapped(graph: "gs.Graph", folder: Path) -> Iterator[Callable[["gs.G
         unmap(graph)
 
 
-def _infer_shapes(model: "onnx.ModelProto") -> str:
+def _infer_shapes(model: onnx.ModelProto) -> str:
     """Replace the top-level value_info of `model` by what onnx infers; returns how it went.
 
     Inference runs on a copy without the large weights (`graph_only_copy`), so it costs no weight
@@ -151,7 +181,7 @@ def _infer_shapes(model: "onnx.ModelProto") -> str:
     return "ok"
 
 
-def _reinferred(graph: "gs.Graph") -> tuple["gs.Graph", str]:
+def _reinferred(graph: gs.Graph) -> tuple[gs.Graph, str]:
     """`graph` with shapes inferred again (folding turns Shape nodes into constants only where the
     shapes are known)."""
     import onnx_graphsurgeon as gs
@@ -161,25 +191,33 @@ def _reinferred(graph: "gs.Graph") -> tuple["gs.Graph", str]:
     return gs.import_onnx(model), status
 
 
-def _override_shapes(graph: "gs.Graph", shapes: dict[str, list[int | str]]) -> None:
+def _override_shapes(graph: gs.Graph, shapes: dict[str, list[int | str]]) -> None:
     """Set input shapes and forget the shapes inferred from the old ones."""
     import onnx_graphsurgeon as gs
 
     inputs = {tensor.name: tensor for tensor in graph.inputs}
     for name, dims in shapes.items():
         if name not in inputs:
-            raise ParamError("override_shapes", f"the model has no input `{name}`{did_you_mean(name, list(inputs))}; "
-                                                f"inputs: {', '.join(inputs)}")
+            raise ParamError(
+                "override_shapes",
+                f"the model has no input `{name}`{did_you_mean(name, list(inputs))}; "
+                f"inputs: {', '.join(inputs)}",
+            )
         declared = inputs[name].shape
         if declared is not None and len(declared) != len(dims):
-            raise ParamError("override_shapes", f"input `{name}` has rank {len(declared)} ({list(declared)}), got {dims}")
+            raise ParamError(
+                "override_shapes",
+                f"input `{name}` has rank {len(declared)} ({list(declared)}), got {dims}",
+            )
         inputs[name].shape = list(dims)
     for tensor in graph.tensors().values():
         if isinstance(tensor, gs.Variable) and tensor.name not in inputs:
             tensor.shape = None
 
 
-def _fold(graph: "gs.Graph", folder: Path, size_limit: int | None, ctx: StepContext) -> tuple["gs.Graph", int]:
+def _fold(
+    graph: gs.Graph, folder: Path, size_limit: int | None, ctx: StepContext
+) -> tuple[gs.Graph, int]:
     """Fold until a pass folds nothing (a folded shape can make its consumers foldable in the
     next pass, once shapes are inferred again); returns the graph and the passes that folded."""
     from onnx_graphsurgeon.logger import G_LOGGER
@@ -202,7 +240,7 @@ def _fold(graph: "gs.Graph", folder: Path, size_limit: int | None, ctx: StepCont
     return graph, passes
 
 
-def _run_script(spec: ScriptSpec, graph: "gs.Graph", folder: Path) -> "gs.Graph":
+def _run_script(spec: ScriptSpec, graph: gs.Graph, folder: Path) -> gs.Graph:
     """The graph the user's function leaves (edited in place) or returns; its failures name its line."""
     import onnx_graphsurgeon as gs
 
@@ -219,21 +257,28 @@ def _run_script(spec: ScriptSpec, graph: "gs.Graph", folder: Path) -> "gs.Graph"
     if returned is None:
         return graph
     if not isinstance(returned, gs.Graph):
-        raise function.misbehaved(f"returned {type(returned).__name__}; it must edit the graph it is given and "
-                                  "return None, or return an `onnx_graphsurgeon.Graph`")
+        raise function.misbehaved(
+            f"returned {type(returned).__name__}; it must edit the graph it is given and "
+            "return None, or return an `onnx_graphsurgeon.Graph`"
+        )
     return returned
 
 
-def _weights(model: "onnx.ModelProto") -> Iterator["onnx.TensorProto"]:
+def _weights(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
     """Every tensor that holds weight bytes: initializers and Constant values, subgraphs included."""
     from trtflow.onnxmodel.files import iter_graphs
 
     for graph in iter_graphs(model.graph):
         yield from graph.initializer
-        yield from (attribute.t for node in graph.node for attribute in node.attribute if attribute.HasField("t"))
+        yield from (
+            attribute.t
+            for node in graph.node
+            for attribute in node.attribute
+            if attribute.HasField("t")
+        )
 
 
-def _iter_nodes(model: "onnx.ModelProto") -> Iterator["onnx.NodeProto"]:
+def _iter_nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
     from trtflow.onnxmodel.files import iter_graphs
 
     return (node for graph in iter_graphs(model.graph) for node in graph.node)
@@ -247,27 +292,36 @@ def _copy_bytes(source: Path, offset: int, length: int | None, sink) -> None:
         while left > 0:
             chunk = stream.read(min(left, COPY_CHUNK_BYTES))
             if not chunk:
-                raise StepError(f"{source} ends before the {length} bytes at offset {offset} the model says it holds; "
-                                "the model's external data is truncated: copy it again")
+                raise StepError(
+                    f"{source} ends before the {length} bytes at offset {offset} the model says it holds; "
+                    "the model's external data is truncated: copy it again"
+                )
             sink.write(chunk)
             left -= len(chunk)
 
 
-def _write_model(model: "onnx.ModelProto", source_folder: Path, path: Path) -> None:
+def _write_model(model: onnx.ModelProto, source_folder: Path, path: Path) -> None:
     """Write `model`, whose external weights are still in `source_folder`'s data files.
 
     A model with little weight is written whole (`save_model`). Otherwise every weight is copied,
     a chunk at a time, into `<name>.data` beside `path`: neither the model's weights nor a
     serialized copy of them are ever in memory (onnx's own saving needs both)."""
     import onnx
-    from onnx.external_data_helper import ExternalDataInfo, load_external_data_for_model, uses_external_data
+    from onnx.external_data_helper import (
+        ExternalDataInfo,
+        load_external_data_for_model,
+        uses_external_data,
+    )
 
     from trtflow.onnxmodel.files import EXTERNAL_DATA_THRESHOLD, save_model
 
-    def stored(tensor: "onnx.TensorProto") -> ExternalDataInfo | None:
+    def stored(tensor: onnx.TensorProto) -> ExternalDataInfo | None:
         return ExternalDataInfo(tensor) if uses_external_data(tensor) else None
 
-    total = sum((info.length or 0) if (info := stored(tensor)) else len(tensor.raw_data) for tensor in _weights(model))
+    total = sum(
+        (info.length or 0) if (info := stored(tensor)) else len(tensor.raw_data)
+        for tensor in _weights(model)
+    )
     if total <= EXTERNAL_DATA_THRESHOLD:
         load_external_data_for_model(model, str(source_folder))
         save_model(model, path, external_data=False)
@@ -287,7 +341,11 @@ def _write_model(model: "onnx.ModelProto", source_folder: Path, path: Path) -> N
                 _copy_bytes(source_folder / info.location, info.offset or 0, info.length, sink)
             del tensor.external_data[:]
             tensor.data_location = onnx.TensorProto.EXTERNAL
-            for key, entry in (("location", data_name), ("offset", offset), ("length", sink.tell() - offset)):
+            for key, entry in (
+                ("location", data_name),
+                ("offset", offset),
+                ("length", sink.tell() - offset),
+            ):
                 tensor.external_data.add(key=key, value=str(entry))
     onnx.save_model(model, str(path))
 
@@ -299,14 +357,23 @@ class SurgeonSanitize(Step):
     summary = "Fold constants and shape subgraphs, clean up, sort, pin input shapes, run a GraphSurgeon script."
     Params = Params
     outputs = {
-        "model": file(".onnx", "The sanitized model (external data in model.onnx.data when large).",
-                      companions=(EXTERNAL_DATA,)),
-        "summary": file(".json", "Nodes before and after, nodes folded and cleaned up, ops removed, names given."),
+        "model": file(
+            ".onnx",
+            "The sanitized model (external data in model.onnx.data when large).",
+            companions=(EXTERNAL_DATA,),
+        ),
+        "summary": file(
+            ".json",
+            "Nodes before and after, nodes folded and cleaned up, ops removed, names given.",
+        ),
     }
     version = 1
 
     def fingerprint(self, params: Params) -> dict[str, str]:
-        return {package: installed_version(package) for package in ("onnx", "onnxruntime", "onnx-graphsurgeon")}
+        return {
+            package: installed_version(package)
+            for package in ("onnx", "onnxruntime", "onnx-graphsurgeon")
+        }
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         import onnx_graphsurgeon as gs
@@ -319,7 +386,9 @@ class SurgeonSanitize(Step):
         try:
             model = load_model(params.model, load_weights=False)
         except (DecodeError, OSError, ValueError) as error:
-            raise ParamError("model", f"{params.model}: cannot read the ONNX model: {error}") from None
+            raise ParamError(
+                "model", f"{params.model}: cannot read the ONNX model: {error}"
+            ) from None
         if any(uses_external_data(tensor) for tensor in _weights(model)):
             refusal = refused_external_data(params.model)
             if refusal:
@@ -338,7 +407,11 @@ class SurgeonSanitize(Step):
         passes, folded = 0, 0
         if params.fold_constants:
             ctx.progress(2, 5, "folding constants")
-            size_limit = int(params.fold_size_limit_mb * 2**20) if params.fold_size_limit_mb is not None else None
+            size_limit = (
+                int(params.fold_size_limit_mb * 2**20)
+                if params.fold_size_limit_mb is not None
+                else None
+            )
             graph, passes = _fold(graph, folder, size_limit, ctx)
             folded = before - len(_nodes(graph))
         if params.script is not None:
@@ -366,7 +439,9 @@ class SurgeonSanitize(Step):
             "folded_nodes": folded,
             "fold_passes": passes,
             "cleaned_up_nodes": after_script - after if params.cleanup else 0,
-            "ops_removed": dict(sorted((ops_before - Counter(node.op_type for node in _iter_nodes(model))).items())),
+            "ops_removed": dict(
+                sorted((ops_before - Counter(node.op_type for node in _iter_nodes(model))).items())
+            ),
             "overridden_shapes": params.override_shapes or {},
             "shape_inference": inference,
             "named_nodes": named,
@@ -375,4 +450,3 @@ class SurgeonSanitize(Step):
         ctx.log(f"{before} -> {after} nodes ({folded} folded in {passes} passes)")
         ctx.progress(5, 5, "done")
         return {}
-

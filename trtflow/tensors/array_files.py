@@ -23,8 +23,12 @@ NOT_AN_ARRAY = (OSError, ValueError, EOFError, MemoryError, zipfile.BadZipFile)
 def _unreadable(where: object, error: BaseException, kind: str = "numpy array") -> TensorFileError:
     if isinstance(error, MemoryError):
         reason = "its header declares an array larger than the memory here (a damaged file?)"
-    elif "allow_pickle" in str(error) or "Python objects" in str(error):  # numpy's wordings (np.load, mmap)
-        reason = "it holds pickled Python objects; trtflow reads numeric arrays only and never unpickles"
+    elif "allow_pickle" in str(error) or "Python objects" in str(
+        error
+    ):  # numpy's wordings (np.load, mmap)
+        reason = (
+            "it holds pickled Python objects; trtflow reads numeric arrays only and never unpickles"
+        )
     else:
         reason = str(error) or type(error).__name__
     return TensorFileError(f"{where}: not a readable {kind}: {reason}")
@@ -57,12 +61,14 @@ def load_archive(path: Path) -> dict[str, np.ndarray]:
     except NOT_AN_ARRAY as error:
         raise _unreadable(path, error, ".npz archive") from None
     if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise TensorFileError(f"{path}: one .npy array, not a .npz archive of arrays named after the inputs")
+        raise TensorFileError(
+            f"{path}: one .npy array, not a .npz archive of arrays named after the inputs"
+        )
     with archive:
         return {name: _member(archive, path, name) for name in archive.files}
 
 
-def _member(archive: "np.lib.npyio.NpzFile", path: Path, name: str) -> np.ndarray:
+def _member(archive: np.lib.npyio.NpzFile, path: Path, name: str) -> np.ndarray:
     try:
         return archive[name]
     except NOT_AN_ARRAY as error:

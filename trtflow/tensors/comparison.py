@@ -17,7 +17,8 @@ Per-tensor tolerances (`{glob: number}`) pick their entry by `trtflow.tensors.na
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Iterable, Literal, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,7 +32,9 @@ NonNegative = Annotated[float, Field(ge=0)]
 Tolerance = NonNegative | dict[str, NonNegative]
 
 DEFAULT_TOLERANCE = 1e-5  # Polygraphy's default atol and rtol
-EPSILON = 2.220446049250313e-16  # added to zero reference values before dividing (Polygraphy's choice)
+EPSILON = (
+    2.220446049250313e-16  # added to zero reference values before dividing (Polygraphy's choice)
+)
 HISTOGRAM_EDGES = [0.0] + [10.0**k for k in range(-8, 3)] + [math.inf]  # absolute error, log-spaced
 
 
@@ -40,15 +43,27 @@ class Tolerances(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    atol: Tolerance = Field(DEFAULT_TOLERANCE, description="Absolute tolerance: a number, or {tensor name or glob: "
-                                                           f"number}} ({RULE}; unmatched tensors get 1e-5).")
-    rtol: Tolerance = Field(DEFAULT_TOLERANCE, description="Relative tolerance: a number, or {tensor name or glob: "
-                                                           f"number}} ({RULE}; unmatched tensors get 1e-5).")
-    error_stat: ErrorStat = Field("elemwise", description="Which error statistic is checked against the tolerances.")
-    quantile: float = Field(0.99, gt=0, le=1, description="The quantile checked when error_stat is `quantile`.")
+    atol: Tolerance = Field(
+        DEFAULT_TOLERANCE,
+        description="Absolute tolerance: a number, or {tensor name or glob: "
+        f"number}} ({RULE}; unmatched tensors get 1e-5).",
+    )
+    rtol: Tolerance = Field(
+        DEFAULT_TOLERANCE,
+        description="Relative tolerance: a number, or {tensor name or glob: "
+        f"number}} ({RULE}; unmatched tensors get 1e-5).",
+    )
+    error_stat: ErrorStat = Field(
+        "elemwise", description="Which error statistic is checked against the tolerances."
+    )
+    quantile: float = Field(
+        0.99, gt=0, le=1, description="The quantile checked when error_stat is `quantile`."
+    )
     infinities_compare_equal: bool = Field(
-        False, description="Count same-signed infinities in both runners as equal; by default (as in Polygraphy) "
-                           "inf vs inf is a mismatch.")
+        False,
+        description="Count same-signed infinities in both runners as equal; by default (as in Polygraphy) "
+        "inf vs inf is a mismatch.",
+    )
 
     def for_tensor(self, tensor: str) -> tuple[float, float]:
         """(atol, rtol) for one tensor."""
@@ -58,8 +73,13 @@ class Tolerances(BaseModel):
         """(`atol` or `rtol`, key) for each per-tensor key other than `*` that names none of `tensors`:
         a typo there would silently leave the tensors it meant on the 1e-5 default."""
         tensors = list(tensors)
-        return [(param, key) for param in ("atol", "rtol") if isinstance(tolerance := getattr(self, param), dict)
-                for key in tolerance if key != "*" and all(matching_key([key], name) is None for name in tensors)]
+        return [
+            (param, key)
+            for param in ("atol", "rtol")
+            if isinstance(tolerance := getattr(self, param), dict)
+            for key in tolerance
+            if key != "*" and all(matching_key([key], name) is None for name in tensors)
+        ]
 
     def errors(self, reference: np.ndarray, candidate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """`errors` under this block's treatment of infinities."""
@@ -72,8 +92,13 @@ class Tolerances(BaseModel):
         absolute, relative = self.errors(reference, candidate)
         return self.verdict(tensor, absolute, relative)
 
-    def verdict(self, tensor: str, absolute: np.ndarray, relative: np.ndarray,
-                statistics: tuple[float, float] | None = None) -> bool:
+    def verdict(
+        self,
+        tensor: str,
+        absolute: np.ndarray,
+        relative: np.ndarray,
+        statistics: tuple[float, float] | None = None,
+    ) -> bool:
         """Polygraphy's rule applied to precomputed errors (see `errors`); `statistics` are their checked
         statistics (`self.statistic` of each) when the caller has them already."""
         atol, rtol = self.for_tensor(tensor)
@@ -81,9 +106,15 @@ class Tolerances(BaseModel):
             return True
         if self.error_stat == "elemwise":
             with np.errstate(invalid="ignore"):
-                mismatch = ~(absolute <= atol) & ~(relative <= rtol)  # NaN compares False: a mismatch
+                mismatch = ~(absolute <= atol) & ~(
+                    relative <= rtol
+                )  # NaN compares False: a mismatch
             return not bool(mismatch.any())
-        abs_stat, rel_stat = statistics if statistics is not None else (self.statistic(absolute), self.statistic(relative))
+        abs_stat, rel_stat = (
+            statistics
+            if statistics is not None
+            else (self.statistic(absolute), self.statistic(relative))
+        )
         return bool(abs_stat <= atol or rel_stat <= rtol)  # NaN fails both
 
     def statistic(self, values: np.ndarray) -> float:
@@ -97,7 +128,9 @@ class Tolerances(BaseModel):
     @property
     def statistic_name(self) -> str:
         """What `statistic` computes, for people: `max`, `mean`, `median` or `p95`."""
-        return {"elemwise": "max", "quantile": f"p{self.quantile * 100:g}"}.get(self.error_stat, self.error_stat)
+        return {"elemwise": "max", "quantile": f"p{self.quantile * 100:g}"}.get(
+            self.error_stat, self.error_stat
+        )
 
     @property
     def checked_quantile(self) -> float | None:
@@ -123,8 +156,9 @@ def _pick(tolerance: Tolerance, tensor: str) -> float:
     return float(tolerance[key]) if key is not None else DEFAULT_TOLERANCE
 
 
-def errors(reference: np.ndarray, candidate: np.ndarray, *,
-           infinities_compare_equal: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def errors(
+    reference: np.ndarray, candidate: np.ndarray, *, infinities_compare_equal: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """Elementwise absolute and relative error, in float64 (bools compare by equality); an infinity
     in both is NaN error (a mismatch) unless `infinities_compare_equal`, then 0 when the signs agree."""
     reference = np.atleast_1d(reference)  # scalars too: the masks below need arrays
@@ -182,30 +216,51 @@ def worst(values: list[float]) -> float | None:
 
 
 REPORTED_QUANTILES = {"median": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
-METRICS = ("cosine", "l2", "psnr", "snr")  # similarity metrics per tensor; null where nothing is finite in both
+METRICS = (
+    "cosine",
+    "l2",
+    "psnr",
+    "snr",
+)  # similarity metrics per tensor; null where nothing is finite in both
 NOTHING_FINITE_IN_BOTH = "nothing finite in both runners"  # why a tensor without metrics failed
 
 
-def _distribution(values: np.ndarray, shape: tuple[int, ...], tolerances: Tolerances) -> tuple[dict, float]:
+def _distribution(
+    values: np.ndarray, shape: tuple[int, ...], tolerances: Tolerances
+) -> tuple[dict, float]:
     """The reported statistics of an error array, and the one `tolerances` checks (their quantiles
     come from one partition of `values`)."""
     if not values.size:
-        return {"max": 0.0, "max_index": [], "mean": 0.0, "median": 0.0, "std": None,
-                **{name: 0.0 for name in REPORTED_QUANTILES if name != "median"}}, 0.0
+        return {
+            "max": 0.0,
+            "max_index": [],
+            "mean": 0.0,
+            "median": 0.0,
+            "std": None,
+            **{name: 0.0 for name in REPORTED_QUANTILES if name != "median"},
+        }, 0.0
     finite = _where_finite(values)
     flat_max = int(np.nanargmax(values)) if not np.isnan(values).all() else 0
     checked_quantile = tolerances.checked_quantile
-    wanted = list(REPORTED_QUANTILES.values()) + ([checked_quantile] if checked_quantile is not None else [])
+    wanted = list(REPORTED_QUANTILES.values()) + (
+        [checked_quantile] if checked_quantile is not None else []
+    )
     found = quantiles(values, wanted)
     maximum, mean = float(values.max()), float(values.mean())
-    checked = found[-1] if checked_quantile is not None else (mean if tolerances.error_stat == "mean" else maximum)
+    checked = (
+        found[-1]
+        if checked_quantile is not None
+        else (mean if tolerances.error_stat == "mean" else maximum)
+    )
     return {
         "max": json_number(maximum),
         "max_index": [int(i) for i in np.unravel_index(flat_max, shape)],
         "mean": json_number(mean),
         "median": json_number(found[0]),
         "std": json_number(finite.std()) if finite.size else None,
-        **{name: json_number(value) for name, value in zip(list(REPORTED_QUANTILES)[1:], found[1:])},
+        **{
+            name: json_number(value) for name, value in zip(list(REPORTED_QUANTILES)[1:], found[1:])
+        },
     }, checked
 
 
@@ -213,8 +268,12 @@ def error_histogram(absolute: np.ndarray) -> np.ndarray:
     """Counts of `absolute` per `HISTOGRAM_EDGES` bin ([low, high), the last one holding inf and NaN).
     Each value is placed by a search among the 13 edges: np.histogram sorts the whole array for
     uneven bins, the largest cost of comparing a ResNet-50's tapped tensors."""
-    bins = np.searchsorted(np.array(HISTOGRAM_EDGES), absolute.ravel(), side="right") - 1  # NaN sorts past inf
-    return np.bincount(np.minimum(bins, len(HISTOGRAM_EDGES) - 2), minlength=len(HISTOGRAM_EDGES) - 1)
+    bins = (
+        np.searchsorted(np.array(HISTOGRAM_EDGES), absolute.ravel(), side="right") - 1
+    )  # NaN sorts past inf
+    return np.bincount(
+        np.minimum(bins, len(HISTOGRAM_EDGES) - 2), minlength=len(HISTOGRAM_EDGES) - 1
+    )
 
 
 def _where_finite(values: np.ndarray) -> np.ndarray:
@@ -241,11 +300,18 @@ def _metrics(reference: np.ndarray, candidate: np.ndarray) -> dict | None:
     mse = error_energy / ref.size
     with np.errstate(divide="ignore"):
         return {
-            "cosine": json_number(dot(ref, cand) / norms if norms else (1.0 if error_energy == 0 else 0.0)),
+            "cosine": json_number(
+                dot(ref, cand) / norms if norms else (1.0 if error_energy == 0 else 0.0)
+            ),
             "l2": json_number(math.sqrt(error_energy)),
-            "psnr": json_number(20 * math.log10(peak / math.sqrt(mse)) if mse and peak else math.inf),
-            "snr": json_number(10 * math.log10(signal_energy / error_energy) if error_energy and signal_energy
-                               else math.inf),
+            "psnr": json_number(
+                20 * math.log10(peak / math.sqrt(mse)) if mse and peak else math.inf
+            ),
+            "snr": json_number(
+                10 * math.log10(signal_energy / error_energy)
+                if error_energy and signal_energy
+                else math.inf
+            ),
         }
 
 
@@ -267,47 +333,76 @@ def nonfinite_counts(values: np.ndarray) -> dict[str, int]:
 
 def new_nonfinite(reference: np.ndarray, candidate: np.ndarray) -> int:
     """Positions where the candidate is NaN/Inf but the reference is finite: values it produced itself."""
-    if not np.issubdtype(candidate.dtype, np.floating) or np.shape(reference) != np.shape(candidate):
+    if not np.issubdtype(candidate.dtype, np.floating) or np.shape(reference) != np.shape(
+        candidate
+    ):
         return 0
-    return int((~np.isfinite(candidate) & np.isfinite(np.asarray(reference, dtype=np.float64))).sum())
+    return int(
+        (~np.isfinite(candidate) & np.isfinite(np.asarray(reference, dtype=np.float64))).sum()
+    )
 
 
-def _passes_with_equal_infinities(tensor: str, reference: np.ndarray, candidate: np.ndarray,
-                                  tolerances: Tolerances) -> bool:
+def _passes_with_equal_infinities(
+    tensor: str, reference: np.ndarray, candidate: np.ndarray, tolerances: Tolerances
+) -> bool:
     """Whether a failed tensor fails only because both runners hold the same ±inf (a GPT-2 causal mask
     filled with -inf, identical in every runner): worth telling, since Polygraphy's default rule calls
     it a mismatch and `infinities_compare_equal` is the way out."""
-    if tolerances.infinities_compare_equal or not np.issubdtype(reference.dtype, np.floating) \
-            or not np.isinf(reference).any():
+    if (
+        tolerances.infinities_compare_equal
+        or not np.issubdtype(reference.dtype, np.floating)
+        or not np.isinf(reference).any()
+    ):
         return False
-    return tolerances.model_copy(update={"infinities_compare_equal": True}).passes(tensor, reference, candidate)
+    return tolerances.model_copy(update={"infinities_compare_equal": True}).passes(
+        tensor, reference, candidate
+    )
 
 
-def compare_tensor(tensor: str, reference: np.ndarray, candidate: np.ndarray, tolerances: Tolerances) -> dict:
+def compare_tensor(
+    tensor: str, reference: np.ndarray, candidate: np.ndarray, tolerances: Tolerances
+) -> dict:
     """Everything `compare` reports about one tensor of one iteration (JSON-ready). Where no position is
     finite in both runners the similarity metrics are null, and a failed tensor's `reason` says so."""
     reference, candidate = np.asarray(reference), np.asarray(candidate)
     atol, rtol = tolerances.for_tensor(tensor)
-    base = {"atol": atol, "rtol": rtol, "shape": list(reference.shape),
-            "nonfinite": {"reference": nonfinite_counts(reference), "candidate": nonfinite_counts(candidate)}}
+    base = {
+        "atol": atol,
+        "rtol": rtol,
+        "shape": list(reference.shape),
+        "nonfinite": {
+            "reference": nonfinite_counts(reference),
+            "candidate": nonfinite_counts(candidate),
+        },
+    }
     if reference.shape != candidate.shape:
-        return {**base, "passed": False, "new_nonfinite": 0,
-                "error": f"shape {list(candidate.shape)} differs from the reference's {list(reference.shape)}"}
+        return {
+            **base,
+            "passed": False,
+            "new_nonfinite": 0,
+            "error": f"shape {list(candidate.shape)} differs from the reference's {list(reference.shape)}",
+        }
     absolute, relative = tolerances.errors(reference, candidate)
     histogram = error_histogram(absolute) if absolute.size else []
     (abs_distribution, abs_checked), (rel_distribution, rel_checked) = (
-        _distribution(absolute, reference.shape, tolerances), _distribution(relative, reference.shape, tolerances))
+        _distribution(absolute, reference.shape, tolerances),
+        _distribution(relative, reference.shape, tolerances),
+    )
     passed = tolerances.verdict(tensor, absolute, relative, (abs_checked, rel_checked))
     metrics = _metrics(reference, candidate) if reference.dtype != bool else {}
     return {
         **base,
         "passed": passed,
-        "only_shared_infinities": not passed and _passes_with_equal_infinities(tensor, reference, candidate, tolerances),
+        "only_shared_infinities": not passed
+        and _passes_with_equal_infinities(tensor, reference, candidate, tolerances),
         "new_nonfinite": new_nonfinite(reference, candidate),
         "abs": abs_distribution,
         "rel": rel_distribution,
         "required": {"atol": json_number(abs_checked), "rtol": json_number(rel_checked)},
-        "histogram": {"edges": [json_number(e) for e in HISTOGRAM_EDGES], "counts": [int(c) for c in histogram]},
+        "histogram": {
+            "edges": [json_number(e) for e in HISTOGRAM_EDGES],
+            "counts": [int(c) for c in histogram],
+        },
         "metrics": metrics if metrics is not None else dict.fromkeys(METRICS),
         **({"reason": NOTHING_FINITE_IN_BOTH} if metrics is None and not passed else {}),
     }

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from trtflow.graph.model import Graph
 
 
-def _resolved_writer(layer: str, graph: "Graph", writers: dict[str, str]) -> str:
+def _resolved_writer(layer: str, graph: Graph, writers: dict[str, str]) -> str:
     """`layer`, or for a format conversion the layer whose output it converts (seen through chains)."""
     from trtflow.graph.from_engine import is_reformat
 
@@ -50,7 +50,7 @@ def _resolved_writer(layer: str, graph: "Graph", writers: dict[str, str]) -> str
     return layer
 
 
-def map_engine_layers(model: "onnx.ModelProto", graph: "Graph") -> EngineLayerMap:
+def map_engine_layers(model: onnx.ModelProto, graph: Graph) -> EngineLayerMap:
     """The engine layers of `graph` (an engine graph) in terms of `model` (nodes named by `name_nodes`).
 
     Raises UsageError when the engine graph names no tensor the model computes (it was built from
@@ -58,22 +58,37 @@ def map_engine_layers(model: "onnx.ModelProto", graph: "Graph") -> EngineLayerMa
     from trtflow.graph.from_engine import is_reformat
 
     layers = [node for node in graph.ops() if not is_reformat(node.name)]
-    writers = {edge.tensor: edge.source for edge in graph.edges if edge.source in graph.nodes
-               and graph.nodes[edge.source].kind == "op"}
+    writers = {
+        edge.tensor: edge.source
+        for edge in graph.edges
+        if edge.source in graph.nodes and graph.nodes[edge.source].kind == "op"
+    }
     producer = {output: node for node in model.graph.node for output in node.output if output}
-    boundary = {tensor: _resolved_writer(layer, graph, writers) for tensor, layer in writers.items() if tensor in producer}
+    boundary = {
+        tensor: _resolved_writer(layer, graph, writers)
+        for tensor, layer in writers.items()
+        if tensor in producer
+    }
     if not boundary:
-        raise UsageError(f"engine graph {graph.name} names no tensor the ONNX model computes: was the engine built "
-                         "from this model (or from one exported with the same names)?")
+        raise UsageError(
+            f"engine graph {graph.name} names no tensor the ONNX model computes: was the engine built "
+            "from this model (or from one exported with the same names)?"
+        )
     named_by = {}
     for layer in layers:
         for part in layer.parts or (layer.name,):
             named_by.setdefault(part, layer.name)
     order = {layer.name: index for index, layer in enumerate(layers)}
-    stops = {i.name for i in model.graph.input} | {t.name for t in model.graph.initializer} | set(boundary)
+    stops = (
+        {i.name for i in model.graph.input}
+        | {t.name for t in model.graph.initializer}
+        | set(boundary)
+    )
     owner: dict[str, str] = {}  # node -> layer
     writer_of: dict[str, str] = {}  # boundary tensor -> layer
-    for node in model.graph.node:  # graph order, so a walk never enters a node an earlier tensor owns
+    for (
+        node
+    ) in model.graph.node:  # graph order, so a walk never enters a node an earlier tensor owns
         for tensor in node.output:
             if tensor in boundary:
                 walk = _walk_back(node, producer, stops, owner)
@@ -87,14 +102,25 @@ def map_engine_layers(model: "onnx.ModelProto", graph: "Graph") -> EngineLayerMa
     outputs_of: dict[str, list[str]] = {}
     for tensor, layer in writer_of.items():
         outputs_of.setdefault(layer, []).append(tensor)
-    mapped = tuple(EngineLayer(name, tuple(nodes_of.get(name, ())), tuple(outputs_of.get(name, ())))
-                   for name in dict.fromkeys([*nodes_of, *outputs_of]) if nodes_of.get(name) or outputs_of.get(name))
-    uncovered = tuple(node.name for node in model.graph.node if node.name not in owner and node.op_type != "Constant")
+    mapped = tuple(
+        EngineLayer(name, tuple(nodes_of.get(name, ())), tuple(outputs_of.get(name, ())))
+        for name in dict.fromkeys([*nodes_of, *outputs_of])
+        if nodes_of.get(name) or outputs_of.get(name)
+    )
+    uncovered = tuple(
+        node.name
+        for node in model.graph.node
+        if node.name not in owner and node.op_type != "Constant"
+    )
     return EngineLayerMap(graph.name, mapped, uncovered)
 
 
-def _walk_back(start: "onnx.NodeProto", producer: dict[str, "onnx.NodeProto"], stops: set[str],
-               owner: dict[str, str]) -> list["onnx.NodeProto"]:
+def _walk_back(
+    start: onnx.NodeProto,
+    producer: dict[str, onnx.NodeProto],
+    stops: set[str],
+    owner: dict[str, str],
+) -> list[onnx.NodeProto]:
     """`start` and the nodes it depends on up to `stops` tensors, leaving out nodes already owned."""
     walk, pending, seen = [], [start], {start.name}
     while pending:
@@ -109,14 +135,16 @@ def _walk_back(start: "onnx.NodeProto", producer: dict[str, "onnx.NodeProto"], s
     return walk
 
 
-def _segment_layer(walk: list["onnx.NodeProto"], named_by: dict[str, str], order: dict[str, int], writer: str) -> str:
+def _segment_layer(
+    walk: list[onnx.NodeProto], named_by: dict[str, str], order: dict[str, int], writer: str
+) -> str:
     """The layer a walk's unnamed nodes and its tensor belong to: the last layer naming one of its nodes,
     else the layer writing the tensor (a layer whose name is no ONNX node, e.g. `reshape_after_Gemm_48`)."""
     named = [named_by[node.name] for node in walk if node.name in named_by]
     return max(named, key=lambda name: order.get(name, -1)) if named else writer
 
 
-def load_engine_layers(model: "onnx.ModelProto", engine_graph: Path) -> EngineLayerMap:
+def load_engine_layers(model: onnx.ModelProto, engine_graph: Path) -> EngineLayerMap:
     """`map_engine_layers` of an engine graph JSON file (TensorRT 8.6 to 11 layouts). A file that is no
     engine graph, or the engine of another model, is an error of the `engine_graph` param that named it."""
     from trtflow.errors import ParamError
@@ -129,6 +157,7 @@ def load_engine_layers(model: "onnx.ModelProto", engine_graph: Path) -> EngineLa
 
 
 # --- compare reports, per engine layer ---------------------------------------------------------------
+
 
 def group_report(report: dict[str, Any], layers: EngineLayerMap) -> dict[str, Any]:
     """A `compare` report's tensors grouped per engine layer: per candidate runner, each layer's worst
@@ -143,7 +172,11 @@ def group_report(report: dict[str, Any], layers: EngineLayerMap) -> dict[str, An
         for tensor in tensors:
             if tensor["tensor"] in layer_of:
                 grouped.setdefault(layer_of[tensor["tensor"]].name, []).append(tensor)
-        rows = [_layer_row(layer, grouped[layer.name]) for layer in layers.layers if layer.name in grouped]
+        rows = [
+            _layer_row(layer, grouped[layer.name])
+            for layer in layers.layers
+            if layer.name in grouped
+        ]
         runners[runner] = {
             "layers": rows,
             "layers_failed": sum(not row["passed"] for row in rows),
@@ -157,10 +190,14 @@ def _layer_row(layer: EngineLayer, tensors: list[dict]) -> dict:
     from trtflow.tensors.comparison import json_number, number_from_json, worst
 
     errors = [number_from_json(t.get("abs", {}).get("max")) for t in tensors]
-    return {"layer": layer.name, "nodes": list(layer.nodes), "tensors": [t["tensor"] for t in tensors],
-            "passed": all(t["passed"] for t in tensors),
-            "max_abs": json_number(worst([error for error in errors if error is not None])),
-            "new_nonfinite": sum(t["new_nonfinite"] for t in tensors)}
+    return {
+        "layer": layer.name,
+        "nodes": list(layer.nodes),
+        "tensors": [t["tensor"] for t in tensors],
+        "passed": all(t["passed"] for t in tensors),
+        "max_abs": json_number(worst([error for error in errors if error is not None])),
+        "new_nonfinite": sum(t["new_nonfinite"] for t in tensors),
+    }
 
 
 def summary_lines(grouped: dict[str, Any], limit: int = 25) -> list[str]:
@@ -168,15 +205,31 @@ def summary_lines(grouped: dict[str, Any], limit: int = 25) -> list[str]:
     lines = ["", f"## Per engine layer ({grouped['engine_graph']})", ""]
     for runner, result in grouped["runners"].items():
         first = result["first_divergent_layer"]
-        where = (f"`{first['layer']}` (ONNX nodes: {', '.join(f'`{n}`' for n in first['nodes']) or 'none'})"
-                 if first else "none")
-        lines.append(f"- {runner}: {result['layers_failed']}/{len(result['layers'])} engine layers out of tolerance; "
-                     f"first divergent layer: {where}")
+        where = (
+            f"`{first['layer']}` (ONNX nodes: {', '.join(f'`{n}`' for n in first['nodes']) or 'none'})"
+            if first
+            else "none"
+        )
+        lines.append(
+            f"- {runner}: {result['layers_failed']}/{len(result['layers'])} engine layers out of tolerance; "
+            f"first divergent layer: {where}"
+        )
     for runner, result in grouped["runners"].items():
-        lines += ["", f"| {runner}: engine layer | ONNX nodes | max abs | NaN/Inf new | passed |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"| {runner}: engine layer | ONNX nodes | max abs | NaN/Inf new | passed |",
+            "|---|---|---|---|---|",
+        ]
         for row in result["layers"][:limit]:
-            max_abs = "—" if row["max_abs"] is None else (
-                f"{row['max_abs']:.3g}" if isinstance(row["max_abs"], float) else row["max_abs"])
-            lines.append(f"| {row['layer']} | {', '.join(row['nodes'])} | {max_abs} | {row['new_nonfinite']} | "
-                         f"{'yes' if row['passed'] else 'no'} |")
+            max_abs = (
+                "—"
+                if row["max_abs"] is None
+                else (
+                    f"{row['max_abs']:.3g}" if isinstance(row["max_abs"], float) else row["max_abs"]
+                )
+            )
+            lines.append(
+                f"| {row['layer']} | {', '.join(row['nodes'])} | {max_abs} | {row['new_nonfinite']} | "
+                f"{'yes' if row['passed'] else 'no'} |"
+            )
     return lines

@@ -16,16 +16,17 @@ tensor set, and replayed to each runner from there. Three sources, as in Polygra
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from trtflow.lazy import lazy_import
+from trtflow.onnxmodel.catalog import declared_shape
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
-from trtflow.onnxmodel.catalog import declared_shape
 from trtflow.tensors.name_globs import RULE, matching_key
 
 np = lazy_import("numpy")
@@ -39,21 +40,31 @@ class DataSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    seed: int = Field(1, description="Random seed; the same seed gives the same inputs on every machine.")
+    seed: int = Field(
+        1, description="Random seed; the same seed gives the same inputs on every machine."
+    )
     iterations: int = Field(1, ge=1, description="How many feeds to generate.")
     ranges: dict[str, tuple[float, float]] = Field(
         default_factory=lambda: {"*": (0.0, 1.0)},
-        description=f"[low, high] per input name or glob ({RULE}). Integers are drawn in [low, high].")
-    shapes: dict[str, list[int]] = Field(default_factory=dict, description="Concrete shapes for inputs with dynamic dims, "
-                                         "per input name or glob (a glob reaches only inputs with dynamic dims; "
-                                         "static dims must match the model's).")
+        description=f"[low, high] per input name or glob ({RULE}). Integers are drawn in [low, high].",
+    )
+    shapes: dict[str, list[int]] = Field(
+        default_factory=dict,
+        description="Concrete shapes for inputs with dynamic dims, "
+        "per input name or glob (a glob reaches only inputs with dynamic dims; "
+        "static dims must match the model's).",
+    )
 
     @field_validator("ranges")
     @classmethod
-    def _finite_ranges(cls, ranges: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    def _finite_ranges(
+        cls, ranges: dict[str, tuple[float, float]]
+    ) -> dict[str, tuple[float, float]]:
         for key, (low, high) in ranges.items():
             if not (math.isfinite(low) and math.isfinite(high)):
-                raise ValueError(f"`{key}`: [{low}, {high}] is no range to draw from; give two finite numbers")
+                raise ValueError(
+                    f"`{key}`: [{low}, {high}] is no range to draw from; give two finite numbers"
+                )
             if low > high:
                 raise ValueError(f"`{key}`: [{low}, {high}] has low > high; give [{high}, {low}]")
         return ranges
@@ -64,8 +75,10 @@ class LoaderSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    script: InputPath = Field(description="The Python file (relative to the recipe's folder); its content is part "
-                                          "of the step's key.")
+    script: InputPath = Field(
+        description="The Python file (relative to the recipe's folder); its content is part "
+        "of the step's key."
+    )
     function: str = Field(description="The function in `script` to call, with no arguments.")
 
     @model_validator(mode="before")
@@ -81,7 +94,12 @@ class LoaderSpec(BaseModel):
     @classmethod
     def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict[str, Any]:
         """The JSON Schema shows the `script.py:function` text `_split` accepts, next to the mapping."""
-        return {"anyOf": [handler(core_schema), {"type": "string", "pattern": r"^.+:[A-Za-z_][A-Za-z0-9_]*$"}]}
+        return {
+            "anyOf": [
+                handler(core_schema),
+                {"type": "string", "pattern": r"^.+:[A-Za-z_][A-Za-z0-9_]*$"},
+            ]
+        }
 
 
 @dataclass(frozen=True)
@@ -103,7 +121,11 @@ def value_spec(value) -> InputSpec:
     import onnx
 
     elem_type = value.type.tensor_type.elem_type
-    return InputSpec(value.name, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)), declared_shape(value.type))
+    return InputSpec(
+        value.name,
+        np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)),
+        declared_shape(value.type),
+    )
 
 
 def _range(ranges: dict[str, tuple[float, float]], name: str) -> tuple[float, float]:
@@ -112,14 +134,18 @@ def _range(ranges: dict[str, tuple[float, float]], name: str) -> tuple[float, fl
 
 
 def _is_static(dim) -> bool:
-    return isinstance(dim, int) and dim >= 0  # 0 is a real (empty) extent; dynamic dims are names or None
+    return (
+        isinstance(dim, int) and dim >= 0
+    )  # 0 is a real (empty) extent; dynamic dims are names or None
 
 
 def _fits(shape: tuple | None, concrete: list[int]) -> bool:
     """Whether a concrete shape is one the declared `shape` allows (any, when the rank is unknown)."""
     if shape is None:
         return True
-    return len(shape) == len(concrete) and all(not _is_static(d) or d == c for d, c in zip(shape, concrete))
+    return len(shape) == len(concrete) and all(
+        not _is_static(d) or d == c for d, c in zip(shape, concrete)
+    )
 
 
 def _concrete_shape(spec: InputSpec, shapes: dict[str, list[int]]) -> tuple[int, ...]:
@@ -127,34 +153,48 @@ def _concrete_shape(spec: InputSpec, shapes: dict[str, list[int]]) -> tuple[int,
     dynamic dims (`"*": [1, 128]` shapes every [batch, sequence] input of a transformer and
     leaves its static inputs as they are)."""
     static = spec.shape is not None and all(_is_static(d) for d in spec.shape)
-    key = spec.name if spec.name in shapes else (None if static else matching_key(shapes, spec.name))
+    key = (
+        spec.name if spec.name in shapes else (None if static else matching_key(shapes, spec.name))
+    )
     if key is not None:
         given = list(shapes[key])
         if not _fits(spec.shape, given):
-            raise ValueError(f"`shapes` gives input `{spec.name}` the shape {given}"
-                             f"{'' if key == spec.name else f' (by `{key}`)'}; the model declares "
-                             f"{list(spec.shape)} (only its dynamic dims can be chosen)")
+            raise ValueError(
+                f"`shapes` gives input `{spec.name}` the shape {given}"
+                f"{'' if key == spec.name else f' (by `{key}`)'}; the model declares "
+                f"{list(spec.shape)} (only its dynamic dims can be chosen)"
+            )
         return tuple(given)
     if not static:
         declared = list(spec.shape) if spec.shape is not None else "of unknown rank"
-        raise ValueError(f"input `{spec.name}` has dynamic dims {declared}; give its shape with "
-                         f"`data: {{shapes: {{{spec.name}: [...]}}}}`")
+        raise ValueError(
+            f"input `{spec.name}` has dynamic dims {declared}; give its shape with "
+            f"`data: {{shapes: {{{spec.name}: [...]}}}}`"
+        )
     return tuple(spec.shape)
 
 
 def _check_names(data: DataSpec, specs: list[InputSpec]) -> None:
     """Every `shapes` and `ranges` name or glob other than `*` must reach an input."""
     names = [spec.name for spec in specs]
-    unknown = [(field, key) for field, keys in (("shapes", data.shapes), ("ranges", data.ranges)) for key in keys
-               if key != "*" and all(matching_key([key], name) is None for name in names)]
+    unknown = [
+        (field, key)
+        for field, keys in (("shapes", data.shapes), ("ranges", data.ranges))
+        for key in keys
+        if key != "*" and all(matching_key([key], name) is None for name in names)
+    ]
     if unknown:
         key, name = unknown[0]
         listed = ", ".join(f"`{name}`" for name in names) or "none"
-        raise ValueError(f"`{key}` names `{name}`, which is no input of the model{did_you_mean(name, names)}; "
-                         f"its inputs: {listed}")
+        raise ValueError(
+            f"`{key}` names `{name}`, which is no input of the model{did_you_mean(name, names)}; "
+            f"its inputs: {listed}"
+        )
 
 
-def _check_memory(specs: list[InputSpec], shapes: dict[str, tuple[int, ...]], iterations: int) -> None:
+def _check_memory(
+    specs: list[InputSpec], shapes: dict[str, tuple[int, ...]], iterations: int
+) -> None:
     """Refuse feeds that cannot fit in memory before drawing them: a mistyped shape would otherwise be a
     bare MemoryError (or an hour of swapping), not a message naming the input."""
     from trtflow.memory import available_memory, human_size
@@ -166,10 +206,12 @@ def _check_memory(specs: list[InputSpec], shapes: dict[str, tuple[int, ...]], it
         return
     largest = max(sizes, key=sizes.__getitem__)
     dtype = next(spec.dtype for spec in specs if spec.name == largest)
-    raise ValueError(f"the generated inputs would take {human_size(total)} ({iterations} feed(s)), more than the "
-                     f"{human_size(available)} of memory available here; the largest is input `{largest}` of shape "
-                     f"{list(shapes[largest])} ({dtype}), {human_size(sizes[largest])} per feed: give smaller "
-                     "`shapes` or fewer `iterations`, or the feeds themselves with `inputs`")
+    raise ValueError(
+        f"the generated inputs would take {human_size(total)} ({iterations} feed(s)), more than the "
+        f"{human_size(available)} of memory available here; the largest is input `{largest}` of shape "
+        f"{list(shapes[largest])} ({dtype}), {human_size(sizes[largest])} per feed: give smaller "
+        "`shapes` or fewer `iterations`, or the feeds themselves with `inputs`"
+    )
 
 
 def _drawn_range(spec: InputSpec, ranges: dict[str, tuple[float, float]]) -> tuple[float, float]:
@@ -180,15 +222,19 @@ def _drawn_range(spec: InputSpec, ranges: dict[str, tuple[float, float]]) -> tup
         return low, high
     if np.issubdtype(spec.dtype, np.integer):
         if math.ceil(low) > math.floor(high):
-            raise ValueError(f"`ranges` gives integer input `{spec.name}` ({spec.dtype}) [{low}, {high}], "
-                             "which holds no integer")
+            raise ValueError(
+                f"`ranges` gives integer input `{spec.name}` ({spec.dtype}) [{low}, {high}], "
+                "which holds no integer"
+            )
         low, high = math.ceil(low), math.floor(high)
         lowest, highest = np.iinfo(spec.dtype).min, np.iinfo(spec.dtype).max
     else:  # as Python floats: comparing 1e6 with a float16 would overflow
         lowest, highest = float(np.finfo(spec.dtype).min), float(np.finfo(spec.dtype).max)
     if low < lowest or high > highest:
-        raise ValueError(f"`ranges` gives input `{spec.name}` [{low}, {high}], past what {spec.dtype} holds "
-                         f"([{lowest}, {highest}])")
+        raise ValueError(
+            f"`ranges` gives input `{spec.name}` [{low}, {high}], past what {spec.dtype} holds "
+            f"([{lowest}, {highest}])"
+        )
     return low, high
 
 
@@ -230,8 +276,10 @@ def read_feeds(path: Path) -> Iterator[Feed]:
     elif path.is_dir() and sorted(path.glob("*.npy")):
         yield {file.stem: load_array(file) for file in sorted(path.glob("*.npy"))}
     else:
-        raise ValueError(f"{path}: not an input file trtflow reads (a .npz, a folder of .npy or .npz files, "
-                         "a trtflow tensor set, or a Polygraphy inputs .json)")
+        raise ValueError(
+            f"{path}: not an input file trtflow reads (a .npz, a folder of .npy or .npz files, "
+            "a trtflow tensor set, or a Polygraphy inputs .json)"
+        )
 
 
 def load_function(loader: LoaderSpec) -> Iterator[Feed]:
@@ -245,7 +293,9 @@ def load_function(loader: LoaderSpec) -> Iterator[Feed]:
         raise function.misbehaved(f"returned {type(returned).__name__}; {LOADER_CONTRACT}")
     for position, feed in enumerate(function.iterate(returned)):
         if not isinstance(feed, dict):
-            raise function.misbehaved(f"gave {type(feed).__name__} as feed {position}; {LOADER_CONTRACT}")
+            raise function.misbehaved(
+                f"gave {type(feed).__name__} as feed {position}; {LOADER_CONTRACT}"
+            )
         yield {name: np.asarray(array) for name, array in feed.items()}
 
 
@@ -256,17 +306,27 @@ def check_feed(feed: Feed, specs: list[InputSpec], position: int) -> Feed:
     wanted = {s.name for s in specs}
     missing, extra = wanted - set(feed), set(feed) - wanted
     if missing or extra:
-        problems = ([f"missing {sorted(missing)}"] if missing else []) + ([f"unknown {sorted(extra)}"] if extra else [])
-        raise ValueError(f"feed {position}: {', '.join(problems)}; the model's inputs are {sorted(wanted)}")
+        problems = ([f"missing {sorted(missing)}"] if missing else []) + (
+            [f"unknown {sorted(extra)}"] if extra else []
+        )
+        raise ValueError(
+            f"feed {position}: {', '.join(problems)}; the model's inputs are {sorted(wanted)}"
+        )
     for spec in specs:
         shape = list(np.shape(feed[spec.name]))
         if not _fits(spec.shape, shape):
-            raise ValueError(f"feed {position}: input `{spec.name}` has shape {shape}; the model declares "
-                             f"{list(spec.shape)}")
+            raise ValueError(
+                f"feed {position}: input `{spec.name}` has shape {shape}; the model declares "
+                f"{list(spec.shape)}"
+            )
         dtype = np.asarray(feed[spec.name]).dtype
-        if dtype != spec.dtype:  # numpy's default float64 is the usual culprit; no runner would convert it
-            raise ValueError(f"feed {position}: input `{spec.name}` is {dtype}; the model takes {spec.dtype} "
-                             f"(save it with `.astype(np.{spec.dtype})`)")
+        if (
+            dtype != spec.dtype
+        ):  # numpy's default float64 is the usual culprit; no runner would convert it
+            raise ValueError(
+                f"feed {position}: input `{spec.name}` is {dtype}; the model takes {spec.dtype} "
+                f"(save it with `.astype(np.{spec.dtype})`)"
+            )
     return feed
 
 
@@ -278,8 +338,14 @@ class InputSourceError(ValueError):
         super().__init__(message)
 
 
-def collect_feeds(model, *, data: DataSpec | None = None, inputs: Path | None = None,
-                  loader: LoaderSpec | None = None, iterations: int | None = None) -> list[Feed]:
+def collect_feeds(
+    model,
+    *,
+    data: DataSpec | None = None,
+    inputs: Path | None = None,
+    loader: LoaderSpec | None = None,
+    iterations: int | None = None,
+) -> list[Feed]:
     """The feeds of one source (`inputs`, else `loader`, else generated `data`), checked against
     the model's inputs when a model is given."""
     param = "inputs" if inputs is not None else "loader" if loader is not None else "data"
@@ -291,7 +357,9 @@ def collect_feeds(model, *, data: DataSpec | None = None, inputs: Path | None = 
             source = load_function(loader)
         else:
             data = data or DataSpec()
-            if iterations is not None and iterations < data.iterations:  # the first feeds are the same
+            if (
+                iterations is not None and iterations < data.iterations
+            ):  # the first feeds are the same
                 data = data.model_copy(update={"iterations": iterations})
             source = generate(data, specs)
         feeds = []

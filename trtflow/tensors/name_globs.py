@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 RULE = "exact name first, then the matching glob with the most literal characters, `*` last"
 

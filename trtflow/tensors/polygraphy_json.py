@@ -17,8 +17,9 @@ import base64
 import binascii
 import io
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, Iterable
+from typing import IO
 
 import numpy as np
 
@@ -30,8 +31,12 @@ TYPE_MARKER = "polygraphy_class"
 
 def _encode_array(array: np.ndarray) -> str:
     buffer = io.BytesIO()
-    np.save(buffer, np.asarray(array, order="C"), allow_pickle=False)  # ascontiguousarray makes a scalar (1,)
-    return json.dumps({"array": base64.b64encode(buffer.getvalue()).decode(), TYPE_MARKER: "ndarray"})
+    np.save(
+        buffer, np.asarray(array, order="C"), allow_pickle=False
+    )  # ascontiguousarray makes a scalar (1,)
+    return json.dumps(
+        {"array": base64.b64encode(buffer.getvalue()).decode(), TYPE_MARKER: "ndarray"}
+    )
 
 
 def _decode(obj: dict):
@@ -53,16 +58,28 @@ def _decode(obj: dict):
         return obj["values"]
     if kind == "IterationResult":
         outputs = obj.get("outputs")
-        if not isinstance(outputs, dict) or not all(isinstance(v, np.ndarray) for v in outputs.values()):
+        if not isinstance(outputs, dict) or not all(
+            isinstance(v, np.ndarray) for v in outputs.values()
+        ):
             raise ValueError("an IterationResult without an `outputs` mapping of names to arrays")
-        return {"outputs": dict(outputs), "runner_name": obj.get("runner_name"), "runtime": obj.get("runtime")}
+        return {
+            "outputs": dict(outputs),
+            "runner_name": obj.get("runner_name"),
+            "runtime": obj.get("runtime"),
+        }
     if kind == "RunResults":
         runs = obj.get("lst")
         if not isinstance(runs, list) or not all(
-                isinstance(run, list) and len(run) == 2 and isinstance(run[0], str) and isinstance(run[1], list)
-                and all(isinstance(iteration, dict) and "outputs" in iteration for iteration in run[1])
-                for run in runs):
-            raise ValueError("a RunResults whose `lst` is not a list of [runner name, [IterationResult, ...]]")
+            isinstance(run, list)
+            and len(run) == 2
+            and isinstance(run[0], str)
+            and isinstance(run[1], list)
+            and all(isinstance(iteration, dict) and "outputs" in iteration for iteration in run[1])
+            for run in runs
+        ):
+            raise ValueError(
+                "a RunResults whose `lst` is not a list of [runner name, [IterationResult, ...]]"
+            )
         return {"runs": [(runner, iterations) for runner, iterations in runs]}
     return obj
 
@@ -78,31 +95,46 @@ def read(path: Path):
     except TensorFileError as error:  # an embedded array that does not load
         raise TensorFileError(f"{path}: {error}") from None
     except RecursionError:
-        raise TensorFileError(f"{path}: nests deeper than any Polygraphy or trtflow file (a damaged or "
-                              "foreign file?)") from None
+        raise TensorFileError(
+            f"{path}: nests deeper than any Polygraphy or trtflow file (a damaged or foreign file?)"
+        ) from None
     except json.JSONDecodeError as error:
         raise TensorFileError(f"{path}: not valid JSON: {error}") from None
     except (OSError, ValueError) as error:  # UnicodeDecodeError included
-        raise TensorFileError(f"{path}: not a Polygraphy JSON file trtflow can read: {error}") from None
+        raise TensorFileError(
+            f"{path}: not a Polygraphy JSON file trtflow can read: {error}"
+        ) from None
 
 
 def read_inputs(path: Path) -> list[dict[str, np.ndarray]]:
     data = read(path)
     if not isinstance(data, list) or not all(
-            isinstance(feed, dict) and all(isinstance(array, np.ndarray) for array in feed.values()) for feed in data):
-        raise TensorFileError(f"{path}: not a Polygraphy inputs file (expected a list of {{input: ndarray}} feeds, "
-                              "as `polygraphy run --save-inputs` writes)")
+        isinstance(feed, dict) and all(isinstance(array, np.ndarray) for array in feed.values())
+        for feed in data
+    ):
+        raise TensorFileError(
+            f"{path}: not a Polygraphy inputs file (expected a list of {{input: ndarray}} feeds, "
+            "as `polygraphy run --save-inputs` writes)"
+        )
     return data
 
 
 def read_results(path: Path) -> dict[str, list[dict[str, np.ndarray]]]:
     """{runner name: [outputs of each iteration]} from a `--save-outputs` file."""
     data = read(path)
-    if not isinstance(data, dict) or not isinstance(data.get("runs"), list) or not all(
-            isinstance(run, tuple) for run in data["runs"]):  # tuples: only a decoded RunResults makes them
-        raise TensorFileError(f"{path}: not a Polygraphy results file (expected RunResults, "
-                              "as `polygraphy run --save-outputs` writes)")
-    return {runner: [iteration["outputs"] for iteration in iterations] for runner, iterations in data["runs"]}
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("runs"), list)
+        or not all(isinstance(run, tuple) for run in data["runs"])
+    ):  # tuples: only a decoded RunResults makes them
+        raise TensorFileError(
+            f"{path}: not a Polygraphy results file (expected RunResults, "
+            "as `polygraphy run --save-outputs` writes)"
+        )
+    return {
+        runner: [iteration["outputs"] for iteration in iterations]
+        for runner, iterations in data["runs"]
+    }
 
 
 def _write_mapping(out: IO[str], mapping: Iterable[tuple[str, np.ndarray]], lazy: bool) -> None:
@@ -110,7 +142,9 @@ def _write_mapping(out: IO[str], mapping: Iterable[tuple[str, np.ndarray]], lazy
     for position, (name, array) in enumerate(mapping):
         out.write(("," if position else "") + json.dumps(name) + ":")
         encoded = _encode_array(array)
-        out.write('{"values":' + encoded + ',"' + TYPE_MARKER + '":"LazyArray"}' if lazy else encoded)
+        out.write(
+            '{"values":' + encoded + ',"' + TYPE_MARKER + '":"LazyArray"}' if lazy else encoded
+        )
     out.write("}")
 
 
@@ -123,7 +157,9 @@ def write_inputs(feeds: Iterable[dict[str, np.ndarray]], path: Path) -> None:
         out.write("]")
 
 
-def write_results(runs: Iterable[tuple[str, Iterable[tuple[dict[str, np.ndarray], float]]]], path: Path) -> None:
+def write_results(
+    runs: Iterable[tuple[str, Iterable[tuple[dict[str, np.ndarray], float]]]], path: Path
+) -> None:
     """`runs`: (runner name, iterations as (outputs, runtime in seconds)), consumed lazily."""
     with open(path, "w") as out:
         out.write('{"lst":[')
@@ -132,7 +168,9 @@ def write_results(runs: Iterable[tuple[str, Iterable[tuple[dict[str, np.ndarray]
             for position, (outputs, runtime) in enumerate(iterations):
                 out.write(("," if position else "") + '{"outputs":')
                 _write_mapping(out, outputs.items(), lazy=True)
-                out.write(f',"runtime":{json.dumps(float(runtime))},"runner_name":{json.dumps(runner)},'
-                          f'"{TYPE_MARKER}":"IterationResult"}}')
+                out.write(
+                    f',"runtime":{json.dumps(float(runtime))},"runner_name":{json.dumps(runner)},'
+                    f'"{TYPE_MARKER}":"IterationResult"}}'
+                )
             out.write("]]")
         out.write('],"' + TYPE_MARKER + '":"RunResults"}')

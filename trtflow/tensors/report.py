@@ -20,14 +20,21 @@ declare expected, fails the report.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterable, Sequence
 
-from trtflow.tensors.comparison import METRICS, NOTHING_FINITE_IN_BOTH, Tolerances, compare_tensor, nonfinite_counts
+from trtflow.tensors.comparison import (
+    METRICS,
+    NOTHING_FINITE_IN_BOTH,
+    Tolerances,
+    compare_tensor,
+    nonfinite_counts,
+)
 from trtflow.tensors.tensor_set import TensorSet
 
-
-COMPARE_THREADS = min(2, os.cpu_count() or 1)  # numpy lets go of the GIL in the heavy parts; each holds a tensor's errors
+COMPARE_THREADS = min(
+    2, os.cpu_count() or 1
+)  # numpy lets go of the GIL in the heavy parts; each holds a tensor's errors
 
 
 def _severity(result: dict) -> tuple:
@@ -38,7 +45,13 @@ def _severity(result: dict) -> tuple:
 
 def _locate(tensor: str, runner: str, tensor_set: TensorSet) -> dict:
     info = tensor_set.tensors.get(tensor, {})
-    return {"tensor": tensor, "node": info.get("node"), "op": info.get("op"), "topo": info.get("topo"), "runner": runner}
+    return {
+        "tensor": tensor,
+        "node": info.get("node"),
+        "op": info.get("op"),
+        "topo": info.get("topo"),
+        "runner": runner,
+    }
 
 
 def _summed(counts: Iterable[dict[str, int]]) -> dict[str, int]:
@@ -57,14 +70,25 @@ def runner_nonfinite(results: TensorSet, runner: str) -> dict:
         return _summed(nonfinite_counts(results.load(runner, i, tensor)) for i in range(iterations))
 
     with ThreadPoolExecutor(COMPARE_THREADS) as pool:
-        holding = [(tensor, counts) for tensor, counts in zip(names, pool.map(counted, names))
-                   if counts["nan"] or counts["inf"]]
-    return {**_summed(counts for _, counts in holding), "tensors": len(holding),
-            "first": _locate(holding[0][0], runner, results) if holding else None}
+        holding = [
+            (tensor, counts)
+            for tensor, counts in zip(names, pool.map(counted, names))
+            if counts["nan"] or counts["inf"]
+        ]
+    return {
+        **_summed(counts for _, counts in holding),
+        "tensors": len(holding),
+        "first": _locate(holding[0][0], runner, results) if holding else None,
+    }
 
 
-def compare_runner(results: TensorSet, reference: str, candidate: str, tolerances: Tolerances,
-                   progress: Callable[[int, int], None] = lambda done, total: None) -> dict:
+def compare_runner(
+    results: TensorSet,
+    reference: str,
+    candidate: str,
+    tolerances: Tolerances,
+    progress: Callable[[int, int], None] = lambda done, total: None,
+) -> dict:
     """One candidate against the reference: per-tensor results in topological order, and its firsts."""
     reference_tensors = results.tensor_names(reference)
     candidate_tensors = set(results.tensor_names(candidate))
@@ -73,21 +97,39 @@ def compare_runner(results: TensorSet, reference: str, candidate: str, tolerance
     tensors, first_nonfinite, first_divergence = [], None, None
 
     def every_iteration(tensor: str) -> list[dict]:
-        return [compare_tensor(tensor, results.load(reference, i, tensor), results.load(candidate, i, tensor),
-                               tolerances) for i in range(iterations)]
+        return [
+            compare_tensor(
+                tensor,
+                results.load(reference, i, tensor),
+                results.load(candidate, i, tensor),
+                tolerances,
+            )
+            for i in range(iterations)
+        ]
 
-    with ThreadPoolExecutor(COMPARE_THREADS) as pool:  # results come back in order: firsts stay topological
-        for position, (tensor, per_iteration) in enumerate(zip(common, pool.map(every_iteration, common))):
+    with ThreadPoolExecutor(
+        COMPARE_THREADS
+    ) as pool:  # results come back in order: firsts stay topological
+        for position, (tensor, per_iteration) in enumerate(
+            zip(common, pool.map(every_iteration, common))
+        ):
             worst = max(range(iterations), key=lambda i: _severity(per_iteration[i]))
-            entry = {**_locate(tensor, candidate, results), **per_iteration[worst],
-                     "passed": all(r["passed"] for r in per_iteration),
-                     "only_shared_infinities": any(r.get("only_shared_infinities") for r in per_iteration)
-                     and all(r["passed"] or r.get("only_shared_infinities") for r in per_iteration),
-                     "nonfinite": {side: _summed(r["nonfinite"][side] for r in per_iteration)
-                                   for side in ("reference", "candidate")},
-                     "new_nonfinite": sum(r["new_nonfinite"] for r in per_iteration),
-                     "failed_iterations": [i for i, r in enumerate(per_iteration) if not r["passed"]],
-                     "worst_iteration": worst}
+            entry = {
+                **_locate(tensor, candidate, results),
+                **per_iteration[worst],
+                "passed": all(r["passed"] for r in per_iteration),
+                "only_shared_infinities": any(
+                    r.get("only_shared_infinities") for r in per_iteration
+                )
+                and all(r["passed"] or r.get("only_shared_infinities") for r in per_iteration),
+                "nonfinite": {
+                    side: _summed(r["nonfinite"][side] for r in per_iteration)
+                    for side in ("reference", "candidate")
+                },
+                "new_nonfinite": sum(r["new_nonfinite"] for r in per_iteration),
+                "failed_iterations": [i for i, r in enumerate(per_iteration) if not r["passed"]],
+                "worst_iteration": worst,
+            }
             tensors.append(entry)
             if first_nonfinite is None and entry["new_nonfinite"]:
                 first_nonfinite = _locate(tensor, candidate, results)
@@ -100,25 +142,47 @@ def compare_runner(results: TensorSet, reference: str, candidate: str, tolerance
         "iterations": iterations,
         "tensors_checked": len(common),
         "tensors_failed": sum(not t["passed"] for t in tensors),
-        "tensors_failed_on_shared_infinities": sum(bool(t.get("only_shared_infinities")) for t in tensors),
-        "tensors_failed_nothing_finite": sum(t.get("reason") == NOTHING_FINITE_IN_BOTH for t in tensors),
+        "tensors_failed_on_shared_infinities": sum(
+            bool(t.get("only_shared_infinities")) for t in tensors
+        ),
+        "tensors_failed_nothing_finite": sum(
+            t.get("reason") == NOTHING_FINITE_IN_BOTH for t in tensors
+        ),
         "missing": missing,
         "first_nonfinite": first_nonfinite,
         "first_divergence": first_divergence,
-        "growth": [{"tensor": t["tensor"], "node": t["node"], "max_abs": t.get("abs", {}).get("max"),
-                    "mean_rel": t.get("rel", {}).get("mean")} for t in tensors],
+        "growth": [
+            {
+                "tensor": t["tensor"],
+                "node": t["node"],
+                "max_abs": t.get("abs", {}).get("max"),
+                "mean_rel": t.get("rel", {}).get("mean"),
+            }
+            for t in tensors
+        ],
         "tensors": tensors,
     }
 
 
 def _earliest(found: list[dict | None]) -> dict | None:
     located = [f for f in found if f is not None]
-    return min(located, key=lambda f: (f["topo"] if f["topo"] is not None else 1 << 30)) if located else None
+    return (
+        min(located, key=lambda f: f["topo"] if f["topo"] is not None else 1 << 30)
+        if located
+        else None
+    )
 
 
-def build_report(results: TensorSet, reference: str, candidates: list[str], tolerances: Tolerances, *,
-                 check_finite: bool = True, metrics: Sequence[str] = METRICS,
-                 progress: Callable[[int, int], None] = lambda done, total: None) -> dict:
+def build_report(
+    results: TensorSet,
+    reference: str,
+    candidates: list[str],
+    tolerances: Tolerances,
+    *,
+    check_finite: bool = True,
+    metrics: Sequence[str] = METRICS,
+    progress: Callable[[int, int], None] = lambda done, total: None,
+) -> dict:
     """The whole `compare` report (JSON-ready), with the similarity `metrics` asked for. Failed candidates
     fail it, and with `check_finite` so does a runner holding NaN, or ±inf unless `infinities_compare_equal`;
     a failed reference is an error the caller raises before calling this."""
@@ -128,17 +192,35 @@ def build_report(results: TensorSet, reference: str, candidates: list[str], tole
         if failure:
             failed_runners[candidate] = failure
             continue
-        runners[candidate] = compare_runner(results, reference, candidate, tolerances,
-                                            lambda done, total, p=position: progress(p * total + done, len(candidates) * total))
-    tensors = sorted((t for r in runners.values() for t in r.pop("tensors")),
-                     key=lambda t: (t["topo"] if t["topo"] is not None else 1 << 30, candidates.index(t["runner"])))
+        runners[candidate] = compare_runner(
+            results,
+            reference,
+            candidate,
+            tolerances,
+            lambda done, total, p=position: progress(p * total + done, len(candidates) * total),
+        )
+    tensors = sorted(
+        (t for r in runners.values() for t in r.pop("tensors")),
+        key=lambda t: (
+            t["topo"] if t["topo"] is not None else 1 << 30,
+            candidates.index(t["runner"]),
+        ),
+    )
     for tensor in tensors:
-        tensor["metrics"] = {name: value for name, value in tensor.get("metrics", {}).items() if name in metrics}
+        tensor["metrics"] = {
+            name: value for name, value in tensor.get("metrics", {}).items() if name in metrics
+        }
     nonfinite = {runner: runner_nonfinite(results, runner) for runner in [reference, *runners]}
-    failed_finite_check = [runner for runner, found in nonfinite.items() if check_finite and (
-        found["nan"] or (found["inf"] and not tolerances.infinities_compare_equal))]
+    failed_finite_check = [
+        runner
+        for runner, found in nonfinite.items()
+        if check_finite
+        and (found["nan"] or (found["inf"] and not tolerances.infinities_compare_equal))
+    ]
     return {
-        "passed": not failed_runners and all(r["passed"] for r in runners.values()) and not failed_finite_check,
+        "passed": not failed_runners
+        and all(r["passed"] for r in runners.values())
+        and not failed_finite_check,
         "reference": reference,
         "candidates": candidates,
         "tolerances": tolerances.model_dump(),
@@ -161,7 +243,9 @@ def _number(value) -> str:
 
 
 def _tensor_where(found: dict) -> str:
-    node = f" from node `{found['node']}` ({found['op']})" if found.get("node") else ""  # unknown without a model
+    node = (
+        f" from node `{found['node']}` ({found['op']})" if found.get("node") else ""
+    )  # unknown without a model
     return f"`{found['tensor']}`{node}"
 
 
@@ -170,12 +254,16 @@ def _where(found: dict | None) -> str:
 
 
 def _verdict(tensor: dict) -> str:
-    return "yes" if tensor["passed"] else f"no: {tensor['reason']}" if tensor.get("reason") else "no"
+    return (
+        "yes" if tensor["passed"] else f"no: {tensor['reason']}" if tensor.get("reason") else "no"
+    )
 
 
 def _firsts(report: dict) -> list[str]:
-    return [f"first new non-finite (NaN/Inf where the reference is finite): {_where(report['first_nonfinite'])}",
-            f"first divergence: {_where(report['first_divergence'])}"]
+    return [
+        f"first new non-finite (NaN/Inf where the reference is finite): {_where(report['first_nonfinite'])}",
+        f"first divergence: {_where(report['first_divergence'])}",
+    ]
 
 
 def _nonfinite_lines(report: dict) -> list[str]:
@@ -184,41 +272,83 @@ def _nonfinite_lines(report: dict) -> list[str]:
     lines = []
     for runner, found in report.get("nonfinite", {}).items():
         named = f"`{runner}`" + (" (reference)" if runner == report["reference"] else "")
-        lines.append(f"NaN/Inf in {named}: none" if found["first"] is None else
-                     f"NaN/Inf in {named}: {found['nan']} NaN, {found['inf']} Inf over all iterations in "
-                     f"{found['tensors']} tensor(s), the first {_tensor_where(found['first'])}")
+        lines.append(
+            f"NaN/Inf in {named}: none"
+            if found["first"] is None
+            else f"NaN/Inf in {named}: {found['nan']} NaN, {found['inf']} Inf over all iterations in "
+            f"{found['tensors']} tensor(s), the first {_tensor_where(found['first'])}"
+        )
     if report.get("failed_finite_check"):
-        lines.append(f"check_finite (Polygraphy's --validate) fails on the NaN/Inf returned by "
-                     f"{', '.join(f'`{r}`' for r in report['failed_finite_check'])}; `check_finite: false` leaves "
-                     "them to the tolerances")
+        lines.append(
+            f"check_finite (Polygraphy's --validate) fails on the NaN/Inf returned by "
+            f"{', '.join(f'`{r}`' for r in report['failed_finite_check'])}; `check_finite: false` leaves "
+            "them to the tolerances"
+        )
     return lines
 
 
 def summary_markdown(report: dict, limit: int = 25) -> str:
     verdict = "PASSED" if report["passed"] else "FAILED"
     tolerances = report["tolerances"]
-    lines = [f"# compare: {verdict}", "",
-             f"Reference `{report['reference']}`; tolerances atol={tolerances['atol']}, rtol={tolerances['rtol']}, "
-             f"error_stat={tolerances['error_stat']}; check_finite={'on' if report.get('check_finite') else 'off'}.", ""]
+    lines = [
+        f"# compare: {verdict}",
+        "",
+        f"Reference `{report['reference']}`; tolerances atol={tolerances['atol']}, rtol={tolerances['rtol']}, "
+        f"error_stat={tolerances['error_stat']}; check_finite={'on' if report.get('check_finite') else 'off'}.",
+        "",
+    ]
     lines += [f"- {line}" for line in _firsts(report) + _nonfinite_lines(report)]
-    lines += [f"- {message}" for message in report["failed_runners"].values()]  # each names its runner
+    lines += [
+        f"- {message}" for message in report["failed_runners"].values()
+    ]  # each names its runner
     lines += [f"- {line}" for line in _shared_infinities_lines(report)]
-    lines += ["", "| runner | passed | tensors checked | failed | iterations |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| runner | passed | tensors checked | failed | iterations |",
+        "|---|---|---|---|---|",
+    ]
     for runner, result in report["runners"].items():
-        lines.append(f"| {runner} | {'yes' if result['passed'] else 'no'} | {result['tensors_checked']} | "
-                     f"{result['tensors_failed']} | {result['iterations']} |")
+        lines.append(
+            f"| {runner} | {'yes' if result['passed'] else 'no'} | {result['tensors_checked']} | "
+            f"{result['tensors_failed']} | {result['iterations']} |"
+        )
     rows = [t for t in report["tensors"] if not t["passed"]][:limit] or report["tensors"][:limit]
-    checked = Tolerances.model_validate(tolerances).statistic_name  # what the verdict compared with atol/rtol
-    largest = [] if checked == "max" else ["max abs"]  # the checked statistic may already be the max
+    checked = Tolerances.model_validate(
+        tolerances
+    ).statistic_name  # what the verdict compared with atol/rtol
+    largest = (
+        [] if checked == "max" else ["max abs"]
+    )  # the checked statistic may already be the max
     metrics = report.get("metrics", [])
-    header = ["#", "tensor", "node", "op", "runner", f"{checked} abs", f"{checked} rel", *largest, *metrics,
-              "NaN/Inf new (all iterations)", "passed"]
+    header = [
+        "#",
+        "tensor",
+        "node",
+        "op",
+        "runner",
+        f"{checked} abs",
+        f"{checked} rel",
+        *largest,
+        *metrics,
+        "NaN/Inf new (all iterations)",
+        "passed",
+    ]
     lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for t in rows:
         required = t.get("required", {})
-        cells = [t["topo"], t["tensor"], t["node"], t["op"], t["runner"], _number(required.get("atol")),
-                 _number(required.get("rtol")), *[_number(t.get("abs", {}).get("max")) for _ in largest],
-                 *[_number(t.get("metrics", {}).get(name)) for name in metrics], t["new_nonfinite"], _verdict(t)]
+        cells = [
+            t["topo"],
+            t["tensor"],
+            t["node"],
+            t["op"],
+            t["runner"],
+            _number(required.get("atol")),
+            _number(required.get("rtol")),
+            *[_number(t.get("abs", {}).get("max")) for _ in largest],
+            *[_number(t.get("metrics", {}).get(name)) for name in metrics],
+            t["new_nonfinite"],
+            _verdict(t),
+        ]
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     return "\n".join(lines) + "\n"
 
@@ -226,10 +356,13 @@ def summary_markdown(report: dict, limit: int = 25) -> str:
 def _shared_infinities_lines(report: dict) -> list[str]:
     """Runners whose failures are partly ±inf the reference holds too (Polygraphy counts inf vs inf as a
     mismatch), with the switch that counts them equal."""
-    return [f"{runner}: {result['tensors_failed_on_shared_infinities']} of its {result['tensors_failed']} failed "
-            "tensor(s) differ only by the same ±inf in both runners (`infinities_compare_equal: true` counts "
-            "those equal)" for runner, result in report["runners"].items()
-            if result.get("tensors_failed_on_shared_infinities")]
+    return [
+        f"{runner}: {result['tensors_failed_on_shared_infinities']} of its {result['tensors_failed']} failed "
+        "tensor(s) differ only by the same ±inf in both runners (`infinities_compare_equal: true` counts "
+        "those equal)"
+        for runner, result in report["runners"].items()
+        if result.get("tensors_failed_on_shared_infinities")
+    ]
 
 
 def terminal_lines(report: dict) -> list[str]:
@@ -238,8 +371,10 @@ def terminal_lines(report: dict) -> list[str]:
     lines += [line.replace("`", "") for line in _firsts(report)]
     for runner, result in report["runners"].items():
         without = result.get("tensors_failed_nothing_finite")
-        lines.append(f"{runner:>16}: {result['tensors_failed']}/{result['tensors_checked']} tensors out of tolerance"
-                     + (f", {without} with {NOTHING_FINITE_IN_BOTH}" if without else ""))
+        lines.append(
+            f"{runner:>16}: {result['tensors_failed']}/{result['tensors_checked']} tensors out of tolerance"
+            + (f", {without} with {NOTHING_FINITE_IN_BOTH}" if without else "")
+        )
     lines += [line.replace("`", "") for line in _nonfinite_lines(report)]
     lines += _shared_infinities_lines(report)
     lines += list(report["failed_runners"].values())  # each names its runner

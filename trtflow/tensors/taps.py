@@ -9,7 +9,8 @@ bodies are listed as not tapped rather than failing.
 from __future__ import annotations
 
 import fnmatch
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from trtflow.onnxmodel.catalog import TensorInfo
 
@@ -17,8 +18,12 @@ if TYPE_CHECKING:
     import onnx
 
 
-def select(tensors: dict[str, TensorInfo], patterns: Iterable[str] | None, ops: Iterable[str] | None = None,
-           exclude: Iterable[str] = ()) -> list[str]:
+def select(
+    tensors: dict[str, TensorInfo],
+    patterns: Iterable[str] | None,
+    ops: Iterable[str] | None = None,
+    exclude: Iterable[str] = (),
+) -> list[str]:
     """Computed tensors matching any name or glob in `patterns` (None: all), produced by one of
     `ops` (None: any), minus `exclude` globs — in topological order."""
     patterns = list(patterns) if patterns is not None else None
@@ -28,7 +33,9 @@ def select(tensors: dict[str, TensorInfo], patterns: Iterable[str] | None, ops: 
     for name, info in tensors.items():
         if info.node is None:
             continue
-        if patterns is not None and not any(p == name or fnmatch.fnmatchcase(name, p) for p in patterns):
+        if patterns is not None and not any(
+            p == name or fnmatch.fnmatchcase(name, p) for p in patterns
+        ):
             continue
         if ops is not None and info.op not in ops:
             continue
@@ -38,16 +45,24 @@ def select(tensors: dict[str, TensorInfo], patterns: Iterable[str] | None, ops: 
     return chosen
 
 
-def subgraph_tensors(model: "onnx.ModelProto") -> list[str]:
+def subgraph_tensors(model: onnx.ModelProto) -> list[str]:
     """Tensors computed inside If/Loop/Scan bodies: visible to no tap."""
     from trtflow.onnxmodel.files import iter_graphs
 
     graphs = list(iter_graphs(model.graph))[1:]
-    return list(dict.fromkeys(output for graph in graphs for node in graph.node for output in node.output if output))
+    return list(
+        dict.fromkeys(
+            output for graph in graphs for node in graph.node for output in node.output if output
+        )
+    )
 
 
-def mark_outputs(model: "onnx.ModelProto", names: Iterable[str], tensors: dict[str, TensorInfo],
-                 replace: bool = False) -> None:
+def mark_outputs(
+    model: onnx.ModelProto,
+    names: Iterable[str],
+    tensors: dict[str, TensorInfo],
+    replace: bool = False,
+) -> None:
     """Make `names` graph outputs, in place (typed where the type is known); `replace` drops the
     model's own outputs first."""
     from onnx import helper

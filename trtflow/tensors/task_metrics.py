@@ -29,8 +29,9 @@ its path is an `InputPath`, so its content is part of the step key.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -53,8 +54,10 @@ METRIC_CONTRACT = "a metric returns one number (a float or int) per sample"
 class MetricScript(LoaderSpec):
     """`metric: script.py:function` — a user's metric, called per sample."""
 
-    function: str = Field(description="The function in `script`, called per sample as function(reference, "
-                                      "candidate) with {tensor name: array} dicts; returns a number.")
+    function: str = Field(
+        description="The function in `script`, called per sample as function(reference, "
+        "candidate) with {tensor name: array} dicts; returns a number."
+    )
 
 
 class MetricCheck(BaseModel):
@@ -62,19 +65,27 @@ class MetricCheck(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    metric: BuiltinMetric | MetricScript = Field(description=(
-        "top1_agreement (fraction of rows whose argmax over the last axis agrees), cosine (of all selected tensors "
-        "flattened; 0 when the candidate holds NaN/Inf), or `script.py:function` called per sample as "
-        "function(reference, candidate) with {tensor: array} dicts, returning a number (its content is part of the "
-        "step's key)."))
+    metric: BuiltinMetric | MetricScript = Field(
+        description=(
+            "top1_agreement (fraction of rows whose argmax over the last axis agrees), cosine (of all selected tensors "
+            "flattened; 0 when the candidate holds NaN/Inf), or `script.py:function` called per sample as "
+            "function(reference, candidate) with {tensor: array} dicts, returning a number (its content is part of the "
+            "step's key)."
+        )
+    )
     min: float | None = Field(None, description="The mean over samples must be at least this.")
     max: float | None = Field(None, description="The mean over samples must be at most this.")
-    tensors: list[str] | None = Field(None, min_length=1, description=(
-        "Tensor names or globs the metric gets; default every tensor checked (bisect-precision: the model's outputs; "
-        "compare: every tensor the runners returned, so name the outputs of a tapped run)."))
+    tensors: list[str] | None = Field(
+        None,
+        min_length=1,
+        description=(
+            "Tensor names or globs the metric gets; default every tensor checked (bisect-precision: the model's outputs; "
+            "compare: every tensor the runners returned, so name the outputs of a tapped run)."
+        ),
+    )
 
     @model_validator(mode="after")
-    def _bounded(self) -> "MetricCheck":
+    def _bounded(self) -> MetricCheck:
         if self.min is None and self.max is None:
             raise ValueError("give `min`, `max` or both: a metric without bounds checks nothing")
         if self.min is not None and self.max is not None and self.min > self.max:
@@ -99,9 +110,11 @@ class MetricCheck(BaseModel):
 
     def within(self, value: float) -> bool:
         """The bounds applied to `value`; NaN fails."""
-        return not math.isnan(value) and (self.min is None or value >= self.min) and \
-            (self.max is None or value <= self.max)
-
+        return (
+            not math.isnan(value)
+            and (self.min is None or value >= self.min)
+            and (self.max is None or value <= self.max)
+        )
 
 
 def top1_agreement(reference: Arrays, candidate: Arrays) -> float:
@@ -119,8 +132,16 @@ def top1_agreement(reference: Arrays, candidate: Arrays) -> float:
 def cosine(reference: Arrays, candidate: Arrays) -> float:
     """Cosine similarity of all tensors flattened together; 0 when the candidate holds NaN/Inf. Two all-zero
     outputs are identical (1), one all-zero output against another is not (0)."""
-    want = np.concatenate([np.ravel(reference[t]).astype(np.float64) for t in reference]) if reference else np.zeros(0)
-    got = np.concatenate([np.ravel(candidate[t]).astype(np.float64) for t in reference]) if reference else np.zeros(0)
+    want = (
+        np.concatenate([np.ravel(reference[t]).astype(np.float64) for t in reference])
+        if reference
+        else np.zeros(0)
+    )
+    got = (
+        np.concatenate([np.ravel(candidate[t]).astype(np.float64) for t in reference])
+        if reference
+        else np.zeros(0)
+    )
     if not np.isfinite(got).all():
         return 0.0
     norms = math.sqrt(dot(want, want)) * math.sqrt(dot(got, got))
@@ -129,7 +150,10 @@ def cosine(reference: Arrays, candidate: Arrays) -> float:
     return dot(want, got) / norms
 
 
-BUILTINS: dict[str, Callable[[Arrays, Arrays], float]] = {"top1_agreement": top1_agreement, "cosine": cosine}
+BUILTINS: dict[str, Callable[[Arrays, Arrays], float]] = {
+    "top1_agreement": top1_agreement,
+    "cosine": cosine,
+}
 
 
 @dataclass(frozen=True)
@@ -141,7 +165,7 @@ class MetricJudge:
     tensors: list[str]
 
     @classmethod
-    def load(cls, check: MetricCheck, checked: Iterable[str], param: str) -> "MetricJudge":
+    def load(cls, check: MetricCheck, checked: Iterable[str], param: str) -> MetricJudge:
         """The judge of `check` over the tensors it selects among `checked` (in their order). A name or glob
         of `tensors` matching none (a typo would silently judge nothing) or a script without the function is
         ParamError(param); a script that fails on import is the step's failure (UserCodeError, naming the line)."""
@@ -151,24 +175,41 @@ class MetricJudge:
         for pattern in check.tensors or ():
             if all(matching_key([pattern], name) is None for name in checked):
                 shown = ", ".join(checked[:8]) + (" ..." if len(checked) > 8 else "")
-                raise ParamError(param, f"task metric {check.name}: `{pattern}` names no checked tensor; the "
-                                        f"{len(checked)} checked: {shown}")
-        tensors = [name for name in checked if check.tensors is None or matching_key(check.tensors, name) is not None]
+                raise ParamError(
+                    param,
+                    f"task metric {check.name}: `{pattern}` names no checked tensor; the "
+                    f"{len(checked)} checked: {shown}",
+                )
+        tensors = [
+            name
+            for name in checked
+            if check.tensors is None or matching_key(check.tensors, name) is not None
+        ]
         if isinstance(check.metric, str):
             return cls(check, BUILTINS[check.metric], tensors)
         try:
-            return cls(check, UserFunction.load(check.metric.script, check.metric.function, "metric"), tensors)
+            return cls(
+                check,
+                UserFunction.load(check.metric.script, check.metric.function, "metric"),
+                tensors,
+            )
         except ValueError as error:
             raise ParamError(param, str(error)) from None
 
     def value(self, reference: Arrays, candidate: Arrays) -> float:
         """The metric of one sample over this judge's tensors; NaN when the candidate lacks one or reshaped one."""
-        if any(tensor not in candidate or np.shape(candidate[tensor]) != np.shape(reference[tensor])
-               for tensor in self.tensors):
+        if any(
+            tensor not in candidate or np.shape(candidate[tensor]) != np.shape(reference[tensor])
+            for tensor in self.tensors
+        ):
             return math.nan
-        returned = self.function({tensor: reference[tensor] for tensor in self.tensors},
-                                 {tensor: candidate[tensor] for tensor in self.tensors})
-        if isinstance(returned, bool) or not isinstance(returned, (int, float, np.integer, np.floating)):
+        returned = self.function(
+            {tensor: reference[tensor] for tensor in self.tensors},
+            {tensor: candidate[tensor] for tensor in self.tensors},
+        )
+        if isinstance(returned, bool) or not isinstance(
+            returned, (int, float, np.integer, np.floating)
+        ):
             # only a user's function returns anything else (UserFunction.misbehaved names its script)
             raise self.function.misbehaved(f"returned {type(returned).__name__}; {METRIC_CONTRACT}")
         return float(returned)
@@ -179,11 +220,17 @@ class MetricJudge:
         values = [self.value(reference, candidate) for reference, candidate in samples]
         mean = float(np.mean(values)) if values else math.nan
         worst = min(range(len(values)), key=lambda i: self._margin(values[i])) if values else None
-        return {"metric": self.check.name, "bounds": self.check.bounds, "tensors": self.tensors,
-                "passed": self.check.within(mean),
-                "value": json_number(mean), "samples": len(values), "worst_sample": worst,
-                "worst_value": json_number(values[worst]) if worst is not None else None,
-                "per_sample": [json_number(v) for v in values]}
+        return {
+            "metric": self.check.name,
+            "bounds": self.check.bounds,
+            "tensors": self.tensors,
+            "passed": self.check.within(mean),
+            "value": json_number(mean),
+            "samples": len(values),
+            "worst_sample": worst,
+            "worst_value": json_number(values[worst]) if worst is not None else None,
+            "per_sample": [json_number(v) for v in values],
+        }
 
     def _margin(self, value: float) -> float:
         """How far inside the bounds `value` is (negative: outside); NaN is the worst."""
@@ -194,8 +241,9 @@ class MetricJudge:
         return min(margins)
 
 
-def judge_results(checks: list[MetricCheck], results: "TensorSet", reference: str, candidates: list[str],
-                  param: str) -> list[dict]:
+def judge_results(
+    checks: list[MetricCheck], results: TensorSet, reference: str, candidates: list[str], param: str
+) -> list[dict]:
     """Every check over every candidate runner that ran (a failed one already fails `compare`), each sample
     an iteration of the results: `[{runner, **MetricJudge.judge}]`. Samples are read memory-mapped, one at a time."""
     compared = results.tensor_names(reference)
@@ -206,19 +254,30 @@ def judge_results(checks: list[MetricCheck], results: "TensorSet", reference: st
             if results.failure(runner):
                 continue
             iterations = min(results.iterations(reference), results.iterations(runner))
-            samples = (({t: results.load(reference, i, t) for t in judge.tensors},
-                        {t: results.load(runner, i, t) for t in judge.tensors if (runner, i, t) in results.arrays})
-                       for i in range(iterations))
+            samples = (
+                (
+                    {t: results.load(reference, i, t) for t in judge.tensors},
+                    {
+                        t: results.load(runner, i, t)
+                        for t in judge.tensors
+                        if (runner, i, t) in results.arrays
+                    },
+                )
+                for i in range(iterations)
+            )
             judged.append({"runner": runner, **judge.judge(samples)})
     return judged
 
 
 def describe(result: dict) -> str:
     """`fp16: top1_agreement 0.82 over 4 sample(s) (>= 0.99): FAIL, worst sample 2 at 0.75` for people."""
+
     def shown(number: float | str | None) -> str:  # json_number's strings for NaN/Inf as they are
         return f"{number:.4g}" if isinstance(number, (int, float)) else str(number)
 
     verdict = "pass" if result["passed"] else "FAIL"
     runner = f"{result['runner']}: " if "runner" in result else ""
-    return (f"{runner}{result['metric']} {shown(result['value'])} over {result['samples']} sample(s) ({result['bounds']}): "
-            f"{verdict}, worst sample {result['worst_sample']} at {shown(result['worst_value'])}")
+    return (
+        f"{runner}{result['metric']} {shown(result['value'])} over {result['samples']} sample(s) ({result['bounds']}): "
+        f"{verdict}, worst sample {result['worst_sample']} at {shown(result['worst_value'])}"
+    )

@@ -18,9 +18,9 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Iterator
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -80,7 +80,9 @@ class TensorSetWriter:
             if error.errno is None and shutil.disk_usage(path.parent).free < array.nbytes:
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from error
             raise
-        self.arrays.append(StoredArray(runner, iteration, tensor, relative, str(array.dtype), list(array.shape)))
+        self.arrays.append(
+            StoredArray(runner, iteration, tensor, relative, str(array.dtype), list(array.shape))
+        )
         self.runners.setdefault(runner, {"status": "ok"})
 
     def add_feed(self, runner: str, iteration: int, feed: dict[str, np.ndarray]) -> None:
@@ -94,9 +96,13 @@ class TensorSetWriter:
         """Status, error message, timings... of one runner."""
         self.runners.setdefault(runner, {"status": "ok"}).update(facts)
 
-    def close(self) -> "TensorSet":
-        index = {"format": FORMAT, "tensors": self.tensors, "runners": self.runners,
-                 "arrays": [asdict(a) for a in self.arrays]}
+    def close(self) -> TensorSet:
+        index = {
+            "format": FORMAT,
+            "tensors": self.tensors,
+            "runners": self.runners,
+            "arrays": [asdict(a) for a in self.arrays],
+        }
         (self.folder / INDEX).write_text(json.dumps(index, indent=1))
         return TensorSet.open(self.folder)
 
@@ -141,11 +147,15 @@ def _read_index(path: Path) -> _Index:
     except (OSError, UnicodeDecodeError) as error:
         raise TensorFileError(f"{path}: cannot read the tensor set's index: {error}") from None
     except (ValueError, RecursionError) as error:
-        raise TensorFileError(f"{path}: the tensor set's index is not valid JSON: {error}") from None
+        raise TensorFileError(
+            f"{path}: the tensor set's index is not valid JSON: {error}"
+        ) from None
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         found = raw.get("format") if isinstance(raw, dict) else None
-        raise TensorFileError(f"{path}: not a tensor set index of format {FORMAT} (format {found!r}); "
-                              "it is written by trtflow's run-runners")
+        raise TensorFileError(
+            f"{path}: not a tensor set index of format {FORMAT} (format {found!r}); "
+            "it is written by trtflow's run-runners"
+        )
     try:
         return _Index.model_validate(raw)
     except ValidationError as error:
@@ -166,13 +176,17 @@ class TensorSet:
     arrays: dict[tuple[str, int, str], StoredArray]
 
     @classmethod
-    def open(cls, folder: Path) -> "TensorSet":
+    def open(cls, folder: Path) -> TensorSet:
         """The set in `folder`; TensorFileError when its index is damaged, hand-edited wrong, or of
         another format (sets are also what users copy between machines and hand back)."""
         index = _read_index(Path(folder) / INDEX)
         arrays = {(a.runner, a.iteration, a.tensor): a for a in index.arrays}
-        return cls(Path(folder), {name: facts.model_dump(exclude_unset=True) for name, facts in index.tensors.items()},
-                   {name: facts.model_dump(exclude_unset=True) for name, facts in index.runners.items()}, arrays)
+        return cls(
+            Path(folder),
+            {name: facts.model_dump(exclude_unset=True) for name, facts in index.tensors.items()},
+            {name: facts.model_dump(exclude_unset=True) for name, facts in index.runners.items()},
+            arrays,
+        )
 
     @staticmethod
     def is_tensor_set(path: Path) -> bool:
@@ -186,15 +200,20 @@ class TensorSet:
         """The tensors a runner produced, in topological order (unknown tensors last, in stored order)."""
         names = list(dict.fromkeys(t for r, _, t in self.arrays if r == runner))
         stored_order = {name: position for position, name in enumerate(names)}
-        return sorted(names, key=lambda t: (self.tensors.get(t, {}).get("topo", 1 << 30), stored_order[t]))
+        return sorted(
+            names, key=lambda t: (self.tensors.get(t, {}).get("topo", 1 << 30), stored_order[t])
+        )
 
     def load(self, runner: str, iteration: int, tensor: str) -> np.ndarray:
         stored = self.arrays[(runner, iteration, tensor)]
         return load_array(self.folder / stored.file, mmap=True)
 
     def iteration(self, runner: str, iteration: int) -> dict[str, np.ndarray]:
-        return {t: self.load(runner, iteration, t) for t in self.tensor_names(runner)
-                if (runner, iteration, t) in self.arrays}
+        return {
+            t: self.load(runner, iteration, t)
+            for t in self.tensor_names(runner)
+            if (runner, iteration, t) in self.arrays
+        }
 
     def feeds(self, runner: str = INPUTS) -> Iterator[dict[str, np.ndarray]]:
         for iteration in range(self.iterations(runner)):

@@ -49,7 +49,9 @@ def import_tensorrt() -> Any:
     try:
         return importlib.import_module("tensorrt")
     except ImportError as error:
-        raise BackendUnavailable(f"TensorRT is not installed here ({error}): {INSTALL_HINT}") from None
+        raise BackendUnavailable(
+            f"TensorRT is not installed here ({error}): {INSTALL_HINT}"
+        ) from None
 
 
 def import_cudart() -> Any:
@@ -60,7 +62,9 @@ def import_cudart() -> Any:
             return importlib.import_module(module)
         except ImportError:
             continue
-    raise BackendUnavailable(f"cuda-python is not installed here (it allocates TensorRT's device memory): {INSTALL_HINT}")
+    raise BackendUnavailable(
+        f"cuda-python is not installed here (it allocates TensorRT's device memory): {INSTALL_HINT}"
+    )
 
 
 @dataclass(frozen=True)
@@ -71,12 +75,14 @@ class TensorRT:
     version: tuple[int, ...]
 
     @classmethod
-    def load(cls) -> "TensorRT":
+    def load(cls) -> TensorRT:
         module = import_tensorrt()
         version = version_tuple(getattr(module, "__version__", "0"))
         if version[:2] < MINIMUM_VERSION:
-            raise BackendUnavailable(f"TensorRT {module.__version__} is too old: trtflow supports TensorRT 8.6 and newer; "
-                                     f"{INSTALL_HINT}")
+            raise BackendUnavailable(
+                f"TensorRT {module.__version__} is too old: trtflow supports TensorRT 8.6 and newer; "
+                f"{INSTALL_HINT}"
+            )
         return cls(module, version)
 
     @property
@@ -97,17 +103,25 @@ class TensorRT:
     @property
     def strong_typing(self) -> bool:
         """A network can be strongly typed: always on 11.x, through `STRONGLY_TYPED` on 10.x (and 9.x)."""
-        return not self.weak_typing or hasattr(self.module.NetworkDefinitionCreationFlag, "STRONGLY_TYPED")
+        return not self.weak_typing or hasattr(
+            self.module.NetworkDefinitionCreationFlag, "STRONGLY_TYPED"
+        )
 
     def resolve_typing(self, requested: Typing) -> Literal["strong", "weak"]:
         """`auto` is what each generation does by default: weak up to 10.x, strong on 11.x."""
         if requested == "weak" and not self.weak_typing:
-            raise ParamError("typing", f"TensorRT {self.version_text} removed weak typing (BuilderFlag.FP16, precision "
-                                       "constraints); use `typing: strong` (the default here): the precision plan "
-                                       "is lowered into the ONNX model's own types")
+            raise ParamError(
+                "typing",
+                f"TensorRT {self.version_text} removed weak typing (BuilderFlag.FP16, precision "
+                "constraints); use `typing: strong` (the default here): the precision plan "
+                "is lowered into the ONNX model's own types",
+            )
         if requested == "strong" and not self.strong_typing:
-            raise ParamError("typing", f"TensorRT {self.version_text} has no strongly typed networks (they arrived "
-                                       "in TensorRT 10); use `typing: weak` or `auto`")
+            raise ParamError(
+                "typing",
+                f"TensorRT {self.version_text} has no strongly typed networks (they arrived "
+                "in TensorRT 10); use `typing: weak` or `auto`",
+            )
         if requested == "auto":
             return "weak" if self.weak_typing else "strong"
         return requested
@@ -129,7 +143,10 @@ class TensorRT:
             return None
         name = _PRECISION_FLAGS[precision]
         if not hasattr(self.module.BuilderFlag, name):
-            raise ParamError("precision", f"TensorRT {self.version_text} cannot build {precision} (no BuilderFlag.{name})")
+            raise ParamError(
+                "precision",
+                f"TensorRT {self.version_text} cannot build {precision} (no BuilderFlag.{name})",
+            )
         return getattr(self.module.BuilderFlag, name)
 
     def constraint_flag(self, constraints: Constraints) -> Any:
@@ -153,8 +170,11 @@ class TensorRT:
         available = self.tactic_sources
         unknown = [name for name in names if name.lower() not in available]
         if unknown:
-            raise ParamError("tactic_sources", f"TensorRT {self.version_text} has no tactic source "
-                                               f"{', '.join(unknown)}; it has: {', '.join(available)}")
+            raise ParamError(
+                "tactic_sources",
+                f"TensorRT {self.version_text} has no tactic source "
+                f"{', '.join(unknown)}; it has: {', '.join(available)}",
+            )
         mask = 0
         for name in names:
             mask |= 1 << int(available[name.lower()])
@@ -164,10 +184,22 @@ class TensorRT:
     def _numpy_types(self) -> list[tuple[Any, np.dtype]]:
         import ml_dtypes
 
-        pairs = [("float32", np.float32), ("float16", np.float16), ("bfloat16", ml_dtypes.bfloat16),
-                 ("int8", np.int8), ("int32", np.int32), ("int64", np.int64), ("bool", np.bool_),
-                 ("uint8", np.uint8), ("fp8", ml_dtypes.float8_e4m3fn)]
-        return [(getattr(self.module, name), np.dtype(dtype)) for name, dtype in pairs if hasattr(self.module, name)]
+        pairs = [
+            ("float32", np.float32),
+            ("float16", np.float16),
+            ("bfloat16", ml_dtypes.bfloat16),
+            ("int8", np.int8),
+            ("int32", np.int32),
+            ("int64", np.int64),
+            ("bool", np.bool_),
+            ("uint8", np.uint8),
+            ("fp8", ml_dtypes.float8_e4m3fn),
+        ]
+        return [
+            (getattr(self.module, name), np.dtype(dtype))
+            for name, dtype in pairs
+            if hasattr(self.module, name)
+        ]
 
     def numpy_dtype(self, data_type: Any) -> np.dtype:
         """TensorRT's `DataType` as numpy's (`tensorrt.nptype` knows neither BF16 nor FP8)."""

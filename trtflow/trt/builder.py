@@ -79,7 +79,9 @@ class TimingCache:
             if stored:
                 self.log.note(f"timing cache: {self.path}")
         if not config.set_timing_cache(self._cache, ignore_mismatch=False):
-            self.log.note(f"timing cache {self.path} was made on another GPU or TensorRT; starting a new one")
+            self.log.note(
+                f"timing cache {self.path} was made on another GPU or TensorRT; starting a new one"
+            )
             self._cache = config.create_timing_cache(b"")
             config.set_timing_cache(self._cache, ignore_mismatch=False)
 
@@ -103,7 +105,8 @@ def timing_cache_file(state_dir: Path) -> Path:
 
 # --- the ONNX file TensorRT parses --------------------------------------------------------------------
 
-def _named_model(model_path: Path) -> "onnx.ModelProto | None":
+
+def _named_model(model_path: Path) -> onnx.ModelProto | None:
     """The model with trtflow's node names, or None when the file already has them."""
     from trtflow.onnxmodel.files import load_model, name_nodes
 
@@ -114,7 +117,9 @@ def _named_model(model_path: Path) -> "onnx.ModelProto | None":
     return model
 
 
-def _lowered_model(model_path: Path, precision: BuildPrecision, keep: frozenset[str]) -> "onnx.ModelProto":
+def _lowered_model(
+    model_path: Path, precision: BuildPrecision, keep: frozenset[str]
+) -> onnx.ModelProto:
     from trtflow.onnxmodel.files import load_model, name_nodes
     from trtflow.precision.plan import PrecisionPlan
 
@@ -126,11 +131,14 @@ def _lowered_model(model_path: Path, precision: BuildPrecision, keep: frozenset[
 def _nodes_by_index(model_file: Path) -> list[tuple[str, str]]:
     from trtflow.onnxmodel.files import load_model
 
-    return [(node.name, node.op_type) for node in load_model(model_file, load_weights=False).graph.node]
+    return [
+        (node.name, node.op_type) for node in load_model(model_file, load_weights=False).graph.node
+    ]
 
 
-def _parse(trt: TensorRT, builder: Any, logger: Any, model_file: Path, mode: str,
-           log: TensorRTLog) -> tuple[Any, Any]:
+def _parse(
+    trt: TensorRT, builder: Any, logger: Any, model_file: Path, mode: str, log: TensorRTLog
+) -> tuple[Any, Any]:
     """The network and its parser; the parser owns the weights, so it must outlive the build."""
     network = builder.create_network(trt.network_flags(mode))
     parser = trt.module.OnnxParser(network, logger)
@@ -163,32 +171,46 @@ def _drop_host_outputs(trt: TensorRT, network: Any, log: TensorRTLog) -> None:
             host_only = layer.type in host_layers or not tensor.is_execution_tensor
             if host_only and tensor.is_network_output and network.num_outputs > 1:
                 network.unmark_output(tensor)
-                log.note(f"not an engine output: `{tensor.name}` (a shape or constant tensor TensorRT computes while building)")
+                log.note(
+                    f"not an engine output: `{tensor.name}` (a shape or constant tensor TensorRT computes while building)"
+                )
 
 
-def _profile(trt: TensorRT, builder: Any, network: Any, shapes: dict[str, ShapeRange]) -> Any | None:
+def _profile(
+    trt: TensorRT, builder: Any, network: Any, shapes: dict[str, ShapeRange]
+) -> Any | None:
     inputs = {network.get_input(i).name: network.get_input(i) for i in range(network.num_inputs)}
     unknown = sorted(set(shapes) - set(inputs))
     if unknown:
-        raise ParamError("shapes", f"the model has no input {', '.join(unknown)}; inputs: {', '.join(inputs)}")
-    dynamic = {name: tuple(tensor.shape) for name, tensor in inputs.items() if -1 in tuple(tensor.shape)}
+        raise ParamError(
+            "shapes", f"the model has no input {', '.join(unknown)}; inputs: {', '.join(inputs)}"
+        )
+    dynamic = {
+        name: tuple(tensor.shape) for name, tensor in inputs.items() if -1 in tuple(tensor.shape)
+    }
     missing = sorted(set(dynamic) - set(shapes))
     if missing:
         described = ", ".join(f"{name} {list(dynamic[name])}" for name in missing)
-        raise ParamError("shapes", f"dynamic inputs need a shape range: {described}; give "
-                                   f"`shapes: {{{missing[0]}: {{min: [...], opt: [...], max: [...]}}}}`")
+        raise ParamError(
+            "shapes",
+            f"dynamic inputs need a shape range: {described}; give "
+            f"`shapes: {{{missing[0]}: {{min: [...], opt: [...], max: [...]}}}}`",
+        )
     if not shapes:
         return None
     profile = builder.create_optimization_profile()
     for name, shape_range in shapes.items():
         if inputs[name].is_shape_tensor:
-            raise ParamError("shapes", f"input `{name}` is a shape tensor; trtflow cannot give it values yet")
+            raise ParamError(
+                "shapes", f"input `{name}` is a shape tensor; trtflow cannot give it values yet"
+            )
         profile.set_shape(name, shape_range.min, shape_range.opt, shape_range.max)
     return profile
 
 
-def _configure(trt: TensorRT, builder: Any, network: Any, settings: BuildSettings, mode: str,
-               constrained: bool) -> Any:
+def _configure(
+    trt: TensorRT, builder: Any, network: Any, settings: BuildSettings, mode: str, constrained: bool
+) -> Any:
     config = builder.create_builder_config()
     config.profiling_verbosity = trt.module.ProfilingVerbosity.DETAILED
     if mode == "weak":
@@ -198,57 +220,91 @@ def _configure(trt: TensorRT, builder: Any, network: Any, settings: BuildSetting
         if constrained:
             config.set_flag(trt.constraint_flag(settings.constraints))
     if settings.workspace_mb is not None:
-        config.set_memory_pool_limit(trt.module.MemoryPoolType.WORKSPACE, settings.workspace_mb * 2**20)
+        config.set_memory_pool_limit(
+            trt.module.MemoryPoolType.WORKSPACE, settings.workspace_mb * 2**20
+        )
     if settings.tactic_sources is not None:
         if not config.set_tactic_sources(trt.tactic_mask(list(settings.tactic_sources))):
-            raise ParamError("tactic_sources", f"TensorRT {trt.version_text} refused tactic sources "
-                                               f"{list(settings.tactic_sources)}")
+            raise ParamError(
+                "tactic_sources",
+                f"TensorRT {trt.version_text} refused tactic sources "
+                f"{list(settings.tactic_sources)}",
+            )
     if settings.optimization_level is not None:
         config.builder_optimization_level = settings.optimization_level
     profile = _profile(trt, builder, network, settings.shapes)
     if profile is not None and config.add_optimization_profile(profile) < 0:
-        raise ParamError("shapes", "TensorRT refused the shape ranges: each needs min <= opt <= max, the input's rank, "
-                                   "and the input's fixed dimensions")
+        raise ParamError(
+            "shapes",
+            "TensorRT refused the shape ranges: each needs min <= opt <= max, the input's rank, "
+            "and the input's fixed dimensions",
+        )
     return config
 
 
-def _strong_plan(settings: BuildSettings, keep: frozenset[str], layer_precisions: dict[str, str]) -> frozenset[str]:
+def _strong_plan(
+    settings: BuildSettings, keep: frozenset[str], layer_precisions: dict[str, str]
+) -> frozenset[str]:
     """A strongly typed network takes no per-layer precisions: they become part of the plan (FP32
     entries join the keep set); other precisions cannot be expressed."""
-    foreign = {name: precision for name, precision in layer_precisions.items()
-               if precision not in ("fp32", settings.precision)}
+    foreign = {
+        name: precision
+        for name, precision in layer_precisions.items()
+        if precision not in ("fp32", settings.precision)
+    }
     if foreign:
-        raise ParamError("layer_precisions", f"a strongly typed build runs each node in the plan's precision "
-                                             f"({settings.precision}) or fp32; cannot honour {foreign}")
+        raise ParamError(
+            "layer_precisions",
+            f"a strongly typed build runs each node in the plan's precision "
+            f"({settings.precision}) or fp32; cannot honour {foreign}",
+        )
     return keep | {name for name, precision in layer_precisions.items() if precision == "fp32"}
 
 
-def _model_to_parse(model_path: Path, settings: BuildSettings, mode: str, keep: frozenset[str],
-                    layer_precisions: dict[str, str]) -> "onnx.ModelProto | None":
+def _model_to_parse(
+    model_path: Path,
+    settings: BuildSettings,
+    mode: str,
+    keep: frozenset[str],
+    layer_precisions: dict[str, str],
+) -> onnx.ModelProto | None:
     """What TensorRT must parse instead of the user's file (None: the file itself): the plan's
     lowered model for a strongly typed low-precision build, else the model with trtflow's names."""
     if mode == "strong" and (settings.precision != "fp32" or layer_precisions):
-        kept = _strong_plan(settings, keep, layer_precisions)  # also rejects what a strong build cannot express
+        kept = _strong_plan(
+            settings, keep, layer_precisions
+        )  # also rejects what a strong build cannot express
         if settings.precision != "fp32":
             return _lowered_model(model_path, settings.precision, kept)
     return _named_model(model_path)
 
 
-def _constrain(trt: TensorRT, network: Any, keep: frozenset[str], layer_precisions: dict[str, str],
-               log: TensorRTLog) -> dict[str, str]:
+def _constrain(
+    trt: TensorRT,
+    network: Any,
+    keep: frozenset[str],
+    layer_precisions: dict[str, str],
+    log: TensorRTLog,
+) -> dict[str, str]:
     precisions = {**{name: "fp32" for name in keep}, **layer_precisions}
     if not precisions:
         return {}
     applied = constrain(network, precisions, trt)
     if not applied.layers and not applied.skipped:
-        raise ParamError("keep" if keep else "layer_precisions",
-                         f"no layer of the network answers to {', '.join(applied.unmatched[:5])}; "
-                         "names are ONNX node names (as `load` names them) or TensorRT layer names")
+        raise ParamError(
+            "keep" if keep else "layer_precisions",
+            f"no layer of the network answers to {', '.join(applied.unmatched[:5])}; "
+            "names are ONNX node names (as `load` names them) or TensorRT layer names",
+        )
     if applied.unmatched:
-        log.note(f"no layer for {len(applied.unmatched)} name(s) (folded away by TensorRT's parser?): "
-                 f"{', '.join(applied.unmatched[:10])}")
-    log.note(f"{len(applied.layers)} layer(s) constrained: "
-             + ", ".join(f"{name}={precision}" for name, precision in list(applied.layers.items())[:20]))
+        log.note(
+            f"no layer for {len(applied.unmatched)} name(s) (folded away by TensorRT's parser?): "
+            f"{', '.join(applied.unmatched[:10])}"
+        )
+    log.note(
+        f"{len(applied.layers)} layer(s) constrained: "
+        + ", ".join(f"{name}={precision}" for name, precision in list(applied.layers.items())[:20])
+    )
     return applied.layers
 
 
@@ -261,21 +317,32 @@ def _builder(trt: TensorRT, logger: Any, log: TensorRTLog) -> Any:
         reason = "no reason given"
     if builder is None:
         reasons = "; ".join(log.errors()) or reason
-        raise BackendUnavailable(f"TensorRT {trt.version_text} could not start ({reasons}): is an NVIDIA GPU visible "
-                                 f"to CUDA here? {INSTALL_HINT}")
+        raise BackendUnavailable(
+            f"TensorRT {trt.version_text} could not start ({reasons}): is an NVIDIA GPU visible "
+            f"to CUDA here? {INSTALL_HINT}"
+        )
     return builder
 
 
-def build_engine(model_path: Path, settings: BuildSettings, *, keep: frozenset[str] = frozenset(),
-                 layer_precisions: dict[str, str] | None = None, timing_cache: TimingCache | None = None,
-                 log: TensorRTLog | None = None, trt: TensorRT | None = None) -> BuiltEngine:
+def build_engine(
+    model_path: Path,
+    settings: BuildSettings,
+    *,
+    keep: frozenset[str] = frozenset(),
+    layer_precisions: dict[str, str] | None = None,
+    timing_cache: TimingCache | None = None,
+    log: TensorRTLog | None = None,
+    trt: TensorRT | None = None,
+) -> BuiltEngine:
     """Build `model_path` with `keep` (ONNX node names) in FP32 and the rest in `settings.precision`."""
     trt = trt or TensorRT.load()
     log = log or TensorRTLog()
     layer_precisions = dict(layer_precisions or {})
     mode = trt.resolve_typing(settings.typing)
     if mode == "weak" and trt.weak_typing_deprecated:
-        log.note(f"TensorRT {trt.version_text} deprecates weak typing; `typing: strong` builds the lowered model instead")
+        log.note(
+            f"TensorRT {trt.version_text} deprecates weak typing; `typing: strong` builds the lowered model instead"
+        )
     logger = make_logger(trt.module, log)
     builder = _builder(trt, logger, log)
     with tempfile.TemporaryDirectory(prefix="trtflow-build-") as scratch:
@@ -288,7 +355,9 @@ def build_engine(model_path: Path, settings: BuildSettings, *, keep: frozenset[s
             save_model(rewritten, model_file)
         network, parser = _parse(trt, builder, logger, model_file, mode, log)
         _drop_host_outputs(trt, network, log)
-        constrained = _constrain(trt, network, keep, layer_precisions, log) if mode == "weak" else {}
+        constrained = (
+            _constrain(trt, network, keep, layer_precisions, log) if mode == "weak" else {}
+        )
         config = _configure(trt, builder, network, settings, mode, bool(constrained))
         if timing_cache is not None:
             timing_cache.attach(config)

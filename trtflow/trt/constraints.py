@@ -15,8 +15,9 @@ the build or means nothing.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from trtflow.onnxmodel.engine_layers import onnx_layer_names
 from trtflow.trt.api import BuildPrecision, TensorRT
@@ -28,7 +29,9 @@ class Applied:
 
     layers: dict[str, str] = field(default_factory=dict)  # layer name -> precision
     unmatched: list[str] = field(default_factory=list)  # requested names no layer answers to
-    skipped: list[str] = field(default_factory=list)  # matched layers that compute no float activations
+    skipped: list[str] = field(
+        default_factory=list
+    )  # matched layers that compute no float activations
 
 
 def _layers(network: Any) -> Iterator[Any]:

@@ -21,9 +21,16 @@ INSTALL_HINT = "install trtflow[tensorrt] on a machine with an NVIDIA GPU"
 NO_GPU = "none"
 
 # pip's "tensorrt" metapackage and its CUDA-specific siblings; the Debian/tarball wheels are "tensorrt" too.
-_TENSORRT_DISTRIBUTIONS = ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu11",
-                           "tensorrt-cu13-bindings", "tensorrt-cu12-bindings", "tensorrt-cu11-bindings",
-                           "tensorrt_bindings")
+_TENSORRT_DISTRIBUTIONS = (
+    "tensorrt",
+    "tensorrt-cu13",
+    "tensorrt-cu12",
+    "tensorrt-cu11",
+    "tensorrt-cu13-bindings",
+    "tensorrt-cu12-bindings",
+    "tensorrt-cu11-bindings",
+    "tensorrt_bindings",
+)
 
 
 @dataclass(frozen=True)
@@ -71,7 +78,9 @@ def _cuda_version(number: int) -> str:
 @lru_cache(maxsize=1)
 def cuda() -> Cuda | None:
     """Driver, runtime and the first visible GPU (CUDA_VISIBLE_DEVICES applies); None without cuda-python."""
-    runtime_module = next((name for name in ("cuda.bindings.runtime", "cuda.cudart") if _module_exists(name)), None)
+    runtime_module = next(
+        (name for name in ("cuda.bindings.runtime", "cuda.cudart") if _module_exists(name)), None
+    )
     if runtime_module is None:
         return None
     try:
@@ -84,34 +93,61 @@ def cuda() -> Cuda | None:
         return None
     gpu = None
     if properties_error == success:
-        name = properties.name.decode(errors="replace") if isinstance(properties.name, bytes) else str(properties.name)
-        gpu = Gpu(name.rstrip("\x00").strip(), f"{properties.major}.{properties.minor}",
-                  int(properties.totalGlobalMem) // 2**20)
-    return Cuda(_cuda_version(driver if driver_error == success else 0),
-                _cuda_version(runtime if runtime_error == success else 0), gpu)
+        name = (
+            properties.name.decode(errors="replace")
+            if isinstance(properties.name, bytes)
+            else str(properties.name)
+        )
+        gpu = Gpu(
+            name.rstrip("\x00").strip(),
+            f"{properties.major}.{properties.minor}",
+            int(properties.totalGlobalMem) // 2**20,
+        )
+    return Cuda(
+        _cuda_version(driver if driver_error == success else 0),
+        _cuda_version(runtime if runtime_error == success else 0),
+        gpu,
+    )
 
 
 def fingerprint() -> dict[str, str]:
     """What an engine depends on: TensorRT version, GPU name and compute capability (step keys)."""
     version = tensorrt_version()
-    gpu = (cuda() or Cuda(NOT_INSTALLED, NOT_INSTALLED, None)).gpu if version != NOT_INSTALLED else None
-    return {"tensorrt": version, "gpu": gpu.name if gpu else NO_GPU,
-            "compute_capability": gpu.compute_capability if gpu else NO_GPU}
+    gpu = (
+        (cuda() or Cuda(NOT_INSTALLED, NOT_INSTALLED, None)).gpu
+        if version != NOT_INSTALLED
+        else None
+    )
+    return {
+        "tensorrt": version,
+        "gpu": gpu.name if gpu else NO_GPU,
+        "compute_capability": gpu.compute_capability if gpu else NO_GPU,
+    }
 
 
 def facts() -> dict[str, str]:
     """Everything `trtflow doctor` shows about TensorRT and CUDA."""
     found = cuda()
     version = tensorrt_version()
-    shown = {"tensorrt": f"{version}: {INSTALL_HINT}" if version == NOT_INSTALLED else version,
-             "cuda driver": found.driver if found else f"unknown (cuda-python {NOT_INSTALLED})",
-             "cuda runtime": found.runtime if found else f"unknown (cuda-python {NOT_INSTALLED})"}
+    shown = {
+        "tensorrt": f"{version}: {INSTALL_HINT}" if version == NOT_INSTALLED else version,
+        "cuda driver": found.driver if found else f"unknown (cuda-python {NOT_INSTALLED})",
+        "cuda runtime": found.runtime if found else f"unknown (cuda-python {NOT_INSTALLED})",
+    }
     if found and found.gpu:
-        shown["gpu"] = f"{found.gpu.name} (compute capability {found.gpu.compute_capability}, {found.gpu.memory_mb} MiB)"
+        shown["gpu"] = (
+            f"{found.gpu.name} (compute capability {found.gpu.compute_capability}, {found.gpu.memory_mb} MiB)"
+        )
     elif found:
         shown["gpu"] = "none visible to CUDA"
-    elif _module_exists("cuda"):  # `cuda()` asked and failed: no driver library, or a broken install
-        shown["gpu"] = "cannot tell: cuda-python could not query the CUDA driver (is the NVIDIA driver installed?)"
+    elif _module_exists(
+        "cuda"
+    ):  # `cuda()` asked and failed: no driver library, or a broken install
+        shown["gpu"] = (
+            "cannot tell: cuda-python could not query the CUDA driver (is the NVIDIA driver installed?)"
+        )
     else:  # nobody asked CUDA: saying "none" would be a guess
-        shown["gpu"] = f"cannot tell: cuda-python is {NOT_INSTALLED}, so CUDA cannot be asked (see nvidia-smi below)"
+        shown["gpu"] = (
+            f"cannot tell: cuda-python is {NOT_INSTALLED}, so CUDA cannot be asked (see nvidia-smi below)"
+        )
     return shown

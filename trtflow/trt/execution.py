@@ -31,7 +31,9 @@ class Cuda:
         error, *values = result if isinstance(result, tuple) else (result,)
         if error != self.runtime.cudaError_t.cudaSuccess:
             _, name = self.runtime.cudaGetErrorName(error)
-            raise StepError(f"CUDA failed to {what}: {name.decode() if isinstance(name, bytes) else name}")
+            raise StepError(
+                f"CUDA failed to {what}: {name.decode() if isinstance(name, bytes) else name}"
+            )
         return values[0] if len(values) == 1 else (values or None)
 
     def stream_handle(self, stream: Any) -> int:
@@ -45,7 +47,13 @@ class Cuda:
 class EngineSession:
     """One engine, one execution context, one stream, and device buffers for every I/O tensor."""
 
-    def __init__(self, trt: TensorRT, serialized: bytes, log: TensorRTLog, layer_times: LayerTimes | None = None):
+    def __init__(
+        self,
+        trt: TensorRT,
+        serialized: bytes,
+        log: TensorRTLog,
+        layer_times: LayerTimes | None = None,
+    ):
         self.trt = trt
         self.log = log
         self.layer_times = layer_times
@@ -57,7 +65,9 @@ class EngineSession:
         self.engine = deserialize(trt, self._runtime, serialized)
         self.context = self.engine.create_execution_context()
         if self.context is None:
-            raise StepError("TensorRT could not create an execution context (out of device memory?)")
+            raise StepError(
+                "TensorRT could not create an execution context (out of device memory?)"
+            )
         if layer_times is not None:
             self._profiler = make_profiler(trt.module, layer_times)
             self.context.profiler = self._profiler
@@ -76,7 +86,9 @@ class EngineSession:
             if address:
                 self.cuda.check(self.cuda.runtime.cudaFree(address), f"free the buffer of `{name}`")
             capacity = max(nbytes, 1)  # TensorRT needs an address even for an empty tensor
-            address = self.cuda.check(self.cuda.runtime.cudaMalloc(capacity), f"allocate {capacity} bytes for `{name}`")
+            address = self.cuda.check(
+                self.cuda.runtime.cudaMalloc(capacity), f"allocate {capacity} bytes for `{name}`"
+            )
             self._buffers[name] = (address, capacity)
         return address
 
@@ -84,28 +96,39 @@ class EngineSession:
         host = np.ascontiguousarray(value, dtype=self.dtype(name))
         if not self.context.set_input_shape(name, host.shape):
             low, _, high = self.engine.get_tensor_profile_shape(name, 0)
-            raise StepError(f"input `{name}` has shape {list(host.shape)}, outside what the engine was built for "
-                            f"({list(low)} to {list(high)}); rebuild with wider `shapes`")
+            raise StepError(
+                f"input `{name}` has shape {list(host.shape)}, outside what the engine was built for "
+                f"({list(low)} to {list(high)}); rebuild with wider `shapes`"
+            )
         return host
 
     def infer(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Every engine output for one feed (input name -> array); extra feed entries are ignored."""
         missing = [name for name in self.inputs if name not in feed]
         if missing:
-            raise StepError(f"the engine needs input(s) {', '.join(missing)}; the feed has {', '.join(feed) or 'nothing'}")
+            raise StepError(
+                f"the engine needs input(s) {', '.join(missing)}; the feed has {', '.join(feed) or 'nothing'}"
+            )
         runtime, stream = self.cuda.runtime, self._stream
-        to_device, to_host = runtime.cudaMemcpyKind.cudaMemcpyHostToDevice, runtime.cudaMemcpyKind.cudaMemcpyDeviceToHost
+        to_device, to_host = (
+            runtime.cudaMemcpyKind.cudaMemcpyHostToDevice,
+            runtime.cudaMemcpyKind.cudaMemcpyDeviceToHost,
+        )
         hosts = {name: self._set_input(name, feed[name]) for name in self.inputs}
         for name, host in hosts.items():
             address = self._buffer(name, host.nbytes)
-            self.cuda.check(runtime.cudaMemcpyAsync(address, host.ctypes.data, host.nbytes, to_device, stream),
-                            f"copy input `{name}` to the GPU")
+            self.cuda.check(
+                runtime.cudaMemcpyAsync(address, host.ctypes.data, host.nbytes, to_device, stream),
+                f"copy input `{name}` to the GPU",
+            )
             self.context.set_tensor_address(name, address)
         results: dict[str, np.ndarray] = {}
         for name in self.outputs:
             shape = tuple(self.context.get_tensor_shape(name))
             if any(dim < 0 for dim in shape):
-                raise StepError(f"output `{name}` has a data-dependent shape {list(shape)}, which trtflow cannot run yet")
+                raise StepError(
+                    f"output `{name}` has a data-dependent shape {list(shape)}, which trtflow cannot run yet"
+                )
             results[name] = np.empty(shape, dtype=self.dtype(name))
             self.context.set_tensor_address(name, self._buffer(name, results[name].nbytes))
         if self.layer_times is not None:
@@ -114,8 +137,12 @@ class EngineSession:
             reasons = "; ".join(self.log.errors()) or "no reason given"
             raise StepError(f"TensorRT failed to run the engine: {reasons}")
         for name, host in results.items():
-            self.cuda.check(runtime.cudaMemcpyAsync(host.ctypes.data, self._buffers[name][0], host.nbytes, to_host, stream),
-                            f"copy output `{name}` from the GPU")
+            self.cuda.check(
+                runtime.cudaMemcpyAsync(
+                    host.ctypes.data, self._buffers[name][0], host.nbytes, to_host, stream
+                ),
+                f"copy output `{name}` from the GPU",
+            )
         self.cuda.check(runtime.cudaStreamSynchronize(stream), "finish the inference")
         return results
 
@@ -129,8 +156,13 @@ class EngineSession:
         self.context = self.engine = None
 
 
-def time_layers(trt: TensorRT, serialized: bytes, iterations: int, log: TensorRTLog,
-                shapes: dict[str, tuple[int, ...]] | None = None) -> LayerTimes:
+def time_layers(
+    trt: TensorRT,
+    serialized: bytes,
+    iterations: int,
+    log: TensorRTLog,
+    shapes: dict[str, tuple[int, ...]] | None = None,
+) -> LayerTimes:
     """Per-layer times of `iterations` inferences on generated inputs, as `trtexec --exportProfile`
     measures them (timing barely depends on values): floats uniform in [-1, 1), integers zero,
     dynamic inputs at their `shapes` (the profile's `opt`)."""
@@ -142,8 +174,11 @@ def time_layers(trt: TensorRT, serialized: bytes, iterations: int, log: TensorRT
         for name in session.inputs:
             shape = tuple((shapes or {}).get(name) or session.engine.get_tensor_shape(name))
             dtype = session.dtype(name)
-            values = generator.uniform(-1, 1, shape) if np.issubdtype(dtype, np.floating) or dtype.kind == "V" \
+            values = (
+                generator.uniform(-1, 1, shape)
+                if np.issubdtype(dtype, np.floating) or dtype.kind == "V"
                 else np.zeros(shape)
+            )
             feed[name] = values.astype(dtype)
         session.infer(feed)  # warm-up, not counted
         times.count, times.times = 0, {}

@@ -19,8 +19,10 @@ from trtflow.trt.api import TensorRT
 def deserialize(trt: TensorRT, runtime: Any, serialized: bytes) -> Any:
     engine = runtime.deserialize_cuda_engine(serialized)
     if engine is None:
-        raise StepError(f"TensorRT {trt.version_text} could not load the engine: it was built by another TensorRT "
-                        "version or for another GPU, or the file is damaged; rebuild it on this machine")
+        raise StepError(
+            f"TensorRT {trt.version_text} could not load the engine: it was built by another TensorRT "
+            "version or for another GPU, or the file is damaged; rebuild it on this machine"
+        )
     return engine
 
 
@@ -32,4 +34,6 @@ def engine_information(trt: TensorRT, runtime: Any, serialized: bytes) -> dict:
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        raise StepError(f"TensorRT's engine inspector returned something that is not JSON ({error})") from error
+        raise StepError(
+            f"TensorRT's engine inspector returned something that is not JSON ({error})"
+        ) from error

@@ -7,8 +7,9 @@ to the user's terminal.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 _SHOWN = {"INTERNAL_ERROR", "ERROR", "WARNING"}
 _KEPT = _SHOWN | {"INFO"}
@@ -32,7 +33,9 @@ class TensorRTLog:
         self.echo(message)
 
     def errors(self, last: int = 5) -> list[str]:
-        return [message for severity, message in self.lines if severity in {"INTERNAL_ERROR", "ERROR"}][-last:]
+        return [
+            message for severity, message in self.lines if severity in {"INTERNAL_ERROR", "ERROR"}
+        ][-last:]
 
     def text(self) -> str:
         return "".join(f"[{severity}] {message}\n" for severity, message in self.lines)

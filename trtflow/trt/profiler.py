@@ -35,9 +35,16 @@ class LayerTimes:
         totals = {name: sum(times) for name, times in self.times.items()}
         overall = sum(totals.values()) or 1.0
         count = max(self.count, 1)
-        layers = [{"name": name, "timeMs": totals[name], "averageMs": totals[name] / count,
-                   "medianMs": statistics.median(times), "percentage": totals[name] / overall * 100}
-                  for name, times in self.times.items()]
+        layers = [
+            {
+                "name": name,
+                "timeMs": totals[name],
+                "averageMs": totals[name] / count,
+                "medianMs": statistics.median(times),
+                "percentage": totals[name] / overall * 100,
+            }
+            for name, times in self.times.items()
+        ]
         return [{"count": self.count}, *layers]
 
     def take(self) -> list[dict[str, Any]]:

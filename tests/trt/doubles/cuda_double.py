@@ -101,7 +101,10 @@ def cudaGetDeviceProperties(device: int):
     if not isinstance(device, int):
         raise TypeError("device must be an int")
     if not _has_gpu() or device != 0:
-        return cudaError_t.cudaErrorNoDevice if not _has_gpu() else cudaError_t.cudaErrorInvalidValue, None
+        return (
+            cudaError_t.cudaErrorNoDevice if not _has_gpu() else cudaError_t.cudaErrorInvalidValue,
+            None,
+        )
     return cudaError_t.cudaSuccess, cudaDeviceProp()
 
 
@@ -138,7 +141,9 @@ def cudaFree(devPtr: int):
 
 
 def _copy(dst: int, src: int, count: int, kind: cudaMemcpyKind) -> cudaError_t:
-    if not isinstance(kind, cudaMemcpyKind) or not all(isinstance(v, int) for v in (dst, src, count)):
+    if not isinstance(kind, cudaMemcpyKind) or not all(
+        isinstance(v, int) for v in (dst, src, count)
+    ):
         raise TypeError("cudaMemcpy(dst: int, src: int, count: int, kind: cudaMemcpyKind)")
     if kind == cudaMemcpyKind.cudaMemcpyHostToDevice:
         if dst not in _memory or src in _memory or count > len(_memory[dst]):
@@ -172,7 +177,11 @@ def cudaStreamCreate():
 
 
 def cudaStreamSynchronize(stream):
-    return (cudaError_t.cudaSuccess if int(stream) in _streams else cudaError_t.cudaErrorInvalidResourceHandle,)
+    return (
+        cudaError_t.cudaSuccess
+        if int(stream) in _streams
+        else cudaError_t.cudaErrorInvalidResourceHandle,
+    )
 
 
 def cudaStreamDestroy(stream):

@@ -25,9 +25,8 @@ import json
 import os
 from typing import Any
 
-import numpy as np
-
 import cuda_double
+import numpy as np
 
 MAGIC = b"TRTFLOW-DOUBLE-ENGINE\n"
 
@@ -72,59 +71,167 @@ class _Generation:
         if self.major >= 10:
             data_types += ["BF16", "INT64", "INT4"]
         builder_flags = {
-            8: ["FP16", "INT8", "DEBUG", "GPU_FALLBACK", "STRICT_TYPES", "REFIT", "DISABLE_TIMING_CACHE", "TF32",
-                "SPARSE_WEIGHTS", "SAFETY_SCOPE", "OBEY_PRECISION_CONSTRAINTS", "PREFER_PRECISION_CONSTRAINTS",
-                "DIRECT_IO", "REJECT_EMPTY_ALGORITHMS", "ENABLE_TACTIC_HEURISTIC", "VERSION_COMPATIBLE",
-                "EXCLUDE_LEAN_RUNTIME", "FP8"],
-            10: ["FP16", "BF16", "INT8", "DEBUG", "GPU_FALLBACK", "REFIT", "DISABLE_TIMING_CACHE",
-                 "EDITABLE_TIMING_CACHE", "TF32", "SPARSE_WEIGHTS", "SAFETY_SCOPE", "OBEY_PRECISION_CONSTRAINTS",
-                 "PREFER_PRECISION_CONSTRAINTS", "DIRECT_IO", "REJECT_EMPTY_ALGORITHMS", "VERSION_COMPATIBLE", "FP8",
-                 "ERROR_ON_TIMING_CACHE_MISS", "DISABLE_COMPILATION_CACHE", "WEIGHTLESS", "STRIP_PLAN",
-                 "REFIT_IDENTICAL", "WEIGHT_STREAMING", "INT4", "REFIT_INDIVIDUAL", "STRICT_NANS", "MONITOR_MEMORY",
-                 "FP4", "DISTRIBUTIVE_INDEPENDENCE"],
-            11: ["DEBUG", "GPU_FALLBACK", "REFIT", "DISABLE_TIMING_CACHE", "EDITABLE_TIMING_CACHE", "TF32",
-                 "SPARSE_WEIGHTS", "SAFETY_SCOPE", "VERSION_COMPATIBLE", "ERROR_ON_TIMING_CACHE_MISS",
-                 "DISABLE_COMPILATION_CACHE", "STRIP_PLAN", "REFIT_IDENTICAL", "WEIGHT_STREAMING", "REFIT_INDIVIDUAL",
-                 "STRICT_NANS", "MONITOR_MEMORY", "DISTRIBUTIVE_INDEPENDENCE"],
+            8: [
+                "FP16",
+                "INT8",
+                "DEBUG",
+                "GPU_FALLBACK",
+                "STRICT_TYPES",
+                "REFIT",
+                "DISABLE_TIMING_CACHE",
+                "TF32",
+                "SPARSE_WEIGHTS",
+                "SAFETY_SCOPE",
+                "OBEY_PRECISION_CONSTRAINTS",
+                "PREFER_PRECISION_CONSTRAINTS",
+                "DIRECT_IO",
+                "REJECT_EMPTY_ALGORITHMS",
+                "ENABLE_TACTIC_HEURISTIC",
+                "VERSION_COMPATIBLE",
+                "EXCLUDE_LEAN_RUNTIME",
+                "FP8",
+            ],
+            10: [
+                "FP16",
+                "BF16",
+                "INT8",
+                "DEBUG",
+                "GPU_FALLBACK",
+                "REFIT",
+                "DISABLE_TIMING_CACHE",
+                "EDITABLE_TIMING_CACHE",
+                "TF32",
+                "SPARSE_WEIGHTS",
+                "SAFETY_SCOPE",
+                "OBEY_PRECISION_CONSTRAINTS",
+                "PREFER_PRECISION_CONSTRAINTS",
+                "DIRECT_IO",
+                "REJECT_EMPTY_ALGORITHMS",
+                "VERSION_COMPATIBLE",
+                "FP8",
+                "ERROR_ON_TIMING_CACHE_MISS",
+                "DISABLE_COMPILATION_CACHE",
+                "WEIGHTLESS",
+                "STRIP_PLAN",
+                "REFIT_IDENTICAL",
+                "WEIGHT_STREAMING",
+                "INT4",
+                "REFIT_INDIVIDUAL",
+                "STRICT_NANS",
+                "MONITOR_MEMORY",
+                "FP4",
+                "DISTRIBUTIVE_INDEPENDENCE",
+            ],
+            11: [
+                "DEBUG",
+                "GPU_FALLBACK",
+                "REFIT",
+                "DISABLE_TIMING_CACHE",
+                "EDITABLE_TIMING_CACHE",
+                "TF32",
+                "SPARSE_WEIGHTS",
+                "SAFETY_SCOPE",
+                "VERSION_COMPATIBLE",
+                "ERROR_ON_TIMING_CACHE_MISS",
+                "DISABLE_COMPILATION_CACHE",
+                "STRIP_PLAN",
+                "REFIT_IDENTICAL",
+                "WEIGHT_STREAMING",
+                "REFIT_INDIVIDUAL",
+                "STRICT_NANS",
+                "MONITOR_MEMORY",
+                "DISTRIBUTIVE_INDEPENDENCE",
+            ],
         }[self.major]
-        network_flags = {8: ["EXPLICIT_BATCH", "EXPLICIT_PRECISION"],
-                         10: ["EXPLICIT_BATCH", "STRONGLY_TYPED", "PREFER_AOT_PYTHON_PLUGINS", "PREFER_JIT_PYTHON_PLUGINS"],
-                         11: ["STRONGLY_TYPED", "PREFER_AOT_PYTHON_PLUGINS", "PREFER_JIT_PYTHON_PLUGINS"]}[self.major]
+        network_flags = {
+            8: ["EXPLICIT_BATCH", "EXPLICIT_PRECISION"],
+            10: [
+                "EXPLICIT_BATCH",
+                "STRONGLY_TYPED",
+                "PREFER_AOT_PYTHON_PLUGINS",
+                "PREFER_JIT_PYTHON_PLUGINS",
+            ],
+            11: ["STRONGLY_TYPED", "PREFER_AOT_PYTHON_PLUGINS", "PREFER_JIT_PYTHON_PLUGINS"],
+        }[self.major]
         tactic_sources = ["EDGE_MASK_CONVOLUTIONS", "JIT_CONVOLUTIONS"]
         if self.major < 11:
             tactic_sources = ["CUBLAS", "CUBLAS_LT", "CUDNN"] + tactic_sources
-        pools = ["WORKSPACE", "DLA_MANAGED_SRAM", "DLA_LOCAL_DRAM", "DLA_GLOBAL_DRAM", "TACTIC_DRAM"]
+        pools = [
+            "WORKSPACE",
+            "DLA_MANAGED_SRAM",
+            "DLA_LOCAL_DRAM",
+            "DLA_GLOBAL_DRAM",
+            "TACTIC_DRAM",
+        ]
         if self.major >= 10:
             pools.append("TACTIC_SHARED_MEMORY")
-        layer_types = ["CONVOLUTION", "ACTIVATION", "POOLING", "ELEMENTWISE", "SOFTMAX", "CONCATENATION", "UNARY",
-                       "SHUFFLE", "REDUCE", "CONSTANT", "IDENTITY", "MATRIX_MULTIPLY", "SHAPE", "GATHER", "SLICE",
-                       "CAST" if self.major >= 10 else "SELECT", "NORMALIZATION"]
+        layer_types = [
+            "CONVOLUTION",
+            "ACTIVATION",
+            "POOLING",
+            "ELEMENTWISE",
+            "SOFTMAX",
+            "CONCATENATION",
+            "UNARY",
+            "SHUFFLE",
+            "REDUCE",
+            "CONSTANT",
+            "IDENTITY",
+            "MATRIX_MULTIPLY",
+            "SHAPE",
+            "GATHER",
+            "SLICE",
+            "CAST" if self.major >= 10 else "SELECT",
+            "NORMALIZATION",
+        ]
         return {
             "DataType": enum.IntEnum("DataType", data_types, start=0),
             "BuilderFlag": enum.IntEnum("BuilderFlag", builder_flags, start=0),
-            "NetworkDefinitionCreationFlag": enum.IntEnum("NetworkDefinitionCreationFlag", network_flags, start=0),
+            "NetworkDefinitionCreationFlag": enum.IntEnum(
+                "NetworkDefinitionCreationFlag", network_flags, start=0
+            ),
             "TacticSource": enum.IntEnum("TacticSource", tactic_sources, start=0),
             "MemoryPoolType": enum.IntEnum("MemoryPoolType", pools, start=0),
             "LayerType": enum.IntEnum("LayerType", layer_types, start=0),
-            "ProfilingVerbosity": enum.IntEnum("ProfilingVerbosity", ["LAYER_NAMES_ONLY", "NONE", "DETAILED"], start=0),
-            "LayerInformationFormat": enum.IntEnum("LayerInformationFormat", ["ONELINE", "JSON"], start=0),
+            "ProfilingVerbosity": enum.IntEnum(
+                "ProfilingVerbosity", ["LAYER_NAMES_ONLY", "NONE", "DETAILED"], start=0
+            ),
+            "LayerInformationFormat": enum.IntEnum(
+                "LayerInformationFormat", ["ONELINE", "JSON"], start=0
+            ),
             "TensorIOMode": enum.IntEnum("TensorIOMode", ["NONE", "INPUT", "OUTPUT"], start=0),
         }
 
     def namespace(self) -> dict[str, Any]:
         enums = self.enums()
         data_type = enums["DataType"]
-        aliases = {"float32": "FLOAT", "float16": "HALF", "int8": "INT8", "int32": "INT32", "bool": "BOOL",
-                   "uint8": "UINT8", "fp8": "FP8", "bfloat16": "BF16", "int64": "INT64", "int4": "INT4"}
+        aliases = {
+            "float32": "FLOAT",
+            "float16": "HALF",
+            "int8": "INT8",
+            "int32": "INT32",
+            "bool": "BOOL",
+            "uint8": "UINT8",
+            "fp8": "FP8",
+            "bfloat16": "BF16",
+            "int64": "INT64",
+            "int4": "INT4",
+        }
         names: dict[str, Any] = {"__version__": self.version, **enums}
-        names.update({alias: getattr(data_type, member) for alias, member in aliases.items()
-                      if member in data_type.__members__})
+        names.update(
+            {
+                alias: getattr(data_type, member)
+                for alias, member in aliases.items()
+                if member in data_type.__members__
+            }
+        )
         module = _Module(self, names)
         names.update(module.classes())
         return names
 
 
 # --- the classes, built per generation -------------------------------------------------------------
+
 
 class _Module:
     """Builds the generation's classes over shared behaviour; `g` is the generation, `n` its names."""
@@ -136,13 +243,30 @@ class _Module:
     def numpy_of(self, data_type: Any) -> np.dtype:
         import ml_dtypes
 
-        table = {"FLOAT": np.float32, "HALF": np.float16, "INT8": np.int8, "INT32": np.int32, "BOOL": np.bool_,
-                 "UINT8": np.uint8, "BF16": ml_dtypes.bfloat16, "INT64": np.int64}
+        table = {
+            "FLOAT": np.float32,
+            "HALF": np.float16,
+            "INT8": np.int8,
+            "INT32": np.int32,
+            "BOOL": np.bool_,
+            "UINT8": np.uint8,
+            "BF16": ml_dtypes.bfloat16,
+            "INT64": np.int64,
+        }
         return np.dtype(table[data_type.name])
 
     def trt_of_onnx(self, elem_type: int) -> Any:
         data_type = self.n["DataType"]
-        table = {1: "FLOAT", 10: "HALF", 16: "BF16", 3: "INT8", 6: "INT32", 7: "INT64", 9: "BOOL", 2: "UINT8"}
+        table = {
+            1: "FLOAT",
+            10: "HALF",
+            16: "BF16",
+            3: "INT8",
+            6: "INT32",
+            7: "INT64",
+            9: "BOOL",
+            2: "UINT8",
+        }
         name = table.get(elem_type, "FLOAT")
         if name == "INT64" and self.g.major < 10:
             name = "INT32"  # 8.6 has no INT64: its parser casts to INT32
@@ -154,7 +278,9 @@ class _Module:
 
         class ILogger:
             __slots__ = ("_base_initialized", "__dict__")
-            Severity = enum.IntEnum("Severity", ["INTERNAL_ERROR", "ERROR", "WARNING", "INFO", "VERBOSE"], start=0)
+            Severity = enum.IntEnum(
+                "Severity", ["INTERNAL_ERROR", "ERROR", "WARNING", "INFO", "VERBOSE"], start=0
+            )
 
             def __init__(self) -> None:
                 self._base_initialized = True
@@ -188,7 +314,9 @@ class _Module:
                 self._base_initialized = True
 
             def report_layer_time(self, layer_name, ms):
-                raise RuntimeError('Tried to call pure virtual function "IProfiler::report_layer_time"')
+                raise RuntimeError(
+                    'Tried to call pure virtual function "IProfiler::report_layer_time"'
+                )
 
         class IHostMemory:
             __slots__ = ("_data",)
@@ -217,7 +345,10 @@ class _Module:
 
             @property
             def is_execution_tensor(self) -> bool:
-                return self._producer is None or self._producer.type not in (LayerType.SHAPE, LayerType.CONSTANT)
+                return self._producer is None or self._producer.type not in (
+                    LayerType.SHAPE,
+                    LayerType.CONSTANT,
+                )
 
             @property
             def is_shape_tensor(self) -> bool:
@@ -250,8 +381,10 @@ class _Module:
 
             def _weak_only(self) -> None:
                 if self._network._strongly_typed:
-                    raise DoubleViolation("setting layer precision or output types is not allowed in a strongly "
-                                          "typed network")
+                    raise DoubleViolation(
+                        "setting layer precision or output types is not allowed in a strongly "
+                        "typed network"
+                    )
 
             @property
             def precision(self):
@@ -285,15 +418,26 @@ class _Module:
         ILayer = ILayerWeak if g.weak else ILayerBase
 
         class INetworkDefinition:
-            __slots__ = ("_layers", "_inputs", "_outputs", "_flags", "_strongly_typed", "_model", "_explicit_batch")
+            __slots__ = (
+                "_layers",
+                "_inputs",
+                "_outputs",
+                "_flags",
+                "_strongly_typed",
+                "_model",
+                "_explicit_batch",
+            )
 
             def __init__(self, flags: int):
                 self._layers, self._inputs, self._outputs = [], [], []
                 self._flags, self._model = flags, None
                 network_flags = n["NetworkDefinitionCreationFlag"]
-                self._explicit_batch = g.major >= 10 or bool(flags & (1 << int(network_flags.EXPLICIT_BATCH)))
+                self._explicit_batch = g.major >= 10 or bool(
+                    flags & (1 << int(network_flags.EXPLICIT_BATCH))
+                )
                 self._strongly_typed = not g.weak or (
-                    g.strong_flag and bool(flags & (1 << int(network_flags.STRONGLY_TYPED))))
+                    g.strong_flag and bool(flags & (1 << int(network_flags.STRONGLY_TYPED)))
+                )
 
             num_layers = property(lambda self: len(self._layers))
             num_inputs = property(lambda self: len(self._inputs))
@@ -350,13 +494,33 @@ class _Module:
             ParserError.node_operator = lambda self: self._op
             ParserError.local_function_stack = lambda self: []
 
-        op_layer_types = {"Conv": "CONVOLUTION", "Relu": "ACTIVATION", "Sigmoid": "ACTIVATION", "Tanh": "ACTIVATION",
-                          "MatMul": "MATRIX_MULTIPLY", "Gemm": "MATRIX_MULTIPLY", "Shape": "SHAPE",
-                          "Constant": "CONSTANT", "Softmax": "SOFTMAX", "Concat": "CONCATENATION",
-                          "Reshape": "SHUFFLE", "Transpose": "SHUFFLE", "Flatten": "SHUFFLE", "Identity": "IDENTITY",
-                          "ReduceMean": "REDUCE", "ReduceSum": "REDUCE", "Sqrt": "UNARY", "Exp": "UNARY",
-                          "Log": "UNARY", "Abs": "UNARY", "Neg": "UNARY", "Reciprocal": "UNARY", "Gather": "GATHER",
-                          "Slice": "SLICE", "Cast": "CAST" if g.major >= 10 else "IDENTITY"}
+        op_layer_types = {
+            "Conv": "CONVOLUTION",
+            "Relu": "ACTIVATION",
+            "Sigmoid": "ACTIVATION",
+            "Tanh": "ACTIVATION",
+            "MatMul": "MATRIX_MULTIPLY",
+            "Gemm": "MATRIX_MULTIPLY",
+            "Shape": "SHAPE",
+            "Constant": "CONSTANT",
+            "Softmax": "SOFTMAX",
+            "Concat": "CONCATENATION",
+            "Reshape": "SHUFFLE",
+            "Transpose": "SHUFFLE",
+            "Flatten": "SHUFFLE",
+            "Identity": "IDENTITY",
+            "ReduceMean": "REDUCE",
+            "ReduceSum": "REDUCE",
+            "Sqrt": "UNARY",
+            "Exp": "UNARY",
+            "Log": "UNARY",
+            "Abs": "UNARY",
+            "Neg": "UNARY",
+            "Reciprocal": "UNARY",
+            "Gather": "GATHER",
+            "Slice": "SLICE",
+            "Cast": "CAST" if g.major >= 10 else "IDENTITY",
+        }
 
         class OnnxParser:
             __slots__ = ("_network", "_logger", "_errors")
@@ -374,15 +538,24 @@ class _Module:
                 self._errors.clear()
 
             def parse(self, model, path=None):
-                raise DoubleViolation("trtflow parses from files (parse_from_file), so external data resolves")
+                raise DoubleViolation(
+                    "trtflow parses from files (parse_from_file), so external data resolves"
+                )
 
             def parse_from_file(self, model):
                 _expect(model, str, "model")
                 import onnx
 
                 if not self._network._explicit_batch:
-                    self._errors.append(ParserError(-1, "", "", "Network must have explicit batch dimensions "
-                                                                "(create it with NetworkDefinitionCreationFlag.EXPLICIT_BATCH)"))
+                    self._errors.append(
+                        ParserError(
+                            -1,
+                            "",
+                            "",
+                            "Network must have explicit batch dimensions "
+                            "(create it with NetworkDefinitionCreationFlag.EXPLICIT_BATCH)",
+                        )
+                    )
                     return False
                 proto = onnx.load(model)
                 inferred = onnx.shape_inference.infer_shapes(proto)
@@ -392,24 +565,42 @@ class _Module:
             def _import(self, model) -> bool:
                 network = self._network
                 graph = model.graph
-                types = {v.name: v.type.tensor_type for v in [*graph.input, *graph.value_info, *graph.output]}
+                types = {
+                    v.name: v.type.tensor_type
+                    for v in [*graph.input, *graph.value_info, *graph.output]
+                }
                 initializers = {i.name for i in graph.initializer}
                 tensors: dict[str, Any] = {}
 
                 def dims(tensor_type):
-                    return [d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim]
+                    return [
+                        d.dim_value if d.HasField("dim_value") else -1
+                        for d in tensor_type.shape.dim
+                    ]
 
                 for value in graph.input:
                     if value.name in initializers:
                         continue
                     tensor_type = value.type.tensor_type
-                    tensors[value.name] = ITensor(network, value.name, module.trt_of_onnx(tensor_type.elem_type),
-                                                  dims(tensor_type))
+                    tensors[value.name] = ITensor(
+                        network,
+                        value.name,
+                        module.trt_of_onnx(tensor_type.elem_type),
+                        dims(tensor_type),
+                    )
                     network._inputs.append(tensors[value.name])
                 for index, node in enumerate(graph.node):
-                    if node.domain not in ("", "ai.onnx") or node.op_type.startswith("NotInTensorRT"):
-                        self._errors.append(ParserError(index, node.name, node.op_type,
-                                                        f"No importer registered for op: {node.op_type}"))
+                    if node.domain not in ("", "ai.onnx") or node.op_type.startswith(
+                        "NotInTensorRT"
+                    ):
+                        self._errors.append(
+                            ParserError(
+                                index,
+                                node.name,
+                                node.op_type,
+                                f"No importer registered for op: {node.op_type}",
+                            )
+                        )
                         return False
                     self._add_layers(node, tensors, types, dims)
                 for value in graph.output:
@@ -418,7 +609,12 @@ class _Module:
 
             def _layer(self, node, name, layer_type, inputs):
                 layer = ILayer.__new__(ILayer)
-                layer.name, layer.type, layer._node, layer._network = name, layer_type, node, self._network
+                layer.name, layer.type, layer._node, layer._network = (
+                    name,
+                    layer_type,
+                    node,
+                    self._network,
+                )
                 layer.metadata = f"[ONNX Layer: {node.name}]" if g.major >= 10 else ""
                 if g.weak:
                     layer._precision, layer._output_types = None, {}
@@ -433,13 +629,19 @@ class _Module:
                 layer_type = getattr(LayerType, op_layer_types.get(node.op_type, "ELEMENTWISE"))
                 layer = self._layer(node, node.name, layer_type, inputs)
                 if node.op_type == "Gemm" and len(node.input) == 3:
-                    product = ITensor(self._network, f"{node.output[0]}::product", DataType.FLOAT, [], layer)
+                    product = ITensor(
+                        self._network, f"{node.output[0]}::product", DataType.FLOAT, [], layer
+                    )
                     layer._outputs.append(product)
                     layer = self._layer(node, f"{node.name}_1", LayerType.ELEMENTWISE, [product])
                 for name in node.output:
                     tensor_type = types.get(name)
-                    dtype = module.trt_of_onnx(tensor_type.elem_type) if tensor_type else DataType.FLOAT
-                    tensors[name] = ITensor(self._network, name, dtype, dims(tensor_type) if tensor_type else [], layer)
+                    dtype = (
+                        module.trt_of_onnx(tensor_type.elem_type) if tensor_type else DataType.FLOAT
+                    )
+                    tensors[name] = ITensor(
+                        self._network, name, dtype, dims(tensor_type) if tensor_type else [], layer
+                    )
                     layer._outputs.append(tensors[name])
 
         class IOptimizationProfile:
@@ -451,7 +653,9 @@ class _Module:
             def set_shape(self, input, min, opt, max):
                 _expect(input, str, "input")
                 shapes = [tuple(int(d) for d in s) for s in (min, opt, max)]
-                if len({len(s) for s in shapes}) != 1 or any(not a <= b <= c for a, b, c in zip(*shapes)):
+                if len({len(s) for s in shapes}) != 1 or any(
+                    not a <= b <= c for a, b, c in zip(*shapes)
+                ):
                     raise ValueError("min <= opt <= max must hold for every dimension")
                 self._shapes[input] = shapes
 
@@ -468,7 +672,9 @@ class _Module:
                 self._entries, self._device = dict(entries), device
 
             def serialize(self):
-                return IHostMemory(json.dumps({"device": self._device, "entries": self._entries}).encode())
+                return IHostMemory(
+                    json.dumps({"device": self._device, "entries": self._entries}).encode()
+                )
 
             def combine(self, input_cache, ignore_mismatch):
                 _expect(input_cache, ITimingCache, "input_cache")
@@ -480,12 +686,24 @@ class _Module:
                 return True
 
         class IBuilderConfig:
-            __slots__ = ("_flags", "_pools", "_tactics", "_cache", "_profiles", "_level", "profiling_verbosity",
-                         "avg_timing_iterations")
+            __slots__ = (
+                "_flags",
+                "_pools",
+                "_tactics",
+                "_cache",
+                "_profiles",
+                "_level",
+                "profiling_verbosity",
+                "avg_timing_iterations",
+            )
 
             def __init__(self):
                 self._flags, self._pools, self._profiles, self._cache = set(), {}, [], None
-                self._tactics = sum(1 << int(member) for member in n["TacticSource"] if member.name not in ("CUBLAS", "CUBLAS_LT", "CUDNN"))
+                self._tactics = sum(
+                    1 << int(member)
+                    for member in n["TacticSource"]
+                    if member.name not in ("CUBLAS", "CUBLAS_LT", "CUDNN")
+                )
                 self._level = 3
                 self.profiling_verbosity = n["ProfilingVerbosity"].LAYER_NAMES_ONLY
                 self.avg_timing_iterations = 1
@@ -522,7 +740,11 @@ class _Module:
                 return self._tactics
 
             def create_timing_cache(self, serialized_timing_cache):
-                _expect(serialized_timing_cache, (bytes, bytearray, memoryview), "serialized_timing_cache")
+                _expect(
+                    serialized_timing_cache,
+                    (bytes, bytearray, memoryview),
+                    "serialized_timing_cache",
+                )
                 if not serialized_timing_cache:
                     return ITimingCache({}, _device())
                 stored = json.loads(bytes(serialized_timing_cache))
@@ -562,8 +784,12 @@ class _Module:
 
             def __init__(self, logger):
                 self._logger = checked_logger(logger)
-                if not cuda_double.cudaGetDeviceCount()[1]:  # what TensorRT does without a usable GPU
-                    logger.log(ILogger.Severity.ERROR, "CUDA initialization failure with error: 100")
+                if not cuda_double.cudaGetDeviceCount()[
+                    1
+                ]:  # what TensorRT does without a usable GPU
+                    logger.log(
+                        ILogger.Severity.ERROR, "CUDA initialization failure with error: 100"
+                    )
                     raise TypeError("pybind11::init(): factory function returned nullptr")
 
             def create_network(self, flags=0):
@@ -645,8 +871,15 @@ class _Module:
             ICudaEngine.num_bindings = property(lambda self: len(self._plan["io"]))
 
         class IExecutionContext:
-            __slots__ = ("_engine", "_shapes", "_addresses", "_profiler", "enqueue_emits_profile", "_session",
-                         "_output_shapes")
+            __slots__ = (
+                "_engine",
+                "_shapes",
+                "_addresses",
+                "_profiler",
+                "enqueue_emits_profile",
+                "_session",
+                "_output_shapes",
+            )
 
             def __init__(self, engine):
                 self._engine, self._shapes, self._addresses, self._profiler = engine, {}, {}, None
@@ -685,9 +918,16 @@ class _Module:
                 if any(t["name"] not in self._shapes and -1 in t["shape"] for t in inputs):
                     return tuple(tensor["shape"])
                 if not self._output_shapes:
-                    feed = {t["name"]: np.zeros(self._shapes.get(t["name"], t["shape"]),
-                                                module.numpy_of(getattr(DataType, t["dtype"]))) for t in inputs}
-                    self._output_shapes = {name: value.shape for name, value in module.run_session(self, feed).items()}
+                    feed = {
+                        t["name"]: np.zeros(
+                            self._shapes.get(t["name"], t["shape"]),
+                            module.numpy_of(getattr(DataType, t["dtype"])),
+                        )
+                        for t in inputs
+                    }
+                    self._output_shapes = {
+                        name: value.shape for name, value in module.run_session(self, feed).items()
+                    }
                 return tuple(self._output_shapes[name])
 
             def set_tensor_address(self, name, memory):
@@ -702,7 +942,9 @@ class _Module:
             def execute_async_v3(self, stream_handle):
                 _expect(stream_handle, int, "stream_handle")
                 if not cuda_double.is_stream(stream_handle):
-                    raise DoubleViolation("execute_async_v3 needs a stream created with cudaStreamCreate")
+                    raise DoubleViolation(
+                        "execute_async_v3 needs a stream created with cudaStreamCreate"
+                    )
                 return module.execute(self)
 
             def report_to_profiler(self):
@@ -715,27 +957,51 @@ class _Module:
                 self._logger = checked_logger(logger)
 
             def deserialize_cuda_engine(self, serialized_engine):
-                _expect(serialized_engine, (bytes, bytearray, memoryview, IHostMemory), "serialized_engine")
+                _expect(
+                    serialized_engine,
+                    (bytes, bytearray, memoryview, IHostMemory),
+                    "serialized_engine",
+                )
                 data = bytes(serialized_engine)
                 if not data.startswith(MAGIC):
-                    self._logger.log(ILogger.Severity.ERROR, "The engine plan file is not compatible with this version")
+                    self._logger.log(
+                        ILogger.Severity.ERROR,
+                        "The engine plan file is not compatible with this version",
+                    )
                     return None
-                header, _, onnx_bytes = data[len(MAGIC):].partition(b"\n")
+                header, _, onnx_bytes = data[len(MAGIC) :].partition(b"\n")
                 plan = json.loads(header)
                 if plan["tensorrt"] != g.version:
-                    self._logger.log(ILogger.Severity.ERROR, f"The engine plan file is not compatible with this "
-                                                             f"version of TensorRT, expecting {g.version} got {plan['tensorrt']}")
+                    self._logger.log(
+                        ILogger.Severity.ERROR,
+                        f"The engine plan file is not compatible with this "
+                        f"version of TensorRT, expecting {g.version} got {plan['tensorrt']}",
+                    )
                     return None
                 plan["onnx"] = onnx_bytes
                 return ICudaEngine(plan)
 
         self.kinds = {"ITensor": ITensor, "DataType": DataType}
-        return {"ILogger": ILogger, "Logger": Logger, "IProfiler": IProfiler, "Builder": Builder,
-                "Runtime": Runtime, "OnnxParser": OnnxParser, "ParserError": ParserError, "ILayer": ILayer,
-                "INetworkDefinition": INetworkDefinition, "IBuilderConfig": IBuilderConfig, "ITensor": ITensor,
-                "IOptimizationProfile": IOptimizationProfile, "ITimingCache": ITimingCache,
-                "ICudaEngine": ICudaEngine, "IExecutionContext": IExecutionContext,
-                "EngineInspector": EngineInspector, "IHostMemory": IHostMemory, "DoubleViolation": DoubleViolation}
+        return {
+            "ILogger": ILogger,
+            "Logger": Logger,
+            "IProfiler": IProfiler,
+            "Builder": Builder,
+            "Runtime": Runtime,
+            "OnnxParser": OnnxParser,
+            "ParserError": ParserError,
+            "ILayer": ILayer,
+            "INetworkDefinition": INetworkDefinition,
+            "IBuilderConfig": IBuilderConfig,
+            "ITensor": ITensor,
+            "IOptimizationProfile": IOptimizationProfile,
+            "ITimingCache": ITimingCache,
+            "ICudaEngine": ICudaEngine,
+            "IExecutionContext": IExecutionContext,
+            "EngineInspector": EngineInspector,
+            "IHostMemory": IHostMemory,
+            "DoubleViolation": DoubleViolation,
+        }
 
     # --- building ----------------------------------------------------------------------------------
 
@@ -748,27 +1014,54 @@ class _Module:
         profile = config._profiles[0]._shapes if config._profiles else {}
         for tensor in network._inputs:
             if -1 in tensor.shape and tensor.name not in profile:
-                log("ERROR", "Network has dynamic or shape inputs, but no optimization profile has been defined.")
+                log(
+                    "ERROR",
+                    "Network has dynamic or shape inputs, but no optimization profile has been defined.",
+                )
                 return None
         low_precision = None
         if g.weak and not network._strongly_typed:
-            wanted = [name for name in ("FP16", "BF16") if name in flags.__members__ and getattr(flags, name) in config._flags]
+            wanted = [
+                name
+                for name in ("FP16", "BF16")
+                if name in flags.__members__ and getattr(flags, name) in config._flags
+            ]
             low_precision = {"FP16": "float16", "BF16": "bfloat16"}[wanted[0]] if wanted else None
-        elif any(flag.name in ("FP16", "BF16", "OBEY_PRECISION_CONSTRAINTS") for flag in config._flags):
+        elif any(
+            flag.name in ("FP16", "BF16", "OBEY_PRECISION_CONSTRAINTS") for flag in config._flags
+        ):
             raise DoubleViolation("precision builder flags on a strongly typed network")
         constraints_on = g.weak and any(
-            getattr(flags, name) in config._flags for name in ("OBEY_PRECISION_CONSTRAINTS", "PREFER_PRECISION_CONSTRAINTS"))
+            getattr(flags, name) in config._flags
+            for name in ("OBEY_PRECISION_CONSTRAINTS", "PREFER_PRECISION_CONSTRAINTS")
+        )
         fp32_layers, fp32_nodes = [], []
         if g.weak and not network._strongly_typed:
-            constrained = [layer for layer in network._layers if layer._precision is not None or layer._output_types]
+            constrained = [
+                layer
+                for layer in network._layers
+                if layer._precision is not None or layer._output_types
+            ]
             if constrained and not constraints_on:
-                log("WARNING", "Detected layers with non-default precision constraints, but neither "
-                               "OBEY_PRECISION_CONSTRAINTS nor PREFER_PRECISION_CONSTRAINTS is set: they are ignored")
+                log(
+                    "WARNING",
+                    "Detected layers with non-default precision constraints, but neither "
+                    "OBEY_PRECISION_CONSTRAINTS nor PREFER_PRECISION_CONSTRAINTS is set: they are ignored",
+                )
             elif constraints_on:
-                fp32_layers = [layer.name for layer in constrained if layer._precision == n["DataType"].FLOAT]
+                fp32_layers = [
+                    layer.name for layer in constrained if layer._precision == n["DataType"].FLOAT
+                ]
                 fp32_nodes = {layer._node.name for layer in network._layers}
-                fp32_nodes = sorted(node for node in fp32_nodes
-                                    if all(layer.name in fp32_layers for layer in network._layers if layer._node.name == node))
+                fp32_nodes = sorted(
+                    node
+                    for node in fp32_nodes
+                    if all(
+                        layer.name in fp32_layers
+                        for layer in network._layers
+                        if layer._node.name == node
+                    )
+                )
         cache = config._cache
         hits = misses = 0
         for layer in network._layers:
@@ -781,19 +1074,46 @@ class _Module:
                     cache._entries[key] = 0.01
         log("INFO", f"timing cache: {hits} hits, {misses} tactics timed")
         verbosity = config.profiling_verbosity
-        io = [{"name": t.name, "mode": "INPUT", "dtype": t.dtype.name, "shape": list(t.shape)} for t in network._inputs]
-        io += [{"name": t.name, "mode": "OUTPUT", "dtype": t.dtype.name, "shape": list(t.shape)} for t in network._outputs]
-        layers = _fused([{"name": layer.name, "type": layer.type.name, "metadata": layer.metadata, "op": layer._node.op_type,
-                          "inputs": [t.name for t in layer._inputs], "outputs": [t.name for t in layer._outputs],
-                          "precision": "FP32" if layer.name in fp32_layers or not low_precision else "FP16"}
-                         for layer in network._layers if layer.type != n["LayerType"].CONSTANT],
-                        {t.name for t in network._outputs})
-        plan = {"tensorrt": g.version, "io": io, "layers": layers, "low_precision": low_precision,
-                "fp32_nodes": fp32_nodes, "profile": {k: [list(s) for s in v] for k, v in profile.items()},
-                "detailed": verbosity == n["ProfilingVerbosity"].DETAILED,
-                "strongly_typed": network._strongly_typed, "flags": sorted(f.name for f in config._flags),
-                "optimization_level": config._level, "tactic_sources": config._tactics,
-                "workspace": config._pools.get(n["MemoryPoolType"].WORKSPACE)}
+        io = [
+            {"name": t.name, "mode": "INPUT", "dtype": t.dtype.name, "shape": list(t.shape)}
+            for t in network._inputs
+        ]
+        io += [
+            {"name": t.name, "mode": "OUTPUT", "dtype": t.dtype.name, "shape": list(t.shape)}
+            for t in network._outputs
+        ]
+        layers = _fused(
+            [
+                {
+                    "name": layer.name,
+                    "type": layer.type.name,
+                    "metadata": layer.metadata,
+                    "op": layer._node.op_type,
+                    "inputs": [t.name for t in layer._inputs],
+                    "outputs": [t.name for t in layer._outputs],
+                    "precision": "FP32"
+                    if layer.name in fp32_layers or not low_precision
+                    else "FP16",
+                }
+                for layer in network._layers
+                if layer.type != n["LayerType"].CONSTANT
+            ],
+            {t.name for t in network._outputs},
+        )
+        plan = {
+            "tensorrt": g.version,
+            "io": io,
+            "layers": layers,
+            "low_precision": low_precision,
+            "fp32_nodes": fp32_nodes,
+            "profile": {k: [list(s) for s in v] for k, v in profile.items()},
+            "detailed": verbosity == n["ProfilingVerbosity"].DETAILED,
+            "strongly_typed": network._strongly_typed,
+            "flags": sorted(f.name for f in config._flags),
+            "optimization_level": config._level,
+            "tactic_sources": config._tactics,
+            "workspace": config._pools.get(n["MemoryPoolType"].WORKSPACE),
+        }
         import onnx
 
         model = network._model
@@ -802,24 +1122,55 @@ class _Module:
         del model.graph.output[:]
         for tensor in network._outputs:
             info = infos.get(tensor.name)
-            model.graph.output.append(info if info is not None else onnx.helper.make_empty_tensor_value_info(tensor.name))
-        return self.n["IHostMemory"](MAGIC + json.dumps(plan).encode() + b"\n" + model.SerializeToString())
+            model.graph.output.append(
+                info if info is not None else onnx.helper.make_empty_tensor_value_info(tensor.name)
+            )
+        return self.n["IHostMemory"](
+            MAGIC + json.dumps(plan).encode() + b"\n" + model.SerializeToString()
+        )
 
     def engine_document(self, plan: dict) -> dict:
         if not plan["detailed"]:
             layers: list = [layer["name"] for layer in plan["layers"]]
         else:
-            fmt = {"FLOAT": "Row major linear FP32", "HALF": "Row major linear FP16 format", "INT32": "Row major linear Int32",
-                   "INT64": "Row major linear Int64", "BOOL": "Row major linear Bool", "BF16": "Row major linear BF16"}
-            layers = [{"Name": layer["name"], "LayerType": layer["type"].title(),
-                       "Inputs": [{"Name": name, "Format/Datatype": "Row major linear " + layer["precision"]} for name in layer["inputs"]],
-                       "Outputs": [{"Name": name, "Format/Datatype": "Row major linear " + layer["precision"]} for name in layer["outputs"]],
-                       "TacticValue": "0x0000000000000001",
-                       **({"Metadata": layer["metadata"]} if self.g.major >= 10 else {})} for layer in plan["layers"]]
+            fmt = {
+                "FLOAT": "Row major linear FP32",
+                "HALF": "Row major linear FP16 format",
+                "INT32": "Row major linear Int32",
+                "INT64": "Row major linear Int64",
+                "BOOL": "Row major linear Bool",
+                "BF16": "Row major linear BF16",
+            }
+            layers = [
+                {
+                    "Name": layer["name"],
+                    "LayerType": layer["type"].title(),
+                    "Inputs": [
+                        {"Name": name, "Format/Datatype": "Row major linear " + layer["precision"]}
+                        for name in layer["inputs"]
+                    ],
+                    "Outputs": [
+                        {"Name": name, "Format/Datatype": "Row major linear " + layer["precision"]}
+                        for name in layer["outputs"]
+                    ],
+                    "TacticValue": "0x0000000000000001",
+                    **({"Metadata": layer["metadata"]} if self.g.major >= 10 else {}),
+                }
+                for layer in plan["layers"]
+            ]
         if self.g.major >= 11:
-            io = [{"Name": t["name"], "IOMode": t["mode"].title(), "DataType": t["dtype"].title(),
-                   "Dimensions": t["shape"], "Location": "Device", "IsShapeInferenceIO": False,
-                   "ProfileInfo": [{"Format": fmt.get(t["dtype"], t["dtype"])}]} for t in plan["io"]]
+            io = [
+                {
+                    "Name": t["name"],
+                    "IOMode": t["mode"].title(),
+                    "DataType": t["dtype"].title(),
+                    "Dimensions": t["shape"],
+                    "Location": "Device",
+                    "IsShapeInferenceIO": False,
+                    "ProfileInfo": [{"Format": fmt.get(t["dtype"], t["dtype"])}],
+                }
+                for t in plan["io"]
+            ]
             return {"Layers": layers, "I/O Tensors": io}
         return {"Layers": layers, "Bindings": [t["name"] for t in plan["io"]]}
 
@@ -837,19 +1188,36 @@ class _Module:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1
         options.log_severity_level = 3
-        return onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        return onnxruntime.InferenceSession(
+            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
 
     def run_session(self, context: Any, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """ONNX Runtime on the engine's model, converting to and from the engine's I/O types (8.6 holds
         INT64 tensors as INT32)."""
         session = context._session
-        session_types = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64,
-                         "tensor(int32)": np.int32, "tensor(bool)": np.bool_, "tensor(int8)": np.int8,
-                         "tensor(uint8)": np.uint8}
-        converted = {i.name: feed[i.name].astype(session_types.get(i.type, np.float32)) for i in session.get_inputs()}
-        engine_types = {t["name"]: self.numpy_of(getattr(self.n["DataType"], t["dtype"])) for t in context._engine._plan["io"]}
+        session_types = {
+            "tensor(float)": np.float32,
+            "tensor(float16)": np.float16,
+            "tensor(int64)": np.int64,
+            "tensor(int32)": np.int32,
+            "tensor(bool)": np.bool_,
+            "tensor(int8)": np.int8,
+            "tensor(uint8)": np.uint8,
+        }
+        converted = {
+            i.name: feed[i.name].astype(session_types.get(i.type, np.float32))
+            for i in session.get_inputs()
+        }
+        engine_types = {
+            t["name"]: self.numpy_of(getattr(self.n["DataType"], t["dtype"]))
+            for t in context._engine._plan["io"]
+        }
         names = [o.name for o in session.get_outputs()]
-        return {name: np.asarray(value).astype(engine_types[name]) for name, value in zip(names, session.run(None, converted))}
+        return {
+            name: np.asarray(value).astype(engine_types[name])
+            for name, value in zip(names, session.run(None, converted))
+        }
 
     def execute(self, context: Any) -> bool:
         plan = context._engine._plan
@@ -861,19 +1229,26 @@ class _Module:
                 return False
             dtype = self.numpy_of(getattr(self.n["DataType"], tensor["dtype"]))
             count = int(np.prod(shape)) * dtype.itemsize
-            feed[tensor["name"]] = np.frombuffer(cuda_double.device_bytes(context._addresses[tensor["name"]], count),
-                                                 dtype=dtype).reshape(shape)
+            feed[tensor["name"]] = np.frombuffer(
+                cuda_double.device_bytes(context._addresses[tensor["name"]], count), dtype=dtype
+            ).reshape(shape)
         for name, value in self.run_session(context, feed).items():
             if name not in context._addresses:
                 return False
-            cuda_double.write_device(context._addresses[name], np.ascontiguousarray(value).tobytes())
+            cuda_double.write_device(
+                context._addresses[name], np.ascontiguousarray(value).tobytes()
+            )
         if context._profiler is not None:
             for index, layer in enumerate(plan["layers"]):
                 context._profiler.report_layer_time(layer["name"], 0.01 * (index + 1))
         return True
 
 
-FUSED_EPILOGUES = {"BatchNormalization", "Add", "Relu"}  # what TensorRT fuses into a convolution's kernel
+FUSED_EPILOGUES = {
+    "BatchNormalization",
+    "Add",
+    "Relu",
+}  # what TensorRT fuses into a convolution's kernel
 
 
 def _fused(layers: list[dict], network_outputs: set[str]) -> list[dict]:
@@ -886,18 +1261,27 @@ def _fused(layers: list[dict], network_outputs: set[str]) -> list[dict]:
     fused: list[dict] = []
     for layer in layers:
         previous = fused[-1] if fused else None
-        joins = (previous is not None and previous["op"] in ("Conv", "fused") and layer["op"] in FUSED_EPILOGUES
-                 and len(previous["outputs"]) == 1 and previous["outputs"][0] in layer["inputs"]
-                 and readers.get(previous["outputs"][0]) == 1 and previous["outputs"][0] not in network_outputs
-                 and previous["precision"] == layer["precision"])
+        joins = (
+            previous is not None
+            and previous["op"] in ("Conv", "fused")
+            and layer["op"] in FUSED_EPILOGUES
+            and len(previous["outputs"]) == 1
+            and previous["outputs"][0] in layer["inputs"]
+            and readers.get(previous["outputs"][0]) == 1
+            and previous["outputs"][0] not in network_outputs
+            and previous["precision"] == layer["precision"]
+        )
         if not joins:
             fused.append(dict(layer))
             continue
         internal = previous["outputs"][0]
-        previous.update(name=f"{previous['name']} + {layer['name']}", op="fused",
-                        metadata="\x1f".join(filter(None, [previous["metadata"], layer["metadata"]])),
-                        inputs=previous["inputs"] + [t for t in layer["inputs"] if t != internal],
-                        outputs=layer["outputs"])
+        previous.update(
+            name=f"{previous['name']} + {layer['name']}",
+            op="fused",
+            metadata="\x1f".join(filter(None, [previous["metadata"], layer["metadata"]])),
+            inputs=previous["inputs"] + [t for t in layer["inputs"] if t != internal],
+            outputs=layer["outputs"],
+        )
     return fused
 
 
@@ -909,14 +1293,19 @@ def _round_layer_outputs(model: Any, plan: dict) -> Any:
 
     low = TensorProto.FLOAT16 if plan["low_precision"] == "float16" else TensorProto.BFLOAT16
     inferred = onnx.shape_inference.infer_shapes(model).graph
-    float_tensors = {v.name for v in [*inferred.input, *inferred.value_info, *inferred.output]
-                     if v.type.tensor_type.elem_type == TensorProto.FLOAT}
+    float_tensors = {
+        v.name
+        for v in [*inferred.input, *inferred.value_info, *inferred.output]
+        if v.type.tensor_type.elem_type == TensorProto.FLOAT
+    }
     float_tensors |= {i.name for i in model.graph.initializer if i.data_type == TensorProto.FLOAT}
     kept = set(plan["fp32_nodes"])
 
     def rounded(source: str, target: str) -> list:
-        return [helper.make_node("Cast", [source], [f"{target}::low"], to=low),
-                helper.make_node("Cast", [f"{target}::low"], [target], to=TensorProto.FLOAT)]
+        return [
+            helper.make_node("Cast", [source], [f"{target}::low"], to=low),
+            helper.make_node("Cast", [f"{target}::low"], [target], to=TensorProto.FLOAT),
+        ]
 
     nodes = []
     for node in model.graph.node:
@@ -946,11 +1335,16 @@ def _store_typed_tensors(model: Any) -> Any:
 
     lows = {TensorProto.FLOAT16, TensorProto.BFLOAT16}
     graph = onnx.shape_inference.infer_shapes(model).graph
-    low_tensors = {v.name: v.type.tensor_type.elem_type for v in [*graph.input, *graph.value_info, *graph.output]
-                   if v.type.tensor_type.elem_type in lows}
+    low_tensors = {
+        v.name: v.type.tensor_type.elem_type
+        for v in [*graph.input, *graph.value_info, *graph.output]
+        if v.type.tensor_type.elem_type in lows
+    }
     for index, initializer in enumerate(model.graph.initializer):
         if initializer.data_type in lows:
-            widened = numpy_helper.from_array(numpy_helper.to_array(initializer).astype(np.float32), initializer.name)
+            widened = numpy_helper.from_array(
+                numpy_helper.to_array(initializer).astype(np.float32), initializer.name
+            )
             model.graph.initializer[index].CopyFrom(widened)
     nodes = []
     for node in model.graph.node:
@@ -962,8 +1356,14 @@ def _store_typed_tensors(model: Any) -> Any:
         for index, name in enumerate(node.output):
             if name in low_tensors:
                 node.output[index] = f"{name}::wide"
-                nodes.append(helper.make_node("Cast", [node.output[index]], [f"{name}::stored"], to=low_tensors[name]))
-                nodes.append(helper.make_node("Cast", [f"{name}::stored"], [name], to=TensorProto.FLOAT))
+                nodes.append(
+                    helper.make_node(
+                        "Cast", [node.output[index]], [f"{name}::stored"], to=low_tensors[name]
+                    )
+                )
+                nodes.append(
+                    helper.make_node("Cast", [f"{name}::stored"], [name], to=TensorProto.FLOAT)
+                )
     del model.graph.node[:]
     model.graph.node.extend(nodes)
     del model.graph.value_info[:]
