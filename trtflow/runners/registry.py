@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 from functools import cache
-from typing import Annotated
+from typing import Annotated, Union
 
 from pydantic import Field
 
@@ -30,7 +30,7 @@ def config_type(backend: str) -> type[RunnerConfig]:
 def runner_entry():
     """The type of one entry under `runners:` — the config of the backend it names."""
     configs = tuple(config_type(backend) for backend in BACKENDS)
-    return Annotated[configs, Field(discriminator="backend")]
+    return Annotated[Union[configs], Field(discriminator="backend")]  # noqa: UP007 (a union of a runtime tuple)
 
 
 def realizes_plans(backend: str) -> bool:
@@ -42,4 +42,4 @@ def realizes_plans(backend: str) -> bool:
 def plan_runner_entry():
     """The type of a runner entry that realizes precision plans (`bisect-precision`'s `runner`)."""
     configs = tuple(config_type(backend) for backend in BACKENDS if realizes_plans(backend))
-    return Annotated[configs, Field(discriminator="backend")]
+    return Annotated[Union[configs], Field(discriminator="backend")]  # noqa: UP007 (a union of a runtime tuple)
