@@ -609,7 +609,7 @@ def _in_use(
             ) from None
         names.add(pipeline.recipe.name)
         statuses = pipeline_status(pipeline, space)
-        used.update(s.key for s in statuses if s.state == "cached")
+        used.update(s.key for s in statuses if s.state == "cached" and s.key)
         journals.update(s.journal_key for s in statuses if s.journal_key)
     if force:
         return used, journals, []

@@ -11,6 +11,7 @@ import os
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -18,6 +19,9 @@ from rich.table import Table
 
 from trtflow.errors import UsageError
 from trtflow.executor.run import Observer, RunReport, StepOutcome
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 STATUS_STYLE = {
     "cached": "cyan",
@@ -58,8 +62,10 @@ class ProgressDisplay(Observer):
         self.verbose = verbose
         self.lock = threading.Lock()
         self.live = console.is_terminal
-        self.bars = None  # rich's live progress, made when a step first reports progress (cached steps never do)
-        self.tasks: dict[str, int] = {}
+        self.bars: Progress | None = (
+            None  # rich's live progress, made when a step first reports progress (cached steps never do)
+        )
+        self.tasks: dict[str, TaskID] = {}
         self.last_line: dict[
             str, float
         ] = {}  # without a terminal: when each step last printed progress
@@ -69,7 +75,7 @@ class ProgressDisplay(Observer):
         with self.lock:
             self.last_line[step_id] = time.monotonic()
 
-    def _bar(self, step_id: str) -> int:
+    def _bar(self, step_id: str) -> tuple[Progress, TaskID]:
         if self.bars is None:
             from rich.progress import (
                 BarColumn,
@@ -93,13 +99,13 @@ class ProgressDisplay(Observer):
             self.bars.start()
         if step_id not in self.tasks:
             self.tasks[step_id] = self.bars.add_task("", total=None, step=step_id, note="")
-        return self.tasks[step_id]
+        return self.bars, self.tasks[step_id]
 
     def progress(self, step_id: str, done: float, total: float | None, note: str) -> None:
         with self.lock:
             if self.live:
-                task = self._bar(step_id)
-                self.bars.update(task, completed=done, total=total, note=note)
+                bars, task = self._bar(step_id)
+                bars.update(task, completed=done, total=total, note=note)
             elif time.monotonic() - self.last_line.get(step_id, 0.0) >= self.quiet_interval:
                 self.last_line[step_id] = time.monotonic()
                 of_total = f"/{total:g}" if total else ""
@@ -113,7 +119,7 @@ class ProgressDisplay(Observer):
 
     def finished(self, outcome: StepOutcome) -> None:
         with self.lock:
-            if outcome.step_id in self.tasks:
+            if self.bars is not None and outcome.step_id in self.tasks:
                 self.bars.remove_task(self.tasks.pop(outcome.step_id))
             style = STATUS_STYLE.get(outcome.status, "")
             line = f"[{style}]{outcome.status:>7}[/{style}] {escape(outcome.step_id)} ({outcome.seconds:.2f}s)"

@@ -49,7 +49,7 @@ def _reading(path: Path, what: str, *undecodable: type[Exception]) -> Iterator[N
         raise UsageError(f"{path}: not valid JSON ({error}); is the file complete?") from None
     except ValueError as error:
         raise UsageError(f"{path}: not a readable {what} ({error})") from None
-    except (EOFError, *undecodable) as error:
+    except (EOFError, *undecodable) as error:  # type: ignore[misc]  # a tuple of exception types
         raise UsageError(
             f"{path}: not a readable {what} ({error or type(error).__name__}); "
             "is the file truncated or of another kind?"

@@ -192,7 +192,12 @@ def resolve(
             )
         resolved = entry.output_value(output)
         if entry.outputs[output]["kind"] != "value":
-            artifacts[resolved] = ("artifact", entry.digest(output), f"steps.{step_id}.{output}")
+            # a file or folder output always has a digest in its manifest
+            artifacts[resolved] = (
+                "artifact",
+                str(entry.digest(output)),
+                f"steps.{step_id}.{output}",
+            )
         else:
             value_outputs[str(resolved)] = f"${{steps.{step_id}.{output}}}"
         return resolved

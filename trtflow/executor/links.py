@@ -39,10 +39,9 @@ def publish(entry: Entry, folder: Path) -> None:
         try:
             os.rename(folder, old)
         except FileNotFoundError:
-            old = None
+            os.replace(fresh, folder)
+            return
         os.replace(fresh, folder)
-    if old is None:
-        return
     if old.is_symlink():  # another run linked it while this one waited for the lock
         old.unlink()
     else:

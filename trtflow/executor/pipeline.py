@@ -191,9 +191,9 @@ def build_pipeline(recipe: Recipe) -> Pipeline:
             )
         )
     pipeline = Pipeline(recipe, planned, dag, [] if cycle else dag.order())
-    for step in planned.values():
-        if step.id not in broken:
-            problems.extend(p for p in _param_problems(pipeline, step) if p not in problems)
+    for planned_step in planned.values():
+        if planned_step.id not in broken:
+            problems.extend(p for p in _param_problems(pipeline, planned_step) if p not in problems)
     if problems:
         raise RecipeError(problems)
     return pipeline

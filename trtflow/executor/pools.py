@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -83,6 +84,7 @@ class _QueuedEvents:
 
 
 def _run_in_worker(task: StepTask) -> tuple[Entry, bool]:
+    assert _events_to_run is not None, "a worker process is connected before it runs a step"
     events: StepEvents = _QueuedEvents(_events_to_run)
     return run_task(task, events)
 
@@ -217,7 +219,10 @@ class RayPool(StepPool):
         self.homing = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="trtflow-fetch")
 
     def submit(self, task: StepTask) -> Future[tuple[Entry, bool]]:
-        needs = {"GPU": task.resources.gpu, "memory": (task.resources.memory_mb or 0) * 2**20}
+        needs: dict[str, float] = {
+            "GPU": task.resources.gpu,
+            "memory": (task.resources.memory_mb or 0) * 2**20,
+        }
         result: Future[tuple[Entry, bool]] = Future()
         if not any(
             _fits(needs, node) for node in self.nodes
@@ -283,4 +288,8 @@ class RayPool(StepPool):
         self.ray.shutdown()
 
 
-POOLS: dict[str, type[StepPool]] = {"thread": ThreadPool, "process": ProcessPool, "ray": RayPool}
+POOLS: dict[str, Callable[[int, Observer, str | None], StepPool]] = {
+    "thread": ThreadPool,
+    "process": ProcessPool,
+    "ray": RayPool,
+}

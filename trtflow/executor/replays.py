@@ -31,7 +31,9 @@ def export_step_replay(
                 f"run the recipe (or `--only {step_id}`) first"
             )
     target = statuses[-1]
-    if target.prepared is None:  # its key is unknown here, or its params are wrong
+    if (
+        target.prepared is None or target.journal_key is None
+    ):  # its key is unknown here, or its params are wrong
         raise UsageError(
             f"cannot find the trials of step `{step_id}` here: {'; '.join(target.reasons)}"
         )

@@ -34,7 +34,7 @@ def pipeline_status(
     pipeline: Pipeline,
     workspace: Workspace,
     steps: list[str] | None = None,
-    force: set[str] = frozenset(),
+    force: frozenset[str] | set[str] = frozenset(),
 ) -> list[StepStatus]:
     stat_cache = workspace.stat_cache()
     order = steps or pipeline.order
@@ -57,7 +57,7 @@ def _step_status(
     walk: KeyWalk,
     step_id: str,
     earlier: dict[str, StepStatus],
-    force: set[str],
+    force: frozenset[str] | set[str],
 ) -> tuple[StepStatus, Entry | None]:
     """The step's status, and its entry when it is cached (what the steps after it are keyed from)."""
     step = pipeline.steps[step_id]

@@ -65,7 +65,7 @@ def run_task(task: StepTask, events: StepEvents) -> tuple[Entry, bool]:
     workspace = Workspace(task.workspace)
     remote = task.remote.open() if task.remote else None
     entry, computed = compute_step(task, prepared, workspace, events, remote)
-    if remote and task.remote.push:
+    if remote and task.remote and task.remote.push:
         share_for_run(remote, entry, computed, progress_of(events, task.step_id))
     workspace.remember_material(task.recipe_name, task.step_id, prepared.material)
     return entry, computed
@@ -97,7 +97,7 @@ def _open_journal(
         replayed,
         task.step_id,
         kind.kind,
-        mirror.push if mirror and task.remote.push else None,
+        mirror.push if mirror and task.remote and task.remote.push else None,
     )
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from trtflow.errors import UsageError
-from trtflow.graph.model import Edge, Graph, Node, Tensor, io_node_name
+from trtflow.graph.model import Edge, Graph, Node, NodeKind, Tensor, io_node_name
 from trtflow.onnxmodel.engine_layers import onnx_layer_names
 
 # Order matters: "bfloat16" contains "float", "uint8" contains "int8".
@@ -100,11 +100,12 @@ def _tensor(entry: Any) -> Tensor:
     )
 
 
-def _io_tensors(document: dict) -> tuple[list[Tensor], dict[str, str]]:
+def _io_tensors(document: dict) -> tuple[list[Tensor], dict[str, NodeKind]]:
     """Engine I/O tensors and, when the layout says so, whether each is an `input` or an `output`."""
     declared = document.get("I/O Tensors")
     if isinstance(declared, list):
-        tensors, modes = [], {}
+        tensors: list[Tensor] = []
+        modes: dict[str, NodeKind] = {}
         for entry in declared:
             if not isinstance(entry, dict) or entry.get("IsShapeInferenceIO"):
                 continue
@@ -112,9 +113,11 @@ def _io_tensors(document: dict) -> tuple[list[Tensor], dict[str, str]]:
             fmt = profiles[0].get("Format") if isinstance(profiles[0], dict) else None
             tensor = _tensor({**entry, "Format": fmt or entry.get("DataType")})
             tensors.append(tensor)
-            mode = str(entry.get("IOMode", "")).lower()
-            if mode in ("input", "output"):
-                modes[tensor.name] = mode
+            io_mode = str(entry.get("IOMode", "")).lower()
+            if io_mode == "input":
+                modes[tensor.name] = "input"
+            elif io_mode == "output":
+                modes[tensor.name] = "output"
         return tensors, modes
     bindings = document.get("Bindings")
     names = (
@@ -178,15 +181,17 @@ def graph_from_layer_info(document: Any, name: str = "engine") -> Graph:
         layers.append((node, [t.name for t in inputs], [t.name for t in outputs]))
 
     producer: dict[str, str] = {}
-    for node, _, outputs in layers:
-        for tensor in outputs:
-            producer.setdefault(tensor, node.name)
+    for node, _, written in layers:
+        for name in written:
+            producer.setdefault(name, node.name)
     consumed = {tensor for _, inputs, _ in layers for tensor in inputs}
     io_nodes_in: list[Node] = []
     io_nodes_out: list[Node] = []
     edges: list[Edge] = []
     for tensor in io_tensors:
-        mode = modes.get(tensor.name) or ("output" if tensor.name in producer else "input")
+        mode: NodeKind = modes.get(tensor.name) or (
+            "output" if tensor.name in producer else "input"
+        )
         io_node = Node(
             io_node_name(mode, tensor.name), mode, kind=mode, precision=tensors[tensor.name].dtype
         )
@@ -197,8 +202,8 @@ def graph_from_layer_info(document: Any, name: str = "engine") -> Graph:
             io_nodes_out.append(io_node)
             if tensor.name in producer:
                 edges.append(Edge(producer[tensor.name], io_node.name, tensor.name))
-    for node, inputs, _ in layers:
-        edges.extend(Edge(producer[t], node.name, t) for t in inputs if t in producer)
+    for node, read, _ in layers:
+        edges.extend(Edge(producer[t], node.name, t) for t in read if t in producer)
     if names_only:  # no connections known: chain the layers in execution order
         edges.extend(Edge(a.name, b.name, "") for (a, _, _), (b, _, _) in zip(layers, layers[1:]))
     dangling = sorted(consumed - set(producer))

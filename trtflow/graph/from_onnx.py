@@ -182,8 +182,8 @@ def graph_from_model(model: onnx.ModelProto, name: str = "model") -> Graph:
         output_nodes.append(node)
         if value.name in producer:
             builder.edges.append(Edge(producer[value.name], node.name, value.name))
-    graph = Graph(name, "onnx", {}, (), tensors, (failure,) if failure else ())
-    return graph.with_nodes([*input_nodes, *builder.nodes, *output_nodes], builder.edges)
+    drawn = Graph(name, "onnx", {}, (), tensors, (failure,) if failure else ())
+    return drawn.with_nodes([*input_nodes, *builder.nodes, *output_nodes], builder.edges)
 
 
 def load_onnx(path: Path) -> Graph:

@@ -130,7 +130,7 @@ def to_html(graph: Graph, style: Style) -> str:
         "<", "\\u003c"
     )
     fills = {
-        "title": html.escape(data["title"]),
+        "title": html.escape(style.title()),
         "style": _asset("viewer.css"),
         "script": _asset("viewer.js"),
         "data": payload,

@@ -165,8 +165,8 @@ def layered_layout(graph: Graph, sizes: dict[str, tuple[float, float]]) -> Place
     boxes = {}
     for name in order:
         w, h = sizes[name]
-        row = row_of[name]
-        boxes[name] = (x[name] + shift, tops[row] + heights[row] / 2, w, h)
+        level = row_of[name]
+        boxes[name] = (x[name] + shift, tops[level] + heights[level] / 2, w, h)
     routes = []
     for index, edge in enumerate(graph.edges):
         sx, sy, _, sh = boxes[edge.source]

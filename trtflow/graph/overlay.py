@@ -166,7 +166,8 @@ def read_compare_report(
     if not isinstance(report, dict):
         raise UsageError(f"{path}: not a compare report (expected a JSON object with `tensors`)")
     found = [(tensor, entry, _stat_holders(entry)) for tensor, entry in _entries(report)]
-    candidates = report.get("candidates") if isinstance(report.get("candidates"), list) else []
+    listed = report.get("candidates")
+    candidates = listed if isinstance(listed, list) else []
     checked = list(
         dict.fromkeys(
             [
@@ -263,7 +264,8 @@ def with_errors(graph: Graph, overlay: ErrorOverlay) -> Graph:
     """Each node's worst error over the tensors mapped to it, and the first non-finite / divergence marks."""
     index = graph.name_index()
     worst: dict[str, tuple[float, dict]] = {}
-    hidden, unknown = set(), set()  # tensors (entries repeat a tensor once per runner)
+    hidden: set[str] = set()
+    unknown: set[str] = set()  # tensors (entries repeat a tensor once per runner)
     for entry in overlay.entries:
         target = index.get(entry.node or "") or index.get(entry.tensor or "")
         if target is None:

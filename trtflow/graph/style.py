@@ -120,7 +120,7 @@ class Style:
 
     def title(self) -> str:
         """The picture's title: the graph, the view, and what the colors show — for errors, whose."""
-        coloring = self.view.color_by
+        coloring: str = self.view.color_by
         if coloring == "error" and self.graph.error_overlay:
             coloring += f" ({self.graph.error_overlay})"
         return f"{self.graph.name} — {self.view.mode}, colored by {coloring}"
@@ -166,10 +166,10 @@ class Style:
         elif (
             node.folded_ops and self.graph.source == "onnx"
         ):  # an engine layer's name already says what it fused
-            shown = ", ".join(node.folded_ops[:4]) + (
+            folded = ", ".join(node.folded_ops[:4]) + (
                 f" +{len(node.folded_ops) - 4}" if len(node.folded_ops) > 4 else ""
             )
-            lines.append("+ " + shown)
+            lines.append("+ " + folded)
         if self.view.show_timing and node.timing_ms is not None:
             percent = f" ({node.timing_percent:.1f}%)" if node.timing_percent is not None else ""
             lines.append(format_ms(node.timing_ms) + percent)

@@ -9,11 +9,14 @@ ONNX `Cast(saturate=1)` and a TensorRT FP8 quantize do; the format has no infini
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from trtflow.lazy import lazy_import
 
-np = lazy_import("numpy")
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_import("numpy")
 
 
 PrecisionName = Literal["fp16", "bf16", "fp8"]

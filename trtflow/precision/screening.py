@@ -153,7 +153,7 @@ def screen(
     for site in sites if magnitudes else ():
         for role, tensors in (("output", site.low_outputs), ("input", site.low_inputs)):
             for tensor in tensors:
-                magnitude = magnitudes.get(tensor)
+                magnitude = (magnitudes or {}).get(tensor)
                 if magnitude is None:
                     continue
                 if magnitude.max_abs > fmt.max:

@@ -54,7 +54,10 @@ if TYPE_CHECKING:
     from trtflow.onnxmodel.formats import PrecisionName
     from trtflow.precision.plan import PrecisionPlan
 
-np = lazy_import("numpy")
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_import("numpy")
 
 Feed = dict[str, "np.ndarray"]
 

@@ -39,7 +39,10 @@ from trtflow.runners.onnxruntime import OnnxruntimeRunner
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
 
-np = lazy_import("numpy")
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_import("numpy")
 
 if TYPE_CHECKING:
     import onnx

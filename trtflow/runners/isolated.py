@@ -15,12 +15,15 @@ import multiprocessing
 import signal
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtflow.lazy import lazy_import
 from trtflow.runners.base import Feed, RunnerConfig, RunnerFailed, failing_as, layer_profile
 
-np = lazy_import("numpy")
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_import("numpy")
 
 
 def _serve(connection, config: RunnerConfig, model: Path | None, outputs: list[str] | None) -> None:

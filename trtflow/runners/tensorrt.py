@@ -33,7 +33,10 @@ from trtflow.runners.base import Feed, PlanModel, RunnerConfig, RunnerFailed
 from trtflow.schema.paths import InputPath
 from trtflow.trt.profiler import LayerTimes
 
-np = lazy_import("numpy")
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_import("numpy")
 
 if TYPE_CHECKING:
     from trtflow.precision.plan import PrecisionPlan

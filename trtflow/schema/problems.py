@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ from trtflow.errors import Problem
 from trtflow.schema.source import RecipePath, SourceMap
 
 
-def did_you_mean(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
+def did_you_mean(word: object, choices: list[str] | tuple[str, ...] | set[str]) -> str:
     """` (did you mean `x`?)` when a close match exists, else empty."""
     close = difflib.get_close_matches(str(word), sorted(choices), n=1, cutoff=0.6)
     return f" (did you mean `{close[0]}`?)" if close else ""
@@ -129,7 +130,9 @@ def _resolve(model: type[BaseModel] | None, loc: tuple) -> _Located:
     )
 
 
-def _closest_branches(located: list[tuple[dict, _Located]]) -> dict[tuple, set[str]]:
+def _closest_branches(
+    located: Sequence[tuple[Mapping[str, Any], _Located]],
+) -> dict[tuple, set[str]]:
     """At each union in the recipe, the members the value comes closest to matching.
 
     pydantic reports every member's errors, so `check: {atol: abc}` would also be told it lacks

@@ -174,7 +174,8 @@ def _apply_overrides(data: dict, overrides: list[str], source: SourceMap) -> lis
         path = name.split(".")
         if path[0] not in ("vars", "steps"):
             path = ["vars", *path]
-        variables = data.get("vars") if isinstance(data.get("vars"), dict) else {}
+        declared = data.get("vars")
+        variables: dict = declared if isinstance(declared, dict) else {}
         if path[0] == "vars" and path[1:2] and path[1] not in variables:
             problems.append(
                 Problem(

@@ -156,15 +156,15 @@ class Step:
 
         return external_data_beside(path)
 
-    def needs(self, params: StepParams) -> Resources:
+    def needs(self, params: Any) -> Resources:
         """The resources for these params (a TensorRT runner among CPU ones needs a GPU)."""
         return self.resources
 
-    def fingerprint(self, params: StepParams) -> dict[str, str]:
+    def fingerprint(self, params: Any) -> dict[str, str]:
         """Facts about the machine that runs the step that change the outputs (library versions,
         GPU); part of the key, so they are asked for where the step runs, not where the run started."""
         return {}
 
-    def run(self, ctx: StepContext, params: StepParams) -> dict[str, Any]:
+    def run(self, ctx: StepContext, params: Any) -> dict[str, Any]:
         """Write file outputs under `ctx.work_dir`; return the value outputs."""
         raise NotImplementedError

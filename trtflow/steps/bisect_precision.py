@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -51,7 +51,10 @@ from trtflow.tensors.inputs import DataSpec
 from trtflow.tensors.judges import CommandCheck, Verdict
 from trtflow.tensors.task_metrics import MetricCheck, MetricJudge, describe
 
-np = lazy_import("numpy")
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_import("numpy")
 
 NODES_NAMED_IN_NOTICE = 8  # the run's printed answer names this many kept nodes; keep.json has all
 FRESH_SEED_OFFSET = 7919  # fresh samples for the final verification: the recipe's seed plus this
@@ -309,7 +312,7 @@ class Trials:
 class BisectPrecision(Step):
     kind = "bisect-precision"
     summary = "Find the nodes that must stay in high precision for FP16/BF16/FP8 to pass a check; write the mixed model."
-    Params = Params
+    Params: TypeAlias = Params
     outputs = {
         "keep": file(
             ".json",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -134,7 +134,7 @@ class BuildEngine(Step):
 
     kind = "build-engine"
     summary = "Build a TensorRT engine (8.6, 10.x, 11.x) in a precision, with kept FP32 nodes, profiles and a timing cache."
-    Params = Params
+    Params: TypeAlias = Params
     outputs = {
         "engine": file(
             ".engine", "The serialized engine (valid for this TensorRT version and GPU)."

@@ -14,7 +14,7 @@ cosine, a user's metric), judged per candidate over the iterations; they join `p
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 from pydantic import Field, model_validator
 
@@ -80,7 +80,7 @@ class Compare(Step):
 
     kind = "compare"
     summary = "Check runners against a reference per tensor (Polygraphy's abs-or-rel rule); name the first bad node."
-    Params = Params
+    Params: TypeAlias = Params
     outputs = {
         "report": file(
             ".json",

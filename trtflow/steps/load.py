@@ -15,7 +15,7 @@ import re
 import shutil
 from collections import Counter
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 from pydantic import Field
 
@@ -112,7 +112,7 @@ def _infer_and_save(model, model_path: Path, ctx: StepContext, declared):
     return model, status
 
 
-def _declared_types(model) -> list[tuple[list, list, list]]:
+def _declared_types(model) -> list[tuple[list, ...]]:
     """Copies of every graph's value_info, inputs and outputs (top level first), to undo inference."""
     from trtflow.onnxmodel.files import iter_graphs
 
@@ -231,7 +231,7 @@ class Load(Step):
 
     kind = "load"
     summary = "Load an ONNX model (checked, shape-inferred, nodes named) or a TensorRT engine; summarize it."
-    Params = Params
+    Params: TypeAlias = Params
     outputs = {
         "model": file(
             ".onnx",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -201,7 +201,7 @@ class RenderGraph(Step):
 
     kind = "render-graph"
     summary = "Draw an ONNX model or TensorRT engine graph (DOT, SVG, offline HTML viewer) with timing and error overlays."
-    Params = Params
+    Params: TypeAlias = Params
     outputs = {
         "graph": folder(
             "graph.html / graph.svg / graph.dot as asked, and summary.json (what was drawn)."
@@ -237,10 +237,11 @@ class RenderGraph(Step):
         elif params.engine_graph is not None:
             source, graph = params.engine_graph, from_engine.load_layer_info(params.engine_graph)
         else:
-            source, graph = (
-                params.engine,
-                from_engine.graph_from_layer_info(_inspect(params.engine, ctx)),
+            engine = params.engine
+            assert engine is not None, (
+                "the params validator asks for a model, engine graph or engine"
             )
+            source, graph = engine, from_engine.graph_from_layer_info(_inspect(engine, ctx))
         graph = replace(graph, name=params.title or Path(source).name)
         if params.profile is not None:
             graph = timing.with_timing(

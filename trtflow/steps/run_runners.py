@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pydantic import Field, field_validator, model_validator
 
@@ -56,7 +56,10 @@ from trtflow.schema.recipe import Resources
 from trtflow.steps.base import Step, StepContext, StepParams, file, folder, value
 from trtflow.tensors.inputs import DataSpec, LoaderSpec
 
-np = lazy_import("numpy")
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_import("numpy")
 
 UNKNOWN_SIZE_FALLBACK = 64 << 20  # bytes assumed for a tensor nothing tells the size of
 
@@ -367,7 +370,7 @@ class RunRunners(Step):
 
     kind = "run-runners"
     summary = "Feed the same inputs to several runners (onnxruntime, emulated, tensorrt, saved); keep every output."
-    Params = Params
+    Params: TypeAlias = Params
     outputs = {
         "inputs": folder("The feeds every runner got (a tensor set; `trtflow inspect` shows it)."),
         "results": folder(

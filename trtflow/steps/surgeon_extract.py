@@ -11,7 +11,7 @@ graph are carried over (onnx's Extractor follows only the nodes' direct inputs).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pydantic import Field
 
@@ -53,7 +53,7 @@ class SurgeonExtract(Step):
 
     kind = "surgeon-extract"
     summary = "Cut the subgraph between named tensors into a standalone model (new inputs typed and shaped)."
-    Params = Params
+    Params: TypeAlias = Params
     outputs = {"model": file(".onnx", "The standalone subgraph.", companions=(EXTERNAL_DATA,))}
     version = 2  # 2: weights that If/Loop bodies read from the outer graph are carried over
 

@@ -13,7 +13,7 @@ the model and are listed under `not_tapped`.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pydantic import Field, model_validator
 
@@ -64,7 +64,7 @@ class SurgeonInsertTap(Step):
 
     kind = "surgeon-insert-tap"
     summary = "Mark intermediate tensors (all, names, globs, by op type) as model outputs, like `mark all`."
-    Params = Params
+    Params: TypeAlias = Params
     outputs = {
         "model": file(
             ".onnx", "The model with the taps as extra graph outputs.", companions=(EXTERNAL_DATA,)

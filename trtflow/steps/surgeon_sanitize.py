@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pydantic import Field
 
@@ -355,7 +355,7 @@ class SurgeonSanitize(Step):
 
     kind = "surgeon-sanitize"
     summary = "Fold constants and shape subgraphs, clean up, sort, pin input shapes, run a GraphSurgeon script."
-    Params = Params
+    Params: TypeAlias = Params
     outputs = {
         "model": file(
             ".onnx",

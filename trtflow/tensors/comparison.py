@@ -18,14 +18,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from trtflow.lazy import lazy_import
 from trtflow.tensors.name_globs import RULE, matching_key
 
-np = lazy_import("numpy")
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_import("numpy")
 
 ErrorStat = Literal["elemwise", "max", "mean", "median", "quantile"]
 NonNegative = Annotated[float, Field(ge=0)]
@@ -123,7 +126,7 @@ class Tolerances(BaseModel):
             return float(values.max())
         if self.error_stat == "mean":
             return float(values.mean())
-        return quantiles(values, [self.checked_quantile])[0]
+        return quantiles(values, [self.checked_quantile or 0.5])[0]
 
     @property
     def statistic_name(self) -> str:
@@ -383,7 +386,7 @@ def compare_tensor(
             "error": f"shape {list(candidate.shape)} differs from the reference's {list(reference.shape)}",
         }
     absolute, relative = tolerances.errors(reference, candidate)
-    histogram = error_histogram(absolute) if absolute.size else []
+    histogram = error_histogram(absolute).tolist() if absolute.size else []
     (abs_distribution, abs_checked), (rel_distribution, rel_checked) = (
         _distribution(absolute, reference.shape, tolerances),
         _distribution(relative, reference.shape, tolerances),

@@ -74,7 +74,7 @@ def map_engine_layers(model: onnx.ModelProto, graph: Graph) -> EngineLayerMap:
             f"engine graph {graph.name} names no tensor the ONNX model computes: was the engine built "
             "from this model (or from one exported with the same names)?"
         )
-    named_by = {}
+    named_by: dict[str, str] = {}
     for layer in layers:
         for part in layer.parts or (layer.name,):
             named_by.setdefault(part, layer.name)
@@ -100,8 +100,8 @@ def map_engine_layers(model: onnx.ModelProto, graph: Graph) -> EngineLayerMap:
         if node.name in owner:
             nodes_of.setdefault(owner[node.name], []).append(node.name)
     outputs_of: dict[str, list[str]] = {}
-    for tensor, layer in writer_of.items():
-        outputs_of.setdefault(layer, []).append(tensor)
+    for tensor, writer in writer_of.items():
+        outputs_of.setdefault(writer, []).append(tensor)
     mapped = tuple(
         EngineLayer(name, tuple(nodes_of.get(name, ())), tuple(outputs_of.get(name, ())))
         for name in dict.fromkeys([*nodes_of, *outputs_of])
@@ -144,12 +144,14 @@ def _segment_layer(
     return max(named, key=lambda name: order.get(name, -1)) if named else writer
 
 
-def load_engine_layers(model: onnx.ModelProto, engine_graph: Path) -> EngineLayerMap:
+def load_engine_layers(model: onnx.ModelProto, engine_graph: Path | None) -> EngineLayerMap:
     """`map_engine_layers` of an engine graph JSON file (TensorRT 8.6 to 11 layouts). A file that is no
     engine graph, or the engine of another model, is an error of the `engine_graph` param that named it."""
     from trtflow.errors import ParamError
     from trtflow.graph.from_engine import load_layer_info
 
+    if engine_graph is None:
+        raise ParamError("engine_graph", "is needed here: give the engine graph JSON of the engine")
     try:
         return map_engine_layers(model, load_layer_info(engine_graph))
     except UsageError as error:

@@ -19,7 +19,7 @@ import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -29,7 +29,10 @@ from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
 from trtflow.tensors.name_globs import RULE, matching_key
 
-np = lazy_import("numpy")
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_import("numpy")
 
 Feed = dict[str, "np.ndarray"]
 LOADER_CONTRACT = "a loader returns or yields feeds, each a dict {input name: array}"

@@ -31,7 +31,10 @@ from trtflow.schema.paths import InputPath
 from trtflow.tensors.comparison import Tolerances, json_number, new_nonfinite
 from trtflow.tensors.task_metrics import MetricJudge
 
-np = lazy_import("numpy")
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_import("numpy")
 
 if TYPE_CHECKING:
     import onnx
@@ -146,7 +149,7 @@ def _metrics(worst: dict, checked: int, tolerances: Tolerances) -> dict:
 def _write_samples(folder: Path, samples: Iterable[dict[str, np.ndarray]]) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for index, sample in enumerate(samples):
-        np.savez(folder / f"{index:05d}.npz", **sample)
+        np.savez(folder / f"{index:05d}.npz", **sample)  # type: ignore[arg-type]  # numpy's stub types **kwds as bool
     return folder
 
 

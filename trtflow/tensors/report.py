@@ -19,6 +19,7 @@ declare expected, fails the report.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +36,13 @@ from trtflow.tensors.tensor_set import TensorSet
 COMPARE_THREADS = min(
     2, os.cpu_count() or 1
 )  # numpy lets go of the GIL in the heavy parts; each holds a tensor's errors
+
+
+def _candidate_progress(
+    progress: Callable[[int, int], None], position: int, candidates: int, done: int, total: int
+) -> None:
+    """Progress over every candidate from the progress of the one at `position`."""
+    progress(position * total + done, candidates * total)
 
 
 def _severity(result: dict) -> tuple:
@@ -197,7 +205,7 @@ def build_report(
             reference,
             candidate,
             tolerances,
-            lambda done, total, p=position: progress(p * total + done, len(candidates) * total),
+            functools.partial(_candidate_progress, progress, position, len(candidates)),
         )
     tensors = sorted(
         (t for r in runners.values() for t in r.pop("tensors")),

@@ -41,7 +41,12 @@ from trtflow.tensors.comparison import dot, json_number
 from trtflow.tensors.inputs import LoaderSpec
 from trtflow.tensors.name_globs import matching_key
 
-np = lazy_import("numpy")
+if TYPE_CHECKING:
+    import numpy as np
+
+    from trtflow.user_code import UserFunction
+else:
+    np = lazy_import("numpy")
 
 if TYPE_CHECKING:
     from trtflow.tensors.tensor_set import TensorSet
@@ -161,7 +166,7 @@ class MetricJudge:
     """A `MetricCheck` with its function loaded and its tensors chosen: judges the samples of one candidate."""
 
     check: MetricCheck
-    function: Callable[[Arrays, Arrays], Any]
+    function: Callable[[Arrays, Arrays], Any] | UserFunction
     tensors: list[str]
 
     @classmethod
@@ -211,7 +216,13 @@ class MetricJudge:
             returned, (int, float, np.integer, np.floating)
         ):
             # only a user's function returns anything else (UserFunction.misbehaved names its script)
-            raise self.function.misbehaved(f"returned {type(returned).__name__}; {METRIC_CONTRACT}")
+            from trtflow.user_code import UserFunction
+
+            if isinstance(self.function, UserFunction):
+                raise self.function.misbehaved(
+                    f"returned {type(returned).__name__}; {METRIC_CONTRACT}"
+                )
+            raise TypeError(f"built-in metric {self.check.name} returned {type(returned).__name__}")
         return float(returned)
 
     def judge(self, samples: Iterable[tuple[Arrays, Arrays]]) -> dict:
