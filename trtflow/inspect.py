@@ -111,10 +111,14 @@ def _quantization_lines(quantization: dict | None, flags_listed: int = 10) -> li
     ]
     flags = quantization["flags"]
     if flags:
-        lines.append(f"  suspicious quantization: {_counts(Counter(f['kind'] for f in flags), 'kinds')}")
+        lines.append(
+            f"  suspicious quantization: {_counts(Counter(f['kind'] for f in flags), 'kinds')}"
+        )
         lines += [f"    {flag['message']}" for flag in flags[:flags_listed]]
         if len(flags) > flags_listed:
-            lines.append(f"    ... and {len(flags) - flags_listed} more (the load summary lists all)")
+            lines.append(
+                f"    ... and {len(flags) - flags_listed} more (the load summary lists all)"
+            )
     return lines
 
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+
 from trtflow.tensors.tensor_set import TensorSet
 
 
