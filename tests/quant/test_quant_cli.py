@@ -10,6 +10,8 @@ import numpy as np
 
 from trtflow.tensors.tensor_set import TensorSet
 
+REPO = Path(__file__).resolve().parents[2]
+
 
 def run_recipe(trtflow, tmp_path: Path, text: str):
     recipe = tmp_path / "recipe.yaml"
@@ -90,3 +92,47 @@ steps:
     assert np.abs(value("exact") - reference).max() > 1e-3
     assert np.abs(value("fused") - value("exact")).max() > 0, "fusion changes the numbers"
     assert np.abs(value("emulated_ref") - reference).max() < 1e-2, "FP16 of the float model"
+
+
+def test_render_graph_draws_quantized_nodes_in_int8_and_names_what_each_pair_quantizes(
+    trtflow, tmp_path, cls_models
+):
+    done = run_recipe(
+        trtflow,
+        tmp_path,
+        f"""trtflow: 1
+name: q
+steps:
+  draw:
+    uses: render-graph
+    with: {{model: {cls_models["int8"]}, mode: detailed, formats: [dot, html]}}
+""",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    dot = (tmp_path / "out" / "q" / "draw" / "graph" / "graph.dot").read_text()
+    conv = next(line for line in dot.splitlines() if 'label="Conv@25\\n' in line)
+    assert "INT8" in conv and "#7ccf7c" in conv, conv
+    html = (tmp_path / "out" / "q" / "draw" / "graph" / "graph.html").read_text()
+    assert "quantizes" in html and "per-channel" in html
+
+
+def test_render_graph_marks_the_quantize_layers_of_a_real_qat_engine(trtflow, tmp_path):
+    """resnet-qat's engine (a real TensorRT build of a QAT ResNet): its QuantizeLinear reformats
+    say what they convert, and the convolutions fused with Q/DQ list them."""
+    graph = REPO / "pipelines" / "engine-graphs" / "resnet-qat.onnx.engine.graph.json"
+    done = run_recipe(
+        trtflow,
+        tmp_path,
+        f"""trtflow: 1
+name: q
+steps:
+  draw:
+    uses: render-graph
+    with: {{engine_graph: {graph}, mode: detailed, formats: [dot, html]}}
+""",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    html = (tmp_path / "out" / "q" / "draw" / "graph" / "graph.html").read_text()
+    assert "FP32 -> INT8" in html and "QuantizeLinear_7" in html
+    dot = (tmp_path / "out" / "q" / "draw" / "graph" / "graph.dot").read_text()
+    assert dot.count("#7ccf7c") >= 20, "the INT8 layers"

@@ -185,8 +185,10 @@ def _stored_type(
     return 2
 
 
-def pairs(model: onnx.ModelProto) -> list[QdqPair]:
-    """Every Q/DQ pair of the main graph, in node order."""
+def pairs(model: onnx.ModelProto, values: bool = True) -> list[QdqPair]:
+    """Every Q/DQ pair of the main graph, in node order. `values=False` reads the structure only
+    (scales and zero points become ones and zeros of their shapes): for a model loaded without
+    its weights."""
     graph = model.graph
     constants = _constants(model)
     producer = {output: node for node in graph.node for output in node.output}
@@ -206,11 +208,12 @@ def pairs(model: onnx.ModelProto) -> list[QdqPair]:
         role: Role = "weight" if source in constants else "activation"
         if quantize is None and role == "activation":
             continue  # a DequantizeLinear of a computed integer tensor: not a pair we can remove
-        scale = _array(constants[node.input[1]]) if node.input[1] in constants else np.ones(())
+        read = _array if values else lambda tensor: np.ones(tuple(tensor.dims))
+        scale = read(constants[node.input[1]]) if node.input[1] in constants else np.ones(())
         zero_name = node.input[2] if len(node.input) > 2 else ""
         code = _stored_type(node, quantize, constants)
         zero = (
-            _array(constants[zero_name]).astype(np.float64)
+            read(constants[zero_name]).astype(np.float64) * values
             if zero_name in constants
             else np.zeros(scale.shape)
         )
@@ -236,9 +239,9 @@ def pairs(model: onnx.ModelProto) -> list[QdqPair]:
     return found
 
 
-def quantized_nodes(model: onnx.ModelProto) -> dict[str, list[QdqPair]]:
+def quantized_nodes(model: onnx.ModelProto, values: bool = True) -> dict[str, list[QdqPair]]:
     """Each node that reads a pair's output (Q/DQ nodes themselves excepted) -> those pairs."""
-    by_output = {pair.output: pair for pair in pairs(model)}
+    by_output = {pair.output: pair for pair in pairs(model, values)}
     nodes: dict[str, list[QdqPair]] = {}
     for node in model.graph.node:
         if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
