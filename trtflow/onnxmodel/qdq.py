@@ -414,7 +414,7 @@ def dequantize(model: onnx.ModelProto, nodes: Iterable[str] | None = None) -> on
         for index, name in enumerate(node.input):
             if name in every:
                 if name not in replacement:
-                    replacement[name] = _float_source(result, every[name])
+                    replacement[name] = float_source(result, every[name])
                 node.input[index] = replacement[name]
     if nodes is None:
         _dequantize_outputs(result, every)
@@ -422,7 +422,7 @@ def dequantize(model: onnx.ModelProto, nodes: Iterable[str] | None = None) -> on
     return result
 
 
-def _float_source(model: onnx.ModelProto, pair: QdqPair) -> str:
+def float_source(model: onnx.ModelProto, pair: QdqPair) -> str:
     """The float tensor standing for `pair`'s output; a weight stored quantized gets an
     initializer of its dequantized values."""
     if pair.quantize is not None:
@@ -445,7 +445,7 @@ def _dequantize_outputs(model: onnx.ModelProto, every: dict[str, QdqPair]) -> No
         pair = every.get(node.output[0]) if node.op_type == "DequantizeLinear" else None
         if pair is not None and pair.output in {o.name for o in model.graph.output}:
             identity = onnx.helper.make_node(
-                "Identity", [_float_source(model, pair)], [pair.output], name=node.name
+                "Identity", [float_source(model, pair)], [pair.output], name=node.name
             )
             model.graph.node[index].CopyFrom(identity)
 
