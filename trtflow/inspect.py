@@ -91,6 +91,34 @@ def _model(path: Path) -> list[str]:
     lines += [f"  output {_output_line(o)}" for o in outputs[:OUTPUTS_LISTED]]
     if len(outputs) > OUTPUTS_LISTED:  # a tapped model has one per tensor
         lines.append(f"  ... and {len(outputs) - OUTPUTS_LISTED} more outputs")
+    if any(node.op_type == "DequantizeLinear" for node in nodes):  # scales are weights: load them
+        from trtflow.onnxmodel.qdq import summary
+
+        with _reading(path, "ONNX model", DecodeError):
+            quantization = summary(load_model(path))
+        lines += _quantization_lines(quantization.as_dict() if quantization else None)
+    return lines
+
+
+def _quantization_lines(quantization: dict | None, flags_listed: int = 10) -> list[str]:
+    """Q/DQ pairs of a quantized model (`onnxmodel.qdq.QdqSummary.as_dict`), and its flags."""
+    if not quantization:
+        return []
+    lines = [
+        f"  quantization: {quantization['pairs']} Q/DQ pairs on {quantization['quantized_nodes']} "
+        f"nodes; {_counts(quantization['dtypes'], 'types')}; {_counts(quantization['roles'], 'roles')}; "
+        f"{_counts(quantization['granularity'], 'granularities')}"
+    ]
+    flags = quantization["flags"]
+    if flags:
+        lines.append(
+            f"  suspicious quantization: {_counts(Counter(f['kind'] for f in flags), 'kinds')}"
+        )
+        lines += [f"    {flag['message']}" for flag in flags[:flags_listed]]
+        if len(flags) > flags_listed:
+            lines.append(
+                f"    ... and {len(flags) - flags_listed} more (the load summary lists all)"
+            )
     return lines
 
 
@@ -202,6 +230,7 @@ def _load_summary(path: Path, data: dict) -> list[str]:
         f"  output {o['name']}: {o.get('dtype')} {o.get('shape')}" for o in data.get("outputs", [])
     ]
     lines.append(f"  shape inference: {data.get('shape_inference')}")
+    lines += _quantization_lines(data.get("quantization"))
     for precision, lost in (data.get("out_of_range") or {}).items():
         if lost:
             names = ", ".join(str(entry.get("tensor")) for entry in lost[:5])

@@ -137,6 +137,24 @@ def _unique(name: str, taken: set[str]) -> str:
     return candidate
 
 
+_QUANTIZED = frozenset({"int8", "int4", "fp8", "fp4"})
+
+
+def _quantization(inputs: list[Tensor], outputs: list[Tensor], parts: tuple[str, ...]) -> dict:
+    """What a layer does with explicit quantization: a layer that changes a tensor into or out of
+    a quantized type is a Q/DQ pair's half (`quantizes: FP32 -> INT8`); the Q/DQ nodes TensorRT
+    fused into a layer are listed (`qdq`)."""
+    found: dict[str, Any] = {}
+    into = {t.dtype for t in inputs} - {None}
+    out = {t.dtype for t in outputs} - {None}
+    if len(into) == 1 and len(out) == 1 and into != out and (into | out) & _QUANTIZED:
+        found["quantizes"] = f"{next(iter(into)).upper()} -> {next(iter(out)).upper()}"
+    qdq = [part for part in parts if "QuantizeLinear" in part or "DequantizeLinear" in part]
+    if qdq:
+        found["qdq"] = qdq
+    return found
+
+
 def graph_from_layer_info(document: Any, name: str = "engine") -> Graph:
     """Build a Graph from engine layer JSON of any TensorRT version (see module docstring)."""
     if isinstance(document, list):
@@ -171,12 +189,16 @@ def graph_from_layer_info(document: Any, name: str = "engine") -> Graph:
             if known is None or (known.format is None and tensor.format is not None):
                 tensors[tensor.name] = tensor
         first = next((t for t in (*inputs, *outputs) if t.dtype), None)
+        parts = fused_parts(layer)
         node = Node(
             name=_unique(str(layer.get("Name") or f"layer {index}"), taken),
             op=str(layer.get("ParameterType") or layer.get("LayerType") or "Layer"),
             precision=first.dtype if first else None,
-            attributes={k: v for k, v in layer.items() if k not in _HIDDEN_LAYER_KEYS},
-            parts=fused_parts(layer),
+            attributes={
+                **{k: v for k, v in layer.items() if k not in _HIDDEN_LAYER_KEYS},
+                **_quantization(inputs, outputs, parts),
+            },
+            parts=parts,
         )
         layers.append((node, [t.name for t in inputs], [t.name for t in outputs]))
 

@@ -183,7 +183,40 @@ def graph_from_model(model: onnx.ModelProto, name: str = "model") -> Graph:
         if value.name in producer:
             builder.edges.append(Edge(producer[value.name], node.name, value.name))
     drawn = Graph(name, "onnx", {}, (), tensors, (failure,) if failure else ())
-    return drawn.with_nodes([*input_nodes, *builder.nodes, *output_nodes], builder.edges)
+    nodes = _quantized(model, builder.nodes)
+    return drawn.with_nodes([*input_nodes, *nodes, *output_nodes], builder.edges)
+
+
+def _quantized(model: onnx.ModelProto, nodes: list[Node]) -> list[Node]:
+    """Explicit quantization drawn as TensorRT runs it: a node that reads Q/DQ pairs computes in
+    their type (INT8, FP8...), and each pair's nodes say what they quantize."""
+    from dataclasses import replace
+
+    from trtflow.onnxmodel.qdq import pairs, quantized_nodes
+
+    quantized = quantized_nodes(model, values=False)
+    if not quantized:
+        return nodes
+    pair_of = {}
+    for pair in pairs(model, values=False):
+        what = f"{pair.role} {pair.source}: {pair.dtype}, {pair.granularity}"
+        pair_of[pair.dequantize] = what
+        if pair.quantize is not None:
+            pair_of[pair.quantize] = what
+    changed = []
+    for node in nodes:
+        if node.name in quantized:
+            read = quantized[node.name]
+            dtype = next((p.dtype for p in read if p.role == "activation"), read[0].dtype)
+            attributes = {**node.attributes, "quantized": [p.name for p in read]}
+            node = replace(node, precision=_COMPUTE_NAMES.get(dtype, dtype), attributes=attributes)
+        elif node.name in pair_of:
+            node = replace(node, attributes={**node.attributes, "quantizes": pair_of[node.name]})
+        changed.append(node)
+    return changed
+
+
+_COMPUTE_NAMES = {"fp8e4m3": "fp8", "fp8e5m2": "fp8", "uint8": "int8", "uint4": "int4"}
 
 
 def load_onnx(path: Path) -> Graph:

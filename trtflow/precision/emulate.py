@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     import onnx
 
     from trtflow.onnxmodel.engine_layers import EngineLayerMap
-    from trtflow.precision.plan import PrecisionPlan
+    from trtflow.precision.plan import PlanPrecision, PrecisionPlan
 
 MASK_INPUT = (
     "trtflow::low_precision"  # bool[number of candidates]: True runs that node in low precision
@@ -182,11 +182,11 @@ def emulate(
         return _FixedPlan(builder, low, {o for s in sites if s.node in low for o in s.low_outputs})
 
     if layers is None:
-        return _rewrite(model, plan.precision, fixed)
+        return _rewrite(model, plan.low, fixed)
     from trtflow.precision.fusion import fold_batch_norms
 
     folded = fold_batch_norms(model, layers)
-    return _rewrite(folded, plan.precision, fixed, layers.internal_tensors(folded))
+    return _rewrite(folded, plan.low, fixed, layers.internal_tensors(folded))
 
 
 @dataclass
@@ -226,7 +226,7 @@ class SwitchableModel:
     """A model whose per-node rounding is chosen per inference by `feed(plan)`."""
 
     model: onnx.ModelProto
-    precision: PrecisionName
+    precision: PlanPrecision
     nodes: tuple[str, ...]  # the candidate nodes, in mask order
 
     def mask(self, plan: PrecisionPlan) -> np.ndarray:
@@ -239,9 +239,14 @@ class SwitchableModel:
         return {**inputs, MASK_INPUT: self.mask(plan)}
 
 
-def switchable(model: onnx.ModelProto, precision: PrecisionName) -> SwitchableModel:
+def switchable(model: onnx.ModelProto, precision: PlanPrecision) -> SwitchableModel:
     """One FP32 model that realizes any plan of `precision` through its mask input."""
     from onnx import helper
+
+    if precision == "qdq":
+        from trtflow.precision import quantized
+
+        return quantized.switchable(model)
 
     candidates: list[str] = []
 

@@ -33,5 +33,5 @@ def layer_map(model: onnx.ModelProto, plan: PrecisionPlan) -> dict[str, str]:
         site.node: HIGH_PRECISION
         if site.node in plan.keep or site.node in fixed
         else plan.precision
-        for site in precision_sites(with_names, plan.precision)
+        for site in precision_sites(with_names, plan.low)
     }

@@ -152,7 +152,7 @@ def lower(model: onnx.ModelProto, plan: PrecisionPlan) -> onnx.ModelProto:
     name_nodes(lowered)
     if plan.precision == "fp8":
         lowered = at_least_opset(lowered, FP8_MIN_OPSET)
-    sites = {site.node: site for site in precision_sites(lowered, plan.precision)}
+    sites = {site.node: site for site in precision_sites(lowered, plan.low)}
     skipped = unlowerable_nodes(lowered)
     low_nodes = {name for name in sites if name not in plan.keep and name not in skipped}
     graph = lowered.graph

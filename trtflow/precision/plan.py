@@ -8,38 +8,56 @@ One noun, three realizations (docs/architecture.md, "Precision plans"):
 - `layer_map(model)`: `{layer name: precision}` constraints for weakly typed TensorRT <= 10.
 
 Nodes are named by `trtflow.onnxmodel.files.name_nodes`; `keep` holds the names of nodes that stay in
-FP32, every other float-computing node runs in `precision`.
+FP32, every other float-computing node runs in `precision`. The precision `qdq` plans over a model
+that arrives quantized (`trtflow.precision.quantized`): every quantized node runs through its Q/DQ
+pairs except the kept ones, which are dequantized; emulating and lowering such a plan are the same
+real model.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from trtflow.onnxmodel.formats import FORMATS, Format, PrecisionName
 
 if TYPE_CHECKING:
     import onnx
 
+PlanPrecision = PrecisionName | Literal["qdq"]
+
 
 @dataclass(frozen=True)
 class PrecisionPlan:
-    precision: PrecisionName
+    precision: PlanPrecision
     keep: frozenset[str] = field(default_factory=frozenset)
 
     @property
+    def low(self) -> PrecisionName:
+        """The one low format of a float plan; a `qdq` plan has none (each pair says its own)."""
+        if self.precision == "qdq":
+            raise ValueError("a qdq plan has no single low format: each Q/DQ pair says its own")
+        return self.precision
+
+    @property
     def format(self) -> Format:
-        return FORMATS[self.precision]
+        return FORMATS[self.low]
 
     def keeping(self, nodes: set[str] | frozenset[str]) -> PrecisionPlan:
         return PrecisionPlan(self.precision, frozenset(nodes))
 
     def emulate(self, model: onnx.ModelProto) -> onnx.ModelProto:
+        if self.precision == "qdq":  # Q/DQ run exactly as written: the real model is its emulation
+            return self.lower(model)
         from trtflow.precision.emulate import emulate
 
         return emulate(model, self)
 
     def lower(self, model: onnx.ModelProto) -> onnx.ModelProto:
+        if self.precision == "qdq":
+            from trtflow.precision.quantized import realize
+
+            return realize(model, self)
         from trtflow.precision.lower import lower
 
         return lower(model, self)

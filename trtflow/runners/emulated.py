@@ -35,7 +35,7 @@ from trtflow.onnxmodel.formats import PrecisionName
 from trtflow.onnxmodel.keep_files import read_keep_file
 from trtflow.packages import installed_version
 from trtflow.runners.base import Feed, PlanModel, RunnerConfig
-from trtflow.runners.onnxruntime import OnnxruntimeRunner
+from trtflow.runners.onnxruntime import QUANTIZATION_MODES, OnnxruntimeRunner, quantized
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
 
@@ -86,6 +86,14 @@ class Config(RunnerConfig):
         "rounds its own outputs.",
     )
 
+    quantization: Literal["exact", "dequantized"] = Field(
+        "exact",
+        description=QUANTIZATION_MODES.replace(
+            " fused (ONNX Runtime's integer kernels where it can fuse),", ""
+        ),
+        exclude_if=lambda mode: mode == "exact",  # recipes without it keep their step key
+    )
+
     def kept_nodes(self) -> frozenset[str]:
         return frozenset(self.keep) if isinstance(self.keep, list) else read_keep_file(self.keep)
 
@@ -126,7 +134,7 @@ class Config(RunnerConfig):
             model,
             outputs,
             session_options=EMULATION_SESSION_OPTIONS,
-            transform=transform,
+            transform=quantized(self.quantization, transform),
         )
 
     def fingerprint(self) -> dict[str, str]:

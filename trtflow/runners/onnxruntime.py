@@ -64,6 +64,14 @@ CPU_FP16_HIDES_OVERFLOWS = (
     "ONNX Runtime's CPU provider computes most FP16 ops in FP32, so overflows a GPU hits "
     "are hidden; use the `emulated` backend to see them"
 )
+QuantizationMode = Literal["exact", "fused", "dequantized"]
+QUANTIZATION_MODES = (
+    "How a model with QuantizeLinear/DequantizeLinear pairs runs: exact (each Q/DQ computed as "
+    "written, as TensorRT's explicit quantization defines it; ONNX Runtime does not fuse them into "
+    "integer kernels), fused (ONNX Runtime's integer kernels where it can fuse), dequantized (every "
+    "pair removed: the float model the quantized one was made from, its natural reference)."
+)
+DISABLE_QDQ_FUSION = "session.disable_quant_qdq"
 OPTIMIZATION_LEVELS = {
     "disable_all": "ORT_DISABLE_ALL",
     "basic": "ORT_ENABLE_BASIC",
@@ -91,6 +99,11 @@ class Config(RunnerConfig):
     )
     custom_op_library: InputPath | None = Field(
         None, description="A shared library of custom ops to register."
+    )
+    quantization: QuantizationMode = Field(
+        "exact",
+        description=QUANTIZATION_MODES,
+        exclude_if=lambda mode: mode == "exact",  # recipes without it keep their step key
     )
 
     def check_model(self, model: onnx.ModelProto | None) -> None:
@@ -130,8 +143,9 @@ class Config(RunnerConfig):
             providers=self.providers,
             session_options=self.session_options,
             custom_op_library=self.custom_op_library,
-            transform=transform,
+            transform=quantized(self.quantization, transform),
             disabled_optimizers=disabled_optimizers,
+            qdq_fusion=self.quantization == "fused",
         )
 
     def fingerprint(self) -> dict[str, str]:
@@ -174,6 +188,7 @@ class OnnxruntimeRunner:
         False  # in-memory weights past onnxmodel.files.EXTERNAL_DATA_THRESHOLD go to a scratch
     )
     # file the session reads; a model given in memory hands them over (its initializers then point into the file)
+    qdq_fusion: bool = False  # let ONNX Runtime fuse Q/DQ pairs into integer kernels
     session: Any = None
     _scratch: Path | None = None
 
@@ -189,6 +204,8 @@ class OnnxruntimeRunner:
             if not hasattr(options, key):
                 raise RunnerFailed(self.name, f"has an unknown session option `{key}`")
             setattr(options, key, value)
+        if not self.qdq_fusion:
+            options.add_session_config_entry(DISABLE_QDQ_FUSION, "1")
         if self.custom_op_library is not None:
             options.register_custom_ops_library(str(self.custom_op_library))
         source = self._session_source()
@@ -271,6 +288,20 @@ class OnnxruntimeRunner:
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
+
+
+def quantized(
+    mode: QuantizationMode, transform: Callable | None
+) -> Callable[[onnx.ModelProto], onnx.ModelProto] | None:
+    """`transform` preceded, for `dequantized`, by removing every Q/DQ pair."""
+    if mode != "dequantized":
+        return transform
+    from trtflow.onnxmodel.qdq import dequantize
+
+    if transform is None:
+        return dequantize
+    then = transform
+    return lambda model: then(dequantize(model))
 
 
 class LoweredPlanRunner:

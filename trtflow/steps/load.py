@@ -190,12 +190,14 @@ def _verify_written(model, model_path: Path, params: Params, declared, inference
 
 
 def summarize(model, source: Path, renamed: dict[str, str], inference: str) -> dict[str, Any]:
+    from trtflow.onnxmodel import qdq
     from trtflow.onnxmodel.files import iter_graphs, weight_bytes
     from trtflow.onnxmodel.formats import FORMATS
     from trtflow.precision.ranges import FP16_CONVERTERS, as_dicts, constant_ranges, lost_values
 
     nodes = [node for graph in iter_graphs(model.graph) for node in graph.node]
     initializers = {i.name for i in model.graph.initializer}
+    quantization = qdq.summary(model)
     return {
         "format": "onnx",
         "file": source.name,
@@ -223,6 +225,7 @@ def summarize(model, source: Path, renamed: dict[str, str], inference: str) -> d
         "out_of_range_converters": {
             "fp16": FP16_CONVERTERS
         },  # what becomes of those values, by converter
+        **({"quantization": quantization.as_dict()} if quantization is not None else {}),
     }
 
 
@@ -247,7 +250,7 @@ class Load(Step):
         ),
         "kind": value("onnx", "`onnx` or `engine`: what was loaded."),
     }
-    version = 4  # 2: out_of_range entries give the constant's `size`; 3: subgraphs keep their declared types
+    version = 5  # 2: out_of_range entries give the constant's `size`; 3: subgraphs keep their declared types; 5: Q/DQ summary
     # 4: out_of_range_converters says which converters give ±inf and which clamp
 
     def fingerprint(self, params: Params) -> dict[str, str]:

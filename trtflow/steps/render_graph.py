@@ -207,8 +207,9 @@ class RenderGraph(Step):
             "graph.html / graph.svg / graph.dot as asked, and summary.json (what was drawn)."
         )
     }
-    version = 4  # 3: overlay notes tell tensors of hidden constant/shape nodes from unknown ones
+    version = 5  # 3: overlay notes tell tensors of hidden constant/shape nodes from unknown ones
     # 4: titles name the overlay's runners; rings drawn as clusters; highlighted nodes never folded; no-dot notes
+    # 5: nodes reading Q/DQ pairs are drawn in the pairs' type (INT8, FP8), Q/DQ nodes say what they quantize
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         facts = {"onnx": installed_version("onnx")} if params.model is not None else {}
