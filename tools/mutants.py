@@ -112,6 +112,35 @@ MUTANTS: tuple[Mutant, ...] = (
         "return SearchResult(frozenset(), trials.trials, True, message, needed_by)",
         ("tests/bisect",),
     ),
+    Mutant(
+        "search: the 1-minimal reduction stops after its first removal",
+        "trtflow/precision/search.py",
+        "                current.remove(node)\n                changed = True\n",
+        "                current.remove(node)\n",
+        ("tests/bisect/test_search.py",),
+    ),
+    # the precision search session: what "verified on fresh samples" and its keep lists promise
+    Mutant(
+        "precision search: verification reuses the search's samples (seed offset dropped)",
+        "trtflow/sessions/precision_search.py",
+        'return data.model_copy(update={"seed": data.seed + FRESH_SEED_OFFSET})',
+        "return data",
+        ("tests/bisect/test_bisect_step.py",),
+    ),
+    Mutant(
+        "precision search: AutoCast patterns not anchored (node3 also keeps node30..node39)",
+        "trtflow/sessions/precision_search.py",
+        'patterns = [f"^{re.escape(node)}$" for node in self.kept_nodes()]',
+        "patterns = list(self.kept_nodes())",
+        ("tests/bisect/test_bisect_step.py",),
+    ),
+    Mutant(
+        "judges: a task metric the FP32 outputs fail is not refused",
+        "trtflow/tensors/judges.py",
+        "        itself = check_metric(self.metric, reference.reference, reference.reference)\n        if itself.passed:",
+        "        itself = check_metric(self.metric, reference.reference, reference.reference)\n        if True:",
+        ("tests/task_metrics",),
+    ),
     # comparison: Polygraphy's rule
     Mutant(
         "comparison: abs AND rel instead of abs OR rel",

@@ -37,7 +37,7 @@ Adding a backend: one module with `Config` (and its runner) plus one line in `re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,7 +64,8 @@ Feed = dict[str, "np.ndarray"]
 
 
 class Runner(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def activate(self) -> None: ...
 
@@ -173,6 +174,32 @@ class RunnerConfig(BaseModel):
         raise NotImplementedError(
             f"a `{getattr(self, 'backend', '?')}` runner cannot realize precision plans"
         )
+
+
+def onnx_model_given(model: Path | None, config: RunnerConfig) -> Path:
+    """`create`'s model for a runner that reads ONNX (`reads = "onnx"`): the caller passes one."""
+    if model is None:
+        raise TypeError(f"runner `{config.name}` runs an ONNX model and was given none")
+    return model
+
+
+def most_needed(needs: Iterable[Resources]) -> Resources:
+    """What a step running several runners one after another needs: the most any one of them does."""
+    needs = list(needs)
+    memory = [need.memory_mb for need in needs if need.memory_mb is not None]
+    return Resources(
+        gpu=max((need.gpu for need in needs), default=0), memory_mb=max(memory, default=None)
+    )
+
+
+def refuse_onnx_engine(path: Path | None) -> Path | None:
+    """`path`, unless it names an ONNX model where an engine belongs (caught when the recipe validates)."""
+    if path is not None and Path(path).suffix == ".onnx":
+        raise ValueError(
+            f"{Path(path).name} is an ONNX model, not a TensorRT engine: build one with a `build-engine` "
+            "step and give its `${steps.ID.engine}`"
+        )
+    return path
 
 
 class RunnerFailed(StepError):

@@ -34,7 +34,7 @@ from trtflow.lazy import lazy_import
 from trtflow.onnxmodel.formats import PrecisionName
 from trtflow.onnxmodel.keep_files import read_keep_file
 from trtflow.packages import installed_version
-from trtflow.runners.base import Feed, PlanModel, RunnerConfig
+from trtflow.runners.base import Feed, PlanModel, RunnerConfig, onnx_model_given
 from trtflow.runners.onnxruntime import QUANTIZATION_MODES, OnnxruntimeRunner, quantized
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
@@ -131,7 +131,7 @@ class Config(RunnerConfig):
 
         return OnnxruntimeRunner(
             self.name,
-            model,
+            onnx_model_given(model, self),
             outputs,
             session_options=EMULATION_SESSION_OPTIONS,
             transform=quantized(self.quantization, transform),
@@ -191,6 +191,8 @@ class SwitchableRunner:
         self._plan = plan  # no build: the plan is the mask input of every following inference
 
     def infer(self, feed: Feed) -> dict[str, np.ndarray]:
+        if self._session is None or self.switchable is None or self._plan is None:
+            raise RuntimeError("infer before activate and realize")
         return self._session.infer(self.switchable.feed(self._plan, feed))
 
     def deactivate(self) -> None:

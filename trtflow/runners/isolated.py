@@ -34,7 +34,7 @@ def _serve(connection, config: RunnerConfig, model: Path | None, outputs: list[s
             request, argument = connection.recv()
         except EOFError:
             return
-        reply = None
+        reply: Any = None
         try:
             with failing_as(config.name):
                 if request == "deactivate":

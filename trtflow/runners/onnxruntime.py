@@ -42,7 +42,7 @@ from trtflow.ort_sessions import (
     open_session,
 )
 from trtflow.packages import installed_version
-from trtflow.runners.base import Feed, PlanModel, RunnerConfig, RunnerFailed
+from trtflow.runners.base import Feed, PlanModel, RunnerConfig, RunnerFailed, onnx_model_given
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
 
@@ -129,6 +129,7 @@ class Config(RunnerConfig):
 
     def create(self, model: Path | None, outputs: list[str] | None) -> OnnxruntimeRunner:
         transform, disabled_optimizers = None, []
+        model = onnx_model_given(model, self)
         if self.precision == "fp16":
             from trtflow.precision.plan import PrecisionPlan
 
@@ -237,17 +238,20 @@ class OnnxruntimeRunner:
         )
         from trtflow.tensors.taps import mark_outputs
 
-        model = self.model
-        if self._folder is not None:
-            model = load_model(model, load_weights=self.transform is not None)
+        given = self.model
+        model = (
+            given
+            if not isinstance(given, (str, Path))
+            else load_model(given, load_weights=self.transform is not None)
+        )
         if self.transform is not None:
             model = self.transform(model)
         if self.outputs is not None:
-            if model is self.model:  # the caller's model stays as it was
+            if model is given:  # the caller's model stays as it was
                 import onnx
 
                 model = onnx.ModelProto()
-                model.CopyFrom(self.model)
+                model.CopyFrom(given)
             mark_outputs(model, self.outputs, catalog(model), replace=True)
         weights = weight_bytes(model)  # cheap; ByteSize() would serialize the whole model once more
         if weights < PROTOBUF_LIMIT and not (
@@ -269,7 +273,7 @@ class OnnxruntimeRunner:
             model,
             self._scratch / "model.onnx",
             external_data=True,
-            keep_weights=model is self.model and not self.scratch_weights,
+            keep_weights=model is given and not self.scratch_weights,
         )
         return str(self._scratch / "model.onnx")
 
@@ -333,6 +337,8 @@ class LoweredPlanRunner:
         self._session.activate()
 
     def infer(self, feed: Feed) -> dict[str, np.ndarray]:
+        if self._session is None:
+            raise RuntimeError("infer before realize")
         return self._session.infer(feed)
 
     def deactivate(self) -> None:

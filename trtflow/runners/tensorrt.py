@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, field_validator
 
 from trtflow.lazy import lazy_import
-from trtflow.runners.base import Feed, PlanModel, RunnerConfig, RunnerFailed
+from trtflow.runners.base import Feed, PlanModel, RunnerConfig, RunnerFailed, refuse_onnx_engine
 from trtflow.schema.paths import InputPath
 from trtflow.schema.recipe import Resources
 from trtflow.trt.profiler import LayerTimes
@@ -42,18 +42,6 @@ else:
 if TYPE_CHECKING:
     from trtflow.precision.plan import PrecisionPlan
     from trtflow.trt.builder import ShapeRange
-
-ONNX_SUFFIXES = {".onnx"}
-
-
-def refuse_onnx_engine(path: Path | None) -> Path | None:
-    """`path`, unless it names an ONNX model where an engine belongs (caught when the recipe validates)."""
-    if path is not None and Path(path).suffix in ONNX_SUFFIXES:
-        raise ValueError(
-            f"{Path(path).name} is an ONNX model, not a TensorRT engine: build one with a `build-engine` "
-            "step and give its `${steps.ID.engine}`"
-        )
-    return path
 
 
 class Config(RunnerConfig):

@@ -5,11 +5,8 @@ made once (generated, read from a file, or from a loader function) and stored as
 runner gets exactly those feeds; what they return lands in `results`, one `.npy` per tensor per
 iteration, written as it arrives.
 
-Memory: with `outputs: all` (every computed tensor) or a long list, what ONNX Runtime returns at
-once is every requested tensor, and it keeps all of a session's graph outputs alive during a run
-even when fewer are fetched. So the requested tensors are split into slices whose estimated size
-fits `memory_budget_mb`, and each slice is run by its own session. Peak memory then follows the
-budget, not the model; the price is one more pass of the model per slice.
+Memory: the requested tensors are split into slices that fit `memory_budget_mb`, each run by a
+runner of its own (`trtflow.runners.sliced`); peak memory follows the budget, not the model.
 
 A runner that fails — whatever it raised, or a crash of an `isolate: true` runner — is recorded in
 `results` with its message, the other runners still run, and `compare` reports it (a failed
@@ -42,14 +39,15 @@ from trtflow.lazy import lazy_import
 from trtflow.packages import installed_version
 from trtflow.runners.base import (
     PROFILE_SUFFIX,
-    Runner,
     RunnerConfig,
     RunnerFailed,
     failing_as,
     layer_profile,
+    most_needed,
+    refuse_onnx_engine,
 )
 from trtflow.runners.registry import runner_entry
-from trtflow.runners.tensorrt import refuse_onnx_engine
+from trtflow.runners.sliced import SlicedRunner
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
 from trtflow.schema.recipe import Resources
@@ -61,15 +59,13 @@ if TYPE_CHECKING:
 else:
     np = lazy_import("numpy")
 
-UNKNOWN_SIZE_FALLBACK = 64 << 20  # bytes assumed for a tensor nothing tells the size of
-
 
 class Params(StepParams):
     model: InputPath | None = Field(
         None, description="The ONNX model (tapped or not) the runners run."
     )
     engine: InputPath | None = Field(None, description="A TensorRT engine, for `tensorrt` runners.")
-    runners: list[runner_entry()] = Field(
+    runners: list[runner_entry()] = Field(  # type: ignore[valid-type]  # a runtime union
         min_length=1, description="The runners; each needs a unique `name`."
     )
     data: DataSpec | None = Field(
@@ -175,35 +171,16 @@ def _check_runners(params: Params, model) -> None:
         config.check_entry(model, "runners", index)
 
 
-def _notice_opset_held_nodes(ctx: StepContext, params: Params, model) -> None:
-    """Emulated runners leave FP32 what the model's opset gives no low type (Conv in BF16 before
-    opset 22): say so, or a clean BF16 comparison of a CNN would hide that its convolutions never ran low."""
-    from trtflow.precision.sites import held_by_opset
-
-    precisions = {
-        config.name: config.precision for config in params.runners if config.backend == "emulated"
-    }
-    if model is None or not precisions:
-        return
-    for precision in dict.fromkeys(precisions.values()):
-        held = held_by_opset(model, precision)
-        if held is not None:
-            runners = ", ".join(f"`{name}`" for name, p in precisions.items() if p == precision)
-            ctx.notice(f"runner {runners}: {held.describe(precision)}")
-
-
-def _notice_hidden_fp16_overflows(ctx: StepContext, params: Params) -> None:
-    """Say at run time, once for all of them, which `onnxruntime` FP16 runners run on the CPU provider:
-    their clean comparison is not evidence that FP16 is safe on a GPU."""
-    from trtflow.runners.onnxruntime import CPU_FP16_HIDES_OVERFLOWS
-
-    hiding = [
-        f"`{config.name}`"
-        for config in params.runners
-        if config.backend == "onnxruntime" and config.hides_fp16_overflows()
-    ]
-    if hiding:
-        ctx.notice(f"runner {', '.join(hiding)}: {CPU_FP16_HIDES_OVERFLOWS}")
+def _notice_runner_caveats(ctx: StepContext, params: Params, model) -> None:
+    """What each runner says a user must know about its results (`RunnerConfig.notices`: FP16 on a
+    CPU that hides overflows, nodes an opset holds in FP32), once per caveat for every runner it
+    concerns."""
+    concerned: dict[str, list[str]] = {}
+    for config in params.runners:
+        for caveat in config.notices(model):
+            concerned.setdefault(caveat, []).append(f"`{config.name}`")
+    for caveat, names in concerned.items():
+        ctx.notice(f"runner {', '.join(names)}: {caveat}")
 
 
 def _requested(params: Params, tensors: dict, model) -> list[str] | None:
@@ -222,94 +199,18 @@ def _requested(params: Params, tensors: dict, model) -> list[str] | None:
     return list(params.outputs)
 
 
-def _estimated_bytes(model, tensors: dict) -> dict[str, int]:
-    """Bytes of every top-level tensor, for slicing. Shape inference leaves dims unknown where a shape
-    is computed at run time (a Reshape to `[b, s, heads, -1]` built from Shape/Gather/Concat, a Slice
-    with computed ends); such a tensor is taken to be as large as its node's largest input (a Concat:
-    their sum), which holds for the reshapes, transposes, slices and elementwise ops most of them are.
-    A fixed guess per unknown tensor instead split an exported BERT-base into 41 passes, not 3."""
-
-    def known_bytes(
-        info,
-    ) -> tuple[int, bool]:  # (bytes of the known dims, whether every dim is known)
-        if info is None or info.shape is None:
-            return 0, False
-        itemsize = np.dtype(info.dtype).itemsize if info.dtype else 4
-        dims = [d for d in info.shape if isinstance(d, int) and d >= 0]
-        return int(np.prod(dims, dtype=np.int64)) * itemsize, len(dims) == len(info.shape)
-
-    sizes: dict[str, int] = {}
-    for name, info in tensors.items():
-        size, complete = known_bytes(info)
-        if info.node is None:
-            sizes[name] = size if complete else UNKNOWN_SIZE_FALLBACK
-    for node in model.graph.node:
-        read = [sizes.get(name, 0) for name in node.input if name]
-        guess = sum(read) if node.op_type == "Concat" else max(read, default=UNKNOWN_SIZE_FALLBACK)
-        for name in node.output:
-            size, complete = known_bytes(tensors.get(name))
-            sizes[name] = size if complete else max(size, guess)
-    return sizes
-
-
-def _slices(names: list[str], sizes: dict[str, int], budget_bytes: int) -> list[list[str]]:
-    """Consecutive slices of `names` whose estimated total size fits the budget (at least one each)."""
-    slices, current, used = [], [], 0
-    for name in names:
-        size = sizes.get(name, UNKNOWN_SIZE_FALLBACK)
-        if current and used + size > budget_bytes:
-            slices.append(current)
-            current, used = [], 0
-        current.append(name)
-        used += size
-    return slices + ([current] if current else [])
-
-
-def _with_input_shapes(model, feed: dict[str, np.ndarray]):
-    """A weightless copy of the model whose inputs have the feed's shapes, for size estimates."""
-    import onnx
-
-    pinned = onnx.ModelProto()
-    pinned.CopyFrom(model)
-    for value_info in pinned.graph.input:
-        if value_info.name in feed:
-            shape = value_info.type.tensor_type.shape
-            shape.Clear()
-            for size in feed[value_info.name].shape:
-                shape.dim.add().dim_value = size
-    return pinned
-
-
-def _make_runner(config: RunnerConfig, target: Path | None, outputs: list[str] | None) -> Runner:
-    from trtflow.runners.isolated import IsolatedRunner
-
-    return (
-        IsolatedRunner(config, target, outputs)
-        if config.isolate
-        else config.create(target, outputs)
-    )
-
-
 def _run_one(
-    config: RunnerConfig,
-    target: Path | None,
-    slices: list[list[str] | None],
-    feeds,
-    warmup: int,
-    results,
-    progress,
+    sliced: SlicedRunner, feeds, warmup: int, results, progress
 ) -> tuple[dict, list[dict] | None]:
     """Run one runner over all feeds, slice by slice, writing outputs as they come; returns its timings
     and the per-layer profile of the first slice's timed inferences (None if the runner has none)."""
     seconds = np.zeros(len(feeds))
     profile = None
-    name = config.name
-    for slice_index, outputs in enumerate(slices):
-        runner = _make_runner(config, target, outputs)
-        try:
-            with failing_as(name):
-                runner.activate()
-                if slice_index == 0 and warmup:
+    name = sliced.name
+    for slice_index in range(len(sliced)):
+        with sliced.slice(slice_index) as runner:
+            if slice_index == 0 and warmup:
+                with failing_as(name):
                     for _ in range(warmup):
                         runner.infer(feeds[0])
                     layer_profile(runner)  # drops the warm-up runs' layer times
@@ -321,20 +222,17 @@ def _run_one(
                 for tensor, array in produced.items():
                     results.add(name, iteration, tensor, array)
                 del produced
-                progress(slice_index * len(feeds) + iteration + 1, len(slices) * len(feeds))
+                progress(slice_index * len(feeds) + iteration + 1, len(sliced) * len(feeds))
             if slice_index == 0:
                 with failing_as(name):
                     profile = layer_profile(runner)
-        finally:
-            with failing_as(name):
-                runner.deactivate()
     milliseconds = seconds * 1000
     timings = {
         "mean_ms": round(float(milliseconds.mean()), 3),
         "median_ms": round(float(np.median(milliseconds)), 3),
         "min_ms": round(float(milliseconds.min()), 3),
         "iterations": len(feeds),
-        "passes": len(slices),
+        "passes": len(sliced),
     }
     return timings, profile
 
@@ -407,11 +305,7 @@ class RunRunners(Step):
     # 6: the notice that ONNX Runtime's CPU provider hides FP16 overflows (notices are kept with the cached entry)
 
     def needs(self, params: Params) -> Resources:
-        return (
-            Resources(gpu=1)
-            if any(config.backend == "tensorrt" for config in params.runners)
-            else self.resources
-        )
+        return most_needed(config.resources() for config in params.runners)
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         facts = {"numpy": installed_version("numpy")}
@@ -422,6 +316,7 @@ class RunRunners(Step):
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from trtflow.onnxmodel.catalog import catalog
         from trtflow.onnxmodel.files import load_model, named
+        from trtflow.runners.sliced import plan_slices, with_input_shapes
         from trtflow.tensors.tensor_set import INPUTS, TensorSetWriter
 
         # every node with its stable name, whichever runners run: `results` names nodes as reports do
@@ -432,25 +327,23 @@ class RunRunners(Step):
         )
         targets = {config.name: _runner_target(config, params) for config in params.runners}
         _check_runners(params, model)
-        _notice_opset_held_nodes(ctx, params, model)
-        _notice_hidden_fp16_overflows(ctx, params)
+        _notice_runner_caveats(ctx, params, model)
         feeds = _feeds(params, model)
         inputs_set = TensorSetWriter(ctx.output_path("inputs"))
         for iteration, feed in enumerate(feeds):
             inputs_set.add_feed(INPUTS, iteration, feed)
         feeds = list(inputs_set.close().feeds())  # memory-mapped from here on
 
-        tensors = catalog(_with_input_shapes(model, feeds[0])) if model is not None else {}
+        tensors = catalog(with_input_shapes(model, feeds[0])) if model is not None else {}
         requested = _requested(params, tensors, model) if model is not None else None
-        slices = (
-            _slices(requested, _estimated_bytes(model, tensors), params.memory_budget_mb << 20)
-            if requested
-            else [requested]
-        )
-        if len(slices) > 1:
-            ctx.log(
-                f"{len(requested)} tensors over {len(slices)} passes to stay under {params.memory_budget_mb} MB"
-            )
+        slices: list[list[str] | None] = [requested]
+        if requested and model is not None:
+            slices = list(plan_slices(model, tensors, requested, params.memory_budget_mb << 20))
+            if len(slices) > 1:
+                ctx.log(
+                    f"{len(requested)} tensors over {len(slices)} passes to stay under "
+                    f"{params.memory_budget_mb} MB"
+                )
         shown = (
             requested
             if requested is not None
@@ -471,8 +364,9 @@ class RunRunners(Step):
                 ctx.progress(position * total + done, len(params.runners) * total, name)
 
             try:
+                sliced = SlicedRunner(config, targets[config.name], slices)
                 timings[config.name], profile = _run_one(
-                    config, targets[config.name], slices, feeds, params.warmup, results, progress
+                    sliced, feeds, params.warmup, results, progress
                 )
                 results.record_runner(config.name, backend=config.backend, **timings[config.name])
                 if profile is not None:
