@@ -631,3 +631,85 @@ def test_no_autocast_arguments_for_fp8_and_no_block_list_for_bf16(trtflow, tmp_p
         assert present == written, precision
         if written:
             assert (out / "autocast_args.txt").read_text() == "--low_precision_type bf16\n"
+
+
+GPU_BACKEND_MODULE = """
+from typing import Literal
+
+from pydantic import Field
+
+from trtflow.runners import emulated
+from trtflow.runners.base import RunnerConfig
+from trtflow.schema.recipe import Resources
+
+
+class Config(RunnerConfig):
+    plan_precisions = ("fp16",)
+    backend: Literal["gpu-double"] = Field(description="A GPU backend's stand-in (emulates FP16).")
+
+    def resources(self):
+        return Resources(gpu=1)
+
+    def _emulated(self, precision="fp16"):
+        return emulated.Config(name=self.name, backend="emulated", precision=precision)
+
+    def create(self, model, outputs):
+        return self._emulated().create(model, outputs)
+
+    def plan_runner(self, subject):
+        return self._emulated(subject.precision).plan_runner(subject)
+"""
+
+CLI_WITH_THE_REGISTRY_LINE = """
+import sys
+import trtflow.runners.registry as registry
+registry.BACKENDS["gpu-double"] = "gpu_double:Config"  # the registry line
+from trtflow.cli import main
+sys.argv[0] = "trtflow"
+main()
+"""
+
+
+def test_a_gpu_backend_is_one_module_and_a_registry_line(tmp_path):
+    """A backend module (resources, plan precisions, create, plan_runner) plus its line in
+    `registry.BACKENDS` is all both runner-taking steps need: they accept it, their resources come
+    from it (this CPU machine cannot predict the keys of steps that need a GPU), and it runs."""
+    model, culprits = chain_model(12, {4})
+    save(model, tmp_path / "chain.onnx")
+    (tmp_path / "gpu_double.py").write_text(GPU_BACKEND_MODULE)
+    (tmp_path / "cli.py").write_text(CLI_WITH_THE_REGISTRY_LINE)
+    recipe = write_recipe(
+        tmp_path,
+        """
+    run:
+      uses: run-runners
+      with:
+        model: chain.onnx
+        runners: [{name: gpu, backend: gpu-double}]
+    """
+        + hunt_step("chain.onnx", extra="runner: {backend: gpu-double}"),
+    )
+    environment = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+        "COLUMNS": "200",
+    }
+
+    def cli(*args):
+        return subprocess.run(
+            [sys.executable, "cli.py", *map(str, args)],
+            cwd=tmp_path,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    status = cli("status", recipe, "--workspace", tmp_path / "ws")
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert status.stdout.count("which this machine does not have") == 2, status.stdout
+    done = cli("run", recipe, "--workspace", tmp_path / "ws", "--out", tmp_path / "out")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((outputs(tmp_path) / "report.json").read_text())
+    assert report["backend"] == "gpu-double" and report["final"]["gpu-double"]["passed"]
+    assert {n["name"] for n in report["keep"]} == set(culprits)
