@@ -1,4 +1,4 @@
-"""Imports point one way: `cli -> executor -> steps -> {runners, precision, tensors, graph, trt} ->
+"""Imports point one way: `cli -> executor -> steps -> sessions -> {runners, precision, tensors, graph, trt} ->
 {onnxmodel, ort_sessions} -> third party`, with `schema`, `errors`, `packages`, `lazy`, `memory` and
 `user_code` shared by every layer (docs/architecture.md, "Layout").
 
@@ -22,6 +22,7 @@ LAYERS: dict[str, set[str]] = {
     "shared": {"__init__", "errors", "schema", "packages", "lazy", "memory", "user_code"},
     "bottom": {"onnxmodel", "ort_sessions"},
     "libraries": {"runners", "precision", "tensors", "graph", "trt"},
+    "sessions": {"sessions"},
     "steps": {"steps"},
     "executor": {"executor"},
     "interface": {"__main__", "cli", "display", "doctor", "inspect"},
@@ -173,6 +174,9 @@ def test_the_checker_sees_lazy_and_sideways_imports():
     assert _refusal("trtflow.graph.overlay", "trtflow.steps.base")
     assert _refusal("trtflow.onnxmodel.files", "trtflow.tensors.catalog")
     assert _refusal("trtflow.runners.emulated", "trtflow.precision.emulate") is None
+    assert _refusal("trtflow.sessions.precision_search", "trtflow.steps.base")
+    assert _refusal("trtflow.runners.base", "trtflow.sessions.precision_search")
+    assert _refusal("trtflow.steps.bisect_precision", "trtflow.sessions.precision_search") is None
     lazy = [
         imported for _, imported in _imports("trtflow.steps.load", MODULES["trtflow.steps.load"])
     ]

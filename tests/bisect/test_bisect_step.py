@@ -520,3 +520,114 @@ def test_a_check_command_that_hangs_fails_the_step_at_its_timeout(trtflow, tmp_p
     )
     assert "Traceback" not in output
     assert time.monotonic() - started < 60
+
+
+SPY_SCRIPT = """
+import glob, hashlib, os, sys, numpy as np
+digest = hashlib.sha256()
+for path in sorted(glob.glob(os.environ["TRTFLOW_INPUTS"] + "/*.npz")):
+    with np.load(path) as sample:
+        for name in sorted(sample.files):
+            digest.update(sample[name].tobytes())
+with open(os.environ["SPY_LOG"], "a") as log:
+    log.write(digest.hexdigest() + "\\n")
+for ref, cand in zip(sorted(glob.glob(os.environ["TRTFLOW_REFERENCE_RESULTS"] + "/*.npz")),
+                     sorted(glob.glob(os.environ["TRTFLOW_CANDIDATE_RESULTS"] + "/*.npz"))):
+    want, got = np.load(ref), np.load(cand)
+    if not all(np.allclose(want[k], got[k], atol=0.05, rtol=0.05) for k in want.files):
+        sys.exit(1)
+"""
+
+
+def test_the_verification_judges_samples_the_search_never_saw_and_records_their_seed(
+    trtflow, tmp_path
+):
+    """A spy check command logs the samples of every call: the refusal check and every trial see the
+    search's samples, the two final verdicts (emulated, lowered on ONNX Runtime) other ones, made
+    from the recipe's seed moved by the offset the report records."""
+    model, culprits = chain_model(12, {4})
+    save(model, tmp_path / "chain.onnx")
+    (tmp_path / "spy.py").write_text(SPY_SCRIPT)
+    recipe = write_recipe(
+        tmp_path, hunt_step("chain.onnx", check="{command: [python, spy.py], files: [spy.py]}")
+    )
+    spy_log = tmp_path / "spy.log"
+    done = trtflow(
+        "run",
+        recipe,
+        "--workspace",
+        tmp_path / "ws",
+        "--out",
+        tmp_path / "out",
+        cwd=tmp_path,
+        env={"SPY_LOG": str(spy_log)},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((outputs(tmp_path) / "report.json").read_text())
+    calls = spy_log.read_text().split()
+    assert len(calls) == 1 + report["evaluations"] + 2
+    searched, verified = set(calls[:-2]), set(calls[-2:])
+    assert len(searched) == 1 and len(verified) == 1 and searched != verified
+    assert report["final"]["samples"] == "fresh" and report["final"]["seed"] == 1 + 7919
+    summary = (outputs(tmp_path) / "summary.md").read_text()
+    assert "fresh sample(s), seed 7920:" in summary
+    assert {n["name"] for n in report["keep"]} == set(culprits)
+
+
+@pytest.mark.filterwarnings("ignore:the float32 number")
+def test_the_keep_set_is_written_for_modelopt_autocast_and_onnxconverter_common(trtflow, tmp_path):
+    """node3 is a culprit in an 80-node chain whose node30..node39 it prefixes: AutoCast matches its
+    patterns with re.match, so they must be anchored. onnxconverter-common's FP16 conversion with the
+    block list gives a model that passes the check where the conversion without it does not."""
+    import shlex
+
+    import onnx
+    import onnxruntime
+    from onnxconverter_common.float16 import convert_float_to_float16
+
+    model, culprits = chain_model(80, {3, 40})
+    save(model, tmp_path / "chain.onnx")
+    done = run(trtflow, tmp_path, write_recipe(tmp_path, hunt_step("chain.onnx")))
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = outputs(tmp_path)
+    arguments = shlex.split((out / "autocast_args.txt").read_text())
+    assert arguments[:3] == ["--low_precision_type", "fp16", "--nodes_to_exclude"]
+    names = [node.name for node in model.graph.node]
+    excluded = [n for n in names if any(re.match(p, n) for p in arguments[3:])]
+    assert excluded == culprits == ["node3", "node40"]
+    block_list = json.loads((out / "node_block_list.json").read_text())
+    assert block_list == culprits
+
+    sample = {"x": np.random.default_rng(5).uniform(-1, 1, (2, 8)).astype(np.float32)}
+    expected = onnxruntime.InferenceSession(model.SerializeToString()).run(None, sample)[0]
+
+    def converted(blocked):
+        fp16 = convert_float_to_float16(
+            onnx.load(str(tmp_path / "chain.onnx")),
+            keep_io_types=True,
+            node_block_list=blocked,
+            max_finite_val=65504.0,
+        )
+        session = onnxruntime.InferenceSession(fp16.SerializeToString())
+        return session.run(None, sample)[0]
+
+    np.testing.assert_allclose(converted(block_list), expected, atol=0.05, rtol=0.05)
+    assert not np.allclose(converted([]), expected, atol=0.05, rtol=0.05)
+
+
+def test_no_autocast_arguments_for_fp8_and_no_block_list_for_bf16(trtflow, tmp_path):
+    """AutoCast lowers to fp16 or bf16 and onnxconverter-common to fp16 only: a keep list for
+    another precision would read as one that applies."""
+    model, _ = chain_model(9, set())
+    save(model, tmp_path / "chain.onnx")
+    for precision, written in (("bf16", {"autocast_args.txt"}), ("fp8", set())):
+        recipe = write_recipe(
+            tmp_path, hunt_step("chain.onnx").replace("precision: fp16", f"precision: {precision}")
+        )
+        done = run(trtflow, tmp_path, recipe)
+        assert done.returncode == 0, done.stdout + done.stderr
+        out = outputs(tmp_path)
+        present = {n for n in ("autocast_args.txt", "node_block_list.json") if (out / n).exists()}
+        assert present == written, precision
+        if written:
+            assert (out / "autocast_args.txt").read_text() == "--low_precision_type bf16\n"

@@ -99,6 +99,27 @@ def test_minimal_is_one_minimal_for_judges_that_are_not_culprit_sets():
         assert result.keep is not None and is_one_minimal(result.keep, judge)
 
 
+def test_the_reduction_drops_every_node_that_later_keeps_made_unnecessary():
+    """A non-monotone judge whose first rounds keep n2 and n4 only because n7 and n9 were still kept
+    then: once those run low, both are removable, and the 1-minimal answer keeps n10 alone. Two
+    removals in a row, so a reduction that stops after its first removal is caught."""
+    nodes = names(12)
+
+    def needs_partners(keep):
+        return (
+            ("n7" not in keep or "n2" in keep)
+            and ("n9" not in keep or "n4" in keep)
+            and "n10" in keep
+        )
+
+    result = minimal(nodes, needs_partners)
+    assert result.keep == {"n10"} and is_one_minimal(result.keep, needs_partners)
+    tried = {trial.keep: trial.passed for trial in result.trials}
+    assert tried[frozenset({"n2", "n4", "n10"})]  # what the rounds found, before the reduction
+    assert tried[frozenset({"n4", "n10"})] and tried[frozenset({"n10"})]  # the two removals
+    assert result.needed_by["n10"].keep == frozenset() and not result.needed_by["n10"].passed
+
+
 def test_minimal_prefers_lowering_the_nodes_listed_first():
     # n0 or n119 alone fixes the model: listing n0 first (least suspicious) lowers it and keeps n119
     judge = lambda keep: "n0" in keep or "n119" in keep  # noqa: E731

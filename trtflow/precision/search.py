@@ -1,9 +1,9 @@
-"""Searches for the nodes that must stay in high precision, asking a judge one plan at a time.
+"""Searches for the nodes that must stay in high precision, asking `passes` one plan at a time.
 
-A judge answers one question — does the model pass the check when exactly these candidate nodes
+`passes(keep)` answers one question — does the model pass the check when exactly these candidate nodes
 stay FP32 and every other candidate runs in low precision? — and each answer costs a trial (one
 inference on the switchable emulated model, one engine build with TensorRT). The searches decide
-which plans to ask about; they know nothing of ONNX, so they are tested against synthetic judges
+which plans to ask about; they know nothing of ONNX, so they are tested against synthetic `passes` functions
 and shared by every backend.
 
 - `bisect` and `linear` reproduce Polygraphy's `debug precision` (`BisectMarker`, `LinearMarker`
@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-Judge = Callable[[frozenset[str]], bool]
+Passes = Callable[[frozenset[str]], bool]  # does the model pass with exactly these nodes kept?
 Direction = Literal["forward", "reverse"]
 
 
@@ -64,11 +64,11 @@ class SearchResult:
         return len(self.trials)
 
 
-class _Trials:
-    """The judge behind a memo and a budget; remembers every verdict in order."""
+class _Memo:
+    """`passes` behind a memo and a budget; remembers every answer in order."""
 
-    def __init__(self, judge: Judge, max_trials: int | None):
-        self._judge = judge
+    def __init__(self, passes: Passes, max_trials: int | None):
+        self._passes = passes
         self._max_trials = max_trials
         self.by_keep: dict[frozenset[str], Trial] = {}
 
@@ -78,7 +78,7 @@ class _Trials:
             return self.by_keep[keep].passed
         if self._max_trials is not None and len(self.by_keep) >= self._max_trials:
             raise TrialBudgetExhausted
-        trial = Trial(len(self.by_keep), keep, bool(self._judge(keep)))
+        trial = Trial(len(self.by_keep), keep, bool(self._passes(keep)))
         self.by_keep[keep] = trial
         return trial.passed
 
@@ -110,7 +110,7 @@ def _prefix(nodes: Sequence[str], count: int, direction: Direction) -> frozenset
 
 
 def _marker_result(
-    trials: _Trials, nodes: Sequence[str], good: int, direction: Direction
+    trials: _Memo, nodes: Sequence[str], good: int, direction: Direction
 ) -> SearchResult:
     if good > len(nodes):
         return SearchResult(
@@ -130,13 +130,13 @@ def _marker_result(
 
 def bisect(
     nodes: Sequence[str],
-    judge: Judge,
+    passes: Passes,
     *,
     direction: Direction = "forward",
     max_trials: int | None = None,
 ) -> SearchResult:
     """Polygraphy's `--mode bisect`: binary search over how many leading (trailing) nodes stay FP32."""
-    trials = _Trials(judge, max_trials)
+    trials = _Memo(passes, max_trials)
     total = len(nodes)
     good, bad, marked = total + 1, 0, total  # Polygraphy pretends marking every layer is good
     try:
@@ -161,13 +161,13 @@ def bisect(
 
 def linear(
     nodes: Sequence[str],
-    judge: Judge,
+    passes: Passes,
     *,
     direction: Direction = "forward",
     max_trials: int | None = None,
 ) -> SearchResult:
     """Polygraphy's `--mode linear`: keep 0, 1, 2... leading (trailing) nodes FP32 until the check passes."""
-    trials = _Trials(judge, max_trials)
+    trials = _Memo(passes, max_trials)
     try:
         for marked in range(len(nodes) + 1):
             if trials(_prefix(nodes, marked, direction)):
@@ -178,24 +178,28 @@ def linear(
 
 
 def minimal(
-    nodes: Sequence[str], judge: Judge, *, max_trials: int | None = None, expect_clean: bool = False
+    nodes: Sequence[str],
+    passes: Passes,
+    *,
+    max_trials: int | None = None,
+    expect_clean: bool = False,
 ) -> SearchResult:
     """A 1-minimal keep set among `nodes` (lowered in the order given: least suspicious first).
 
     `expect_clean` (the screening found nothing suspicious) spends the first trial on lowering every
     node, which ends the search at once when the model is fine in low precision.
     """
-    trials = _Trials(judge, max_trials)
+    trials = _Memo(passes, max_trials)
     try:
-        keep = _find_needed(list(nodes), trials, expect_clean)
-        if keep is None:
+        needed = _find_needed(list(nodes), trials, expect_clean)
+        if needed is None:
             return SearchResult(
                 None,
                 trials.trials,
                 True,
                 "no plan passes: the check fails even with every candidate in high precision",
             )
-        keep, needed_by = _reduce_to_one_minimal(keep, trials)
+        keep, needed_by = _reduce_to_one_minimal(needed, trials)
     except TrialBudgetExhausted:
         return trials.stopped("the minimal search")
     message = (
@@ -206,7 +210,7 @@ def minimal(
     return SearchResult(keep, trials.trials, True, message, needed_by)
 
 
-def _find_needed(undecided: list[str], trials: _Trials, expect_clean: bool) -> list[str] | None:
+def _find_needed(undecided: list[str], trials: _Memo, expect_clean: bool) -> list[str] | None:
     """Nodes that must stay, found one per round; None when even keeping every node fails."""
     kept: list[str] = []
 
@@ -240,7 +244,7 @@ def _find_needed(undecided: list[str], trials: _Trials, expect_clean: bool) -> l
 
 
 def _reduce_to_one_minimal(
-    keep: list[str], trials: _Trials
+    keep: list[str], trials: _Memo
 ) -> tuple[frozenset[str], dict[str, Trial]]:
     """Drop kept nodes whose removal still passes, until every remaining one is shown necessary."""
     current = list(keep)

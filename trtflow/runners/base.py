@@ -47,11 +47,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from trtflow.errors import ParamError, StepError, TrtflowError
 from trtflow.lazy import lazy_import
+from trtflow.onnxmodel.formats import PrecisionName
+from trtflow.schema.recipe import Resources
 
 if TYPE_CHECKING:
     import onnx
 
-    from trtflow.onnxmodel.formats import PrecisionName
     from trtflow.precision.plan import PrecisionPlan
 
 if TYPE_CHECKING:
@@ -118,9 +119,24 @@ class RunnerConfig(BaseModel):
         False, description="Run in a child process, so a native crash fails this runner only."
     )
 
+    if TYPE_CHECKING:
+        backend: str  # each backend's `Config` declares it as its literal (the discriminator)
+
     reads: ClassVar[Literal["onnx", "engine", "nothing"]] = (
         "onnx"  # what `model` must be for `create`
     )
+    plan_precisions: ClassVar[tuple[PrecisionName, ...]] = ()
+    """The low precisions whose plans `plan_runner` realizes; empty for a backend that realizes no
+    plans (it is then no backend of `bisect-precision`)."""
+
+    def resources(self) -> Resources:
+        """What a step running this runner needs from its machine (a GPU for TensorRT)."""
+        return Resources()
+
+    def notices(self, model: onnx.ModelProto | None) -> list[str]:
+        """What a user must know about this runner's results before trusting them (its FP16 runs on
+        a CPU that hides overflows); said once per run, for every runner it applies to."""
+        return []
 
     def create(self, model: Path | None, outputs: list[str] | None) -> Runner:
         """The runner for `model` (an ONNX file, an engine, or None for `reads = "nothing"`)."""

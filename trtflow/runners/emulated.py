@@ -62,6 +62,8 @@ def node_names(model: onnx.ModelProto) -> set[str]:
 
 
 class Config(RunnerConfig):
+    plan_precisions = ("fp16", "bf16", "fp8")
+
     backend: Literal["emulated"] = Field(
         description="FP16/BF16/FP8 storage emulated on any CPU: each low-precision node's outputs rounded through the low type."
     )
@@ -137,6 +139,14 @@ class Config(RunnerConfig):
 
     def fingerprint(self) -> dict[str, str]:
         return {"onnxruntime": installed_version("onnxruntime"), "onnx": installed_version("onnx")}
+
+    def notices(self, model: onnx.ModelProto | None) -> list[str]:
+        """What the model's opset gives no low type stays FP32 (Conv in BF16 before opset 22): said, or
+        a clean BF16 comparison of a CNN would hide that its convolutions never ran low."""
+        from trtflow.precision.sites import held_by_opset
+
+        held = held_by_opset(model, self.precision) if model is not None else None
+        return [held.describe(self.precision)] if held is not None else []
 
     def plan_runner(self, subject: PlanModel) -> SwitchableRunner:
         if self.engine_graph is not None:

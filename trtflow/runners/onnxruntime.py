@@ -81,6 +81,8 @@ OPTIMIZATION_LEVELS = {
 
 
 class Config(RunnerConfig):
+    plan_precisions = ("fp16", "bf16", "fp8")  # each plan's lowered model
+
     backend: Literal["onnxruntime"] = Field(
         description="ONNX Runtime, on the first available of `providers`."
     )
@@ -151,6 +153,9 @@ class Config(RunnerConfig):
 
     def plan_runner(self, subject: PlanModel) -> LoweredPlanRunner:
         return LoweredPlanRunner(self, subject)
+
+    def notices(self, model: onnx.ModelProto | None) -> list[str]:
+        return [CPU_FP16_HIDES_OVERFLOWS] if self.hides_fp16_overflows() else []
 
     def hides_fp16_overflows(self) -> bool:
         """Whether this runner's FP16 model runs on the CPU provider: the first of its providers this

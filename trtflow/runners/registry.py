@@ -34,8 +34,8 @@ def runner_entry():
 
 
 def realizes_plans(backend: str) -> bool:
-    """Whether `backend`'s runners can realize precision plans (its config overrides `plan_runner`)."""
-    return config_type(backend).plan_runner is not RunnerConfig.plan_runner
+    """Whether `backend`'s runners can realize precision plans (its config declares their precisions)."""
+    return bool(config_type(backend).plan_precisions)
 
 
 @cache

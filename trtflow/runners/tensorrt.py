@@ -31,6 +31,7 @@ from pydantic import Field, field_validator
 from trtflow.lazy import lazy_import
 from trtflow.runners.base import Feed, PlanModel, RunnerConfig, RunnerFailed
 from trtflow.schema.paths import InputPath
+from trtflow.schema.recipe import Resources
 from trtflow.trt.profiler import LayerTimes
 
 if TYPE_CHECKING:
@@ -56,6 +57,8 @@ def refuse_onnx_engine(path: Path | None) -> Path | None:
 
 
 class Config(RunnerConfig):
+    plan_precisions = ("fp16", "bf16")  # FP8 needs explicit Q/DQ quantization in TensorRT
+
     backend: Literal["tensorrt"] = Field(
         description="A TensorRT engine (needs TensorRT and an NVIDIA GPU)."
     )
@@ -81,6 +84,9 @@ class Config(RunnerConfig):
     def create(self, model: Path | None, outputs: list[str] | None) -> TensorRTRunner:
         return TensorRTRunner(self, self.engine or model, outputs)
 
+    def resources(self) -> Resources:
+        return Resources(gpu=1)
+
     def fingerprint(self) -> dict[str, str]:
         from trtflow.trt.environment import fingerprint
 
@@ -92,10 +98,7 @@ class Config(RunnerConfig):
                 "`engine` has no place in a runner that realizes precision plans: each plan's "
                 "engine is built from the model"
             )
-        if subject.precision not in (
-            "fp16",
-            "bf16",
-        ):  # said before the reference, screening and any build
+        if subject.precision not in self.plan_precisions:  # said before the reference and any build
             raise ValueError(
                 f"bisect-precision on TensorRT searches fp16 or bf16 plans, not {subject.precision} "
                 "(FP8 needs explicit Q/DQ quantization in TensorRT)"

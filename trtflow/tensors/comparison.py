@@ -27,6 +27,8 @@ from trtflow.tensors.name_globs import RULE, matching_key
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from trtflow.tensors.judges import Judge, JudgeSetting
 else:
     np = lazy_import("numpy")
 
@@ -67,6 +69,12 @@ class Tolerances(BaseModel):
         description="Count same-signed infinities in both runners as equal; by default (as in Polygraphy) "
         "inf vs inf is a mismatch.",
     )
+
+    def judge(self, setting: JudgeSetting) -> Judge:
+        """This block as a judge of candidates (`trtflow.tensors.judges`)."""
+        from trtflow.tensors.judges import tolerance_judge
+
+        return tolerance_judge(self, setting)
 
     def for_tensor(self, tensor: str) -> tuple[float, float]:
         """(atol, rtol) for one tensor."""

@@ -10,6 +10,14 @@ command run like Polygraphy's `--check`: exit status 0 means pass. The command r
 recipe's folder, so `command: [python, check.py]` finds the script next to the recipe; the files
 it reads are listed in `files`, which puts their content in the step's key (the command itself is
 opaque: without `files`, editing check.py would not re-run the step).
+
+Every check implements one protocol, `Judge`: `verdict(candidate)` decides one `Candidate` (the
+feeds, the reference outputs, the candidate's outputs, its model when a command asks for the file,
+the nodes it keeps); `refusal(reference)` says why the check cannot judge anything — a metric that
+fails the reference judged against itself, a command that fails the FP32 model — before any trial
+is spent; `evidence(metrics)` turns a verdict's metrics into the words a report shows. A check
+block from a recipe becomes its judge through its own `judge(setting)`, so callers
+(`bisect-precision`, the `reduce` step, a quantized search) never ask which kind of check it is.
 """
 
 from __future__ import annotations
@@ -18,18 +26,18 @@ import json
 import os
 import subprocess
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from trtflow.errors import ParamError, StepError
 from trtflow.lazy import lazy_import
 from trtflow.schema.paths import InputPath
-from trtflow.tensors.comparison import Tolerances, json_number, new_nonfinite
-from trtflow.tensors.task_metrics import MetricJudge
+from trtflow.tensors.comparison import Tolerances, json_number, new_nonfinite, worst_error
+from trtflow.tensors.task_metrics import LoadedMetric, MetricCheck, describe
 
 if TYPE_CHECKING:
     import numpy as np
@@ -73,6 +81,19 @@ class CommandCheck(BaseModel):
         ),
     )
 
+    def judge(self, setting: JudgeSetting) -> Judge:
+        """This command as a judge; says (`setting.notice`) which files it reads that `files` does not
+        list, since editing them would not re-run the step."""
+        folder = setting.folder or Path.cwd()
+        unlisted = self.unlisted_files(folder)
+        if unlisted:
+            setting.notice(
+                f"{setting.param}.command reads {', '.join(unlisted)}, which {setting.param}.files "
+                f"does not list: editing {'it' if len(unlisted) == 1 else 'them'} will not re-run "
+                "this step"
+            )
+        return CommandJudge(self, setting.folder)
+
     def unlisted_files(self, folder: Path) -> list[str]:
         """Arguments naming a file in `folder` that `files` does not list (edits to them go unnoticed)."""
         listed = {Path(f).resolve() for f in self.files}
@@ -87,6 +108,127 @@ class CommandCheck(BaseModel):
 class Verdict:
     passed: bool
     metrics: dict
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What a judge may look at for one trial. `outputs` is produced lazily, one sample at a time, so a
+    judge that stops at the first failing sample spares the runner the rest; `model` builds the
+    candidate's ONNX model only for a judge that needs the file (a command)."""
+
+    feeds: Sequence[Feed]
+    reference: Sequence[Outputs]
+    outputs: Iterable[Outputs]
+    model: Callable[[], onnx.ModelProto] | None = None
+    keep: frozenset[str] = frozenset()  # nodes the candidate holds in high precision
+
+
+@dataclass(frozen=True)
+class JudgeSetting:
+    """Where a judge works: the tensors it checks (a model's outputs), the folder a command runs in
+    and a script is found from, the recipe key its errors name, and where its warnings go."""
+
+    outputs: Sequence[str]
+    folder: Path | None = None
+    param: str = "check"
+    notice: Callable[[str], None] = lambda message: None
+
+
+class Judge(Protocol):
+    """Decides whether a candidate passes; see the module docstring."""
+
+    def verdict(self, candidate: Candidate) -> Verdict: ...
+
+    def refusal(self, reference: Candidate) -> str | None:
+        """Why no candidate can pass (`reference`: the FP32 model, its outputs the reference), or None."""
+        ...
+
+    def evidence(self, metrics: dict) -> str:
+        """A failing verdict's metrics in a few words (`y max abs error 3.2`); empty when they say nothing."""
+        ...
+
+
+@dataclass(frozen=True)
+class ToleranceJudge:
+    """`check: {atol, rtol, error_stat...}`: every output of every sample within tolerance."""
+
+    tolerances: Tolerances
+
+    def verdict(self, candidate: Candidate) -> Verdict:
+        return check_tolerances(self.tolerances, candidate.reference, candidate.outputs)
+
+    def refusal(self, reference: Candidate) -> str | None:
+        return None  # the reference is within any tolerance of itself
+
+    def evidence(self, metrics: dict) -> str:
+        return worst_error(metrics) if metrics.get("worst_tensor") else ""
+
+
+@dataclass(frozen=True)
+class MetricJudge:
+    """`check: {metric: ..., min, max}`: the task metric's mean over the samples within its bounds."""
+
+    metric: LoadedMetric
+
+    def verdict(self, candidate: Candidate) -> Verdict:
+        return check_metric(self.metric, candidate.reference, candidate.outputs)
+
+    def refusal(self, reference: Candidate) -> str | None:
+        itself = check_metric(self.metric, reference.reference, reference.reference)
+        if itself.passed:
+            return None
+        return (
+            "the task metric fails even for the FP32 outputs judged against themselves, so no "
+            f"plan can pass it: {describe(itself.metrics)}; check its bounds (min/max)"
+        )
+
+    def evidence(self, metrics: dict) -> str:
+        return describe(metrics) if metrics.get("metric") else ""
+
+
+@dataclass(frozen=True)
+class CommandJudge:
+    """`check: {command: [argv]}`: the user's command, run on the candidate's files; exit 0 passes."""
+
+    check: CommandCheck
+    folder: Path | None
+
+    def verdict(self, candidate: Candidate) -> Verdict:
+        if candidate.model is None:
+            raise TypeError("a check command judges a candidate model: give Candidate.model")
+        return check_command(
+            self.check,
+            candidate.model(),
+            candidate.keep,
+            candidate.feeds,
+            candidate.reference,
+            candidate.outputs,
+            self.folder,
+        )
+
+    def refusal(self, reference: Candidate) -> str | None:
+        verdict = self.verdict(reference)
+        if verdict.passed:
+            return None
+        output = verdict.metrics["output"].rstrip() or "(no output)"
+        return (
+            "the check command fails even for the FP32 model with the reference as its results, "
+            f"so it cannot judge any plan: {' '.join(self.check.command)} (run in "
+            f"{self.folder or Path.cwd()}) exited with code {verdict.metrics['exit_code']}:\n{output}"
+        )
+
+    def evidence(self, metrics: dict) -> str:
+        return ""  # an exit code says nothing about which output drifted
+
+
+def tolerance_judge(tolerances: Tolerances, setting: JudgeSetting) -> Judge:
+    """`Tolerances.judge`: the tolerance block needs nothing from its setting."""
+    return ToleranceJudge(tolerances)
+
+
+def metric_judge(check: MetricCheck, setting: JudgeSetting) -> Judge:
+    """`MetricCheck.judge`: its function loaded, its tensors chosen among the setting's outputs."""
+    return MetricJudge(LoadedMetric.load(check, setting.outputs, setting.param))
 
 
 def check_tolerances(
@@ -125,7 +267,7 @@ def check_tolerances(
 
 
 def check_metric(
-    judge: MetricJudge, reference: Sequence[Outputs], candidates: Iterable[Outputs]
+    judge: LoadedMetric, reference: Sequence[Outputs], candidates: Iterable[Outputs]
 ) -> Verdict:
     """The task metric's mean over every sample within its bounds (a mean needs them all: no early stop)."""
     result = judge.judge(zip(reference, candidates))

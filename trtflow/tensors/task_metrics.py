@@ -49,6 +49,7 @@ else:
     np = lazy_import("numpy")
 
 if TYPE_CHECKING:
+    from trtflow.tensors.judges import Judge, JudgeSetting
     from trtflow.tensors.tensor_set import TensorSet
 
 Arrays = dict[str, "np.ndarray"]
@@ -113,6 +114,12 @@ class MetricCheck(BaseModel):
             return f"<= {self.max:g}"
         return f"in [{self.min:g}, {self.max:g}]"
 
+    def judge(self, setting: JudgeSetting) -> Judge:
+        """This check as a judge over the setting's outputs (`trtflow.tensors.judges`)."""
+        from trtflow.tensors.judges import metric_judge
+
+        return metric_judge(self, setting)
+
     def within(self, value: float) -> bool:
         """The bounds applied to `value`; NaN fails."""
         return (
@@ -162,7 +169,7 @@ BUILTINS: dict[str, Callable[[Arrays, Arrays], float]] = {
 
 
 @dataclass(frozen=True)
-class MetricJudge:
+class LoadedMetric:
     """A `MetricCheck` with its function loaded and its tensors chosen: judges the samples of one candidate."""
 
     check: MetricCheck
@@ -170,7 +177,7 @@ class MetricJudge:
     tensors: list[str]
 
     @classmethod
-    def load(cls, check: MetricCheck, checked: Iterable[str], param: str) -> MetricJudge:
+    def load(cls, check: MetricCheck, checked: Iterable[str], param: str) -> LoadedMetric:
         """The judge of `check` over the tensors it selects among `checked` (in their order). A name or glob
         of `tensors` matching none (a typo would silently judge nothing) or a script without the function is
         ParamError(param); a script that fails on import is the step's failure (UserCodeError, naming the line)."""
@@ -256,11 +263,11 @@ def judge_results(
     checks: list[MetricCheck], results: TensorSet, reference: str, candidates: list[str], param: str
 ) -> list[dict]:
     """Every check over every candidate runner that ran (a failed one already fails `compare`), each sample
-    an iteration of the results: `[{runner, **MetricJudge.judge}]`. Samples are read memory-mapped, one at a time."""
+    an iteration of the results: `[{runner, **LoadedMetric.judge}]`. Samples are read memory-mapped, one at a time."""
     compared = results.tensor_names(reference)
     judged = []
     for check in checks:
-        judge = MetricJudge.load(check, compared, param)
+        judge = LoadedMetric.load(check, compared, param)
         for runner in candidates:
             if results.failure(runner):
                 continue
