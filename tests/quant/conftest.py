@@ -3,17 +3,14 @@ the real classifier takes ~2 s)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import onnx
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # corpus.py, as bench/ imports it
+from trtflow.onnxmodel.files import name_nodes
 
-import corpus  # noqa: E402
-
-from trtflow.onnxmodel.files import name_nodes  # noqa: E402
+from . import corpus
 
 
 @pytest.fixture(scope="session")

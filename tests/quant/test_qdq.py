@@ -7,10 +7,11 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from corpus import CLS_SHAPE, samples
 from onnx import TensorProto, helper, numpy_helper
 
 from trtflow.onnxmodel import qdq
+
+from .corpus import CLS_SHAPE, samples
 
 
 def outputs(model: onnx.ModelProto, feeds: list[np.ndarray]) -> np.ndarray:

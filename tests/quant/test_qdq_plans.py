@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
-from corpus import CLS_SHAPE, samples
 
 from trtflow.precision.emulate import switchable
 from trtflow.precision.plan import PrecisionPlan
 from trtflow.precision.quantized import candidates
+
+from .corpus import CLS_SHAPE, samples
 
 
 def _run(model: onnx.ModelProto, feed: dict) -> np.ndarray:
