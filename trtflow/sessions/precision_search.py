@@ -54,7 +54,6 @@ if TYPE_CHECKING:
     import onnx
 
     from trtflow.precision.plan import PrecisionPlan
-    from trtflow.precision.screening import Screening
     from trtflow.precision.search import SearchResult
     from trtflow.precision.sites import OpsetHeld, Site
 else:
@@ -330,16 +329,91 @@ def fp32_magnitudes(model_path: Path, tensors: list[str], feeds: Sequence[Feed])
 class Setup:
     """The model and what the search may change in it, worked out before any runner starts."""
 
-    model: onnx.ModelProto
+    model: onnx.ModelProto  # weights loaded, every node named
     ops: dict[str, str]  # node -> op type, in graph order
-    sites: list[Site]  # the nodes that can compute in the low precision
-    candidates: list[str]
+    every_site: frozenset[str]  # every node a plan may run low: all kept is the reference plan
+    candidates: list[str]  # the nodes the search decides about
     fixed: dict[str, str]  # node -> why it stays in high precision in every plan
-    held: OpsetHeld | None
+    held: OpsetHeld | None = None  # nodes the opset gives no low type (a note for the report)
+
+
+class LoweringOrder(Protocol):
+    """A plan space's screening: which candidates it suspects, and the order to lower them in."""
 
     @property
-    def every_site(self) -> frozenset[str]:
-        return frozenset(s.node for s in self.sites)
+    def suspects(self) -> list[str]: ...
+
+    def lowering_order(self, nodes: Sequence[str]) -> list[str]: ...
+
+    def as_json(self) -> dict: ...
+
+
+class PlanSpace(Protocol):
+    """What one kind of plan varies: `prepare` finds the candidates of a loaded, named model;
+    `screen` ranks them before any trial (`magnitudes`: whether an FP32 run may be spent on it,
+    which only the minimal search uses). Plans themselves are `PrecisionPlan(precision, keep)`,
+    realized by the runners, so a new kind of plan (quantized nodes to dequantize) is a new space."""
+
+    def prepare(self, model: onnx.ModelProto, ops: dict[str, str]) -> Setup: ...
+
+    def screen(self, setup: Setup, feeds: Sequence[Feed], magnitudes: bool) -> LoweringOrder: ...
+
+
+class FloatSpace:
+    """FP16/BF16/FP8 plans: the candidates are the top-level nodes whose float outputs the format can
+    hold (`trtflow.precision.sites`), narrowed by `nodes`; nodes that cannot be lowered stay FP32;
+    screening ranks them by constants the format loses and one FP32 run's tensor magnitudes."""
+
+    def __init__(self, settings: SearchSettings):
+        self.settings = settings
+        self.sites: list[Site] = []
+
+    def prepare(self, model: onnx.ModelProto, ops: dict[str, str]) -> Setup:
+        from trtflow.precision.lower import unlowerable_nodes
+        from trtflow.precision.sites import held_by_opset, precision_sites
+
+        settings = self.settings
+        self.sites = sites = precision_sites(model, settings.precision)
+        fixed = unlowerable_nodes(model)
+        candidates = [
+            s.node
+            for s in sites
+            if s.node not in fixed and settings.nodes.selects(s.node, ops[s.node])
+        ]
+        if not sites:
+            raise ParamError(
+                "precision",
+                f"no node of this model can write its float outputs in {settings.precision}: "
+                "the ONNX type constraints of its ops (at its opset) exclude that type",
+            )
+        if not candidates:
+            raise ParamError(
+                "nodes",
+                f"no candidate nodes: {len(sites)} node(s) can compute in {settings.precision}, "
+                f"{len(fixed)} cannot be lowered, and `nodes` selects none of the rest",
+            )
+        every_site = frozenset(s.node for s in sites)
+        held = held_by_opset(model, settings.precision)
+        return Setup(model, ops, every_site, candidates, fixed, held)
+
+    def screen(self, setup: Setup, feeds: Sequence[Feed], magnitudes: bool) -> LoweringOrder:
+        from trtflow.onnxmodel.formats import FORMATS
+        from trtflow.precision.screening import screen
+
+        tensors = [t for s in self.sites for t in s.low_inputs + s.low_outputs]
+        measured = fp32_magnitudes(self.settings.model, tensors, feeds) if magnitudes else None
+        candidates = set(setup.candidates)
+        return screen(
+            setup.model,
+            FORMATS[self.settings.precision],
+            [s for s in self.sites if s.node in candidates],
+            measured,
+        )
+
+
+def plan_space(settings: SearchSettings) -> PlanSpace:
+    """The space of plans `settings.precision` searches."""
+    return FloatSpace(settings)
 
 
 @dataclass(frozen=True)
@@ -370,7 +444,7 @@ class SearchOutcome:
     judge: Judge
     result: SearchResult
     records: list[JournalRecord]
-    screening: Screening
+    screening: LoweringOrder
     samples: int
     verification: Verification | None
     seconds: dict[str, float]
@@ -526,6 +600,7 @@ class PrecisionSearch:
         self.settings = settings
         self.context = context
         self.journal: TrialJournal = context.journal
+        self.space = plan_space(settings)
 
     def run(self) -> SearchOutcome:
         settings, context = self.settings, self.context
@@ -560,7 +635,7 @@ class PrecisionSearch:
             feeds = self._feeds(setup.model)
             reference = self._reference(setup, fp32, feeds)
             self._refuse_a_broken_check(judge, setup, feeds, reference)
-            screening = self._screening(setup, feeds)
+            screening = self.space.screen(setup, feeds, settings.mode == "minimal")
             trials = self._trials(setup, judge, runner, feeds, reference)
             result = self._search(setup, screening, trials)
             setup_seconds = time.perf_counter() - started - sum(r.seconds for r in trials.records)
@@ -595,36 +670,15 @@ class PrecisionSearch:
     def prepare(self) -> Setup:
         """Load and name the model; find its candidates; say what its opset holds in FP32."""
         from trtflow.onnxmodel.files import load_model, name_nodes
-        from trtflow.precision.lower import unlowerable_nodes
-        from trtflow.precision.sites import held_by_opset, precision_sites
 
         settings = self.settings
         model = load_model(settings.model)
         name_nodes(model)
         ops = {node.name: node.op_type for node in model.graph.node}
-        sites = precision_sites(model, settings.precision)
-        fixed = unlowerable_nodes(model)
-        candidates = [
-            s.node
-            for s in sites
-            if s.node not in fixed and settings.nodes.selects(s.node, ops[s.node])
-        ]
-        if not sites:
-            raise ParamError(
-                "precision",
-                f"no node of this model can write its float outputs in {settings.precision}: "
-                "the ONNX type constraints of its ops (at its opset) exclude that type",
-            )
-        if not candidates:
-            raise ParamError(
-                "nodes",
-                f"no candidate nodes: {len(sites)} node(s) can compute in {settings.precision}, "
-                f"{len(fixed)} cannot be lowered, and `nodes` selects none of the rest",
-            )
-        held = held_by_opset(model, settings.precision)
-        if held is not None:
-            self.context.notice(held.describe(settings.precision))
-        return Setup(model, ops, sites, candidates, fixed, held)
+        setup = self.space.prepare(model, ops)
+        if setup.held is not None:
+            self.context.notice(setup.held.describe(settings.precision))
+        return setup
 
     def _plan(self, keep: frozenset[str]) -> PrecisionPlan:
         from trtflow.precision.plan import PrecisionPlan
@@ -663,23 +717,6 @@ class PrecisionSearch:
         if broken:
             raise ParamError("check", broken)
 
-    def _screening(self, setup: Setup, feeds: Sequence[Feed]) -> Screening:
-        from trtflow.onnxmodel.formats import FORMATS
-        from trtflow.precision.screening import screen
-
-        settings = self.settings
-        tensors = [t for s in setup.sites for t in s.low_inputs + s.low_outputs]
-        magnitudes = (
-            fp32_magnitudes(settings.model, tensors, feeds) if settings.mode == "minimal" else None
-        )
-        candidates = set(setup.candidates)
-        return screen(
-            setup.model,
-            FORMATS[settings.precision],
-            [s for s in setup.sites if s.node in candidates],
-            magnitudes,
-        )
-
     def _verdict(
         self,
         setup: Setup,
@@ -715,7 +752,9 @@ class PrecisionSearch:
             self.journal, self.context.progress, evaluate, frozenset(setup.fixed), estimate
         )
 
-    def _search(self, setup: Setup, screening: Screening, trials: JournaledTrials) -> SearchResult:
+    def _search(
+        self, setup: Setup, screening: LoweringOrder, trials: JournaledTrials
+    ) -> SearchResult:
         from trtflow.precision import search
 
         settings = self.settings
