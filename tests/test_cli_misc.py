@@ -268,10 +268,10 @@ def test_version_and_help_placeholders(trtflow, tmp_path):
 
 
 def test_every_step_param_has_a_description_and_its_real_default(trtflow, tmp_path):
-    from trtflow.steps import catalog, registry
+    from trtflow.steps import kinds, registry
 
     for kind in registry.kinds():
-        for param in catalog.describe(kind)["params"]:
+        for param in kinds.describe(kind)["params"]:
             assert param["description"].strip(), f"{kind}: {param['name']} has no description"
     runners = trtflow("steps", "run-runners", cwd=tmp_path).stdout
     assert (

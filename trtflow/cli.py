@@ -368,21 +368,21 @@ def steps(
 
         from trtflow.display import console
         from trtflow.schema.problems import did_you_mean
-        from trtflow.steps import catalog, registry
+        from trtflow.steps import kinds, registry
 
         if kind is None:
             table = Table(show_edge=False, header_style="bold")
             table.add_column("kind", overflow="fold")
             table.add_column("what it does")
             for name in registry.kinds():
-                table.add_row(name, Text(catalog.describe(name)["summary"]))
+                table.add_row(name, Text(kinds.describe(name)["summary"]))
             console.print(table)
             return
         if not registry.exists(kind):
             raise UsageError(
                 f"no step kind `{kind}`{did_you_mean(kind, registry.kinds())}; kinds: {', '.join(registry.kinds())}"
             )
-        info = catalog.describe(kind)
+        info = kinds.describe(kind)
         console.print(
             f"[bold]{kind}[/bold] (version {info['version']}): {escape(info['summary'])}\n"
         )
@@ -409,7 +409,7 @@ def _print_entry(console, name: str, what: str, description: str) -> None:
 @app.command()
 def schema(debug: bool = DebugOption) -> None:
     """Print the JSON Schema of recipes (for editor completion)."""
-    from trtflow.steps.catalog import recipe_json_schema
+    from trtflow.steps.kinds import recipe_json_schema
 
     with _errors_to_exit_codes(debug):
         text = json.dumps(recipe_json_schema(), indent=2)

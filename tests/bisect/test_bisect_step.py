@@ -53,9 +53,16 @@ def outputs(tmp_path: Path, recipe: str = "hunt", step: str = "hunt") -> Path:
     return tmp_path / "out" / recipe / step
 
 
-def run(trtflow, tmp_path: Path, recipe: Path, workspace: str = "ws"):
+def run(trtflow, tmp_path: Path, recipe: Path, workspace: str = "ws", env: dict | None = None):
     return trtflow(
-        "run", recipe, "--workspace", tmp_path / workspace, "--out", tmp_path / "out", cwd=tmp_path
+        "run",
+        recipe,
+        "--workspace",
+        tmp_path / workspace,
+        "--out",
+        tmp_path / "out",
+        cwd=tmp_path,
+        env=env,
     )
 
 
@@ -552,16 +559,7 @@ def test_the_verification_judges_samples_the_search_never_saw_and_records_their_
         tmp_path, hunt_step("chain.onnx", check="{command: [python, spy.py], files: [spy.py]}")
     )
     spy_log = tmp_path / "spy.log"
-    done = trtflow(
-        "run",
-        recipe,
-        "--workspace",
-        tmp_path / "ws",
-        "--out",
-        tmp_path / "out",
-        cwd=tmp_path,
-        env={"SPY_LOG": str(spy_log)},
-    )
+    done = run(trtflow, tmp_path, recipe, env={"SPY_LOG": str(spy_log)})
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((outputs(tmp_path) / "report.json").read_text())
     calls = spy_log.read_text().split()

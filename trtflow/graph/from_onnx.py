@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trtflow.graph.model import Edge, Graph, Node, Tensor, io_node_name
-from trtflow.onnxmodel.files import iter_graphs, load_model, named
+from trtflow.onnxmodel.files import iter_graphs, load_model, with_stable_names
 
 if TYPE_CHECKING:
     import onnx
@@ -155,7 +155,7 @@ def _describe(tensor: Tensor) -> str:
 def graph_from_model(model: onnx.ModelProto, name: str = "model") -> Graph:
     """Build a Graph from an ONNX model, its unnamed nodes under their stable names; `model` itself is
     left as it was (`named` names a copy), so a caller's model is never renamed behind its back."""
-    model = named(model)
+    model = with_stable_names(model)
     inferred, failure = _infer_shapes(model)
     tensors: dict[str, Tensor] = {}
     for graph in iter_graphs(inferred.graph):

@@ -1,4 +1,4 @@
-"""Engine layers in ONNX terms: which ONNX nodes each fused TensorRT layer runs, which tensors it writes.
+"""The engine-layer map: which ONNX nodes each fused TensorRT layer runs, which tensors it writes.
 
 The map is one noun with three uses: the tensors to tap (`surgeon-insert-tap`'s
 `tensors: engine-layers`), the tensors that stay inside fused kernels (`emulated`'s

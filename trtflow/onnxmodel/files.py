@@ -283,7 +283,7 @@ def name_nodes(model: onnx.ModelProto) -> dict[str, str]:
     return renamed
 
 
-def named(model: onnx.ModelProto) -> onnx.ModelProto:
+def with_stable_names(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of `model` in which every node has its stable name (`name_nodes`); `model` is not
     changed, so a model other code reads keeps the names it had."""
     import onnx

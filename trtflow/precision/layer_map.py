@@ -23,11 +23,11 @@ HIGH_PRECISION = "fp32"
 
 def layer_map(model: onnx.ModelProto, plan: PrecisionPlan) -> dict[str, str]:
     """`{node name: "fp32" | plan.precision}` for every node a plan can place, in graph order."""
-    from trtflow.onnxmodel.files import named
+    from trtflow.onnxmodel.files import with_stable_names
     from trtflow.precision.lower import unlowerable_nodes
     from trtflow.precision.sites import precision_sites
 
-    with_names = named(model)
+    with_names = with_stable_names(model)
     fixed = unlowerable_nodes(with_names)
     return {
         site.node: HIGH_PRECISION

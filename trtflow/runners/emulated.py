@@ -56,9 +56,11 @@ EMULATION_SESSION_OPTIONS = {"graph_optimization_level": "disable_all"}
 
 def node_names(model: onnx.ModelProto) -> set[str]:
     """Every node's name as plans use it (`name_nodes`), subgraphs included; `model` is not changed."""
-    from trtflow.onnxmodel.files import iter_graphs, named
+    from trtflow.onnxmodel.files import iter_graphs, with_stable_names
 
-    return {node.name for graph in iter_graphs(named(model).graph) for node in graph.node}
+    return {
+        node.name for graph in iter_graphs(with_stable_names(model).graph) for node in graph.node
+    }
 
 
 class Config(RunnerConfig):
@@ -113,10 +115,10 @@ class Config(RunnerConfig):
     def engine_layers(self, model: onnx.ModelProto) -> EngineLayerMap:
         """The layers of `engine_graph` in `model`'s terms; a ParamError at the key when the file is no engine
         graph or the engine of another model."""
-        from trtflow.onnxmodel.files import named
+        from trtflow.onnxmodel.files import with_stable_names
         from trtflow.tensors.engine_layers import load_engine_layers
 
-        return load_engine_layers(named(model), self.engine_graph)
+        return load_engine_layers(with_stable_names(model), self.engine_graph)
 
     def create(self, model: Path | None, outputs: list[str] | None) -> OnnxruntimeRunner:
         from trtflow.precision.emulate import emulate

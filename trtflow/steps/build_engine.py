@@ -25,7 +25,7 @@ from trtflow.steps.base import Step, StepContext, StepParams, file
 PrecisionName = Literal["fp32", "fp16", "bf16"]
 
 
-class ShapeRange(BaseModel):
+class ShapeRangeSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     min: list[int]
@@ -33,7 +33,7 @@ class ShapeRange(BaseModel):
     max: list[int]
 
     @model_validator(mode="after")
-    def _ordered(self) -> ShapeRange:
+    def _ordered(self) -> ShapeRangeSpec:
         if not len(self.min) == len(self.opt) == len(self.max):
             raise ValueError("min, opt and max need the same rank")
         if any(not 0 <= low <= mid <= high for low, mid, high in zip(self.min, self.opt, self.max)):
@@ -56,7 +56,7 @@ class Params(StepParams):
     layer_precisions: InputPath | dict[str, PrecisionName] | None = Field(
         None, description="{ONNX node or TensorRT layer name: precision}, or a JSON file of it."
     )
-    shapes: dict[str, ShapeRange | list[int]] | None = Field(
+    shapes: dict[str, ShapeRangeSpec | list[int]] | None = Field(
         None,
         description="Optimization profile: {input: {min: [...], opt: [...], max: [...]}}, or {input: dims} for a fixed shape.",
     )
@@ -117,15 +117,15 @@ def _layer_precisions(value: Path | dict[str, str] | None) -> dict[str, str]:
     return document
 
 
-def _shape_ranges(shapes: dict[str, ShapeRange | list[int]] | None) -> dict:
-    from trtflow.trt.builder import ShapeRange as Range
+def _shape_ranges(shapes: dict[str, ShapeRangeSpec | list[int]] | None) -> dict:
+    from trtflow.trt.builder import ShapeRange
 
     ranges = {}
     for name, shape in (shapes or {}).items():
         if isinstance(shape, list):
-            ranges[name] = Range(tuple(shape), tuple(shape), tuple(shape))
+            ranges[name] = ShapeRange(tuple(shape), tuple(shape), tuple(shape))
         else:
-            ranges[name] = Range(tuple(shape.min), tuple(shape.opt), tuple(shape.max))
+            ranges[name] = ShapeRange(tuple(shape.min), tuple(shape.opt), tuple(shape.max))
     return ranges
 
 

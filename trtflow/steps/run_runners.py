@@ -315,13 +315,13 @@ class RunRunners(Step):
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from trtflow.onnxmodel.catalog import catalog
-        from trtflow.onnxmodel.files import load_model, named
+        from trtflow.onnxmodel.files import load_model, with_stable_names
         from trtflow.runners.sliced import plan_slices, with_input_shapes
         from trtflow.tensors.tensor_set import INPUTS, TensorSetWriter
 
         # every node with its stable name, whichever runners run: `results` names nodes as reports do
         model = (
-            named(load_model(params.model, load_weights=False))
+            with_stable_names(load_model(params.model, load_weights=False))
             if params.model is not None
             else None
         )

@@ -1,4 +1,4 @@
-"""Engine layers in ONNX terms: which ONNX nodes each fused TensorRT layer runs, which tensors it writes.
+"""Building the engine-layer map from an engine graph (`trtflow.onnxmodel.engine_layers` holds the map).
 
 Marking every tensor of a network as an output (Polygraphy's `--trt-outputs mark all`) breaks
 TensorRT's fusions: the engine being debugged is no longer the engine that ships. The tensors that

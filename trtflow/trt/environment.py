@@ -41,7 +41,7 @@ class Gpu:
 
 
 @dataclass(frozen=True)
-class Cuda:
+class CudaFacts:
     driver: str  # the CUDA version the driver supports, "12.4"; NOT_INSTALLED without a driver
     runtime: str  # the CUDA runtime cuda-python links, "12.6"
     gpu: Gpu | None
@@ -76,7 +76,7 @@ def _cuda_version(number: int) -> str:
 
 
 @lru_cache(maxsize=1)
-def cuda() -> Cuda | None:
+def cuda() -> CudaFacts | None:
     """Driver, runtime and the first visible GPU (CUDA_VISIBLE_DEVICES applies); None without cuda-python."""
     runtime_module = next(
         (name for name in ("cuda.bindings.runtime", "cuda.cudart") if _module_exists(name)), None
@@ -103,7 +103,7 @@ def cuda() -> Cuda | None:
             f"{properties.major}.{properties.minor}",
             int(properties.totalGlobalMem) // 2**20,
         )
-    return Cuda(
+    return CudaFacts(
         _cuda_version(driver if driver_error == success else 0),
         _cuda_version(runtime if runtime_error == success else 0),
         gpu,
@@ -114,7 +114,7 @@ def fingerprint() -> dict[str, str]:
     """What an engine depends on: TensorRT version, GPU name and compute capability (step keys)."""
     version = tensorrt_version()
     gpu = (
-        (cuda() or Cuda(NOT_INSTALLED, NOT_INSTALLED, None)).gpu
+        (cuda() or CudaFacts(NOT_INSTALLED, NOT_INSTALLED, None)).gpu
         if version != NOT_INSTALLED
         else None
     )

@@ -21,7 +21,7 @@ from trtflow.trt.log import TensorRTLog, make_logger
 from trtflow.trt.profiler import LayerTimes, make_profiler
 
 
-class Cuda:
+class CudaCalls:
     """The few CUDA runtime calls an engine needs, with errors turned into StepError."""
 
     def __init__(self) -> None:
@@ -57,7 +57,7 @@ class EngineSession:
         self.trt = trt
         self.log = log
         self.layer_times = layer_times
-        self.cuda = Cuda()
+        self.cuda = CudaCalls()
         self._buffers: dict[str, tuple[int, int]] = {}  # name -> (device address, bytes)
         self._stream = None
         self._logger = make_logger(trt.module, log)
