@@ -65,7 +65,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "journal: a torn last line is kept",
         "trtflow/executor/journal.py",
-        "if end < len(data):",
+        "if end < len(\n            data\n        ):",
         "if False:",
         ("tests/test_journal.py",),
     ),
@@ -80,7 +80,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "emulate: initializers of low nodes not rounded",
         "trtflow/precision/emulate.py",
-        "return self.constant(name, self.fmt.round(numpy_helper.to_array(self.initializers[tensor])))",
+        "return self.constant(\n                name, self.fmt.round(numpy_helper.to_array(self.initializers[tensor]))\n            )",
         "return tensor",
         ("tests/run_compare/test_emulation.py", "tests/bisect"),
     ),
@@ -145,8 +145,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "comparison: abs AND rel instead of abs OR rel",
         "trtflow/tensors/comparison.py",
-        "mismatch = ~(absolute <= atol) & ~(relative <= rtol)",
-        "mismatch = ~(absolute <= atol) | ~(relative <= rtol)",
+        "mismatch = ~(absolute <= atol) & ~(\n                    relative <= rtol\n                )",
+        "mismatch = ~(absolute <= atol) | ~(\n                    relative <= rtol\n                )",
         ("tests/run_compare/test_comparison.py", "tests/run_compare/test_compare_rules.py"),
     ),
     Mutant(
