@@ -2,14 +2,15 @@
 
 Users turn on FP16 (BF16, FP8), lose accuracy, and need to know which layers to keep in FP32. A
 `PrecisionSearch` answers with ONNX node names, a verified mixed-precision model and the evidence:
-1. candidates: the top-level nodes with float outputs (`trtflow.precision.sites`), narrowed by
-   `nodes`; nodes that cannot be lowered (If/Loop/Scan, custom ops) stay FP32 as one unit and are
-   listed in `keep` with that reason;
+1. candidates, from the plan space of the precision (`PlanSpace`; `FloatSpace` for FP16/BF16/FP8):
+   the top-level nodes with float outputs (`trtflow.precision.sites`), narrowed by `nodes`; nodes
+   that cannot be lowered (If/Loop/Scan, custom ops) stay FP32 as one unit and are listed in
+   `keep` with that reason;
 2. the reference: given results, or the plan runner's (or ONNX Runtime's) outputs with every node
    kept; the judge (`trtflow.tensors.judges.Judge`) is asked first whether it can judge anything at
    all (`refusal`: a broken command, a metric the FP32 outputs fail), before any trial is spent;
-3. screening, before any trial: constants the format cannot hold and one FP32 run's tensor
-   magnitudes rank the candidates (`trtflow.precision.screening`);
+3. screening, before any trial (the space's `screen`): constants the format cannot hold and one
+   FP32 run's tensor magnitudes rank the candidates (`trtflow.precision.screening`);
 4. the search (`trtflow.precision.search`): `minimal` (default) finds a 1-minimal keep set over
    arbitrary nodes; `bisect`/`linear` with `direction` reproduce Polygraphy's `debug precision`.
    Every trial goes through the journal (`JournaledTrials`), so a killed run resumes without
