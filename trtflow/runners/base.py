@@ -139,6 +139,11 @@ class RunnerConfig(BaseModel):
         a CPU that hides overflows); said once per run, for every runner it applies to."""
         return []
 
+    def plan_notices(self, precision: str) -> list[str]:
+        """`notices` for the plans of `precision` this runner realizes (`bisect-precision`'s runner):
+        FP16 plans on a CPU that hides their overflows."""
+        return []
+
     def create(self, model: Path | None, outputs: list[str] | None) -> Runner:
         """The runner for `model` (an ONNX file, an engine, or None for `reads = "nothing"`)."""
         raise NotImplementedError

@@ -158,11 +158,16 @@ class Config(RunnerConfig):
     def notices(self, model: onnx.ModelProto | None) -> list[str]:
         return [CPU_FP16_HIDES_OVERFLOWS] if self.hides_fp16_overflows() else []
 
+    def plan_notices(self, precision: str) -> list[str]:
+        return [CPU_FP16_HIDES_OVERFLOWS] if precision == "fp16" and self._runs_on_cpu() else []
+
     def hides_fp16_overflows(self) -> bool:
-        """Whether this runner's FP16 model runs on the CPU provider: the first of its providers this
-        onnxruntime has (ONNX Runtime falls back to CPU when none is) is CPUExecutionProvider."""
-        if self.precision != "fp16":
-            return False
+        """Whether this runner's FP16 model runs on the CPU provider."""
+        return self.precision == "fp16" and self._runs_on_cpu()
+
+    def _runs_on_cpu(self) -> bool:
+        """Whether the first of its providers this onnxruntime has (ONNX Runtime falls back to CPU
+        when none is) is CPUExecutionProvider."""
         import onnxruntime
 
         available = set(onnxruntime.get_available_providers())

@@ -613,6 +613,8 @@ class PrecisionSearch:
             JudgeSetting(output_names, context.recipe_dir, "check", context.notice)
         )
         config.check_entry(setup.model, "runner")
+        for caveat in config.plan_notices(settings.precision):
+            context.notice(f"runner `{config.name}`: {caveat}")
         try:
             searched = config.plan_runner(
                 PlanModel(
