@@ -13,7 +13,6 @@ cosine, a user's metric), judged per candidate over the iterations; they join `p
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal, TypeAlias
 
 from pydantic import Field, model_validator
@@ -23,6 +22,7 @@ from trtflow.packages import installed_version
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
 from trtflow.steps.base import Step, StepContext, StepParams, file, value
+from trtflow.tensors.compare_report import CompareReport, TaskMetricResult
 from trtflow.tensors.comparison import Tolerances
 from trtflow.tensors.task_metrics import MetricCheck
 
@@ -86,6 +86,7 @@ class Compare(Step):
             ".json",
             "passed, first_nonfinite, first_divergence, per-tensor statistics, per-runner growth "
             "(and `engine_layers` with group_by: engine_layer).",
+            report=CompareReport,
         ),
         "summary": file(".md", "The report for people: verdict, firsts, worst tensors."),
         "passed": value(
@@ -94,7 +95,9 @@ class Compare(Step):
             "returned NaN/Inf).",
         ),
     }
-    version = 4  # 2: infinities in both runners mismatch unless infinities_compare_equal (Polygraphy's default)
+    version = 4  # covers what the report's schema (in the key by itself) does not: the same fields
+    # computed differently, and the Markdown summary.
+    # 2: infinities in both runners mismatch unless infinities_compare_equal (Polygraphy's default)
     # 3: failed tensors that differ only by ±inf both runners hold are counted and told
     # 4: check_finite; every runner's NaN/Inf; counts summed over iterations; null metrics over nothing finite
 
@@ -156,25 +159,23 @@ class Compare(Step):
             metrics=params.metrics,
             progress=lambda done, total: ctx.progress(done, total, "tensors"),
         )
-        if task_metrics:
-            report["task_metrics"] = task_metrics
-            report["passed"] = report["passed"] and all(result["passed"] for result in task_metrics)
+        report.task_metrics = [TaskMetricResult.model_validate(r) for r in task_metrics]
         summary = summary_markdown(report)
         if params.engine_layers is not None:
-            report["engine_layers"], lines = _grouped(report, params.engine_layers)
+            report.engine_layers, lines = _grouped(report, params.engine_layers)
             summary += "\n".join(lines) + "\n"
         metric_lines = [describe(result) for result in task_metrics]
         if metric_lines:
             summary += "\n## Task metrics\n\n" + "".join(f"- {line}\n" for line in metric_lines)
-        ctx.output_path("report").write_text(json.dumps(report, indent=1))
+        report.write(ctx.output_path("report"))
         ctx.output_path("summary").write_text(summary)
         ctx.notice(
             "\n".join(terminal_lines(report) + [f"task metric {line}" for line in metric_lines])
         )
-        return {"passed": report["passed"]}
+        return {"passed": report.passed}
 
 
-def _grouped(report: dict, engine_layers) -> tuple[dict, list[str]]:
+def _grouped(report: CompareReport, engine_layers) -> tuple[dict, list[str]]:
     """The report per engine layer, and its Markdown section."""
     from trtflow.onnxmodel.engine_layers import EngineLayerMap
     from trtflow.tensors.engine_layers import group_report, summary_lines
