@@ -21,9 +21,10 @@ from trtflow.errors import ParamError, StepError
 from trtflow.packages import installed_version
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
-from trtflow.steps.base import Step, StepContext, StepParams, file, value
+from trtflow.steps.base import Step, StepContext, StepParams, file, folder, value
 from trtflow.tensors.compare_report import CompareReport, TaskMetricResult
 from trtflow.tensors.comparison import Tolerances
+from trtflow.tensors.gates import Gate
 from trtflow.tensors.task_metrics import MetricCheck
 
 
@@ -51,6 +52,26 @@ class Params(Tolerances, StepParams):
         description="Checks in the task's own terms, each {metric: top1_agreement | cosine | script.py:function, "
         "min, max, tensors}: the metric's mean over iterations, per candidate runner, must be within "
         "[min, max]; their verdicts join `passed`.",
+    )
+    gates: list[Gate] = Field(
+        default_factory=list,
+        exclude_if=lambda gates: not gates,  # recipes without them keep their step key
+        description="Bounds on a metric per tensor or glob, each {metric: cosine | l2 | psnr | snr | "
+        "topk_indices, tensors: [names or globs], min, max, k}: every iteration of every tensor named "
+        "must be within [min, max]; a tensor passes only when its tolerances and its gates hold.",
+    )
+    fail_fast: bool = Field(
+        False,
+        exclude_if=lambda fail_fast: not fail_fast,
+        description="Stop checking a runner at its first failing tensor (Polygraphy's --fail-fast); "
+        "the tensors after it are listed `unchecked`.",
+    )
+    plots: int = Field(
+        0,
+        ge=0,
+        exclude_if=lambda plots: plots == 0,
+        description="Draw an error heatmap and histogram for this many of the worst tensors into the "
+        "`plots` folder, linked from summary.md (needs matplotlib: `pip install trtflow[plots]`).",
     )
     gate: bool = Field(False, description="Exit 1 from the run when this check fails (CI).")
     group_by: Literal["tensor", "engine_layer"] = Field(
@@ -89,6 +110,10 @@ class Compare(Step):
             report=CompareReport,
         ),
         "summary": file(".md", "The report for people: verdict, firsts, worst tensors."),
+        "plots": folder(
+            "Error heatmap and histogram PNGs of the worst tensors (with `plots: N`).",
+            optional=True,
+        ),
         "passed": value(
             True,
             "Whether every candidate matched the reference (and, with check_finite, no runner "
@@ -105,6 +130,8 @@ class Compare(Step):
         return {"numpy": installed_version("numpy")}
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
+        from trtflow.tensors.gates import unmatched_patterns
+        from trtflow.tensors.plots import draw_worst, require_matplotlib
         from trtflow.tensors.report import build_report, summary_markdown, terminal_lines
         from trtflow.tensors.task_metrics import describe, judge_results
         from trtflow.tensors.tensor_set import TensorSet
@@ -147,6 +174,14 @@ class Compare(Step):
                 f"`{key}` names no compared tensor{did_you_mean(key, compared)}; the "
                 f"{len(compared)} compared: {', '.join(compared[:8])}{' ...' if len(compared) > 8 else ''}",
             )
+        unnamed = unmatched_patterns(params.gates, compared)
+        if unnamed:
+            raise ParamError(
+                "gates",
+                f"`{unnamed[0]}` names no compared tensor{did_you_mean(unnamed[0], compared)}",
+            )
+        if params.plots:
+            require_matplotlib()
         task_metrics = judge_results(
             params.task_metrics, results, params.reference, candidates, "task_metrics"
         )
@@ -158,8 +193,12 @@ class Compare(Step):
             check_finite=params.check_finite,
             metrics=params.metrics,
             progress=lambda done, total: ctx.progress(done, total, "tensors"),
+            gates=params.gates,
+            fail_fast=params.fail_fast,
         )
         report.task_metrics = [TaskMetricResult.model_validate(r) for r in task_metrics]
+        if params.plots:
+            report.plots = draw_worst(report, results, params.plots, ctx.output_path("plots"))
         summary = summary_markdown(report)
         if params.engine_layers is not None:
             report.engine_layers, lines = _grouped(report, params.engine_layers)

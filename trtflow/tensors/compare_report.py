@@ -110,6 +110,9 @@ class RunnerComparison(_Part):
     tensors_failed_on_shared_infinities: int
     tensors_failed_nothing_finite: int
     missing: list[str]
+    unchecked: list[str] = Field(
+        default_factory=list, description="Tensors left unchecked after `fail_fast` stopped."
+    )
     first_nonfinite: Located | None = None
     first_divergence: Located | None = None
     growth: list[Growth]

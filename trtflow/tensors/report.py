@@ -39,6 +39,7 @@ from trtflow.tensors.comparison import (
     compare_tensor,
     nonfinite_counts,
 )
+from trtflow.tensors.gates import Gate, gates_for, judged
 from trtflow.tensors.tensor_set import TensorSet
 
 COMPARE_THREADS = min(
@@ -104,9 +105,12 @@ def compare_runner(
     candidate: str,
     tolerances: Tolerances,
     progress: Callable[[int, int], None] = lambda done, total: None,
+    gates: Sequence[Gate] = (),
+    fail_fast: bool = False,
 ) -> tuple[RunnerComparison, list[TensorComparison]]:
     """One candidate against the reference: its summary (firsts, growth), and its per-tensor results
-    in topological order."""
+    in topological order. `gates` add bounds on metrics (`trtflow.tensors.gates`); with `fail_fast`
+    the comparison stops at the first failing tensor (later ones are counted `unchecked`)."""
     reference_tensors = results.tensor_names(reference)
     candidate_tensors = set(results.tensor_names(candidate))
     common = [t for t in reference_tensors if t in candidate_tensors]
@@ -114,21 +118,22 @@ def compare_runner(
     tensors: list[TensorComparison] = []
     first_nonfinite = first_divergence = None
 
-    def every_iteration(tensor: str) -> list[dict]:
-        return [
-            compare_tensor(
-                tensor,
-                results.load(reference, i, tensor),
-                results.load(candidate, i, tensor),
-                tolerances,
-            )
-            for i in range(iterations)
-        ]
+    def every_iteration(tensor: str) -> tuple[list[dict], dict[str, dict]]:
+        applying = gates_for(list(gates), tensor)
+        per_iteration, values = [], {metric: [] for metric in applying}
+        for i in range(iterations):
+            want, got = results.load(reference, i, tensor), results.load(candidate, i, tensor)
+            compared = compare_tensor(tensor, want, got, tolerances)
+            per_iteration.append(compared)
+            for metric, gate in applying.items():
+                shaped = "error" not in compared  # a reshaped tensor already fails
+                value = gate.value(want, got, compared.get("metrics", {})) if shaped else None
+                values[metric].append(value)
+        return per_iteration, {m: judged(applying[m], v) for m, v in values.items()}
 
-    with ThreadPoolExecutor(
-        COMPARE_THREADS
-    ) as pool:  # results come back in order: firsts stay topological
-        for position, (tensor, per_iteration) in enumerate(
+    pool = ThreadPoolExecutor(COMPARE_THREADS)
+    try:  # results come back in order: firsts stay topological
+        for position, (tensor, (per_iteration, gated)) in enumerate(
             zip(common, pool.map(every_iteration, common))
         ):
             worst = max(range(iterations), key=lambda i: _severity(per_iteration[i]))
@@ -146,6 +151,7 @@ def compare_runner(
                 },
                 "new_nonfinite": sum(r["new_nonfinite"] for r in per_iteration),
                 "worst_iteration": worst,
+                "gates": gated,
             }
             compared = TensorComparison.model_validate(entry)
             tensors.append(compared)
@@ -154,10 +160,15 @@ def compare_runner(
             if first_divergence is None and not compared.passed:
                 first_divergence = _locate(tensor, candidate, results)
             progress(position + 1, len(common))
+            if fail_fast and not compared.passed:
+                break
+    finally:
+        pool.shutdown(cancel_futures=True)
     missing = [t for t in reference_tensors if t not in candidate_tensors]
     runner = RunnerComparison(
         iterations=iterations,
-        tensors_checked=len(common),
+        tensors_checked=len(tensors),
+        unchecked=common[len(tensors) :],
         tensors_failed=sum(not t.passed for t in tensors),
         tensors_failed_on_shared_infinities=sum(t.only_shared_infinities for t in tensors),
         tensors_failed_nothing_finite=sum(t.reason == NOTHING_FINITE_IN_BOTH for t in tensors),
@@ -190,6 +201,8 @@ def build_report(
     check_finite: bool = True,
     metrics: Sequence[str] = METRICS,
     progress: Callable[[int, int], None] = lambda done, total: None,
+    gates: Sequence[Gate] = (),
+    fail_fast: bool = False,
 ) -> CompareReport:
     """The whole `compare` report, with the similarity `metrics` asked for. Failed candidates
     fail it, and with `check_finite` so does a runner holding NaN, or ±inf unless `infinities_compare_equal`;
@@ -208,6 +221,8 @@ def build_report(
             candidate,
             tolerances,
             functools.partial(_candidate_progress, progress, position, len(candidates)),
+            gates,
+            fail_fast,
         )
         per_runner += tensors
     ordered = sorted(
@@ -351,7 +366,27 @@ def summary_markdown(report: CompareReport, limit: int = 25) -> str:
             _verdict(t),
         ]
         lines.append("| " + " | ".join(map(str, cells)) + " |")
+    lines += _gate_lines(report) + _plot_lines(report)
     return "\n".join(lines) + "\n"
+
+
+def _gate_lines(report: CompareReport) -> list[str]:
+    """Each failed gate of each tensor, with its worst value."""
+    failed = [
+        f"- `{t.tensor}` ({t.runner}): {metric} {_number(g.worst)} in iteration {g.worst_iteration}, "
+        f"outside [{_number(g.min)}, {_number(g.max)}]"
+        for t in report.tensors
+        for metric, g in t.gates.items()
+        if not g.passed
+    ]
+    return ["", "## Failed gates", "", *failed] if failed else []
+
+
+def _plot_lines(report: CompareReport) -> list[str]:
+    """Links to the error images of the worst tensors (`plots: N`)."""
+    if not report.plots:
+        return []
+    return ["", "## Worst tensors", ""] + [f"![{path}]({path})" for path in report.plots]
 
 
 def _shared_infinities_lines(report: CompareReport) -> list[str]:
