@@ -136,7 +136,7 @@ class CompareReport(Report):
     """Everything `compare` found; `passed` is derived, never stored apart from its facts."""
 
     KIND: ClassVar[str] = "compare"
-    SCHEMA_VERSION: ClassVar[int] = 1
+    SCHEMA_VERSION: ClassVar[int] = 2  # 2: per-tensor `gates`, per-runner `unchecked`, `plots`
 
     reference: str
     candidates: list[str]
