@@ -114,7 +114,7 @@ class BisectPrecision(Step):
         assert ctx.journal is not None  # a journaled step always has one
         ctx.journal.export(ctx.output_path("replay"))
         ctx.notice(outcome.notice())
-        return {"passed": outcome.verified}
+        return {"passed": report.passed}
 
 
 def _write_json(ctx: StepContext, output: str, content: Any) -> None:

@@ -120,7 +120,8 @@ def compare_runner(
 
     def every_iteration(tensor: str) -> tuple[list[dict], dict[str, dict]]:
         applying = gates_for(list(gates), tensor)
-        per_iteration, values = [], {metric: [] for metric in applying}
+        per_iteration: list[dict] = []
+        values: dict[str, list[float | None]] = {metric: [] for metric in applying}
         for i in range(iterations):
             want, got = results.load(reference, i, tensor), results.load(candidate, i, tensor)
             compared = compare_tensor(tensor, want, got, tolerances)
