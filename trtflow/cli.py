@@ -449,6 +449,7 @@ GARBAGE_KINDS = {
     "runs": "run record",
     "locks": "lock file",
     "links": "broken output link",
+    "blobs": "unreferenced blob",
 }
 
 
@@ -495,24 +496,22 @@ def _cache_ls(space) -> None:
 def cache_verify(
     workspace: Path | None = WorkspaceOption, recipe: Path | None = CacheRecipeOption
 ) -> None:
-    """Re-hash every entry; remove damaged ones so the next run recomputes them (exit 1 if any)."""
+    """Check every entry against its manifest and every blob against its sha256; remove damaged ones
+    so the next run recomputes them (exit 1 if any)."""
     with _errors_to_exit_codes(False):
         space = _cache_workspace(workspace, recipe)
-    store = space.store
-    damaged = 0
-    checked = 0
-    for entry in store.entries():
-        checked += 1
-        problems = store.verify(entry)
-        if problems:
-            damaged += 1
-            with store.lock(entry.key):
-                store.evict(entry.key)
-            print(
-                f"damaged {entry.key[:12]} ({entry.manifest.get('step', '?')}): {'; '.join(problems)} — removed"
-            )
-    print(f"verified {checked} entries: {damaged} damaged")
-    raise typer.Exit(1 if damaged else 0)
+    verified = space.store.verify_all()
+    for entry, problems in verified.damaged:
+        print(
+            f"damaged {entry.key[:12]} ({entry.manifest.get('step', '?')}): {'; '.join(problems)} — removed"
+        )
+    for digest in verified.damaged_blobs:
+        print(f"damaged blob {digest[:12]}: content does not match its sha256 — removed")
+    print(
+        f"verified {verified.entries} entries: {len(verified.damaged)} damaged; "
+        f"{verified.blobs} blobs: {len(verified.damaged_blobs)} damaged"
+    )
+    raise typer.Exit(1 if verified.damaged or verified.damaged_blobs else 0)
 
 
 @cache_app.command("gc")
@@ -574,8 +573,8 @@ def cache_gc(
         counts = {kind: len(paths) for kind, paths in removed.items()}
         print(
             f"{'would remove' if dry_run else 'removed'} {counts['tmp']} temporary folders, {counts['entries']} "
-            f"entries, {counts['journals']} journals, {counts['runs']} run records, {counts['locks']} lock files "
-            f"and {counts['links']} broken output links"
+            f"entries, {counts['blobs']} unreferenced blobs, {counts['journals']} journals, {counts['runs']} run "
+            f"records, {counts['locks']} lock files and {counts['links']} broken output links"
         )
 
 
