@@ -230,6 +230,7 @@ def run(
         from trtflow.display import ProgressDisplay, print_report
         from trtflow.executor.pools import POOLS
         from trtflow.executor.run import RunOptions, run_pipeline
+        from trtflow.executor.transfer import run_remote
 
         if executor not in POOLS:
             raise UsageError(f"--executor {executor}: expected one of {', '.join(POOLS)}")
@@ -256,7 +257,7 @@ def run(
             debug=debug,
             executor=executor,
             address=address,
-            remote=_remote_spec(space, remote, offline, push=not no_push),
+            remote=run_remote(space, remote, offline, push=not no_push),
         )
         display = ProgressDisplay(verbose=verbose)
         try:
@@ -627,36 +628,6 @@ def _in_use(
     return used | set(unknown), None, [note]
 
 
-def _remote_spec(space, asked: str | None, offline: bool, push: bool = True):
-    """The remote cache a run uses, opened once here so a bad URL, a missing package or bad options
-    is a usage error before any step runs; None when offline or none is configured."""
-    from trtflow.executor.remote import RemoteSpec, choose_remote, storage_options
-
-    if offline:
-        if asked:
-            raise UsageError(
-                f"--offline and --remote {asked} contradict each other; give one of them"
-            )
-        return None
-    url = choose_remote(space.root, asked)
-    if url is None:
-        return None
-    spec = RemoteSpec(url, storage_options(), push)
-    spec.open()
-    return spec
-
-
-def _transfer_remote(space, asked: str | None):
-    """The remote `push` and `pull` talk to: one must be named or configured."""
-    spec = _remote_spec(space, asked, offline=False)
-    if spec is None:
-        raise UsageError(
-            "no remote cache: give --remote URL|NAME, set $TRTFLOW_REMOTE, or keep one with "
-            "`trtflow remote add NAME URL --default`"
-        )
-    return spec.open()
-
-
 @contextmanager
 def _transfer_bars() -> Iterator:
     """`bar(label)` makes a byte progress bar for one entry and returns its progress callback."""
@@ -696,30 +667,25 @@ def push(
     remote: str | None = RemoteOption,
     debug: bool = DebugOption,
 ) -> None:
-    """Upload to the remote cache the local entries it lacks (those RECIPE uses, or all)."""
+    """Upload to the remote cache the local entries it lacks (those RECIPE uses, or all): the
+    blobs it lacks, then their manifests."""
     with _errors_to_exit_codes(debug):
-        from trtflow.executor.status import pipeline_status
+        from trtflow.executor import transfer
 
-        if recipe is not None:
-            pipeline = _load(recipe, overrides)
-            space = _workspace(recipe, workspace)
-            keys = [s.key for s in pipeline_status(pipeline, space) if s.state == "cached"]
-        else:
-            space = _cache_workspace(workspace, None)
-            keys = [entry.key for entry in space.store.entries()]
-        store, shared = space.store, _transfer_remote(space, remote)
-        entries = [
-            entry
-            for key in keys
-            if (entry := store.lookup(key)) and not entry.manifest.get("incomplete")
-        ]
-        pushed = 0
+        pipeline = _load(recipe, overrides) if recipe is not None else None
+        space = (
+            _workspace(recipe, workspace)
+            if recipe is not None
+            else _cache_workspace(workspace, None)
+        )
+        shared = transfer.transfer_remote(space, remote)
         with _transfer_bars() as bar:
-            for entry in entries:
-                if not shared.has(entry.key):
-                    shared.push(entry, bar(f"{entry.manifest.get('step', '?')} {entry.key[:8]}"))
-                    pushed += 1
-        print(f"pushed {pushed} entries to {shared.url} ({len(entries) - pushed} already there)")
+            moved = transfer.push(space, pipeline, shared, bar)
+        print(
+            f"pushed {moved.entries} entries to {shared.url} ({moved.present} already there): "
+            f"{moved.blobs} blobs, {human_size(moved.size)}"
+            + (f"; removed {moved.leftovers} leftovers of killed pushes" if moved.leftovers else "")
+        )
 
 
 @app.command()
@@ -730,9 +696,10 @@ def pull(
     remote: str | None = RemoteOption,
     debug: bool = DebugOption,
 ) -> None:
-    """Download from the remote cache the entries this workspace lacks (those RECIPE uses, or all)."""
+    """Download from the remote cache the entries this workspace lacks (those RECIPE uses, or all):
+    the blobs it lacks, then each entry checked out from them."""
     with _errors_to_exit_codes(debug):
-        from trtflow.executor.status import pipeline_status
+        from trtflow.executor import transfer
 
         pipeline = _load(recipe, overrides) if recipe is not None else None
         space = (
@@ -740,30 +707,13 @@ def pull(
             if recipe is not None
             else _cache_workspace(workspace, None, create=True)
         )
-        store, shared = space.store, _transfer_remote(space, remote)
-        pulled, tried = 0, set()
+        shared = transfer.transfer_remote(space, remote)
         with _transfer_bars() as bar:
-            while (
-                True
-            ):  # a step's key is known once what it reads is here: pull in rounds down the graph
-                if pipeline is None:
-                    wanted = [key for key in shared.keys() if key not in tried]
-                else:
-                    wanted = [
-                        s.key
-                        for s in pipeline_status(pipeline, space)
-                        if s.state != "cached" and s.key and s.key not in tried
-                    ]
-                if not wanted:
-                    break
-                for key in wanted:
-                    tried.add(key)
-                    with store.lock(key):
-                        if not store.lookup(key) and shared.fetch(key, store, bar(key[:12])):
-                            pulled += 1
-                if pipeline is None:
-                    break
-        print(f"pulled {pulled} entries from {shared.url}")
+            moved = transfer.pull(space, pipeline, shared, bar)
+        print(
+            f"pulled {moved.entries} entries from {shared.url}: {moved.blobs} blobs, "
+            f"{human_size(moved.size)}"
+        )
 
 
 @remote_app.command("add")
