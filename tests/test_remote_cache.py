@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -474,3 +475,57 @@ def test_a_killed_push_leaves_nothing_the_next_push_does_not_collect(tmp_path, p
     assert list(leftovers.iterdir()) == []
     assert len(shared.entries()) == 2
     assert not [p for p in (tmp_path / "nfs").rglob("*") if ".tmp" in p.name]
+
+
+class _Watched:
+    """A filesystem that counts the requests in flight at once (each takes 20 ms, as a far
+    bucket's do)."""
+
+    def __init__(self, fs):
+        self._fs, self.flying, self.most = fs, 0, 0
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str):
+        found = getattr(self._fs, name)
+        if name not in ("cat_file", "open"):
+            return found
+
+        def watched(*args, **kwargs):
+            with self._lock:
+                self.flying += 1
+                self.most = max(self.most, self.flying)
+            try:
+                time.sleep(0.02)
+                return found(*args, **kwargs)
+            finally:
+                with self._lock:
+                    self.flying -= 1
+
+        return watched
+
+
+def test_a_many_file_entry_is_fetched_concurrently(tmp_path):
+    """Each blob is a request: an entry of 200 files is fetched many blobs at a time, not one by one."""
+    import fsspec
+
+    from trtflow.executor.remote import WORKERS, RemoteStore
+    from trtflow.executor.store import Store
+    from trtflow.steps.base import folder
+
+    home = Store(tmp_path / "home")
+    key = "ab" * 32
+    work_dir = home.begin(key)
+    (work_dir / "many").mkdir()
+    for index in range(200):
+        (work_dir / "many" / f"{index}.bin").write_bytes(f"file {index}".encode())
+    home.commit(key, work_dir, {"many": folder("files")}, {}, {"step": "many"})
+    url = (tmp_path / "shared").as_uri()
+    fs, root = fsspec.core.url_to_fs(url)
+    RemoteStore(url, fs, root).push(home.lookup(key))
+
+    watched = _Watched(fs)
+    there = Store(tmp_path / "there")
+    with there.lock(key):
+        fetched = RemoteStore(url, watched, root).fetch(key, there)
+    assert fetched is not None and watched.most == WORKERS > 1
+    assert there.verify_all().damaged == [] and len(list(there.blob_digests())) == 200
