@@ -54,7 +54,9 @@ def test_inspect_knows_manifests_output_folders_and_workspaces(trtflow, tmp_path
     folder = trtflow("inspect", out, env=plugin_env)
     assert folder.returncode == 0, folder.stderr
     assert "output folders of 3 steps" in folder.stdout
-    assert re.search(r"  echo/: test-sleep, entry [0-9a-f]{12}, made .*outputs: .*out", folder.stdout)
+    assert re.search(
+        r"  echo/: test-sleep, entry [0-9a-f]{12}, made .*outputs: .*out", folder.stdout
+    )
     workspace = trtflow("inspect", tmp_path / ".trtflow", env=plugin_env)
     assert workspace.returncode == 0, workspace.stderr
     assert (
