@@ -258,6 +258,21 @@ def _expand(step_id: str, spec: StepSpec) -> list[tuple[str, dict[str, Scalar]]]
     return [(f"{step_id}@{_matrix_suffix(combo)}", dict(zip(keys, combo))) for combo in combos]
 
 
+def _name_problems(data: dict, source: SourceMap) -> list[Problem]:
+    """Every step id and var name that is not an identifier, each located at its key."""
+    return [
+        source.problem(
+            (section, key),
+            f"`{key}` is not a valid name: use letters, digits, `_` and `-`, starting with a letter",
+            key=True,
+        )
+        for section in ("steps", "vars")
+        if isinstance(data.get(section), dict)
+        for key in data[section]
+        if not re.match(IDENTIFIER, str(key))
+    ]
+
+
 def load_recipe(path: Path | str, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
     """Read, validate and expand a recipe file.
 
@@ -298,12 +313,14 @@ def load_recipe(path: Path | str, overrides: list[str] | tuple[str, ...] = ()) -
             )
         )
     problems = _apply_overrides(data, list(overrides), source)
+    names = _name_problems(data, source)
     try:
         document = RecipeDocument.model_validate(data)
     except ValidationError as error:
-        raise RecipeError(
-            problems + validation_problems(error, source, (), RecipeDocument)
-        ) from None
+        found = validation_problems(error, source, (), RecipeDocument)
+        if names:  # each bad name at its own line, instead of the validator's first one
+            found = [p for p in found if p.path not in ("steps", "vars")]
+        raise RecipeError(problems + names + found) from None
 
     variables, var_problems = _resolve_vars(document.vars, source)
     problems += var_problems.values()
