@@ -105,26 +105,27 @@ def pull(space: Workspace, pipeline: Pipeline | None, shared: RemoteStore, bar: 
     store = space.store
     before = (shared.received.blobs, shared.received.size)
     pulled, present, tried = 0, 0, set()
-    while True:
-        if pipeline is None:
-            wanted = [key for key in shared.keys() if key not in tried]
-        else:
-            wanted = [
-                s.key
-                for s in pipeline_status(pipeline, space)
-                if s.state != "cached" and s.key and s.key not in tried
-            ]
-        if not wanted:
-            break
-        for key in wanted:
-            tried.add(key)
-            with store.lock(key):
-                if store.lookup(key):
-                    present += 1
-                elif shared.fetch(key, store, bar(key[:12])):
-                    pulled += 1
-        if pipeline is None:
-            break
+    with space.run_lease():  # what it commits is not in any status gc may have taken
+        while True:
+            if pipeline is None:
+                wanted = [key for key in shared.keys() if key not in tried]
+            else:
+                wanted = [
+                    s.key
+                    for s in pipeline_status(pipeline, space)
+                    if s.state != "cached" and s.key and s.key not in tried
+                ]
+            if not wanted:
+                break
+            for key in wanted:
+                tried.add(key)
+                with store.lock(key):
+                    if store.lookup(key):
+                        present += 1
+                    elif shared.fetch(key, store, bar(key[:12])):
+                        pulled += 1
+            if pipeline is None:
+                break
     return Moved(
         pulled,
         present,
