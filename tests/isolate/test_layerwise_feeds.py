@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 from onnx import TensorProto, helper
-
 from run_compare.models import float_input, make_model, mlp_chain, save
 from run_compare.recipes import run_recipe
+
 from trtflow.tensors.tensor_set import TensorSet
 
 FULL_AND_CUT = """
