@@ -160,6 +160,13 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/run_compare/test_nonfinite.py",
         ),
     ),
+    Mutant(
+        "report: a tensor passes when any iteration passes (all -> any)",
+        "trtflow/tensors/compare_report.py",
+        "return all(self.iteration_passed) and",
+        "return any(self.iteration_passed) and",
+        ("tests/run_compare/test_typed_reports.py",),
+    ),
     # load
     Mutant(
         "load: the ONNX checker turned off",

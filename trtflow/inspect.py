@@ -23,7 +23,10 @@ from typing import Any
 import numpy as np
 
 from trtflow.errors import UsageError
+from trtflow.schema.reports import parse_report, report_kind
+from trtflow.sessions.precision_report import BisectReport
 from trtflow.tensors.array_files import load_archive, load_array
+from trtflow.tensors.compare_report import CompareReport
 from trtflow.tensors.comparison import worst_error
 
 MOST_COMMON = 8  # op and layer types listed by count
@@ -177,31 +180,58 @@ def _polygraphy_results(path: Path, data: dict) -> list[str]:
     return lines
 
 
-def _compare_report(path: Path, data: dict) -> list[str]:
+def _compare_report(path: Path, report: CompareReport) -> list[str]:
     from trtflow.tensors.report import terminal_lines
 
-    return [f"{path}: compare report"] + [f"  {line}" for line in terminal_lines(data)]
+    return [f"{path}: compare report"] + [f"  {line}" for line in terminal_lines(report)]
 
 
 def _keep_lines(nodes: list[dict]) -> list[str]:
     return [f"  keep {node.get('name')} ({node.get('op')}): {node.get('reason')}" for node in nodes]
 
 
-def _bisect_report(path: Path, data: dict) -> list[str]:
+def _bisect_report(path: Path, report: BisectReport) -> list[str]:
     lines = [
-        f"{path}: bisect-precision report: {data.get('message')}",
-        f"  {data.get('precision')} on {data.get('backend')}, mode {data.get('mode')}: {data.get('candidates')} "
-        f"candidate nodes, {data.get('evaluations')} evaluations ({data.get('replayed')} answered from the journal "
+        f"{path}: bisect-precision report: {report.message}",
+        f"  {report.precision} on {report.backend}, mode {report.mode}: {report.candidates} "
+        f"candidate nodes, {report.evaluations} evaluations ({report.replayed} answered from the journal "
         "or a replay)",
     ]
-    lines += _keep_lines(data.get("keep") or [])
-    for checked, verdict in (data.get("final") or {}).items():
-        if isinstance(verdict, dict) and "passed" in verdict:
+    lines += _keep_lines([node.model_dump() for node in report.keep])
+    for checked, verdict in (report.final.verdicts if report.final else {}).items():
+        if verdict.passed is not None:
             lines.append(
-                f"  verified ({checked}): {'passed' if verdict['passed'] else 'FAILED'}, worst "
-                f"{worst_error(verdict)}"
+                f"  verified ({checked}): {'passed' if verdict.passed else 'FAILED'}, worst "
+                f"{worst_error(verdict.model_dump())}"
             )
     return lines
+
+
+REPORTS: dict[str, Callable[[Path, Any], list[str]]] = {
+    CompareReport.KIND: lambda path, content: _compare_report(
+        path, parse_report(content, path, CompareReport)
+    ),
+    BisectReport.KIND: lambda path, content: _bisect_report(
+        path, parse_report(content, path, BisectReport)
+    ),
+}
+"""Typed reports, by `kind`: each is read through its model (an older schema is a clear error)."""
+
+
+def _typed_report(path: Path, content: Any) -> list[str]:
+    kind, _ = report_kind(content) or ("", 0)
+    if kind not in REPORTS:
+        raise UsageError(f"{path}: a `{kind}` report, which this trtflow does not know")
+    return REPORTS[kind](path, content)
+
+
+def _untyped_report(path: Path, content: Any) -> list[str]:
+    """A compare or bisect-precision report written before reports carried their kind."""
+    raise UsageError(
+        f"{path}: a compare or bisect-precision report from before trtflow's reports were typed (it has "
+        "no `kind`/`schema_version`): re-run the step that wrote it (`trtflow run` recomputes it, "
+        "since the report's schema is part of the step key) and inspect the new report"
+    )
 
 
 def _keep_file(path: Path, data: dict) -> list[str]:
@@ -326,8 +356,14 @@ JSON_KINDS: list[tuple[Callable[[Any], bool], Callable[[Path, Any], list[str]]]]
         _polygraphy_inputs,
     ),
     (lambda data: _has(data, "runs"), _polygraphy_results),
-    (lambda data: _has(data, "first_nonfinite", "first_divergence", "tensors"), _compare_report),
-    (lambda data: _has(data, "keep", "trials", "candidates"), _bisect_report),
+    (lambda data: report_kind(data) is not None, _typed_report),
+    (
+        lambda data: (
+            _has(data, "first_nonfinite", "first_divergence", "tensors")
+            or _has(data, "keep", "trials", "candidates")
+        ),
+        _untyped_report,
+    ),
     (lambda data: _has(data, "nodes", "precision") and isinstance(data["nodes"], list), _keep_file),
     (lambda data: _has(data, "format", "file"), _load_summary),
     (lambda data: _has(data, "taps", "not_tapped"), _taps),

@@ -136,23 +136,47 @@ def test_tensorrt10_metadata_names_the_nodes_without_their_local_function(tmp_pa
 def test_a_nan_error_is_the_worst_of_its_engine_layer_whatever_the_tensor_order():
     """`max` with a NaN among the values returns whichever comes first; the report must say nan, as JSON."""
     from trtflow.onnxmodel.engine_layers import EngineLayer, EngineLayerMap
+    from trtflow.tensors.compare_report import CompareReport
     from trtflow.tensors.engine_layers import group_report
 
     layer = EngineLayer("conv + relu", ("conv", "relu"), ("a", "b"))
     for order in (("nan", 2.0), (2.0, "nan")):
-        report = {
-            "runners": ["fp16"],
-            "tensors": [
+        report = CompareReport(
+            reference="fp32",
+            candidates=["fp16"],
+            tolerances={},
+            metrics=[],
+            check_finite=False,
+            failed_finite_check=[],
+            nonfinite={},
+            failed_runners={},
+            runners={
+                "fp16": {
+                    "iterations": 1,
+                    "tensors_checked": 2,
+                    "tensors_failed": 2,
+                    "tensors_failed_on_shared_infinities": 0,
+                    "tensors_failed_nothing_finite": 0,
+                    "missing": [],
+                    "growth": [],
+                }
+            },
+            tensors=[
                 {
                     "runner": "fp16",
                     "tensor": name,
                     "abs": {"max": error},
-                    "passed": False,
+                    "iteration_passed": [False],
+                    "worst_iteration": 0,
+                    "atol": 0.0,
+                    "rtol": 0.0,
+                    "shape": [1],
+                    "nonfinite": {},
                     "new_nonfinite": 0,
                 }
                 for name, error in zip(("a", "b"), order)
             ],
-        }
+        )
         grouped = group_report(report, EngineLayerMap("engine.json", (layer,)))
         row = grouped["runners"]["fp16"]["layers"][0]
         assert row["max_abs"] == "nan", order

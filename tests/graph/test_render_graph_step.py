@@ -344,3 +344,28 @@ def test_engines_built_by_each_tensorrt_generation_are_drawn(trtflow, tmp_path, 
     assert [name for name, node in inspected.items() if node["border"] == HIGHLIGHT_BORDER] == [
         "ln/ReduceSum"
     ]
+
+
+def test_an_overlay_is_read_by_its_report_kind(trtflow, tmp_path):
+    """A trtflow report says what it is: a bisect-precision report, or a compare report of another
+    schema version, given as `overlay:` is refused at the param with what to do; JSON of other tools
+    (no `kind`) is still read tolerantly."""
+    for document, says in (
+        (
+            {"kind": "bisect-precision", "schema_version": 1},
+            "a bisect-precision report; expected a compare report",
+        ),
+        (
+            {"kind": "compare", "schema_version": 1},
+            "schema version 1; this trtflow reads version 2",
+        ),
+    ):
+        (tmp_path / "report.json").write_text(json.dumps(document))
+        recipe = write_recipe(
+            tmp_path, '{model: "${steps.model.model}", overlay: report.json, formats: [dot]}'
+        )
+        done = run(trtflow, recipe, tmp_path)
+        output = done.stdout + done.stderr
+        assert done.returncode == 2 and "steps.graph.with.overlay" in output and says in output, (
+            output
+        )

@@ -237,5 +237,5 @@ def test_a_tensor_the_candidate_lacks_is_listed_missing_not_compared(tmp_path):
     writer = TensorSetWriter(tmp_path / "results")
     for runner, tensors in (("ref", ("shape", "y")), ("trt", ("y",))):
         writer.add_feed(runner, 0, {name: np.ones(3, np.float32) for name in tensors})
-    result = compare_runner(writer.close(), "ref", "trt", Tolerances())
-    assert result["missing"] == ["shape"] and result["tensors_checked"] == 1 and result["passed"]
+    result, _ = compare_runner(writer.close(), "ref", "trt", Tolerances())
+    assert result.missing == ["shape"] and result.tensors_checked == 1 and result.passed

@@ -19,17 +19,29 @@ WRITTEN_BY_OTHER_STEPS = {  # the shapes bisect-precision, run-runners (profiles
         "nodes": KEEP,
     },
     "report.json": {
+        "kind": "bisect-precision",
+        "schema_version": 1,
         "passed": True,
         "found": True,
+        "complete": True,
         "message": "keep 1 of 8 node(s)",
         "mode": "minimal",
         "backend": "emulated",
         "precision": "fp16",
         "candidates": 8,
+        "fixed_high_precision": 0,
+        "samples": 4,
         "evaluations": 6,
         "replayed": 2,
+        "seconds": {"setup": 0.1, "trials": 0.2, "per_trial": 0.05},
         "keep": KEEP,
-        "final": {"emulated": {"passed": True, "worst_tensor": "y", "max_abs": 0.003}},
+        "screening": {"suspects": [], "lost_constants": []},
+        "final": {
+            "samples": "fresh",
+            "count": 4,
+            "seed": 7920,
+            "emulated": {"passed": True, "worst_tensor": "y", "max_abs": 0.003},
+        },
         "trials": [],
     },
     "replay.json": {
@@ -208,3 +220,20 @@ def test_inspect_says_what_is_wrong_with_an_unreadable_file(trtflow, tmp_path):
         assert shown.returncode == 2, (name, shown.stderr)
         assert message in shown.stderr, (name, shown.stderr)
         assert "please report" not in shown.stderr and "Traceback" not in shown.stderr
+
+
+def test_inspect_reads_reports_by_kind_and_refuses_old_untyped_ones(trtflow, tmp_path):
+    """A report says its kind and schema version; one written before reports were typed (no `kind`),
+    or of another schema version, is a clear error naming what to do, not a misread."""
+    typed = WRITTEN_BY_OTHER_STEPS["report.json"]
+    untyped = {k: v for k, v in typed.items() if k not in ("kind", "schema_version")}
+    future = {**typed, "schema_version": 99}
+    for name, document, expected in (
+        ("untyped.json", untyped, "from before trtflow's reports were typed"),
+        ("future.json", future, "schema version 99; this trtflow reads version 1"),
+        ("unknown.json", {**typed, "kind": "reduce-x"}, "a `reduce-x` report"),
+    ):
+        (tmp_path / name).write_text(json.dumps(document))
+        shown = trtflow("inspect", tmp_path / name, cwd=tmp_path)
+        assert shown.returncode == 2 and expected in shown.stderr + shown.stdout, shown.stderr
+        assert "re-run" in shown.stderr + shown.stdout or name == "unknown.json"

@@ -5,7 +5,10 @@ A step's key is the sha256 of the canonical JSON of its *material*:
 - its validated params, cosmetic ones left out, with every path replaced by an identity —
   `{"artifact": digest}` for an earlier step's output, `{"file": digest}` for a user file — so a
   key depends on content, not on where files live;
-- the environment facts the step kind declares (`Step.fingerprint`: onnxruntime version, GPU...).
+- the environment facts the step kind declares (`Step.fingerprint`: onnxruntime version, GPU...);
+- `reports`: the kind and schema version of each typed report it writes (`Step.report_schemas`,
+  e.g. `{"report": "compare/2"}`), so a report's new shape re-runs its writers by itself; `version`
+  stays for what no schema shows (the same report fields computed differently, Markdown, models).
 Step order, descriptions and ids do not enter the key. The material also carries `labels`
 (where each identity came from), which are not hashed and only serve `describe_changes` — the
 answer `trtflow status` gives to "why will this step run again?".
@@ -63,8 +66,23 @@ def identify_paths(
     return value
 
 
-def material(uses: str, version: int, params: dict, env: dict, labels: dict[str, str]) -> dict:
-    return {"uses": uses, "version": version, "params": params, "env": env, "labels": labels}
+def material(
+    uses: str,
+    version: int,
+    params: dict,
+    env: dict,
+    labels: dict[str, str],
+    reports: dict[str, str] | None = None,
+) -> dict:
+    """The key material; `reports` only for steps that write typed reports (others keep their keys)."""
+    return {
+        "uses": uses,
+        "version": version,
+        **({"reports": reports} if reports else {}),
+        "params": params,
+        "env": env,
+        "labels": labels,
+    }
 
 
 def step_key(step_material: dict) -> str:
@@ -72,8 +90,11 @@ def step_key(step_material: dict) -> str:
 
 
 def journal_key(step_material: dict, search_budget: frozenset[str]) -> str:
+    """The journal's identity: trials do not depend on how the report is shaped, so a new report
+    schema resumes the same journal."""
     params = {k: v for k, v in step_material["params"].items() if k not in search_budget}
-    return _digest({**{k: v for k, v in step_material.items() if k != "labels"}, "params": params})
+    kept = {k: v for k, v in step_material.items() if k not in ("labels", "reports")}
+    return _digest({**kept, "params": params})
 
 
 def replay_identity(step_material: dict, search_budget: frozenset[str]) -> dict:
@@ -138,6 +159,13 @@ def describe_changes(old: dict, new: dict) -> list[str]:
         changes.append(
             f"step kind `{new.get('uses')}` changed its outputs (version {old.get('version')} -> {new.get('version')})"
         )
+    old_reports, new_reports = old.get("reports", {}), new.get("reports", {})
+    for output in sorted(set(old_reports) | set(new_reports)):
+        if old_reports.get(output) != new_reports.get(output):
+            changes.append(
+                f"output `{output}` of `{new.get('uses')}` has a new report schema "
+                f"({old_reports.get(output, 'untyped')} -> {new_reports.get(output, 'untyped')})"
+            )
     old_labels, new_labels = old.get("labels", {}), new.get("labels", {})
     _diff(old.get("params", {}), new.get("params", {}), ("with",), old_labels, new_labels, changes)
     if "env" in old or "env" in new:
@@ -171,7 +199,12 @@ class Resolved:
         """The whole key, with this machine's facts."""
         env = self.kind().fingerprint(self.params)
         step_material = material(
-            self.kind.kind, self.kind.version, self.params_identity, env, self.labels
+            self.kind.kind,
+            self.kind.version,
+            self.params_identity,
+            env,
+            self.labels,
+            self.kind.report_schemas(),
         )
         return Prepared(self.params, step_material, step_key(step_material))
 

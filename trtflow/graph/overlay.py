@@ -160,9 +160,16 @@ def read_compare_report(
 ) -> ErrorOverlay:
     """The report's errors per tensor: `runner`'s, or each tensor's worst over the runners checked.
     ValueError when the report checked no runner named `runner`."""
+    return errors_from_report(_read_json(path, "the compare report"), Path(path), stat, runner)
+
+
+def errors_from_report(
+    report: Any, path: Path, stat: str = "max_abs", runner: str | None = None
+) -> ErrorOverlay:
+    """`read_compare_report` of a report already read (`render-graph` reads trtflow's own reports
+    through their typed model first, and hands this its JSON)."""
     from trtflow.schema.problems import did_you_mean
 
-    report = _read_json(path, "the compare report")
     if not isinstance(report, dict):
         raise UsageError(f"{path}: not a compare report (expected a JSON object with `tensors`)")
     found = [(tensor, entry, _stat_holders(entry)) for tensor, entry in _entries(report)]

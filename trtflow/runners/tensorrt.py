@@ -41,6 +41,7 @@ else:
 
 if TYPE_CHECKING:
     from trtflow.precision.plan import PrecisionPlan
+    from trtflow.trt.api import Library
     from trtflow.trt.builder import ShapeRange
 
 
@@ -54,6 +55,11 @@ class Config(RunnerConfig):
         None,
         description="This runner's own engine (`${steps.ID.engine}`), e.g. to run an "
         "FP32 and an FP16 engine side by side; default: run-runners' `engine`.",
+    )
+    library: Literal["tensorrt", "tensorrt-rtx", "auto"] = Field(
+        "tensorrt",
+        description="tensorrt: TensorRT 8.6-11; tensorrt-rtx: TensorRT-RTX (runs its engines on "
+        "RTX GPUs only); auto: TensorRT if it imports, else TensorRT-RTX.",
     )
     layer_timing: bool = Field(
         False,
@@ -78,7 +84,7 @@ class Config(RunnerConfig):
     def fingerprint(self) -> dict[str, str]:
         from trtflow.trt.environment import fingerprint
 
-        return fingerprint()
+        return fingerprint(self.library)
 
     def plan_runner(self, subject: PlanModel) -> TensorRTPlanRunner:
         if self.engine is not None:
@@ -91,7 +97,7 @@ class Config(RunnerConfig):
                 f"bisect-precision on TensorRT searches fp16 or bf16 plans, not {subject.precision} "
                 "(FP8 needs explicit Q/DQ quantization in TensorRT)"
             )
-        return TensorRTPlanRunner(self.name, subject)
+        return TensorRTPlanRunner(self.name, subject, self.library)
 
 
 class TensorRTRunner:
@@ -100,6 +106,7 @@ class TensorRTRunner:
         self.engine_path = Path(engine)
         self.requested = outputs
         self.layer_timing = config.layer_timing
+        self.library = config.library
         self.layer_times: LayerTimes | None = None
         self._session: Any = None
         self._selected: list[str] = []
@@ -111,7 +118,10 @@ class TensorRTRunner:
 
         self.layer_times = LayerTimes() if self.layer_timing else None
         self._session = EngineSession(
-            TensorRT.load(), self.engine_path.read_bytes(), TensorRTLog(), self.layer_times
+            TensorRT.load(self.library),
+            self.engine_path.read_bytes(),
+            TensorRTLog(),
+            self.layer_times,
         )
         available = self._session.outputs
         if self.requested is None:
@@ -163,9 +173,10 @@ class TensorRTPlanRunner:
 
     switches_plans = False
 
-    def __init__(self, name: str, subject: PlanModel):
+    def __init__(self, name: str, subject: PlanModel, library: Library = "tensorrt"):
         self.name = name
         self.subject = subject
+        self.library = library
         self.builds = 0
         self._trt: Any = None
         self._log: Any = None
@@ -177,11 +188,12 @@ class TensorRTPlanRunner:
         from trtflow.trt.builder import TimingCache, timing_cache_file
         from trtflow.trt.log import TensorRTLog
 
-        self._trt = TensorRT.load()
+        self._trt = TensorRT.load(self.library)
         self._log = TensorRTLog(echo=self.subject.log)
         state_dir = self.subject.state_dir
         self._cache = TimingCache(
-            timing_cache_file(state_dir("tensorrt")) if state_dir else None, self._log
+            timing_cache_file(state_dir("tensorrt"), self._trt.library) if state_dir else None,
+            self._log,
         )
 
     def realize(self, plan: PrecisionPlan, feeds: Sequence[Feed]) -> None:

@@ -45,6 +45,7 @@ from trtflow.onnxmodel.formats import PrecisionName
 from trtflow.runners.base import PlanModel, PlanRunner, Runner, RunnerConfig
 from trtflow.runners.registry import BACKENDS, config_type, plan_runner_entry, realizes_plans
 from trtflow.schema.paths import InputPath
+from trtflow.sessions.precision_report import BisectReport
 from trtflow.tensors.comparison import Tolerances
 from trtflow.tensors.inputs import DataSpec
 from trtflow.tensors.judges import Candidate, CommandCheck, Judge, JudgeSetting, Verdict
@@ -505,12 +506,11 @@ class SearchOutcome:
             "nodes": self.keep_entries(),
         }
 
-    def report(self) -> dict:
+    def report(self) -> BisectReport:
         settings, setup, result = self.settings, self.setup, self.result
         replayed = sum(r.origin != "run" for r in self.records)
         trials = self.seconds["trials"]
-        return {
-            "passed": self.verified,
+        content = {
             "found": result.keep is not None,
             "complete": result.complete,
             "message": self.message,
@@ -549,6 +549,7 @@ class SearchOutcome:
                 for r in self.records
             ],
         }
+        return BisectReport.model_validate(content)
 
     def notice(self) -> str:
         """The run's printed answer."""
@@ -835,31 +836,30 @@ def _reference_outputs(given: ReferenceResults, count: int, output_names: list[s
     return [{name: sample[name] for name in output_names} for sample in samples]
 
 
-def summary_markdown(report: dict) -> str:
+def summary_markdown(report: BisectReport) -> str:
     """A search's report (`SearchOutcome.report`) in a few lines of Markdown."""
     lines = [
-        f"# bisect-precision: {report['precision']} on {report['backend']} ({report['mode']})",
+        f"# bisect-precision: {report.precision} on {report.backend} ({report.mode})",
         "",
-        f"**{report['message']}** — {report['evaluations']} trial(s) over {report['candidates']} "
-        f"candidate node(s) ({report['replayed']} answered by the journal or a replay), "
-        f"{report['seconds']['per_trial'] * 1000:.1f} ms per trial.",
+        f"**{report.message}** — {report.evaluations} trial(s) over {report.candidates} "
+        f"candidate node(s) ({report.replayed} answered by the journal or a replay), "
+        f"{report.seconds.per_trial * 1000:.1f} ms per trial.",
         "",
     ]
-    if report["keep"]:
+    if report.keep:
         lines += ["| node | op | why it stays in high precision |", "|---|---|---|"]
-        lines += [f"| `{n['name']}` | {n['op']} | {n['reason']} |" for n in report["keep"]]
+        lines += [f"| `{n.name}` | {n.op} | {n.reason} |" for n in report.keep]
         lines.append("")
-    final = report["final"]
+    final = report.final
     if final:
-        seed = f", seed {final['seed']}" if final["seed"] is not None else ""
-        lines.append(f"Verified on {final['count']} {final['samples']} sample(s){seed}:")
-        for name, outcome in final.items():
-            if isinstance(outcome, dict):
-                state = outcome.get("skipped") or ("pass" if outcome["passed"] else "FAIL")
-                lines.append(f"- {name}: {state}")
-    if report["held_by_opset_note"]:
-        lines += ["", f"Not searched: {report['held_by_opset_note']}."]
-    suspects = report["screening"]["suspects"]
+        seed = f", seed {final.seed}" if final.seed is not None else ""
+        lines.append(f"Verified on {final.count} {final.samples} sample(s){seed}:")
+        for name, outcome in final.verdicts.items():
+            state = outcome.skipped or ("pass" if outcome.passed else "FAIL")
+            lines.append(f"- {name}: {state}")
+    if report.held_by_opset_note:
+        lines += ["", f"Not searched: {report.held_by_opset_note}."]
+    suspects = report.screening["suspects"]
     if suspects:
         shown = ", ".join(f"`{s['node']}`" for s in suspects[:10])
         lines += ["", f"Screening suspected {len(suspects)} node(s): {shown}"]

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from trtflow.schema.recipe import Resources
+from trtflow.schema.reports import Report
 
 
 class StepParams(BaseModel):
@@ -54,6 +55,9 @@ class Output:
     """Files a file output keeps beside it that are part of its content, `{file}` standing for the
     output's file name: an ONNX model's external data (`"{file}.data"`). The store hashes and keeps
     them with the output; the executor knows no file format, only these declarations."""
+    report: type[Report] | None = None
+    """The typed report a JSON file output holds: its kind and schema version enter the step key
+    (`Step.report_schemas`), so a new report shape re-runs the step without a `version` bump."""
 
     def file_name(self, name: str) -> str:
         return name + self.suffix if self.kind == "file" else name
@@ -65,9 +69,16 @@ class Output:
 
 
 def file(
-    suffix: str, description: str, *, optional: bool = False, companions: tuple[str, ...] = ()
+    suffix: str,
+    description: str,
+    *,
+    optional: bool = False,
+    companions: tuple[str, ...] = (),
+    report: type[Report] | None = None,
 ) -> Output:
-    return Output("file", description, suffix=suffix, optional=optional, companions=companions)
+    return Output(
+        "file", description, suffix=suffix, optional=optional, companions=companions, report=report
+    )
 
 
 def folder(description: str, *, optional: bool = False) -> Output:
@@ -155,6 +166,15 @@ class Step:
         from trtflow.onnxmodel.files import external_data_beside
 
         return external_data_beside(path)
+
+    @classmethod
+    def report_schemas(cls) -> dict[str, str]:
+        """`{output: "compare/1"}` for the outputs that hold typed reports; part of the step key."""
+        return {
+            name: output.report.schema_id()
+            for name, output in cls.outputs.items()
+            if output.report is not None
+        }
 
     def needs(self, params: Any) -> Resources:
         """The resources for these params (a TensorRT runner among CPU ones needs a GPU)."""

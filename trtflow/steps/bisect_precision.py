@@ -16,6 +16,7 @@ from typing import Any, TypeAlias
 from trtflow.onnxmodel.files import EXTERNAL_DATA
 from trtflow.packages import installed_version
 from trtflow.schema.recipe import Resources
+from trtflow.sessions.precision_report import BisectReport
 from trtflow.sessions.precision_search import (
     AUTOCAST_PRECISIONS,
     BLOCK_LIST_PRECISIONS,
@@ -49,6 +50,7 @@ class BisectPrecision(Step):
             ".json",
             "Screening, every trial {plan, passed, metrics, seconds, replayed}, the final metrics "
             "and the seed of the verification samples.",
+            report=BisectReport,
         ),
         "summary": file(".md", "The report in a few lines of Markdown."),
         "layer_precisions": file(
@@ -107,12 +109,12 @@ class BisectPrecision(Step):
                 _write_json(ctx, "node_block_list", outcome.kept_nodes())
         _write_json(ctx, "keep", outcome.keep_file())
         report = outcome.report()
-        _write_json(ctx, "report", report)
+        report.write(ctx.output_path("report"))
         ctx.output_path("summary").write_text(summary_markdown(report))
         assert ctx.journal is not None  # a journaled step always has one
         ctx.journal.export(ctx.output_path("replay"))
         ctx.notice(outcome.notice())
-        return {"passed": outcome.verified}
+        return {"passed": report.passed}
 
 
 def _write_json(ctx: StepContext, output: str, content: Any) -> None:

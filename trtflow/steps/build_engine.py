@@ -73,6 +73,11 @@ class Params(StepParams):
     optimization_level: int | None = Field(
         None, ge=0, le=5, description="Builder optimization level 0-5 (default 3)."
     )
+    library: Literal["tensorrt", "tensorrt-rtx", "auto"] = Field(
+        "tensorrt",
+        description="tensorrt: TensorRT 8.6-11 (needs a GPU); tensorrt-rtx: TensorRT-RTX, strongly "
+        "typed, builds on any machine, runs on RTX GPUs; auto: TensorRT if it imports, else TensorRT-RTX.",
+    )
     typing: Literal["auto", "strong", "weak"] = Field(
         "auto",
         description="strong: the plan's lowered model, types decide (TensorRT >= 10; the only mode of 11); "
@@ -129,6 +134,30 @@ def _shape_ranges(shapes: dict[str, ShapeRangeSpec | list[int]] | None) -> dict:
     return ranges
 
 
+def _refuse_weak_typing(library: str, params: Params) -> None:
+    """TensorRT-RTX has no weak typing: what asks for it is a recipe error at its own key."""
+    instead = (
+        "the precision is the model's own types: use `precision:` with `keep:` (the plan's "
+        "lowered model), or build the lowered model bisect-precision writes"
+    )
+    if params.typing == "weak":
+        raise ParamError(
+            "typing",
+            f"{library} is strongly typed only (no BuilderFlag.FP16, no layer precisions); "
+            f"leave `typing` out or say `strong`: {instead}",
+        )
+    if params.layer_precisions is not None:
+        raise ParamError(
+            "layer_precisions",
+            f"{library} has no per-layer precisions (strongly typed only); {instead}",
+        )
+    if "constraints" in params.model_fields_set:
+        raise ParamError(
+            "constraints",
+            f"{library} has no precision constraints (strongly typed only); {instead}",
+        )
+
+
 class BuildEngine(Step):
     """Build a TensorRT engine from ONNX."""
 
@@ -159,14 +188,16 @@ class BuildEngine(Step):
     def fingerprint(self, params: Params) -> dict[str, str]:
         from trtflow.trt.environment import fingerprint
 
-        return fingerprint()
+        return fingerprint(params.library)
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from trtflow.trt.api import TensorRT
         from trtflow.trt.builder import BuildSettings, TimingCache, build_engine, timing_cache_file
         from trtflow.trt.log import TensorRTLog
 
-        trt = TensorRT.load()  # first: a machine without TensorRT fails before any work
+        trt = TensorRT.load(params.library)  # first: a machine without it fails before any work
+        if trt.rtx:
+            _refuse_weak_typing(trt.name, params)
         settings = BuildSettings(
             precision=params.precision,
             typing=params.typing,
@@ -180,11 +211,11 @@ class BuildEngine(Step):
         )
         log = TensorRTLog(echo=ctx.log)
         cache = (
-            TimingCache(timing_cache_file(ctx.state_dir("tensorrt")), log)
+            TimingCache(timing_cache_file(ctx.state_dir("tensorrt"), trt.library), log)
             if params.timing_cache
             else None
         )
-        ctx.progress(0, 1, f"building with TensorRT {trt.version_text}")
+        ctx.progress(0, 1, f"building with {trt.name}")
         try:
             built = build_engine(
                 params.model,

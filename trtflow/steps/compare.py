@@ -13,7 +13,6 @@ cosine, a user's metric), judged per candidate over the iterations; they join `p
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal, TypeAlias
 
 from pydantic import Field, model_validator
@@ -22,8 +21,10 @@ from trtflow.errors import ParamError, StepError
 from trtflow.packages import installed_version
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
-from trtflow.steps.base import Step, StepContext, StepParams, file, value
+from trtflow.steps.base import Step, StepContext, StepParams, file, folder, value
+from trtflow.tensors.compare_report import CompareReport, TaskMetricResult
 from trtflow.tensors.comparison import Tolerances
+from trtflow.tensors.gates import Gate
 from trtflow.tensors.task_metrics import MetricCheck
 
 
@@ -51,6 +52,26 @@ class Params(Tolerances, StepParams):
         description="Checks in the task's own terms, each {metric: top1_agreement | cosine | script.py:function, "
         "min, max, tensors}: the metric's mean over iterations, per candidate runner, must be within "
         "[min, max]; their verdicts join `passed`.",
+    )
+    gates: list[Gate] = Field(
+        default_factory=list,
+        exclude_if=lambda gates: not gates,  # recipes without them keep their step key
+        description="Bounds on a metric per tensor or glob, each {metric: cosine | l2 | psnr | snr | "
+        "topk_indices, tensors: [names or globs], min, max, k}: every iteration of every tensor named "
+        "must be within [min, max]; a tensor passes only when its tolerances and its gates hold.",
+    )
+    fail_fast: bool = Field(
+        False,
+        exclude_if=lambda fail_fast: not fail_fast,
+        description="Stop checking a runner at its first failing tensor (Polygraphy's --fail-fast); "
+        "the tensors after it are listed `unchecked`.",
+    )
+    plots: int = Field(
+        0,
+        ge=0,
+        exclude_if=lambda plots: plots == 0,
+        description="Draw an error heatmap and histogram for this many of the worst tensors into the "
+        "`plots` folder, linked from summary.md (needs matplotlib: `pip install trtflow[plots]`).",
     )
     gate: bool = Field(False, description="Exit 1 from the run when this check fails (CI).")
     group_by: Literal["tensor", "engine_layer"] = Field(
@@ -86,15 +107,22 @@ class Compare(Step):
             ".json",
             "passed, first_nonfinite, first_divergence, per-tensor statistics, per-runner growth "
             "(and `engine_layers` with group_by: engine_layer).",
+            report=CompareReport,
         ),
         "summary": file(".md", "The report for people: verdict, firsts, worst tensors."),
+        "plots": folder(
+            "Error heatmap and histogram PNGs of the worst tensors (with `plots: N`).",
+            optional=True,
+        ),
         "passed": value(
             True,
             "Whether every candidate matched the reference (and, with check_finite, no runner "
             "returned NaN/Inf).",
         ),
     }
-    version = 4  # 2: infinities in both runners mismatch unless infinities_compare_equal (Polygraphy's default)
+    version = 4  # covers what the report's schema (in the key by itself) does not: the same fields
+    # computed differently, and the Markdown summary.
+    # 2: infinities in both runners mismatch unless infinities_compare_equal (Polygraphy's default)
     # 3: failed tensors that differ only by ±inf both runners hold are counted and told
     # 4: check_finite; every runner's NaN/Inf; counts summed over iterations; null metrics over nothing finite
 
@@ -102,6 +130,8 @@ class Compare(Step):
         return {"numpy": installed_version("numpy")}
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
+        from trtflow.tensors.gates import unmatched_patterns
+        from trtflow.tensors.plots import draw_worst, require_matplotlib
         from trtflow.tensors.report import build_report, summary_markdown, terminal_lines
         from trtflow.tensors.task_metrics import describe, judge_results
         from trtflow.tensors.tensor_set import TensorSet
@@ -144,6 +174,14 @@ class Compare(Step):
                 f"`{key}` names no compared tensor{did_you_mean(key, compared)}; the "
                 f"{len(compared)} compared: {', '.join(compared[:8])}{' ...' if len(compared) > 8 else ''}",
             )
+        unnamed = unmatched_patterns(params.gates, compared)
+        if unnamed:
+            raise ParamError(
+                "gates",
+                f"`{unnamed[0]}` names no compared tensor{did_you_mean(unnamed[0], compared)}",
+            )
+        if params.plots:
+            require_matplotlib()
         task_metrics = judge_results(
             params.task_metrics, results, params.reference, candidates, "task_metrics"
         )
@@ -155,26 +193,28 @@ class Compare(Step):
             check_finite=params.check_finite,
             metrics=params.metrics,
             progress=lambda done, total: ctx.progress(done, total, "tensors"),
+            gates=params.gates,
+            fail_fast=params.fail_fast,
         )
-        if task_metrics:
-            report["task_metrics"] = task_metrics
-            report["passed"] = report["passed"] and all(result["passed"] for result in task_metrics)
+        report.task_metrics = [TaskMetricResult.model_validate(r) for r in task_metrics]
+        if params.plots:
+            report.plots = draw_worst(report, results, params.plots, ctx.output_path("plots"))
         summary = summary_markdown(report)
         if params.engine_layers is not None:
-            report["engine_layers"], lines = _grouped(report, params.engine_layers)
+            report.engine_layers, lines = _grouped(report, params.engine_layers)
             summary += "\n".join(lines) + "\n"
         metric_lines = [describe(result) for result in task_metrics]
         if metric_lines:
             summary += "\n## Task metrics\n\n" + "".join(f"- {line}\n" for line in metric_lines)
-        ctx.output_path("report").write_text(json.dumps(report, indent=1))
+        report.write(ctx.output_path("report"))
         ctx.output_path("summary").write_text(summary)
         ctx.notice(
             "\n".join(terminal_lines(report) + [f"task metric {line}" for line in metric_lines])
         )
-        return {"passed": report["passed"]}
+        return {"passed": report.passed}
 
 
-def _grouped(report: dict, engine_layers) -> tuple[dict, list[str]]:
+def _grouped(report: CompareReport, engine_layers) -> tuple[dict, list[str]]:
     """The report per engine layer, and its Markdown section."""
     from trtflow.onnxmodel.engine_layers import EngineLayerMap
     from trtflow.tensors.engine_layers import group_report, summary_lines

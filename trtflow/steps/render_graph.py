@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from trtflow.errors import ParamError
+from trtflow.errors import ParamError, UsageError
 from trtflow.packages import installed_version
 from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, folder
@@ -260,8 +260,11 @@ class RenderGraph(Step):
             )
         if params.overlay is not None:
             try:
-                errors = overlay.read_compare_report(
-                    params.overlay, params.overlay_stat, params.overlay_runner
+                errors = overlay.errors_from_report(
+                    _overlay_content(params.overlay),
+                    params.overlay,
+                    params.overlay_stat,
+                    params.overlay_runner,
                 )
             except ValueError as error:
                 raise ParamError("overlay_runner", str(error)) from None
@@ -295,3 +298,24 @@ class RenderGraph(Step):
             ctx.notice(note)
         ctx.progress(3, 3, "done")
         return {}
+
+
+def _overlay_content(path: Path) -> Any:
+    """The overlay's JSON: a trtflow report is read through its model (`kind` says what it is; a
+    bisect report, or one of an older schema, is refused with what to do); JSON from other tools
+    (no `kind`) is left to the overlay's tolerant reader."""
+    import json
+
+    from trtflow.schema.reports import parse_report, report_kind
+    from trtflow.tensors.compare_report import CompareReport
+
+    try:
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ParamError("overlay", f"cannot read the compare report {path}: {error}") from None
+    if report_kind(content) is None:
+        return content
+    try:
+        return parse_report(content, path, CompareReport).model_dump(mode="json")
+    except UsageError as error:
+        raise ParamError("overlay", str(error)) from None

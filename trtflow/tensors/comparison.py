@@ -58,8 +58,10 @@ class Tolerances(BaseModel):
         description="Relative tolerance: a number, or {tensor name or glob: "
         f"number}} ({RULE}; unmatched tensors get 1e-5).",
     )
-    error_stat: ErrorStat = Field(
-        "elemwise", description="Which error statistic is checked against the tolerances."
+    error_stat: ErrorStat | dict[str, ErrorStat] = Field(
+        "elemwise",
+        description="Which error statistic is checked against the tolerances: one for every tensor, "
+        f"or {{tensor name or glob: statistic}} ({RULE}; unmatched tensors get elemwise).",
     )
     quantile: float = Field(
         0.99, gt=0, le=1, description="The quantile checked when error_stat is `quantile`."
@@ -76,6 +78,15 @@ class Tolerances(BaseModel):
 
         return tolerance_judge(self, setting)
 
+    def resolved(self, tensor: str) -> Tolerances:
+        """This block with the one `error_stat` that applies to `tensor` (per-output statistics)."""
+        if not isinstance(self.error_stat, dict):
+            return self
+        key = matching_key(self.error_stat, tensor)
+        return self.model_copy(
+            update={"error_stat": self.error_stat[key] if key is not None else "elemwise"}
+        )
+
     def for_tensor(self, tensor: str) -> tuple[float, float]:
         """(atol, rtol) for one tensor."""
         return _pick(self.atol, tensor), _pick(self.rtol, tensor)
@@ -86,7 +97,7 @@ class Tolerances(BaseModel):
         tensors = list(tensors)
         return [
             (param, key)
-            for param in ("atol", "rtol")
+            for param in ("atol", "rtol", "error_stat")
             if isinstance(tolerance := getattr(self, param), dict)
             for key in tolerance
             if key != "*" and all(matching_key([key], name) is None for name in tensors)
@@ -112,6 +123,8 @@ class Tolerances(BaseModel):
     ) -> bool:
         """Polygraphy's rule applied to precomputed errors (see `errors`); `statistics` are their checked
         statistics (`self.statistic` of each) when the caller has them already."""
+        if isinstance(self.error_stat, dict):
+            return self.resolved(tensor).verdict(tensor, absolute, relative, statistics)
         atol, rtol = self.for_tensor(tensor)
         if absolute.size == 0:
             return True
@@ -138,14 +151,20 @@ class Tolerances(BaseModel):
 
     @property
     def statistic_name(self) -> str:
-        """What `statistic` computes, for people: `max`, `mean`, `median` or `p95`."""
+        """What `statistic` computes, for people: `max`, `mean`, `median` or `p95` (`checked` when
+        it differs per tensor)."""
+        if isinstance(self.error_stat, dict):
+            return "checked"
         return {"elemwise": "max", "quantile": f"p{self.quantile * 100:g}"}.get(
             self.error_stat, self.error_stat
         )
 
     @property
     def checked_quantile(self) -> float | None:
-        """The quantile `error_stat` checks (0.5 for `median`), or None when it checks no quantile."""
+        """The quantile `error_stat` checks (0.5 for `median`), or None when it checks no quantile
+        (or none single: per-tensor statistics are `resolved` first)."""
+        if isinstance(self.error_stat, dict):
+            return None
         return {"median": 0.5, "quantile": self.quantile}.get(self.error_stat)
 
 
@@ -376,6 +395,7 @@ def compare_tensor(
     """Everything `compare` reports about one tensor of one iteration (JSON-ready). Where no position is
     finite in both runners the similarity metrics are null, and a failed tensor's `reason` says so."""
     reference, candidate = np.asarray(reference), np.asarray(candidate)
+    tolerances = tolerances.resolved(tensor)
     atol, rtol = tolerances.for_tensor(tensor)
     base = {
         "atol": atol,

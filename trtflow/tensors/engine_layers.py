@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from trtflow.errors import UsageError
 from trtflow.onnxmodel.engine_layers import EngineLayer, EngineLayerMap
+from trtflow.tensors.compare_report import CompareReport, TensorComparison
 
 if TYPE_CHECKING:
     import onnx
@@ -161,19 +162,19 @@ def load_engine_layers(model: onnx.ModelProto, engine_graph: Path | None) -> Eng
 # --- compare reports, per engine layer ---------------------------------------------------------------
 
 
-def group_report(report: dict[str, Any], layers: EngineLayerMap) -> dict[str, Any]:
+def group_report(report: CompareReport, layers: EngineLayerMap) -> dict[str, Any]:
     """A `compare` report's tensors grouped per engine layer: per candidate runner, each layer's worst
     error, new NaN/Inf and verdict over its output tensors, and the first layer out of tolerance with its
     ONNX nodes. Tensors no layer writes are counted under `ungrouped` (the model was not tapped with this
     engine graph)."""
     layer_of = layers.layer_of()
     runners: dict[str, dict] = {}
-    for runner in report["runners"]:
-        tensors = [t for t in report["tensors"] if t["runner"] == runner]
-        grouped: dict[str, list[dict]] = {}
+    for runner in report.runners:
+        tensors = report.runner_tensors(runner)
+        grouped: dict[str, list[TensorComparison]] = {}
         for tensor in tensors:
-            if tensor["tensor"] in layer_of:
-                grouped.setdefault(layer_of[tensor["tensor"]].name, []).append(tensor)
+            if tensor.tensor in layer_of:
+                grouped.setdefault(layer_of[tensor.tensor].name, []).append(tensor)
         rows = [
             _layer_row(layer, grouped[layer.name])
             for layer in layers.layers
@@ -183,22 +184,22 @@ def group_report(report: dict[str, Any], layers: EngineLayerMap) -> dict[str, An
             "layers": rows,
             "layers_failed": sum(not row["passed"] for row in rows),
             "first_divergent_layer": next((row for row in rows if not row["passed"]), None),
-            "ungrouped_tensors": sum(t["tensor"] not in layer_of for t in tensors),
+            "ungrouped_tensors": sum(t.tensor not in layer_of for t in tensors),
         }
     return {"engine_graph": layers.engine_graph, "runners": runners}
 
 
-def _layer_row(layer: EngineLayer, tensors: list[dict]) -> dict:
+def _layer_row(layer: EngineLayer, tensors: list[TensorComparison]) -> dict:
     from trtflow.tensors.comparison import json_number, number_from_json, worst
 
-    errors = [number_from_json(t.get("abs", {}).get("max")) for t in tensors]
+    errors = [number_from_json(t.abs.get("max")) for t in tensors]
     return {
         "layer": layer.name,
         "nodes": list(layer.nodes),
-        "tensors": [t["tensor"] for t in tensors],
-        "passed": all(t["passed"] for t in tensors),
+        "tensors": [t.tensor for t in tensors],
+        "passed": all(t.passed for t in tensors),
         "max_abs": json_number(worst([error for error in errors if error is not None])),
-        "new_nonfinite": sum(t["new_nonfinite"] for t in tensors),
+        "new_nonfinite": sum(t.new_nonfinite for t in tensors),
     }
 
 

@@ -247,12 +247,13 @@ def check_tolerances(
                     {"sample": sample, "tensor": tensor, "error": "missing or reshaped output"},
                 )
             absolute, relative = tolerances.errors(want, got)
+            rule = tolerances.resolved(tensor)  # per-output error_stat
             required = (
-                (tolerances.statistic(absolute), tolerances.statistic(relative))
+                (rule.statistic(absolute), rule.statistic(relative))
                 if absolute.size
                 else (0.0, 0.0)
             )
-            passed = tolerances.verdict(tensor, absolute, relative, required)
+            passed = rule.verdict(tensor, absolute, relative, required)
             if not passed or not required[0] <= worst.get("abs", -1.0):  # NaN counts as the worst
                 worst = {
                     "tensor": tensor,

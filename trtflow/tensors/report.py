@@ -24,6 +24,14 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from trtflow.tensors.compare_report import (
+    CompareReport,
+    Growth,
+    Located,
+    RunnerComparison,
+    RunnerNonfinite,
+    TensorComparison,
+)
 from trtflow.tensors.comparison import (
     METRICS,
     NOTHING_FINITE_IN_BOTH,
@@ -31,6 +39,7 @@ from trtflow.tensors.comparison import (
     compare_tensor,
     nonfinite_counts,
 )
+from trtflow.tensors.gates import Gate, gates_for, judged
 from trtflow.tensors.tensor_set import TensorSet
 
 COMPARE_THREADS = min(
@@ -96,36 +105,43 @@ def compare_runner(
     candidate: str,
     tolerances: Tolerances,
     progress: Callable[[int, int], None] = lambda done, total: None,
-) -> dict:
-    """One candidate against the reference: per-tensor results in topological order, and its firsts."""
+    gates: Sequence[Gate] = (),
+    fail_fast: bool = False,
+) -> tuple[RunnerComparison, list[TensorComparison]]:
+    """One candidate against the reference: its summary (firsts, growth), and its per-tensor results
+    in topological order. `gates` add bounds on metrics (`trtflow.tensors.gates`); with `fail_fast`
+    the comparison stops at the first failing tensor (later ones are counted `unchecked`)."""
     reference_tensors = results.tensor_names(reference)
     candidate_tensors = set(results.tensor_names(candidate))
     common = [t for t in reference_tensors if t in candidate_tensors]
     iterations = min(results.iterations(reference), results.iterations(candidate))
-    tensors, first_nonfinite, first_divergence = [], None, None
+    tensors: list[TensorComparison] = []
+    first_nonfinite = first_divergence = None
 
-    def every_iteration(tensor: str) -> list[dict]:
-        return [
-            compare_tensor(
-                tensor,
-                results.load(reference, i, tensor),
-                results.load(candidate, i, tensor),
-                tolerances,
-            )
-            for i in range(iterations)
-        ]
+    def every_iteration(tensor: str) -> tuple[list[dict], dict[str, dict]]:
+        applying = gates_for(list(gates), tensor)
+        per_iteration: list[dict] = []
+        values: dict[str, list[float | None]] = {metric: [] for metric in applying}
+        for i in range(iterations):
+            want, got = results.load(reference, i, tensor), results.load(candidate, i, tensor)
+            compared = compare_tensor(tensor, want, got, tolerances)
+            per_iteration.append(compared)
+            for metric, gate in applying.items():
+                shaped = "error" not in compared  # a reshaped tensor already fails
+                value = gate.value(want, got, compared.get("metrics", {})) if shaped else None
+                values[metric].append(value)
+        return per_iteration, {m: judged(applying[m], v) for m, v in values.items()}
 
-    with ThreadPoolExecutor(
-        COMPARE_THREADS
-    ) as pool:  # results come back in order: firsts stay topological
-        for position, (tensor, per_iteration) in enumerate(
+    pool = ThreadPoolExecutor(COMPARE_THREADS)
+    try:  # results come back in order: firsts stay topological
+        for position, (tensor, (per_iteration, gated)) in enumerate(
             zip(common, pool.map(every_iteration, common))
         ):
             worst = max(range(iterations), key=lambda i: _severity(per_iteration[i]))
             entry = {
                 **_locate(tensor, candidate, results),
                 **per_iteration[worst],
-                "passed": all(r["passed"] for r in per_iteration),
+                "iteration_passed": [r["passed"] for r in per_iteration],
                 "only_shared_infinities": any(
                     r.get("only_shared_infinities") for r in per_iteration
                 )
@@ -135,49 +151,45 @@ def compare_runner(
                     for side in ("reference", "candidate")
                 },
                 "new_nonfinite": sum(r["new_nonfinite"] for r in per_iteration),
-                "failed_iterations": [i for i, r in enumerate(per_iteration) if not r["passed"]],
                 "worst_iteration": worst,
+                "gates": gated,
             }
-            tensors.append(entry)
-            if first_nonfinite is None and entry["new_nonfinite"]:
+            compared = TensorComparison.model_validate(entry)
+            tensors.append(compared)
+            if first_nonfinite is None and compared.new_nonfinite:
                 first_nonfinite = _locate(tensor, candidate, results)
-            if first_divergence is None and not entry["passed"]:
+            if first_divergence is None and not compared.passed:
                 first_divergence = _locate(tensor, candidate, results)
             progress(position + 1, len(common))
+            if fail_fast and not compared.passed:
+                break
+    finally:
+        pool.shutdown(cancel_futures=True)
     missing = [t for t in reference_tensors if t not in candidate_tensors]
-    return {
-        "passed": bool(common) and all(t["passed"] for t in tensors),
-        "iterations": iterations,
-        "tensors_checked": len(common),
-        "tensors_failed": sum(not t["passed"] for t in tensors),
-        "tensors_failed_on_shared_infinities": sum(
-            bool(t.get("only_shared_infinities")) for t in tensors
-        ),
-        "tensors_failed_nothing_finite": sum(
-            t.get("reason") == NOTHING_FINITE_IN_BOTH for t in tensors
-        ),
-        "missing": missing,
-        "first_nonfinite": first_nonfinite,
-        "first_divergence": first_divergence,
-        "growth": [
-            {
-                "tensor": t["tensor"],
-                "node": t["node"],
-                "max_abs": t.get("abs", {}).get("max"),
-                "mean_rel": t.get("rel", {}).get("mean"),
-            }
+    runner = RunnerComparison(
+        iterations=iterations,
+        tensors_checked=len(tensors),
+        unchecked=common[len(tensors) :],
+        tensors_failed=sum(not t.passed for t in tensors),
+        tensors_failed_on_shared_infinities=sum(t.only_shared_infinities for t in tensors),
+        tensors_failed_nothing_finite=sum(t.reason == NOTHING_FINITE_IN_BOTH for t in tensors),
+        missing=missing,
+        first_nonfinite=first_nonfinite,
+        first_divergence=first_divergence,
+        growth=[
+            Growth(
+                tensor=t.tensor, node=t.node, max_abs=t.abs.get("max"), mean_rel=t.rel.get("mean")
+            )
             for t in tensors
         ],
-        "tensors": tensors,
-    }
+    )
+    return runner, tensors
 
 
-def _earliest(found: list[dict | None]) -> dict | None:
+def _earliest(found: list[Located | None]) -> Located | None:
     located = [f for f in found if f is not None]
     return (
-        min(located, key=lambda f: f["topo"] if f["topo"] is not None else 1 << 30)
-        if located
-        else None
+        min(located, key=lambda f: f.topo if f.topo is not None else 1 << 30) if located else None
     )
 
 
@@ -190,34 +202,36 @@ def build_report(
     check_finite: bool = True,
     metrics: Sequence[str] = METRICS,
     progress: Callable[[int, int], None] = lambda done, total: None,
-) -> dict:
-    """The whole `compare` report (JSON-ready), with the similarity `metrics` asked for. Failed candidates
+    gates: Sequence[Gate] = (),
+    fail_fast: bool = False,
+) -> CompareReport:
+    """The whole `compare` report, with the similarity `metrics` asked for. Failed candidates
     fail it, and with `check_finite` so does a runner holding NaN, or ±inf unless `infinities_compare_equal`;
     a failed reference is an error the caller raises before calling this."""
-    runners, failed_runners = {}, {}
+    runners: dict[str, RunnerComparison] = {}
+    failed_runners: dict[str, str] = {}
+    per_runner: list[TensorComparison] = []
     for position, candidate in enumerate(candidates):
         failure = results.failure(candidate)
         if failure:
             failed_runners[candidate] = failure
             continue
-        runners[candidate] = compare_runner(
+        runners[candidate], tensors = compare_runner(
             results,
             reference,
             candidate,
             tolerances,
             functools.partial(_candidate_progress, progress, position, len(candidates)),
+            gates,
+            fail_fast,
         )
-    tensors = sorted(
-        (t for r in runners.values() for t in r.pop("tensors")),
-        key=lambda t: (
-            t["topo"] if t["topo"] is not None else 1 << 30,
-            candidates.index(t["runner"]),
-        ),
+        per_runner += tensors
+    ordered = sorted(
+        per_runner,
+        key=lambda t: (t.topo if t.topo is not None else 1 << 30, candidates.index(t.runner)),
     )
-    for tensor in tensors:
-        tensor["metrics"] = {
-            name: value for name, value in tensor.get("metrics", {}).items() if name in metrics
-        }
+    for tensor in ordered:
+        tensor.metrics = {name: value for name, value in tensor.metrics.items() if name in metrics}
     nonfinite = {runner: runner_nonfinite(results, runner) for runner in [reference, *runners]}
     failed_finite_check = [
         runner
@@ -225,23 +239,20 @@ def build_report(
         if check_finite
         and (found["nan"] or (found["inf"] and not tolerances.infinities_compare_equal))
     ]
-    return {
-        "passed": not failed_runners
-        and all(r["passed"] for r in runners.values())
-        and not failed_finite_check,
-        "reference": reference,
-        "candidates": candidates,
-        "tolerances": tolerances.model_dump(),
-        "metrics": list(metrics),
-        "check_finite": check_finite,
-        "failed_finite_check": failed_finite_check,
-        "nonfinite": nonfinite,
-        "first_nonfinite": _earliest([r["first_nonfinite"] for r in runners.values()]),
-        "first_divergence": _earliest([r["first_divergence"] for r in runners.values()]),
-        "failed_runners": failed_runners,
-        "runners": runners,
-        "tensors": tensors,
-    }
+    return CompareReport(
+        reference=reference,
+        candidates=candidates,
+        tolerances=tolerances.model_dump(),
+        metrics=list(metrics),
+        check_finite=check_finite,
+        failed_finite_check=failed_finite_check,
+        nonfinite={runner: RunnerNonfinite.model_validate(n) for runner, n in nonfinite.items()},
+        first_nonfinite=_earliest([r.first_nonfinite for r in runners.values()]),
+        first_divergence=_earliest([r.first_divergence for r in runners.values()]),
+        failed_runners=failed_runners,
+        runners=runners,
+        tensors=ordered,
+    )
 
 
 def _number(value) -> str:
@@ -250,84 +261,83 @@ def _number(value) -> str:
     return value if isinstance(value, str) else f"{value:.3g}"
 
 
-def _tensor_where(found: dict) -> str:
+def _tensor_where(found: Located) -> str:
     node = (
-        f" from node `{found['node']}` ({found['op']})" if found.get("node") else ""
+        f" from node `{found.node}` ({found.op})" if found.node else ""
     )  # unknown without a model
-    return f"`{found['tensor']}`{node}"
+    return f"`{found.tensor}`{node}"
 
 
-def _where(found: dict | None) -> str:
-    return "none" if found is None else f"{_tensor_where(found)} in runner `{found['runner']}`"
+def _where(found: Located | None) -> str:
+    return "none" if found is None else f"{_tensor_where(found)} in runner `{found.runner}`"
 
 
-def _verdict(tensor: dict) -> str:
-    return (
-        "yes" if tensor["passed"] else f"no: {tensor['reason']}" if tensor.get("reason") else "no"
-    )
+def _verdict(tensor: TensorComparison) -> str:
+    failed_gates = [name for name, gate in tensor.gates.items() if not gate.passed]
+    reasons = [tensor.reason] if tensor.reason else []
+    reasons += [f"{name} gate" for name in failed_gates]
+    return "yes" if tensor.passed else f"no: {', '.join(reasons)}" if reasons else "no"
 
 
-def _firsts(report: dict) -> list[str]:
+def _firsts(report: CompareReport) -> list[str]:
     return [
-        f"first new non-finite (NaN/Inf where the reference is finite): {_where(report['first_nonfinite'])}",
-        f"first divergence: {_where(report['first_divergence'])}",
+        f"first new non-finite (NaN/Inf where the reference is finite): {_where(report.first_nonfinite)}",
+        f"first divergence: {_where(report.first_divergence)}",
     ]
 
 
-def _nonfinite_lines(report: dict) -> list[str]:
+def _nonfinite_lines(report: CompareReport) -> list[str]:
     """Per runner, the reference first: the NaN/Inf it returned and where they start; then the runners
-    that fail `check_finite`. Reports written before runners were scanned have none of this."""
+    that fail `check_finite`."""
     lines = []
-    for runner, found in report.get("nonfinite", {}).items():
-        named = f"`{runner}`" + (" (reference)" if runner == report["reference"] else "")
+    for runner, found in report.nonfinite.items():
+        named = f"`{runner}`" + (" (reference)" if runner == report.reference else "")
         lines.append(
             f"NaN/Inf in {named}: none"
-            if found["first"] is None
-            else f"NaN/Inf in {named}: {found['nan']} NaN, {found['inf']} Inf over all iterations in "
-            f"{found['tensors']} tensor(s), the first {_tensor_where(found['first'])}"
+            if found.first is None
+            else f"NaN/Inf in {named}: {found.nan} NaN, {found.inf} Inf over all iterations in "
+            f"{found.tensors} tensor(s), the first {_tensor_where(found.first)}"
         )
-    if report.get("failed_finite_check"):
+    if report.failed_finite_check:
         lines.append(
             f"check_finite (Polygraphy's --validate) fails on the NaN/Inf returned by "
-            f"{', '.join(f'`{r}`' for r in report['failed_finite_check'])}; `check_finite: false` leaves "
+            f"{', '.join(f'`{r}`' for r in report.failed_finite_check)}; `check_finite: false` leaves "
             "them to the tolerances"
         )
     return lines
 
 
-def summary_markdown(report: dict, limit: int = 25) -> str:
-    verdict = "PASSED" if report["passed"] else "FAILED"
-    tolerances = report["tolerances"]
+def summary_markdown(report: CompareReport, limit: int = 25) -> str:
+    verdict = "PASSED" if report.passed else "FAILED"
+    tolerances = report.tolerances
     lines = [
         f"# compare: {verdict}",
         "",
-        f"Reference `{report['reference']}`; tolerances atol={tolerances['atol']}, rtol={tolerances['rtol']}, "
-        f"error_stat={tolerances['error_stat']}; check_finite={'on' if report.get('check_finite') else 'off'}.",
+        f"Reference `{report.reference}`; tolerances atol={tolerances['atol']}, rtol={tolerances['rtol']}, "
+        f"error_stat={tolerances['error_stat']}; check_finite={'on' if report.check_finite else 'off'}.",
         "",
     ]
     lines += [f"- {line}" for line in _firsts(report) + _nonfinite_lines(report)]
-    lines += [
-        f"- {message}" for message in report["failed_runners"].values()
-    ]  # each names its runner
+    lines += [f"- {message}" for message in report.failed_runners.values()]  # each names its runner
     lines += [f"- {line}" for line in _shared_infinities_lines(report)]
     lines += [
         "",
         "| runner | passed | tensors checked | failed | iterations |",
         "|---|---|---|---|---|",
     ]
-    for runner, result in report["runners"].items():
+    for runner, result in report.runners.items():
         lines.append(
-            f"| {runner} | {'yes' if result['passed'] else 'no'} | {result['tensors_checked']} | "
-            f"{result['tensors_failed']} | {result['iterations']} |"
+            f"| {runner} | {'yes' if result.passed else 'no'} | {result.tensors_checked} | "
+            f"{result.tensors_failed} | {result.iterations} |"
         )
-    rows = [t for t in report["tensors"] if not t["passed"]][:limit] or report["tensors"][:limit]
+    rows = [t for t in report.tensors if not t.passed][:limit] or report.tensors[:limit]
     checked = Tolerances.model_validate(
         tolerances
     ).statistic_name  # what the verdict compared with atol/rtol
     largest = (
         [] if checked == "max" else ["max abs"]
     )  # the checked statistic may already be the max
-    metrics = report.get("metrics", [])
+    metrics = report.metrics
     header = [
         "#",
         "tensor",
@@ -343,47 +353,66 @@ def summary_markdown(report: dict, limit: int = 25) -> str:
     ]
     lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for t in rows:
-        required = t.get("required", {})
         cells = [
-            t["topo"],
-            t["tensor"],
-            t["node"],
-            t["op"],
-            t["runner"],
-            _number(required.get("atol")),
-            _number(required.get("rtol")),
-            *[_number(t.get("abs", {}).get("max")) for _ in largest],
-            *[_number(t.get("metrics", {}).get(name)) for name in metrics],
-            t["new_nonfinite"],
+            t.topo,
+            t.tensor,
+            t.node,
+            t.op,
+            t.runner,
+            _number(t.required.get("atol")),
+            _number(t.required.get("rtol")),
+            *[_number(t.abs.get("max")) for _ in largest],
+            *[_number(t.metrics.get(name)) for name in metrics],
+            t.new_nonfinite,
             _verdict(t),
         ]
         lines.append("| " + " | ".join(map(str, cells)) + " |")
+    lines += _gate_lines(report) + _plot_lines(report)
     return "\n".join(lines) + "\n"
 
 
-def _shared_infinities_lines(report: dict) -> list[str]:
+def _gate_lines(report: CompareReport) -> list[str]:
+    """Each failed gate of each tensor, with its worst value."""
+    failed = [
+        f"- `{t.tensor}` ({t.runner}): {metric} {_number(g.worst)} in iteration {g.worst_iteration}, "
+        f"outside [{_number(g.min)}, {_number(g.max)}]"
+        for t in report.tensors
+        for metric, g in t.gates.items()
+        if not g.passed
+    ]
+    return ["", "## Failed gates", "", *failed] if failed else []
+
+
+def _plot_lines(report: CompareReport) -> list[str]:
+    """Links to the error images of the worst tensors (`plots: N`)."""
+    if not report.plots:
+        return []
+    return ["", "## Worst tensors", ""] + [f"![{path}]({path})" for path in report.plots]
+
+
+def _shared_infinities_lines(report: CompareReport) -> list[str]:
     """Runners whose failures are partly ±inf the reference holds too (Polygraphy counts inf vs inf as a
     mismatch), with the switch that counts them equal."""
     return [
-        f"{runner}: {result['tensors_failed_on_shared_infinities']} of its {result['tensors_failed']} failed "
+        f"{runner}: {result.tensors_failed_on_shared_infinities} of its {result.tensors_failed} failed "
         "tensor(s) differ only by the same ±inf in both runners (`infinities_compare_equal: true` counts "
         "those equal)"
-        for runner, result in report["runners"].items()
-        if result.get("tensors_failed_on_shared_infinities")
+        for runner, result in report.runners.items()
+        if result.tensors_failed_on_shared_infinities
     ]
 
 
-def terminal_lines(report: dict) -> list[str]:
+def terminal_lines(report: CompareReport) -> list[str]:
     """A compact summary for the run log."""
-    lines = [f"{'PASSED' if report['passed'] else 'FAILED'} against `{report['reference']}`"]
+    lines = [f"{'PASSED' if report.passed else 'FAILED'} against `{report.reference}`"]
     lines += [line.replace("`", "") for line in _firsts(report)]
-    for runner, result in report["runners"].items():
-        without = result.get("tensors_failed_nothing_finite")
+    for runner, result in report.runners.items():
+        without = result.tensors_failed_nothing_finite
         lines.append(
-            f"{runner:>16}: {result['tensors_failed']}/{result['tensors_checked']} tensors out of tolerance"
+            f"{runner:>16}: {result.tensors_failed}/{result.tensors_checked} tensors out of tolerance"
             + (f", {without} with {NOTHING_FINITE_IN_BOTH}" if without else "")
         )
     lines += [line.replace("`", "") for line in _nonfinite_lines(report)]
     lines += _shared_infinities_lines(report)
-    lines += list(report["failed_runners"].values())  # each names its runner
+    lines += list(report.failed_runners.values())  # each names its runner
     return lines

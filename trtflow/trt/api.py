@@ -14,6 +14,12 @@ of each generation are built from that list):
   `set_output_type` are gone; `STRONGLY_TYPED` is kept but ignored. A mixed-precision build is the
   lowered ONNX model of a precision plan. The inspector's `Bindings` became `"I/O Tensors"`, and
   the cuBLAS/cuDNN tactic sources are gone.
+
+TensorRT-RTX (`tensorrt_rtx_bindings`, versions 1.x) is a second library with the TensorRT 10/11 API
+and strong typing only, whose wheels install on any machine: it builds engines on a CPU (the
+`test` extra installs it, so CI builds real engines), and runs them only on the RTX compute
+capabilities it lists (`ComputeCapability`). `TensorRT.load(library)` picks one of the two;
+`auto` takes TensorRT where it imports, else TensorRT-RTX.
 """
 
 from __future__ import annotations
@@ -27,11 +33,14 @@ from typing import Any, Literal
 import numpy as np
 
 from trtflow.errors import BackendUnavailable, ParamError
-from trtflow.trt.environment import INSTALL_HINT
+from trtflow.trt.environment import INSTALL_HINT, RTX
 
 MINIMUM_VERSION = (8, 6)
 
 Typing = Literal["auto", "strong", "weak"]
+Library = Literal["tensorrt", "tensorrt-rtx", "auto"]
+_MODULES = {"tensorrt": "tensorrt", RTX: "tensorrt_rtx_bindings"}
+RTX_INSTALL_HINT = "pip install 'trtflow[tensorrt-rtx]' (builds on any machine; runs on RTX GPUs)"
 Constraints = Literal["obey", "prefer"]
 BuildPrecision = Literal["fp32", "fp16", "bf16"]
 
@@ -45,10 +54,21 @@ def version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", text))
 
 
-def import_tensorrt() -> Any:
+def import_tensorrt(library: Library = "tensorrt") -> tuple[str, Any]:
+    """`(library, module)`: the library asked for, or for `auto` TensorRT if it imports, else
+    TensorRT-RTX."""
+    if library == "auto":
+        try:
+            return "tensorrt", importlib.import_module("tensorrt")
+        except ImportError:
+            library = RTX
     try:
-        return importlib.import_module("tensorrt")
+        return library, importlib.import_module(_MODULES[library])
     except ImportError as error:
+        if library == RTX:
+            raise BackendUnavailable(
+                f"TensorRT-RTX is not installed here ({error}): {RTX_INSTALL_HINT}"
+            ) from None
         raise BackendUnavailable(
             f"TensorRT is not installed here ({error}): {INSTALL_HINT}"
         ) from None
@@ -73,11 +93,14 @@ class TensorRT:
 
     module: Any
     version: tuple[int, ...]
+    library: str = "tensorrt"  # or "tensorrt-rtx"
 
     @classmethod
-    def load(cls) -> TensorRT:
-        module = import_tensorrt()
+    def load(cls, library: Library = "tensorrt") -> TensorRT:
+        library, module = import_tensorrt(library)
         version = version_tuple(getattr(module, "__version__", "0"))
+        if library == RTX:
+            return cls(module, version, RTX)
         if version[:2] < MINIMUM_VERSION:
             raise BackendUnavailable(
                 f"TensorRT {module.__version__} is too old: trtflow supports TensorRT 8.6 and newer; "
@@ -89,12 +112,33 @@ class TensorRT:
     def version_text(self) -> str:
         return ".".join(map(str, self.version))
 
+    @property
+    def rtx(self) -> bool:
+        return self.library == RTX
+
+    @property
+    def name(self) -> str:
+        """`"TensorRT 10.13.0.35"` or `"TensorRT-RTX 1.7.1.116"`, as messages say it."""
+        return f"{'TensorRT-RTX' if self.rtx else 'TensorRT'} {self.version_text}"
+
+    @property
+    def compute_capabilities(self) -> list[str]:
+        """The compute capabilities TensorRT-RTX runs engines on (`["7.5", "8.0", ...]`); empty for
+        TensorRT, which runs on every GPU its CUDA supports."""
+        if not self.rtx:
+            return []
+        members = getattr(self.module, "ComputeCapability", None)
+        names = getattr(members, "__members__", {})
+        numbers = [m.group(1) for n in names if (m := re.fullmatch(r"SM(\d+)", n))]
+        return [f"{number[:-1]}.{number[-1]}" for number in numbers]
+
     # --- typing -------------------------------------------------------------------------------------
 
     @property
     def weak_typing(self) -> bool:
-        """Builder precision flags and per-layer precision constraints exist (removed in 11.0)."""
-        return self.version[0] < 11
+        """Builder precision flags and per-layer precision constraints exist (removed in 11.0,
+        never in TensorRT-RTX)."""
+        return not self.rtx and self.version[0] < 11
 
     @property
     def weak_typing_deprecated(self) -> bool:
@@ -109,6 +153,14 @@ class TensorRT:
 
     def resolve_typing(self, requested: Typing) -> Literal["strong", "weak"]:
         """`auto` is what each generation does by default: weak up to 10.x, strong on 11.x."""
+        if requested == "weak" and self.rtx:
+            raise ParamError(
+                "typing",
+                f"{self.name} is strongly typed only (no BuilderFlag.FP16, no precision "
+                "constraints); use `typing: strong` (or leave it out) with `precision:` and "
+                "`keep:` (the plan's lowered model), or build the lowered model bisect-precision "
+                "writes",
+            )
         if requested == "weak" and not self.weak_typing:
             raise ParamError(
                 "typing",
@@ -130,6 +182,8 @@ class TensorRT:
         """`create_network` flags: EXPLICIT_BATCH on 8.x (the ONNX parser needs it; 10.x ignores it,
         11.x removed it); STRONGLY_TYPED for a strong network on 10.x (11.x ignores it)."""
         flags = self.module.NetworkDefinitionCreationFlag
+        if self.rtx:
+            return 1 << int(flags.STRONGLY_TYPED)
         if self.version[0] < 10:
             value = 1 << int(flags.EXPLICIT_BATCH)
             return value | (1 << int(flags.STRONGLY_TYPED)) if typing == "strong" else value

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from trtflow.errors import BackendUnavailable, ParamError, StepError
 from trtflow.trt.api import INSTALL_HINT, BuildPrecision, Constraints, TensorRT, Typing
 from trtflow.trt.constraints import constrain
-from trtflow.trt.inspector import engine_information
+from trtflow.trt.inspector import engine_information, network_information
 from trtflow.trt.log import TensorRTLog, make_logger
 
 if TYPE_CHECKING:
@@ -94,13 +94,15 @@ class TimingCache:
         os.replace(temporary, self.path)  # concurrent builds: the last complete cache wins
 
 
-def timing_cache_file(state_dir: Path) -> Path:
-    """`<state>/tensorrt-10.13.0.35-nvidia-a100-sxm4-80gb-sm8.0.cache`: one per TensorRT version and GPU."""
+def timing_cache_file(state_dir: Path, library: str = "tensorrt") -> Path:
+    """`<state>/tensorrt-10.13.0.35-nvidia-a100-sxm4-80gb-sm8.0.cache`: one per TensorRT (or
+    TensorRT-RTX) version and GPU."""
     from trtflow.trt.environment import fingerprint
 
-    facts = fingerprint()
+    facts = fingerprint(library)
+    name, version = next(iter(facts.items()))  # the library and its version come first
     gpu = re.sub(r"[^a-z0-9]+", "-", facts["gpu"].lower()).strip("-")
-    return state_dir / f"tensorrt-{facts['tensorrt']}-{gpu}-sm{facts['compute_capability']}.cache"
+    return state_dir / f"{name}-{version}-{gpu}-sm{facts['compute_capability']}.cache"
 
 
 # --- the ONNX file TensorRT parses --------------------------------------------------------------------
@@ -156,7 +158,7 @@ def _parse(
         where = f"node `{name}` ({op})" if name else "the model"
         problems.append(f"{where}: {error.desc()}")
     detail = "\n  ".join(problems) or "; ".join(log.errors()) or "no reason given"
-    raise StepError(f"TensorRT {trt.version_text} cannot import the ONNX model:\n  {detail}")
+    raise StepError(f"{trt.name} cannot import the ONNX model:\n  {detail}")
 
 
 def _drop_host_outputs(trt: TensorRT, network: Any, log: TensorRTLog) -> None:
@@ -227,8 +229,7 @@ def _configure(
         if not config.set_tactic_sources(trt.tactic_mask(list(settings.tactic_sources))):
             raise ParamError(
                 "tactic_sources",
-                f"TensorRT {trt.version_text} refused tactic sources "
-                f"{list(settings.tactic_sources)}",
+                f"{trt.name} refused tactic sources {list(settings.tactic_sources)}",
             )
     if settings.optimization_level is not None:
         config.builder_optimization_level = settings.optimization_level
@@ -318,7 +319,7 @@ def _builder(trt: TensorRT, logger: Any, log: TensorRTLog) -> Any:
     if builder is None:
         reasons = "; ".join(log.errors()) or reason
         raise BackendUnavailable(
-            f"TensorRT {trt.version_text} could not start ({reasons}): is an NVIDIA GPU visible "
+            f"{trt.name} could not start ({reasons}): is an NVIDIA GPU visible "
             f"to CUDA here? {INSTALL_HINT}"
         )
     return builder
@@ -341,7 +342,7 @@ def build_engine(
     mode = trt.resolve_typing(settings.typing)
     if mode == "weak" and trt.weak_typing_deprecated:
         log.note(
-            f"TensorRT {trt.version_text} deprecates weak typing; `typing: strong` builds the lowered model instead"
+            f"{trt.name} deprecates weak typing; `typing: strong` builds the lowered model instead"
         )
     logger = make_logger(trt.module, log)
     builder = _builder(trt, logger, log)
@@ -362,12 +363,24 @@ def build_engine(
         if timing_cache is not None:
             timing_cache.attach(config)
         serialized = builder.build_serialized_network(network, config)
+        fallback_graph = network_information(network) if trt.rtx else None
         del parser  # only now: the network's weights live in the parser
     if serialized is None:
         reasons = "\n  ".join(log.errors()) or "TensorRT gave no reason; see the build log"
-        raise StepError(f"TensorRT {trt.version_text} could not build the engine:\n  {reasons}")
+        raise StepError(f"{trt.name} could not build the engine:\n  {reasons}")
     if timing_cache is not None:
         timing_cache.save()
     data = bytes(serialized)
     runtime = trt.module.Runtime(logger)
-    return BuiltEngine(data, engine_information(trt, runtime, data), mode, constrained)
+    try:
+        graph = engine_information(trt, runtime, data)
+    except StepError:
+        if fallback_graph is None:
+            raise
+        # TensorRT-RTX builds without a GPU but loads engines only on the GPUs it supports
+        log.note(
+            f"{trt.name} cannot load the engine on this machine (no supported GPU); engine_graph "
+            "lists the network's layers before fusion"
+        )
+        graph = fallback_graph
+    return BuiltEngine(data, graph, mode, constrained)

@@ -18,6 +18,8 @@ from importlib import metadata
 
 NOT_INSTALLED = "not installed"
 INSTALL_HINT = "install trtflow[tensorrt] on a machine with an NVIDIA GPU"
+RTX = "tensorrt-rtx"
+_RTX_DISTRIBUTIONS = ("tensorrt-rtx-cu13-bindings", "tensorrt-rtx-cu12-bindings", "tensorrt-rtx")
 NO_GPU = "none"
 
 # pip's "tensorrt" metapackage and its CUDA-specific siblings; the Debian/tarball wheels are "tensorrt" too.
@@ -70,6 +72,29 @@ def tensorrt_version() -> str:
         return f"broken ({error})"
 
 
+def resolve_library(library: str) -> str:
+    """`auto` -> `tensorrt` where it can be imported, else `tensorrt-rtx` (without importing either)."""
+    if library != "auto":
+        return library
+    return "tensorrt" if _module_exists("tensorrt") else RTX
+
+
+@lru_cache(maxsize=1)
+def tensorrt_rtx_version() -> str:
+    """TensorRT-RTX's version from its wheel's metadata, or `NOT_INSTALLED`."""
+    if not _module_exists("tensorrt_rtx_bindings"):
+        return NOT_INSTALLED
+    for distribution in _RTX_DISTRIBUTIONS:
+        try:
+            return metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            continue
+    try:
+        return str(importlib.import_module("tensorrt_rtx_bindings").__version__)
+    except Exception as error:  # noqa: BLE001 - a broken install is a fact to report, not a crash
+        return f"broken ({error})"
+
+
 def _cuda_version(number: int) -> str:
     """CUDA encodes 12.4 as 12040."""
     return f"{number // 1000}.{number % 1000 // 10}" if number else NOT_INSTALLED
@@ -110,16 +135,18 @@ def cuda() -> CudaFacts | None:
     )
 
 
-def fingerprint() -> dict[str, str]:
-    """What an engine depends on: TensorRT version, GPU name and compute capability (step keys)."""
-    version = tensorrt_version()
+def fingerprint(library: str = "tensorrt") -> dict[str, str]:
+    """What an engine depends on: TensorRT (or TensorRT-RTX) version, GPU name and compute
+    capability (step keys)."""
+    resolved = resolve_library(library)
+    version = tensorrt_rtx_version() if resolved == RTX else tensorrt_version()
     gpu = (
         (cuda() or CudaFacts(NOT_INSTALLED, NOT_INSTALLED, None)).gpu
         if version != NOT_INSTALLED
         else None
     )
     return {
-        "tensorrt": version,
+        ("tensorrt" if resolved == "tensorrt" else RTX): version,
         "gpu": gpu.name if gpu else NO_GPU,
         "compute_capability": gpu.compute_capability if gpu else NO_GPU,
     }

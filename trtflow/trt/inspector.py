@@ -20,7 +20,7 @@ def deserialize(trt: TensorRT, runtime: Any, serialized: bytes) -> Any:
     engine = runtime.deserialize_cuda_engine(serialized)
     if engine is None:
         raise StepError(
-            f"TensorRT {trt.version_text} could not load the engine: it was built by another TensorRT "
+            f"{trt.name} could not load the engine: it was built by another TensorRT "
             "version or for another GPU, or the file is damaged; rebuild it on this machine"
         )
     return engine
@@ -37,3 +37,40 @@ def engine_information(trt: TensorRT, runtime: Any, serialized: bytes) -> dict:
         raise StepError(
             f"TensorRT's engine inspector returned something that is not JSON ({error})"
         ) from error
+
+
+def network_information(network: Any) -> dict:
+    """The inspector's layout for a network's layers before fusion: what `render-graph` can draw of
+    an engine that this machine cannot load (TensorRT-RTX without one of its GPUs)."""
+
+    def names(tensors: list[Any]) -> list[dict[str, str]]:
+        return [{"Name": tensor.name} for tensor in tensors if tensor is not None]
+
+    layers = []
+    for index in range(network.num_layers):
+        layer = network.get_layer(index)
+        layers.append(
+            {
+                "Name": layer.name,
+                "LayerType": str(layer.type).rsplit(".", 1)[-1],
+                "Inputs": names([layer.get_input(i) for i in range(layer.num_inputs)]),
+                "Outputs": names([layer.get_output(i) for i in range(layer.num_outputs)]),
+            }
+        )
+    bindings = [network.get_input(i).name for i in range(network.num_inputs)]
+    bindings += [network.get_output(i).name for i in range(network.num_outputs)]
+    return {"Layers": layers, "Bindings": bindings, "Source": "network (before fusion)"}
+
+
+def header_problems(trt: TensorRT, serialized: bytes) -> list[str]:
+    """What the library's runtime finds wrong with a plan's header, without a GPU (`[]`: a plan this
+    library wrote); TensorRT-RTX's `Runtime.get_engine_validity`, `MALFORMED_ENGINE` for a file
+    that is no plan of its own. Reads only the header, because on a machine without a driver
+    the whole plan is always "invalid" for the missing GPU."""
+    runtime = trt.module.Runtime(trt.module.Logger(trt.module.Logger.ERROR))
+    if not hasattr(runtime, "get_engine_validity"):
+        return []
+    header = bytearray(serialized[: int(runtime.engine_header_size)])
+    _, diagnostics = runtime.get_engine_validity(header)
+    flags = trt.module.EngineInvalidityDiagnostics.__members__
+    return [name for name, flag in flags.items() if int(diagnostics) & int(flag)]

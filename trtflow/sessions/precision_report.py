@@ -1,0 +1,115 @@
+"""`BisectReport`: the report `bisect-precision` writes, owned by the precision search session that
+makes it (`SearchOutcome.report`), and read back through this model by `inspect` and the summary.
+
+Kept apart from the session so a reader imports pydantic only. `passed` is derived: a plan was
+found and every runner of the final verification passed (one it could not run is skipped, not
+failed). `screening` and `held_by_opset` are what the plan space reports (`LoweringOrder.as_json`,
+`OpsetHeld.as_json`); each plan space (FP16/BF16/FP8 nodes, Q/DQ pairs) shapes its own, so they stay
+JSON objects here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, computed_field
+
+from trtflow.schema.reports import Report
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # computed fields come back in the JSON
+
+
+class KeptNode(_Part):
+    """A node that stays in high precision, and why."""
+
+    name: str
+    op: str
+    reason: str
+
+
+class RunnerVerdict(BaseModel):
+    """One runner's verdict on the found plan over the verification samples: `passed` with the
+    check's metrics beside it, or `skipped` saying why it could not run the plan."""
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, Any]  # the check's metrics (max abs error per output...)
+
+    passed: bool | None = None
+    skipped: str | None = None
+
+
+class FinalVerification(BaseModel):
+    """The found plan judged again on samples the search never saw; each runner's verdict is filed
+    under its name beside `samples`, `count` and `seed` (the layout the report always had)."""
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, RunnerVerdict]
+
+    samples: str
+    count: int
+    seed: int | None = None
+
+    @property
+    def verdicts(self) -> dict[str, RunnerVerdict]:
+        return dict(self.__pydantic_extra__)
+
+    @property
+    def passed(self) -> bool:
+        return all(v.passed is not False for v in self.verdicts.values())
+
+
+class TrialPlan(_Part):
+    keep: list[str]
+    low: int
+
+
+class TrialEntry(_Part):
+    """One trial of the search: the plan tried, its verdict and metrics, and where the answer came
+    from (`replayed`: the journal or a replay)."""
+
+    plan: TrialPlan
+    passed: bool
+    metrics: dict[str, Any]
+    seconds: float
+    replayed: bool
+
+
+class SearchSeconds(_Part):
+    setup: float
+    trials: float
+    per_trial: float
+
+
+class BisectReport(Report):
+    """Everything a precision search did: its settings, the answer and evidence, every trial."""
+
+    KIND: ClassVar[str] = "bisect-precision"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    found: bool
+    complete: bool
+    message: str
+    mode: str
+    direction: str | None = None
+    backend: str
+    precision: str
+    candidates: int
+    fixed_high_precision: int
+    samples: int
+    held_by_opset: dict[str, Any] | None = None
+    held_by_opset_note: str | None = None
+    evaluations: int
+    replayed: int
+    seconds: SearchSeconds
+    keep: list[KeptNode]
+    screening: dict[str, Any]
+    final: FinalVerification | None = None
+    trials: list[TrialEntry]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def passed(self) -> bool:
+        """A plan was found and passed again on the verification samples."""
+        return self.found and self.final is not None and self.final.passed
