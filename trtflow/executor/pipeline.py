@@ -10,6 +10,7 @@ right kind (a placeholder path, or the output's example value).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -18,7 +19,7 @@ from trtflow.errors import Problem, RecipeError
 from trtflow.executor.dag import Dag
 from trtflow.schema.paths import PathResolver
 from trtflow.schema.problems import did_you_mean, validation_problems
-from trtflow.schema.recipe import Recipe, RecipeStep, Resources, step_references
+from trtflow.schema.recipe import Recipe, RecipeStep, Resources, load_recipe, step_references
 from trtflow.schema.refs import BadReference, Reference, substitute, unescape
 from trtflow.steps import registry
 from trtflow.steps.base import Step, StepParams
@@ -90,6 +91,11 @@ def _bind(recipe: Recipe, name: str, referrer: RecipeStep) -> str:
     raise BadReference(
         f"unknown step `{name}`{did_you_mean(name, names)}; steps: {', '.join(names)}"
     )
+
+
+def load_pipeline(recipe_file: Path, overrides: list[str]) -> Pipeline:
+    """The pipeline of a recipe file with `--set` overrides applied: what every command starts from."""
+    return build_pipeline(load_recipe(recipe_file, overrides))
 
 
 def build_pipeline(recipe: Recipe) -> Pipeline:

@@ -1,0 +1,151 @@
+"""What every command shares: its options, the error-to-exit-code mapping, and finding the recipe's
+pipeline and workspace (light imports only: the executor is imported inside the functions)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+
+from trtflow.errors import TrtflowError, UsageError
+
+RecipeArg = typer.Argument(
+    ..., metavar="RECIPE", help="The recipe file (YAML).", show_default=False
+)
+SetOption = typer.Option(
+    [],
+    "--set",
+    metavar="NAME=VALUE",
+    help=(
+        "Override a var: NAME=VALUE replaces it whole (a mapping var too), NAME.KEY=VALUE sets one key of a mapping "
+        "var and keeps the others; or any step value: steps.ID.with.KEY=VALUE. VALUE is YAML."
+    ),
+)
+WorkspaceOption = typer.Option(
+    None,
+    "--workspace",
+    metavar="DIR",
+    help="Cache folder [default: .trtflow/ next to the recipe, or $TRTFLOW_WORKSPACE].",
+)
+DebugOption = typer.Option(False, "--debug", help="Show Python tracebacks.")
+RemoteOption = typer.Option(
+    None,
+    "--remote",
+    metavar="URL|NAME",
+    help=(
+        "Shared cache (file://, s3://, gs://, az://, or a name from `trtflow remote add`) [default: $TRTFLOW_REMOTE, "
+        "else the workspace's default remote]."
+    ),
+)
+CacheRecipeOption = typer.Option(
+    None, "--recipe", metavar="RECIPE", help="Use the workspace of this recipe."
+)
+
+
+@contextmanager
+def errors_to_exit_codes(debug: bool) -> Iterator[None]:
+    """A `TrtflowError` is the user's to fix: its message and its exit code. Anything else is a bug
+    of ours (a `ValueError` included: it is never how user errors travel): exit 3, said plainly."""
+    try:
+        yield
+    except TrtflowError as error:
+        if debug:
+            raise
+        print(f"error: {error}", file=sys.stderr)
+        raise typer.Exit(error.exit_code) from None
+    except KeyboardInterrupt:
+        print("interrupted; finished steps are cached, run again to resume", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(130)  # do not wait for running step threads
+    except (
+        typer.Exit,
+        typer.Abort,
+        BrokenPipeError,
+    ):  # a closed stdout is `_Commands.invoke`'s to handle
+        raise
+    except Exception as error:  # a bug of ours: say so plainly, keep the traceback for --debug
+        if debug:
+            raise
+        print(
+            f"internal error: {type(error).__name__}: {error} (run again with --debug for the traceback, "
+            "and please report it)",
+            file=sys.stderr,
+        )
+        raise typer.Exit(3) from None
+
+
+def load(recipe: Path, overrides: list[str]):
+    from trtflow.executor.pipeline import load_pipeline
+
+    return load_pipeline(recipe, overrides)
+
+
+def workspace_of(recipe: Path, workspace: Path | None):
+    from trtflow.executor.workspace import Workspace, origin
+
+    space = Workspace.for_recipe(recipe.absolute(), workspace)
+    writable_folder(space.root, origin(workspace))
+    return space
+
+
+def writable_folder(folder: Path, option: str) -> None:
+    """Create `folder` or say plainly why it cannot be written, before any step runs: a read-only
+    or missing mount would otherwise surface as an OSError from deep inside the executor."""
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(
+            f"{folder} ({option}) is a file, not a folder; give {option} naming a folder"
+        )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(
+            f"cannot create {folder} ({error.strerror}); give {option} on a disk you can write to"
+        ) from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(
+            f"cannot write to {folder} (read-only, or no permission); give {option} on a disk you can write to"
+        )
+
+
+def step_ids(pipeline, names: list[str], option: str) -> set[str]:
+    """Step ids named on the command line; a matrix step's name selects all its expansions."""
+    from trtflow.schema.problems import did_you_mean
+
+    chosen: set[str] = set()
+    for name in names:
+        if name in pipeline.steps:
+            chosen.add(name)
+        elif name in pipeline.recipe.matrix_groups:
+            chosen.update(pipeline.recipe.matrix_groups[name])
+        else:
+            raise UsageError(
+                f"{option} {name}: no such step{did_you_mean(name, list(pipeline.steps))}; "
+                f"steps: {', '.join(pipeline.steps)}"
+            )
+    return chosen
+
+
+def cache_workspace(workspace: Path | None, recipe: Path | None, create: bool = False):
+    """The workspace the cache commands act on; an error, not an empty listing, when there is none
+    (unless `create`: `remote add` may come before the first run)."""
+    from trtflow.executor.workspace import Workspace, chosen_root, origin
+
+    if recipe is not None:
+        if not recipe.is_file():
+            raise UsageError(f"--recipe {recipe}: file not found")
+        space = Workspace.for_recipe(recipe.absolute(), workspace)
+    else:
+        space = Workspace(chosen_root(workspace) or Path(".trtflow").absolute())
+    if create:
+        writable_folder(space.root, origin(workspace))
+    if not space.root.is_dir():
+        named = f" (from {origin(workspace)})" if chosen_root(workspace) else ""
+        raise UsageError(
+            f"no trtflow workspace at {space.root}{named}; give --workspace DIR, or --recipe RECIPE for "
+            "the workspace of a recipe (the .trtflow/ folder next to it)"
+        )
+    return space

@@ -1,0 +1,100 @@
+"""The commands that need no recipe: `steps`, `schema`, `inspect`, `doctor`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from trtflow.cli.common import DebugOption, errors_to_exit_codes
+from trtflow.errors import UsageError
+
+
+def steps(
+    kind: str | None = typer.Argument(None, metavar="KIND", help="Describe one step kind in full."),
+) -> None:
+    """List the step kinds, or describe one: its params and outputs."""
+    with errors_to_exit_codes(False):
+        from rich.markup import escape
+        from rich.table import Table
+        from rich.text import Text
+
+        from trtflow.display import console
+        from trtflow.schema.problems import did_you_mean
+        from trtflow.steps import kinds, registry
+
+        if kind is None:
+            table = Table(show_edge=False, header_style="bold")
+            table.add_column("kind", overflow="fold")
+            table.add_column("what it does")
+            for name in registry.kinds():
+                table.add_row(name, Text(kinds.describe(name)["summary"]))
+            console.print(table)
+            return
+        if not registry.exists(kind):
+            raise UsageError(
+                f"no step kind `{kind}`{did_you_mean(kind, registry.kinds())}; kinds: {', '.join(registry.kinds())}"
+            )
+        info = kinds.describe(kind)
+        console.print(
+            f"[bold]{kind}[/bold] (version {info['version']}): {escape(info['summary'])}\n"
+        )
+        # entries, not a table: a table cuts long keys (`infinities_compare_equal`) to fit 80 columns
+        console.print("[bold]with:[/bold]")
+        for param in info["params"]:
+            default = "required" if param["required"] else f"default {json.dumps(param['default'])}"
+            _print_entry(
+                console, param["name"], f"{param['type']}, {default}", param["description"]
+            )
+        console.print("\n[bold]outputs:[/bold]")
+        for output in info["outputs"]:
+            _print_entry(console, output["name"], output["kind"], output["description"])
+
+
+def _print_entry(console, name: str, what: str, description: str) -> None:
+    from rich.padding import Padding
+    from rich.text import Text
+
+    console.print(Padding(Text.assemble((name, "bold cyan"), "  ", (what, "dim")), (0, 0, 0, 2)))
+    console.print(Padding(Text(description), (0, 0, 0, 6)))
+
+
+def schema(debug: bool = DebugOption) -> None:
+    """Print the JSON Schema of recipes (for editor completion)."""
+    from trtflow.steps.kinds import recipe_json_schema
+
+    with errors_to_exit_codes(debug):
+        text = json.dumps(recipe_json_schema(), indent=2)
+    print(text)
+
+
+def inspect(
+    path: Path = typer.Argument(
+        ...,
+        metavar="PATH",
+        help="A model, tensor set, Polygraphy JSON, compare report, .npz or .npy.",
+    ),
+    debug: bool = DebugOption,
+) -> None:
+    """Summarize what a file from a debug session holds."""
+    from trtflow.inspect import describe
+
+    with errors_to_exit_codes(debug):
+        print("\n".join(describe(path)))
+
+
+def doctor() -> None:
+    """Versions of Python, onnx, onnxruntime, TensorRT, CUDA and the GPU, if any."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from trtflow.display import console
+    from trtflow.doctor import environment_facts
+
+    table = Table(show_edge=False, header_style="bold")
+    table.add_column("component")
+    table.add_column("found")
+    for name, found in environment_facts().items():
+        table.add_row(Text(name), Text(found))  # `trtflow[tensorrt]` is no markup
+    console.print(table)
