@@ -70,6 +70,7 @@ class ProgressDisplay(Observer):
             str, float
         ] = {}  # without a terminal: when each step last printed progress
         self.quiet_interval = _progress_seconds()
+        self.said: set[str] = set()  # notices shown this run: said once, not once per step
 
     def started(self, step_id: str) -> None:
         with self.lock:
@@ -127,7 +128,9 @@ class ProgressDisplay(Observer):
                 line += f" — {escape(outcome.message)}"
             console.print(line)
             for notice in outcome.notices:
-                console.print(notice, markup=False, highlight=False, soft_wrap=True)
+                if notice not in self.said:
+                    self.said.add(notice)
+                    console.print(notice, markup=False, highlight=False, soft_wrap=True)
             if outcome.status == "failed":
                 print(f"error: {outcome.message}", file=sys.stderr, flush=True)
 

@@ -14,6 +14,7 @@ array — never unpickled) is a usage error naming the file and what is wrong wi
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -349,7 +350,18 @@ def _is_profile(data: Any) -> bool:
     )
 
 
+def _manifest(path: Path, data: dict) -> list[str]:
+    """A store entry's `manifest.json`: the entry it describes (its folder) is what to summarize."""
+    if path.parent.is_dir() and path.name == "manifest.json":
+        return _step_output(path.parent)
+    return [
+        f"{path}: trtflow step manifest of `{data.get('step')}` ({data.get('uses')}) of recipe "
+        f"`{data.get('recipe')}`, made {data.get('created')}; outputs: {', '.join(data['outputs'])}"
+    ]
+
+
 JSON_KINDS: list[tuple[Callable[[Any], bool], Callable[[Path, Any], list[str]]]] = [
+    (lambda data: _has(data, "outputs", "files", "step", "uses"), _manifest),
     (_is_profile, _layer_profile),
     (
         lambda data: isinstance(data, list) and all(isinstance(feed, dict) for feed in data),
@@ -439,6 +451,56 @@ def _step_output(path: Path) -> list[str]:
     return lines
 
 
+def _recipe_outputs(path: Path) -> list[str]:
+    """`trtflow-out/<recipe>/`: one line per step folder (a link to its store entry)."""
+    from trtflow.executor.store import MANIFEST
+
+    steps = sorted(p for p in path.iterdir() if not p.name.startswith(".") and p.is_dir())
+    lines = [f"{path}: output folders of {len(steps)} steps (inspect one for its outputs)"]
+    for step in steps:
+        try:
+            manifest = json.loads((step / MANIFEST).read_text())
+        except (OSError, ValueError):
+            lines.append(
+                f"  {step.name}/: no readable manifest (its entry is gone: run the recipe)"
+            )
+            continue
+        key = Path(os.path.realpath(step)).name[:12]
+        lines.append(
+            f"  {step.name}/: {manifest.get('uses')}, entry {key}, made {manifest.get('created')}, "
+            f"outputs: {', '.join(manifest.get('outputs', {}))}"
+        )
+    return lines
+
+
+def _workspace(path: Path) -> list[str]:
+    """A workspace (`.trtflow/`): the recipes that ran here, what the store holds, and the rest."""
+    from trtflow.executor.remote import configured_remotes
+    from trtflow.executor.workspace import Workspace
+    from trtflow.memory import human_size
+
+    space = Workspace(path)
+    entries = list(space.store.entries())
+    size = sum(m["size"] for e in entries for m in e.manifest.get("files", {}).values())
+    journals = list((path / "journals").glob("*.jsonl"))
+    runs = list(space.runs.glob("*.json")) if space.runs.is_dir() else []
+    lines = [
+        f"{path}: trtflow workspace, {len(entries)} entries ({human_size(size)}), "
+        f"{len(journals)} trial journals, {len(runs)} run records"
+    ]
+    for recipe_file, record in sorted(space.known_recipes().items()):
+        per_recipe = sum(e.manifest.get("recipe") == record.get("name") for e in entries)
+        gone = "" if Path(recipe_file).is_file() else " (file gone)"
+        lines.append(
+            f"  recipe {record.get('name')}: {recipe_file}{gone}, {per_recipe} entries, "
+            f"links in {', '.join(record.get('links', [])) or 'none'}"
+        )
+    remotes, default = configured_remotes(path)
+    for name, url in sorted(remotes.items()):
+        lines.append(f"  remote {name}: {url}{' (default)' if name == default else ''}")
+    return lines
+
+
 def _summarizer(path: Path) -> Callable[[Path], list[str]] | None:
     """How to summarize `path`, or None for a kind trtflow does not know."""
     from trtflow.executor.store import MANIFEST
@@ -448,7 +510,15 @@ def _summarizer(path: Path) -> Callable[[Path], list[str]] | None:
     if TensorSet.is_tensor_set(path):
         return _tensor_set
     if path.is_dir():
-        return _step_output if (path / MANIFEST).is_file() else None
+        if (path / MANIFEST).is_file():
+            return _step_output
+        if (path / "store").is_dir() and any(
+            (path / name).exists() for name in ("recipes.json", "stat-cache.sqlite", "runs")
+        ):
+            return _workspace
+        if any((step / MANIFEST).is_file() for step in path.iterdir()):
+            return _recipe_outputs
+        return None
     return {
         ".onnx": _model,
         ".json": _json,
@@ -467,6 +537,7 @@ def describe(path: Path) -> list[str]:
     if summarize is None:
         raise UsageError(
             f"{path}: cannot tell what this is (inspect reads .onnx, .engine/.plan, .json, .npz, .npy, "
-            "tensor set folders and step output folders, trtflow-out/<recipe>/<step>/)"
+            "tensor set folders, step output folders trtflow-out/<recipe>/<step>/, a recipe's "
+            "trtflow-out/<recipe>/ and a workspace .trtflow/)"
         )
     return summarize(path)

@@ -13,7 +13,6 @@ from conftest import requires_graphviz
 from trtflow.errors import BackendUnavailable, StepError
 from trtflow.graph import svg
 from trtflow.graph.from_engine import graph_from_layer_info
-from trtflow.graph.layout import layered_layout
 from trtflow.graph.render import write_graph
 from trtflow.graph.style import View
 
@@ -76,23 +75,6 @@ def test_summary_says_what_was_drawn(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["nodes"] == 2 and summary["inputs"] == 1 and summary["outputs"] == 1
     assert summary["files"] == ["graph.dot"]
-
-
-def test_layout_places_ranks_top_down_without_overlaps(mobilenet):
-    from trtflow.graph.from_engine import load_layer_info
-
-    graph = load_layer_info(mobilenet.graph_path)
-    sizes = {name: (40.0 + 3 * (i % 7), 30.0) for i, name in enumerate(graph.nodes)}
-    placement = layered_layout(graph, sizes)
-    for edge, route in zip(graph.edges, placement.routes):
-        sx, sy, _, sh = placement.boxes[edge.source]
-        tx, ty, _, th = placement.boxes[edge.target]
-        assert route[0] == (sx, sy + sh / 2) and route[-1] == (tx, ty - th / 2)
-        assert sy < ty  # every edge points down
-    boxes = sorted(placement.boxes.values(), key=lambda b: (b[1], b[0]))
-    for (ax, ay, aw, _), (bx, by, bw, _) in zip(boxes, boxes[1:]):
-        if ay == by:
-            assert bx - ax >= (aw + bw) / 2  # same rank: side by side, never on top of each other
 
 
 @requires_graphviz

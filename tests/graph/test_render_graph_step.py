@@ -266,7 +266,7 @@ def test_without_graphviz_svg_gives_way_to_dot_with_install_advice(trtflow, tmp_
             )
             for note in drawn["notes"]
         )
-    assert done.stdout.count("dot -Tsvg graph.dot -o graph.svg") == 2
+    assert done.stdout.count("dot -Tsvg graph.dot -o graph.svg") == 1  # once per run, not per step
 
 
 def test_svg_alone_without_graphviz_fails_with_install_advice(trtflow, tmp_path):

@@ -1,23 +1,27 @@
-"""The HTML viewer in a real headless Chromium: it loads without console errors, search finds a node,
-clicking a node shows its attributes, pan and zoom move the view, and the screenshot is a picture."""
+"""The HTML viewer in a real headless Chromium: it loads without console errors; a large model opens
+legible on its first divergence; groups open and close in place; search finds a node by name or op
+and opens the groups around it; clicking a node shows its attributes; pan and zoom move the view;
+the screenshot is a picture."""
 
 from __future__ import annotations
 
 import json
 
+import onnx
 import pytest
 from conftest import CHROMIUM_PROGRAMS, installed, requires_chromium
 
 from trtflow.graph.from_engine import load_layer_info
-from trtflow.graph.from_onnx import graph_from_model
+from trtflow.graph.from_onnx import graph_from_model, load_onnx
 from trtflow.graph.overlay import read_compare_report, with_errors
 from trtflow.graph.render import write_graph
 from trtflow.graph.simplify import simplify
-from trtflow.graph.style import PRECISION_COLORS, View
+from trtflow.graph.style import FIRST_DIVERGENCE_BORDER, PRECISION_COLORS, View
 from trtflow.graph.timing import read_profile, with_timing
 
 from .chromium import Chromium
 from .models import conv_block
+from .transformer import blocks_for, divergence_report, transformer
 
 pytestmark = requires_chromium
 
@@ -35,13 +39,14 @@ def open_viewer(browser: Chromium, page) -> None:
     browser.wait_for("document.body.dataset.ready === 'true'")
 
 
+def drawn(browser: Chromium) -> list[dict]:
+    """The boxes the page drew on screen: name, kind (node, group, open), client rect, inside."""
+    return browser.evaluate("trtflowViewer.drawn()")
+
+
 def node_center(browser: Chromium, name: str) -> tuple[float, float]:
-    rect = browser.evaluate(f"""(() => {{
-        const node = [...document.querySelectorAll('.node')].find(n => n.dataset.name === {json.dumps(name)});
-        const r = node.querySelector('rect.box').getBoundingClientRect();
-        return [r.x + r.width / 2, r.y + r.height / 2];
-    }})()""")
-    return rect[0], rect[1]
+    box = next(box for box in drawn(browser) if box["name"] == name)
+    return box["x"] + box["w"] / 2, box["y"] + box["h"] / 2
 
 
 def text_of(browser: Chromium, element_id: str) -> str:
@@ -84,18 +89,19 @@ def test_engine_viewer_search_click_pan_zoom_and_picture(browser, mobilenet, tmp
     assert consumer["LayerType"] in panel and str(consumer["TacticValue"]) in panel
     assert "ms" in panel and target in panel  # its time, and the node feeding it
 
-    before = browser.evaluate("document.getElementById('viewport').getAttribute('transform')")
+    view = "JSON.stringify(trtflowViewer.view)"
+    before = browser.evaluate(view)
     browser.call(
         "Input.dispatchMouseEvent",
         {"type": "mouseWheel", "x": 300, "y": 300, "deltaX": 0, "deltaY": -400},
     )
-    zoomed = browser.evaluate("document.getElementById('viewport').getAttribute('transform')")
+    zoomed = browser.evaluate(view)
     for kind, x in (("mousePressed", 40), ("mouseMoved", 140), ("mouseReleased", 140)):
         browser.call(
             "Input.dispatchMouseEvent",
-            {"type": kind, "x": x, "y": 60, "button": "left", "buttons": 1},
+            {"type": kind, "x": x, "y": 300, "button": "left", "buttons": 1},
         )
-    panned = browser.evaluate("document.getElementById('viewport').getAttribute('transform')")
+    panned = browser.evaluate(view)
     assert len({before, zoomed, panned}) == 3
 
     width, height, pixels = browser.screenshot()
@@ -145,21 +151,62 @@ def test_onnx_viewer_with_error_overlay_finds_folded_nodes(browser, tmp_path):
     assert browser.console_errors() == []
 
 
-def test_viewer_fits_the_whole_graph_to_the_window_on_open(browser, mobilenet, tmp_path):
-    write_graph(
-        load_layer_info(mobilenet.graph_path), View(mode="detailed"), ["html"], tmp_path
-    )  # tall and narrow
-    open_viewer(browser, tmp_path / "graph.html")
-    graph, canvas = browser.evaluate("""(() => {
-        const edges = id => { const r = document.getElementById(id).getBoundingClientRect();
-                              return [r.left, r.top, r.right, r.bottom]; };
-        return [edges('viewport'), edges('canvas')];
-    })()""")
-    assert canvas[0] - 1 <= graph[0] and canvas[1] - 1 <= graph[1]  # nothing cut off on any side
-    assert graph[2] <= canvas[2] + 1 and graph[3] <= canvas[3] + 1
-    filled = max(
-        (graph[2] - graph[0]) / (canvas[2] - canvas[0]),
-        (graph[3] - graph[1]) / (canvas[3] - canvas[1]),
+def render_transformer(tmp_path, nodes: int) -> str:
+    """A scoped transformer of about `nodes` nodes with a compare report diverging 60% of the way
+    in, drawn colored by error; returns the diverging node's name."""
+    model = transformer(blocks_for(nodes))
+    onnx.save(model, str(tmp_path / "model.onnx"))
+    diverging = divergence_report(model, tmp_path / "report.json")
+    graph = with_errors(
+        load_onnx(tmp_path / "model.onnx"), read_compare_report(tmp_path / "report.json")
     )
-    assert filled > 0.8  # fitted, not merely shrunk
+    write_graph(graph, View(mode="detailed", color_by="error"), ["html"], tmp_path)
+    return diverging
+
+
+def test_large_model_opens_legible_on_the_first_divergence(browser, tmp_path):
+    diverging = render_transformer(tmp_path, 3000)
+    open_viewer(browser, tmp_path / "graph.html")
+    shown = drawn(browser)
+    legible = [b for b in shown if b["kind"] == "node" and b["inside"] and b["h"] >= 30]
+    assert len(legible) >= 8  # nodes drawn at label size, not specks of a fitted 3,000-node graph
+    (first,) = [b for b in shown if b["name"] == diverging]
+    assert first["inside"] and first["h"] >= 40
+    assert text_of(browser, "panel-name") == diverging
+    scope = diverging.split("/")[2]  # layers.N
+    assert f"encoder › {scope} › attention" in text_of(browser, "crumbs")  # where it is
+    assert browser.evaluate("trtflowViewer.pathEdges()") > 0  # the way in from the inputs
+    width, height, pixels = browser.screenshot(scale=1)
+    colors = {pixels[i : i + 3] for i in range(0, len(pixels), 4)}
+    assert bytes.fromhex(FIRST_DIVERGENCE_BORDER[1:]) in colors  # the ring is painted
+    assert browser.console_errors() == []
+
+
+def test_groups_open_and_close_in_place_and_search_opens_them(browser, tmp_path):
+    render_transformer(tmp_path, 3000)
+    open_viewer(browser, tmp_path / "graph.html")
+    for _ in range(4):  # out of the opened block, to its closed neighbours
+        browser.evaluate("document.getElementById('zoom-out').click()")
+    closed = [b for b in drawn(browser) if b["kind"] == "group" and b["inside"]]
+    assert closed, "a large model opens with closed groups around the focus"
+    target = closed[0]
+    count = len(drawn(browser))
+    browser.click(target["x"] + target["w"] / 2, target["y"] + target["h"] / 2)
+    opened = {b["name"]: b for b in drawn(browser)}
+    assert opened[target["name"]]["kind"] == "open" and len(drawn(browser)) > count
+    assert text_of(browser, "panel-name") == target["name"]
+    header = opened[target["name"]]
+    browser.click(header["x"] + 30, header["y"] + 8)  # its header closes it again
+    assert {b["name"]: b["kind"] for b in drawn(browser)}[target["name"]] == "group"
+
+    wanted = "/encoder/layers.3/mlp/fc2/MatMul"
+    assert all(b["name"] != wanted for b in drawn(browser))  # inside closed groups
+    search(browser, "layers.3/mlp/fc2/matmul")
+    assert text_of(browser, "search-count") == "1 found"
+    browser.press_enter()
+    assert text_of(browser, "panel-name") == wanted
+    (found,) = [b for b in drawn(browser) if b["name"] == wanted]
+    assert found["kind"] == "node" and found["inside"]
+    search(browser, "Softmax")  # by op
+    assert text_of(browser, "search-count") == f"{blocks_for(3000)} found"
     assert browser.console_errors() == []

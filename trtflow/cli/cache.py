@@ -19,7 +19,7 @@ from trtflow.memory import human_size
 def cache_ls(
     workspace: Path | None = WorkspaceOption, recipe: Path | None = CacheRecipeOption
 ) -> None:
-    """List store entries: key, recipe, step, kind, size, when."""
+    """List store entries: key, recipe, step, kind, size, when (UTC)."""
     with errors_to_exit_codes(False):
         _print_entries(cache_workspace(workspace, recipe))
 
@@ -31,8 +31,9 @@ def _print_entries(space) -> None:
     from trtflow.display import console
 
     table = Table(show_edge=False, header_style="bold")
+    # the key and the time never wrap (a key is copied whole); names fold to fit 80 columns
     for column in ("key", "recipe", "step", "uses", "size", "created"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column, overflow="fold", no_wrap=column in ("key", "size", "created"))
     total = 0
     for entry in space.store.entries():
         size = sum(meta["size"] for meta in entry.manifest.get("files", {}).values())
@@ -43,11 +44,16 @@ def _print_entries(space) -> None:
             entry.manifest.get("step", "?"),
             entry.manifest.get("uses", "?"),
             human_size(size),
-            entry.manifest.get("created", "(no manifest)"),
+            _minutes(entry.manifest.get("created")),
         )
         table.add_row(*map(Text, row))
     console.print(table)
     console.print(f"{space.store.root}: {human_size(total)}")
+
+
+def _minutes(created: str | None) -> str:
+    """`2026-12-03T20:27:19+00:00` as `2026-12-03 20:27` (UTC, as stored)."""
+    return created[:16].replace("T", " ") if created else "(no manifest)"
 
 
 def cache_verify(

@@ -3,6 +3,7 @@ pipeline and workspace (light imports only: the executor is imported inside the 
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Iterator
@@ -70,12 +71,27 @@ def errors_to_exit_codes(debug: bool) -> Iterator[None]:
     except Exception as error:  # a bug of ours: say so plainly, keep the traceback for --debug
         if debug:
             raise
+        if _disk_full(error):  # not a bug: the one thing to say is where space is missing
+            where = getattr(error, "filename", None)
+            at = f" (writing {where})" if where else ""
+            print(
+                f"error: the disk is full{at}; free space on it, or give --workspace DIR / --out DIR "
+                "on another disk, and run again",
+                file=sys.stderr,
+            )
+            raise typer.Exit(3) from None
         print(
             f"internal error: {type(error).__name__}: {error} (run again with --debug for the traceback, "
             "and please report it)",
             file=sys.stderr,
         )
         raise typer.Exit(3) from None
+
+
+def _disk_full(error: Exception) -> bool:
+    if isinstance(error, OSError):
+        return error.errno in (errno.ENOSPC, errno.EDQUOT)
+    return type(error).__name__ == "OperationalError" and "disk is full" in str(error)  # SQLite
 
 
 def load(recipe: Path, overrides: list[str]):

@@ -105,6 +105,9 @@ def run(
         finally:
             display.close()
         print_report(report)
+        if report.outcomes:
+            folder = out / pipeline.recipe.name
+            print(f"files: {folder}/<step>/ (e.g. {folder / report.outcomes[-1].step_id}/)")
         raise typer.Exit(report.exit_code)
 
 
@@ -159,13 +162,15 @@ def print_status(pipeline, space, only=None, force=frozenset(), dry_run=False) -
     from rich.text import Text
 
     from trtflow.display import console
-    from trtflow.executor.status import pipeline_status
+    from trtflow.executor.status import note_other_links, pipeline_status
 
     steps = [s for s in pipeline.order if only is None or s in pipeline.dag.upstream(only)]
     table = Table(show_edge=False, header_style="bold")
     for column in ("step", "uses", "state", "why"):
         table.add_column(column, overflow="fold")  # names are never cut short to fit the terminal
-    for status in pipeline_status(pipeline, space, steps, force):
+    statuses = pipeline_status(pipeline, space, steps, force)
+    note_other_links(statuses, space, pipeline.recipe.file)
+    for status in statuses:
         state = (
             status.state
             if not dry_run or status.state in ("cached", "unknown", "error")

@@ -21,7 +21,7 @@ from trtflow.executor.workspace import Workspace
 
 KEEP_RUN_RECORDS = 200  # `cache gc` keeps this many of the newest run records
 GARBAGE_KINDS = {
-    "tmp": "temporary folder",
+    "tmp": "temporary file or folder",
     "entries": "entry",
     "journals": "journal",
     "runs": "run record",
@@ -40,7 +40,23 @@ class Collection:
 
 
 def collect_garbage(space: Workspace, keep: list[Path], force: bool, dry_run: bool) -> Collection:
-    """Remove what no run needs; with `keep`, also the entries no recipe of `space` uses now."""
+    """Remove what no run needs; with `keep`, also the entries no recipe of `space` uses now.
+
+    Entries and journals go only while no run or pull is live in the workspace (`gc_lease`): a
+    live run commits entries its recipe's status did not know of when gc looked, and may read
+    entries of another configuration (`--set`). Leftovers of dead writers go either way."""
+    with space.gc_lease() as alone:
+        evicting = bool(keep) and alone
+        collection = _collect(space, keep if evicting else [], force, dry_run)
+    if keep and not alone:
+        collection.notes.append(
+            "a trtflow run (or pull) is using this workspace, so gc removed no entries and no "
+            "journals; run `trtflow cache gc --keep` again when it has finished"
+        )
+    return collection
+
+
+def _collect(space: Workspace, keep: list[Path], force: bool, dry_run: bool) -> Collection:
     known = space.known_recipes()
     gone = [file for file in known if not Path(file).is_file()]
     used, journals, notes = _in_use(space, keep, known, force) if keep else (None, None, [])
@@ -55,9 +71,11 @@ def collect_garbage(space: Workspace, keep: list[Path], force: bool, dry_run: bo
         **space.prune_records(KEEP_RUN_RECORDS, journals, dry_run),
     }
     removed["links"] = [str(link) for link in links]
+    leftovers = space.leftovers()
+    removed["tmp"] += map(str, leftovers)
     if not dry_run:
-        for link in links:
-            link.unlink(missing_ok=True)
+        for path in [*links, *leftovers]:
+            path.unlink(missing_ok=True)
         if gone:
             space.forget_recipes(gone)
     return Collection(removed, notes)

@@ -49,6 +49,14 @@ Companions = Callable[[Path], list[str]]
 step reading the file declares them (`Step.companions`), so this module knows no file format."""
 
 
+def _disk_full(error: sqlite3.OperationalError) -> bool:
+    """SQLite's "database or disk is full", or the database file could not even be created."""
+    return getattr(error, "sqlite_errorcode", None) in (
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_CANTOPEN,
+    ) or "disk is full" in str(error)
+
+
 class StatCache:
     """Digests of user files, remembered by (path, size, mtime_ns, inode).
 
@@ -57,15 +65,27 @@ class StatCache:
     may parse the file, so it happens only when the file changed; the row remembers them."""
 
     def __init__(self, database: Path):
+        """On a full disk the cache lives in memory for this command: it saves re-hashing, and
+        losing it costs time, never the command (`status` on a full disk still answers)."""
         database.parent.mkdir(parents=True, exist_ok=True)
-        self._connection = sqlite3.connect(
+        try:
+            self._connection = self._open(database)
+        except sqlite3.OperationalError as error:
+            if not _disk_full(error):
+                raise
+            self._connection = self._open(":memory:")
+        self._lock = threading.Lock()  # steps run on several threads with --jobs
+
+    @staticmethod
+    def _open(database: Path | str) -> sqlite3.Connection:
+        connection = sqlite3.connect(
             database, timeout=60, isolation_level=None, check_same_thread=False
         )
-        self._connection.execute(
+        connection.execute(
             "CREATE TABLE IF NOT EXISTS files_v2 (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER,"
             " inode INTEGER, digest TEXT, companions TEXT)"
         )
-        self._lock = threading.Lock()  # steps run on several threads with --jobs
+        return connection
 
     def _file(self, path: Path, companions: Companions | None = None) -> tuple[str, list[str]]:
         with self._lock:
@@ -88,17 +108,21 @@ class StatCache:
             return row[0], json.loads(row[1] or "[]")
         digest = file_digest(path)
         found = None if companions is None else companions(path)
-        self._connection.execute(
-            "INSERT OR REPLACE INTO files_v2 VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                str(path),
-                stat.st_size,
-                stat.st_mtime_ns,
-                stat.st_ino,
-                digest,
-                None if found is None else json.dumps(found),
-            ),
+        row = (
+            str(path),
+            stat.st_size,
+            stat.st_mtime_ns,
+            stat.st_ino,
+            digest,
+            None if found is None else json.dumps(found),
         )
+        try:
+            self._connection.execute(
+                "INSERT OR REPLACE INTO files_v2 VALUES (?, ?, ?, ?, ?, ?)", row
+            )
+        except sqlite3.OperationalError as error:
+            if not _disk_full(error):
+                raise  # a full disk only means hashing this file again next time
         return digest, found or []
 
     def digest(self, path: Path, companions: Companions) -> str:

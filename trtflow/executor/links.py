@@ -21,6 +21,11 @@ from trtflow.executor.store import Entry
 
 
 def publish(entry: Entry, folder: Path) -> None:
+    try:
+        if os.readlink(folder) == str(entry.path):
+            return  # already there (a cached rerun): nothing to write, even on a full disk
+    except OSError:
+        pass
     folder.parent.mkdir(parents=True, exist_ok=True)
     fresh = folder.with_name(f".{folder.name}.{secrets.token_hex(4)}")
     try:

@@ -10,9 +10,15 @@ or, on a node that shares no disk with the run, exchanging entries through the r
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import os
+import signal
 import socket
+import sys
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
@@ -64,9 +70,35 @@ class ThreadPool(StepPool):
 _events_to_run: SimpleQueue | None = None  # in a worker process: where its steps' events go
 
 
-def _connect(events: SimpleQueue) -> None:
+def _connect(events: SimpleQueue, parent: int, bound_to_process: bool) -> None:
     global _events_to_run
     _events_to_run = events
+    _end_with_parent(parent, bound_to_process)
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _end_with_parent(parent: int, bound_to_process: bool) -> None:
+    """A worker exits when the run that started it does (SIGKILL, SIGTERM, Ctrl-C, a crash):
+    otherwise it is re-parented, keeps computing and commits into a workspace nobody watches.
+
+    Linux delivers SIGKILL at once through PR_SET_PDEATHSIG; the signal follows the thread that
+    spawned the worker, so it is asked only when that is the run's main thread
+    (`bound_to_process`). Everywhere, a watcher thread ends the worker within a second of its
+    parent changing; the check right after covers a parent that died before the watcher began."""
+    if bound_to_process and sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
 
 
 class _QueuedEvents:
@@ -102,8 +134,12 @@ class ProcessPool(StepPool):
         self.observer = observer
         context = multiprocessing.get_context("spawn")
         self.events = context.SimpleQueue()
+        bound_to_process = threading.current_thread() is threading.main_thread()
         self.executor = ProcessPoolExecutor(
-            max_workers=jobs, mp_context=context, initializer=_connect, initargs=(self.events,)
+            max_workers=jobs,
+            mp_context=context,
+            initializer=_connect,
+            initargs=(self.events, os.getpid(), bound_to_process),
         )
 
     def submit(self, task: StepTask) -> Future[tuple[Entry, bool]]:

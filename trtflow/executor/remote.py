@@ -39,6 +39,7 @@ from filelock import FileLock
 
 from trtflow.errors import RemoteError, UsageError
 from trtflow.executor.store import MANIFEST, MANIFEST_FORMAT, Entry, Store
+from trtflow.executor.workspace import write_atomically
 
 REMOTE_VARIABLE = "TRTFLOW_REMOTE"
 OPTIONS_VARIABLE = "TRTFLOW_REMOTE_OPTIONS"
@@ -88,9 +89,7 @@ def save_remotes(workspace_root: Path, remotes: dict[str, str], default: str | N
         config.pop("default", None)
         if default is not None:
             config["default"] = default
-        temporary = path.with_name(f"{CONFIG}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(config, indent=1, sort_keys=True))
-        os.replace(temporary, path)
+        write_atomically(path, json.dumps(config, indent=1, sort_keys=True))
 
 
 def storage_options() -> dict[str, Any]:

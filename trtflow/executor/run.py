@@ -146,6 +146,15 @@ def _failure(
 def run_pipeline(
     pipeline: Pipeline, workspace: Workspace, options: RunOptions, observer: Observer
 ) -> RunReport:
+    """Run the selected steps; the whole run holds the workspace's run lease, so `cache gc` cannot
+    evict what it makes or reads."""
+    with workspace.run_lease():
+        return _run(pipeline, workspace, options, observer)
+
+
+def _run(
+    pipeline: Pipeline, workspace: Workspace, options: RunOptions, observer: Observer
+) -> RunReport:
     started = time.monotonic()
     selected = _selected(pipeline, options.only)
     stat_cache = workspace.stat_cache()

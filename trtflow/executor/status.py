@@ -9,7 +9,9 @@ step whose key is made of facts this machine does not have (a TensorRT build on 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from trtflow.errors import TrtflowError
 from trtflow.executor.keys import KeyWalk, Prepared, describe_changes, journal_key
@@ -106,3 +108,24 @@ def _step_status(
     else:
         state, reasons = "never run", []
     return StepStatus(step_id, uses, state, reasons, prepared.key, journal, prepared), entry
+
+
+def note_other_links(statuses: list[StepStatus], workspace: Workspace, recipe_file: Path) -> None:
+    """Say where a cached step's output link (`trtflow-out/<recipe>/<step>`) shows another entry:
+    after `run --set atol=0.05`, a plain `status` is all cached while the folder the user opens
+    holds the 0.05 results."""
+    record = workspace.known_recipes().get(str(recipe_file.resolve()), {})
+    for status in statuses:
+        if status.state != "cached":
+            continue
+        for folder in record.get("links", []):
+            link = Path(folder) / status.step_id
+            try:
+                shown = Path(os.readlink(link)).name
+            except OSError:
+                continue
+            if shown != status.key:
+                status.reasons.append(
+                    f"{link} shows another configuration (entry {shown[:12]}, from a run with "
+                    "other values, e.g. --set); `trtflow run` links this one"
+                )

@@ -83,22 +83,23 @@ def pull(space: Workspace, pipeline: Pipeline | None, shared: RemoteStore, bar: 
     its graph until a round finds nothing new to ask for."""
     store = space.store
     pulled, tried = 0, set()
-    while True:
-        if pipeline is None:
-            wanted = [key for key in shared.keys() if key not in tried]
-        else:
-            wanted = [
-                s.key
-                for s in pipeline_status(pipeline, space)
-                if s.state != "cached" and s.key and s.key not in tried
-            ]
-        if not wanted:
-            break
-        for key in wanted:
-            tried.add(key)
-            with store.lock(key):
-                if not store.lookup(key) and shared.fetch(key, store, bar(key[:12])):
-                    pulled += 1
-        if pipeline is None:
-            break
+    with space.run_lease():  # what it commits is not in any status gc may have taken
+        while True:
+            if pipeline is None:
+                wanted = [key for key in shared.keys() if key not in tried]
+            else:
+                wanted = [
+                    s.key
+                    for s in pipeline_status(pipeline, space)
+                    if s.state != "cached" and s.key and s.key not in tried
+                ]
+            if not wanted:
+                break
+            for key in wanted:
+                tried.add(key)
+                with store.lock(key):
+                    if not store.lookup(key) and shared.fetch(key, store, bar(key[:12])):
+                        pulled += 1
+            if pipeline is None:
+                break
     return pulled

@@ -8,13 +8,18 @@
 <workspace>/runs/         one JSON record per `trtflow run`
 <workspace>/recipes.json  the recipe files that ran here and where their output links went (for `cache gc`)
 <workspace>/stat-cache.sqlite
+<workspace>/gc.lock       held shared by every live run and pull, exclusively by `cache gc`
 ```
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +30,7 @@ from trtflow.executor.store import Store
 
 ENVIRONMENT_VARIABLE = "TRTFLOW_WORKSPACE"
 RECIPES = "recipes.json"
+GC_LOCK = "gc.lock"
 
 
 def chosen_root(explicit: Path | str | None) -> Path | None:
@@ -53,6 +59,38 @@ class Workspace:
     @property
     def store(self) -> Store:
         return Store(self.root / "store")
+
+    @contextmanager
+    def run_lease(self) -> Iterator[None]:
+        """Held (shared) while a run or a pull may commit entries or read them: `cache gc` removes
+        entries and journals only when it can take the lock exclusively, so it never evicts what a
+        live run has just made or is about to read. The kernel drops the lock with the process,
+        so a killed run never blocks gc."""
+        descriptor = self._open_gc_lock()
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_SH)
+            yield
+        finally:
+            os.close(descriptor)
+
+    @contextmanager
+    def gc_lease(self) -> Iterator[bool]:
+        """Exclusive, without waiting: True when no run or pull is live in this workspace (and
+        none can start until gc is done), False when one is."""
+        descriptor = self._open_gc_lock()
+        try:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                free = True
+            except BlockingIOError:
+                free = False
+            yield free
+        finally:
+            os.close(descriptor)
+
+    def _open_gc_lock(self) -> int:
+        # read-only: once the file exists, taking the lock writes nothing (a full disk)
+        return os.open(self.root / GC_LOCK, os.O_RDONLY | os.O_CREAT, 0o644)
 
     def journal_path(self, journal_key: str) -> Path:
         return self.root / "journals" / f"{journal_key}.jsonl"
@@ -128,9 +166,7 @@ class Workspace:
             self._write_recipes(known)
 
     def _write_recipes(self, known: dict[str, dict]) -> None:
-        temporary = self._recipes_file.with_name(f"{RECIPES}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(known, indent=1, sort_keys=True))
-        os.replace(temporary, self._recipes_file)
+        write_atomically(self._recipes_file, json.dumps(known, indent=1, sort_keys=True))
 
     def stat_cache(self) -> StatCache:
         return StatCache(self.root / "stat-cache.sqlite")
@@ -145,8 +181,47 @@ class Workspace:
             return None
 
     def remember_material(self, recipe: str, step_id: str, step_material: dict) -> None:
+        """Record what the step last ran with; unchanged (every cache hit of a rerun) writes
+        nothing, so a fully cached run works on a full disk."""
         path = self._record_path(recipe, step_id)
+        text = json.dumps(step_material, sort_keys=True)
+        try:
+            if path.read_text() == text:
+                return
+        except OSError:
+            pass
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(step_material, sort_keys=True))
+        write_atomically(path, text)
+
+    def leftovers(self) -> list[Path]:
+        """Temporary files of record writes whose writer died (a kill, a full disk): named
+        `<file>.<pid>.tmp`, abandoned once that pid is gone."""
+        found = list(self.root.glob("*.tmp"))
+        records = self.root / "records"
+        if records.is_dir():
+            found += records.rglob("*.tmp")
+        return [path for path in found if not _writer_alive(path)]
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write `text` to `path` through `<path>.<pid>.tmp` and a rename: readers see the old file or
+    the new one; a failed write (a full disk) leaves neither a half file nor its temporary."""
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text)
         os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def _writer_alive(temporary: Path) -> bool:
+    try:
+        pid = int(temporary.suffixes[-2].lstrip("."))
+        os.kill(pid, 0)
+    except (IndexError, ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    # a day-old temporary is abandoned whatever its pid says, since pids get reused
+    return pid != os.getpid() and time.time() - temporary.stat().st_mtime < 86400

@@ -145,8 +145,8 @@ def _quantization(inputs: list[Tensor], outputs: list[Tensor], parts: tuple[str,
     a quantized type is a Q/DQ pair's half (`quantizes: FP32 -> INT8`); the Q/DQ nodes TensorRT
     fused into a layer are listed (`qdq`)."""
     found: dict[str, Any] = {}
-    into = {t.dtype for t in inputs} - {None}
-    out = {t.dtype for t in outputs} - {None}
+    into = {t.dtype for t in inputs if t.dtype is not None}
+    out = {t.dtype for t in outputs if t.dtype is not None}
     if len(into) == 1 and len(out) == 1 and into != out and (into | out) & _QUANTIZED:
         found["quantizes"] = f"{next(iter(into)).upper()} -> {next(iter(out)).upper()}"
     qdq = [part for part in parts if "QuantizeLinear" in part or "DequantizeLinear" in part]

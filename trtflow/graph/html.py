@@ -1,9 +1,11 @@
-"""The standalone HTML viewer: one file with the graph, its layout and our viewer code inlined.
+"""The standalone HTML viewer: one file with the graph, its scope hierarchy and our viewer code inlined.
 
 Nothing is fetched — no CDN, no fonts — so the file opens offline, from a CI artifact or an email.
-Positions come from `layout.py`, so the viewer needs no Graphviz and handles graphs Graphviz
-cannot lay out in time. The page builds its SVG from data with `textContent`, so names from a
-model cannot inject markup.
+Python writes what each node and group looks like (`Style`, `scopes`); the page lays out only the
+groups the reader has opened (a layered layout per group, in JavaScript) and draws on a canvas, so
+a 100,000-node graph costs no more to open than its opened groups. The page reads the embedded
+JSON with `JSON.parse` and draws names as canvas text or `textContent`, so names from a model
+cannot inject markup.
 """
 
 from __future__ import annotations
@@ -15,13 +17,21 @@ import re
 from importlib import resources
 from typing import Any
 
-from trtflow.graph.layout import layered_layout
 from trtflow.graph.model import Graph, Node
-from trtflow.graph.style import Style, format_error, format_ms, tensor_text
+from trtflow.graph.scopes import Scopes, summarize
+from trtflow.graph.style import (
+    FIRST_DIVERGENCE_BORDER,
+    FIRST_NONFINITE_BORDER,
+    HIGHLIGHT_BORDER,
+    OTHER_COLOR,
+    PRECISION_COLORS,
+    Style,
+    format_error,
+    format_ms,
+    tensor_text,
+)
 
-CHAR_WIDTH = 6.4  # px per character of the viewer's 11px sans-serif, generously
-BOLD_CHAR_WIDTH = 7.2  # the title line is bold
-LINE_HEIGHT = 13.0
+COLLAPSE_ABOVE = 400  # a graph with more op nodes than this opens with its groups collapsed
 
 
 def _asset(name: str) -> str:
@@ -62,37 +72,98 @@ def _summary(node: Node) -> list[list[Any]]:
     return rows
 
 
-def to_html(graph: Graph, style: Style) -> str:
-    looks = {name: style.look(node) for name, node in graph.nodes.items()}
-    sizes = {
-        name: (
-            min(
-                max(
-                    len(look.lines[0]) * BOLD_CHAR_WIDTH,
-                    *(len(line) * CHAR_WIDTH for line in look.lines),
+def focus_node(graph: Graph) -> int:
+    """Where the page opens: the first divergence, else the first NaN/Inf, else the first node a
+    bisect kept, else the first op (an engine's first layer) — the index in the graph's order."""
+    nodes = list(graph.nodes.values())
+    for mark in ("first_divergence", "first_nonfinite", "highlight"):
+        found = next((i for i, node in enumerate(nodes) if mark in node.marks), None)
+        if found is not None:
+            return found
+    return next((i for i, node in enumerate(nodes) if node.kind == "op"), 0)
+
+
+def _groups(graph: Graph, style: Style, scopes: Scopes) -> list[dict[str, Any]]:
+    nodes = list(graph.nodes.values())
+    total_ms = graph.total_timing_ms()
+    drawn = []
+    for index, group in enumerate(scopes.groups):
+        summary = summarize([nodes[i] for i in scopes.members(index)])
+        mix = [
+            [PRECISION_COLORS.get(name, OTHER_COLOR), count, name.upper()]
+            for name, count in summary.precisions
+        ]
+        lines = [group.label, f"{summary.size:,} nodes"]
+        if summary.precisions and any(name != "other" for name, _ in summary.precisions):
+            lines.append(
+                " · ".join(
+                    f"{name.upper()} {round(100 * count / summary.size)}%"
+                    for name, count in summary.precisions[:3]
                 )
-                + 18,
-                320.0,
-            ),
-            len(look.lines) * LINE_HEIGHT + 10,
+            )
+        if style.view.show_timing and summary.timing_ms is not None:
+            share = f" ({100 * summary.timing_ms / total_ms:.1f}%)" if total_ms else ""
+            lines.append(format_ms(summary.timing_ms) + share)
+        if summary.worst is not None and summary.worst.error is not None:
+            lines.append(f"worst {style.error_stat} {format_error(summary.worst.error)}")
+        if "first_nonfinite" in summary.marks:
+            lines.append("▲ first NaN/Inf inside")
+        elif "first_divergence" in summary.marks:
+            lines.append("▲ first divergence inside")
+        if style.view.color_by == "error":
+            fill = style.error_color(summary.worst.error if summary.worst else None)
+        elif style.view.color_by == "precision" and summary.precisions:
+            fill = PRECISION_COLORS.get(summary.precisions[0][0], OTHER_COLOR)
+        else:
+            fill = OTHER_COLOR
+        drawn.append(
+            {
+                "label": group.label,
+                "parent": group.parent,
+                "nodes": group.nodes,
+                "groups": group.groups,
+                "size": summary.size,
+                "lines": lines,
+                "fill": fill,
+                "mix": mix,
+                "worst": summary.worst.name if summary.worst is not None else None,
+                "ring": FIRST_NONFINITE_BORDER
+                if "first_nonfinite" in summary.marks
+                else FIRST_DIVERGENCE_BORDER
+                if "first_divergence" in summary.marks
+                else None,
+                "border": HIGHLIGHT_BORDER if "highlight" in summary.marks else "#404040",
+            }
         )
-        for name, look in looks.items()
-    }
-    placement = layered_layout(graph, sizes)
+    return drawn
+
+
+def _dumps(data: dict[str, Any]) -> str:
+    """The page's JSON. Only node summaries and attributes carry numbers from a model or report,
+    which may be NaN/Inf; they are walked only when the fast encoding meets one."""
+    try:
+        return json.dumps(
+            data, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str
+        )
+    except ValueError:
+        for node in data["nodes"]:
+            node["summary"] = _json_safe(node["summary"])
+            node["attributes"] = _json_safe(node["attributes"])
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def to_html(graph: Graph, style: Style) -> str:
+    scopes = Scopes(graph)
     index = {name: i for i, name in enumerate(graph.nodes)}
     nodes = []
-    for name, node in graph.nodes.items():
-        look = looks[name]
-        x, y, w, h = placement.boxes[name]
+    for position, node in enumerate(graph.nodes.values()):
+        look = style.look(node)
         nodes.append(
             {
                 "name": node.title,
                 "kind": node.kind,
                 "op": node.op,
-                "x": round(x, 1),
-                "y": round(y, 1),
-                "w": round(w, 1),
-                "h": round(h, 1),
+                "group": scopes.node_group[position],
                 "fill": look.fill,
                 "font": look.font,
                 "border": look.border,
@@ -105,30 +176,24 @@ def to_html(graph: Graph, style: Style) -> str:
                 "attributes": dict(node.attributes),
             }
         )
-    edges = [
-        {
-            "s": index[e.source],
-            "t": index[e.target],
-            "tensor": e.tensor,
-            "label": style.edge_label(e.tensor),
-            "points": [[round(px, 1), round(py, 1)] for px, py in route],
-        }
-        for e, route in zip(graph.edges, placement.routes)
-    ]
-    used = {e.tensor for e in graph.edges}
+    used = list(dict.fromkeys(e.tensor for e in graph.edges))
+    tensor_index = {name: i for i, name in enumerate(used)}
     data = {
         "title": style.title(),
-        "width": round(placement.width, 1),
-        "height": round(placement.height, 1),
         "nodes": nodes,
-        "edges": edges,
+        "edges": [[index[e.source], index[e.target], tensor_index[e.tensor]] for e in graph.edges],
+        "tensors": [
+            [name, tensor_text(graph.tensors[name]) if name in graph.tensors else "", label]
+            for name in used
+            for label in [style.edge_label(name)]
+        ],
+        "groups": _groups(graph, style, scopes),
+        "focus": focus_node(graph),
+        "collapsed": len(graph.ops()) > COLLAPSE_ABOVE,
         "legend": style.legend(),
         "notes": list(graph.notes),
-        "tensors": {name: tensor_text(t) for name, t in graph.tensors.items() if name in used},
     }
-    payload = json.dumps(_json_safe(data), ensure_ascii=False, separators=(",", ":")).replace(
-        "<", "\\u003c"
-    )
+    payload = _dumps(data).replace("<", "\\u003c")
     fills = {
         "title": html.escape(style.title()),
         "style": _asset("viewer.css"),

@@ -10,6 +10,8 @@ file does not invalidate the cache, while editing the file does.
 
 from __future__ import annotations
 
+import errno
+import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,11 +46,28 @@ class PathResolver:
             )
         if not resolved.exists():
             raise ValueError(
-                f"file not found: {resolved} (relative paths start at the recipe's folder {self.base_dir})"
+                _broken_link(resolved)
+                or f"file not found: {resolved} (relative paths start at the recipe's folder {self.base_dir})"
             )
         _refuse_special_file(resolved)
         self.user_files.add(resolved_text)
         return resolved
+
+
+def _broken_link(path: Path) -> str | None:
+    """Why a path that does not resolve is not simply missing: a symlink loop, or a link to
+    nothing (`exists()` says False for both)."""
+    try:
+        path.stat()
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return (
+                f"symlink loop: {path} leads back to itself through symbolic links; "
+                "point it (or the link it goes through) at the real file"
+            )
+    if path.is_symlink():
+        return f"{path} is a symbolic link to {os.readlink(path)}, which does not exist"
+    return None
 
 
 def _refuse_special_file(path: Path) -> None:

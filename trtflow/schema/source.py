@@ -25,6 +25,7 @@ RecipePath = tuple[str | int, ...]
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 MAX_VALUES = 100_000  # values in one recipe once aliases are expanded; real recipes hold hundreds
+MAX_BYTES = 4 << 20  # a recipe file; bulk data belongs in files its steps read
 MAX_DEPTH = 100  # nesting levels; building deeper would exhaust Python's recursion limit
 
 
@@ -166,6 +167,7 @@ def load_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
     """Parse one YAML document; raise RecipeError with positions on any syntax or key problem."""
     source = SourceMap(file)
     try:
+        _count_values(text, file)
         node = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
@@ -175,6 +177,22 @@ def load_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
             context = error.context_mark
             what += f" ({error.context} that starts at line {context.line + 1}, column {context.column + 1})"
         raise RecipeError(Problem(f"YAML syntax error: {what}", file, line, column)) from None
+    except yaml.reader.ReaderError as error:  # a character YAML does not allow (NUL, a control)
+        line, column = _line_column(text, error.position)
+        name = (
+            f"U+{error.character:04X}"
+            if isinstance(error.character, int)
+            else repr(error.character)
+        )
+        raise RecipeError(
+            Problem(
+                f"the character {name} is not allowed in a YAML file (a control character); "
+                "delete it, or write it as an escape (\\x00) inside a double-quoted string",
+                file,
+                line,
+                column,
+            )
+        ) from None
     except yaml.YAMLError as error:
         raise RecipeError(Problem(f"YAML error: {error}", file)) from None
     if node is None:
@@ -197,18 +215,64 @@ def load_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
     return value, source
 
 
+def _count_values(text: str, file: str) -> None:
+    """Refuse a document of more than `MAX_VALUES` values from its parse events, before composing
+    it: composing a 50 MB list of numbers takes a minute and gigabytes. (Aliases count once
+    here; the builder counts their expansion.)"""
+    values = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            values += 1
+            if values > MAX_VALUES:
+                mark = event.start_mark
+                raise RecipeError(
+                    Problem(
+                        f"the recipe holds more than {MAX_VALUES:,} values; put bulk data (long lists "
+                        "of numbers, tensors) in a file a step reads",
+                        file,
+                        mark.line + 1,
+                        mark.column + 1,
+                    )
+                )
+
+
+def _line_column(text: str, offset: int) -> tuple[int, int]:
+    """1-based line and column of the character at `offset`."""
+    line_start = text.rfind("\n", 0, offset) + 1
+    return text.count("\n", 0, offset) + 1, offset - line_start + 1
+
+
 def read_yaml_file(path: Path) -> tuple[Any, SourceMap]:
     """Read and parse a recipe file, turning I/O problems into recipe errors."""
     display = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        size = path.stat().st_size
+        if size > MAX_BYTES and path.is_file():
+            raise RecipeError(
+                Problem(
+                    f"the recipe file is {size / (1 << 20):.1f} MiB; recipes are limited to "
+                    f"{MAX_BYTES >> 20} MiB: put bulk data (long lists of numbers, tensors) in a "
+                    "file a step reads",
+                    display,
+                )
+            )
+        data = path.read_bytes()
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise RecipeError(Problem("file not found; check the path", display)) from None
     except IsADirectoryError:
         raise RecipeError(Problem("is a folder, expected a recipe file (.yaml)", display)) from None
     except UnicodeDecodeError as error:
+        line_start = data.rfind(b"\n", 0, error.start) + 1
+        column = len(data[line_start : error.start].decode("utf-8", errors="replace")) + 1
         raise RecipeError(
-            Problem(f"not UTF-8 text ({error.reason} at byte {error.start})", display)
+            Problem(
+                f"not UTF-8 text: byte 0x{data[error.start]:02x} ({error.reason}); save the file "
+                "as UTF-8 (a Latin-1 editor setting writes such bytes for accented letters)",
+                display,
+                data.count(b"\n", 0, error.start) + 1,
+                column,
+            )
         ) from None
     except OSError as error:
         raise RecipeError(Problem(f"cannot read: {error.strerror}", display)) from None

@@ -1,0 +1,64 @@
+"""`cache gc --keep` beside a live `trtflow run` (issue 16, high): gc never evicts what a live run
+makes or reads; it says so and leaves entries for a later gc."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import run_cli, write_recipe
+
+RECIPE = """
+trtflow: 1
+name: live
+vars: {word: base}
+steps:
+  made:
+    uses: test-sleep
+    with: {text: "${vars.word}"}
+  slow:
+    uses: test-sleep
+    with: {text: slow, seconds: 4, size_kb: 8}
+  reader:
+    uses: test-sleep
+    with: {text: read, source: "${steps.made.out}"}
+    after: [slow]
+"""
+
+
+def _start_run(recipe: Path, cwd: Path, env: dict, *args: str) -> subprocess.Popen:
+    full_env = {"COLUMNS": "200", "NO_COLOR": "1", **os.environ, **env}
+    return subprocess.Popen(
+        [sys.executable, "-m", "trtflow", "run", str(recipe), *args],
+        cwd=cwd,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_gc_keep_beside_a_live_run_evicts_nothing_it_made(tmp_path, plugin_env):
+    """The run (another configuration, `--set`) commits `made`, then `reader` reads it after
+    `slow`: a gc in between that keeps only the recipe's own state used to delete `made`."""
+    recipe = write_recipe(tmp_path, RECIPE)
+    run = _start_run(recipe, tmp_path, plugin_env, "--set", "word=other", "--jobs", "2")
+    made = tmp_path / "trtflow-out" / "live" / "made"
+    deadline = time.monotonic() + 60
+    while not made.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert made.exists(), "the run never committed `made`"
+    gc = run_cli("cache", "gc", "--keep", recipe, cwd=tmp_path, env=plugin_env)
+    stdout, stderr = run.communicate(timeout=120)
+    assert gc.returncode == 0, gc.stderr
+    assert "a trtflow run (or pull) is using this workspace" in gc.stdout
+    assert "removed 0 temporary folders, 0 entries" in gc.stdout
+    assert run.returncode == 0, stdout + stderr
+    assert (made / "out.txt").read_text().startswith("other")
+    status = run_cli("status", recipe, "--set", "word=other", cwd=tmp_path, env=plugin_env)
+    assert status.stdout.count("cached") == 3, status.stdout
+    after = run_cli("cache", "gc", "--keep", recipe, cwd=tmp_path, env=plugin_env)
+    assert "2 entries" in after.stdout, after.stdout  # once the run is over, gc does its job
