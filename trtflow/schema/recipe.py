@@ -12,6 +12,7 @@ reports every mistake at once.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import math
@@ -31,8 +32,6 @@ from trtflow.schema.source import RecipePath, SourceMap, read_yaml_file
 RECIPE_VERSION = 1
 MAX_STEPS = 10_000  # steps in one recipe once matrices are expanded; refused before expanding
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_-]*$"
-
-Scalar = str | int | float | bool
 
 
 class Resources(BaseModel):
@@ -62,9 +61,10 @@ class StepSpec(BaseModel):
     gate: bool = Field(
         False, description="Exit 1 at the end of the run if this step's `passed` output is false."
     )
-    matrix: dict[str, list[Scalar]] | None = Field(
+    matrix: dict[str, list[Any]] | None = Field(
         None,
-        description="Expand the step over values: `{precision: [fp16, bf16]}` gives `ID@fp16`, `ID@bf16`.",
+        description="Expand the step over values: `{precision: [fp16, bf16]}` gives `ID@fp16`, `ID@bf16`. "
+        "A value may be a list or a mapping too (a shape set, a profile): `${matrix.KEY}` gives it whole.",
     )
     resources: Resources | None = Field(
         None,
@@ -73,18 +73,34 @@ class StepSpec(BaseModel):
     )
     description: str | None = None
 
-    @field_validator("matrix")
+    @field_validator("matrix", mode="before")
     @classmethod
-    def _matrix_not_empty(
-        cls, matrix: dict[str, list[Scalar]] | None
-    ) -> dict[str, list[Scalar]] | None:
-        if matrix is not None:
-            if not matrix:
-                raise ValueError("a matrix needs at least one key with a list of values")
-            for key, values in matrix.items():
-                if not values:
-                    raise ValueError(f"matrix key `{key}` has no values")
+    def _matrix_lists(cls, matrix: Any) -> Any:
+        """Say what a matrix accepts, naming the key, instead of pydantic's union of types."""
+        if matrix is None:
+            return None
+        if not isinstance(matrix, dict) or not matrix:
+            raise ValueError(
+                "`matrix:` maps keys to lists of values, e.g. `{precision: [fp16, bf16]}`"
+            )
+        for key, values in matrix.items():
+            if not isinstance(values, list):
+                raise ValueError(
+                    f"matrix key `{key}`: expected a list of values (each a scalar, a list or a "
+                    f"mapping), e.g. `{key}: [a, b]`; got {_kind(values)}"
+                )
+            if not values:
+                raise ValueError(f"matrix key `{key}` has no values")
+            empty = [index + 1 for index, value in enumerate(values) if value is None]
+            if empty:
+                raise ValueError(
+                    f"matrix key `{key}`: value {empty[0]} is empty (null); give a scalar, a list or a mapping"
+                )
         return matrix
+
+
+def _kind(value: Any) -> str:
+    return "nothing (null)" if value is None else f"a {type(value).__name__} ({value!r:.40})"
 
 
 class RecipeDocument(BaseModel):
@@ -123,7 +139,7 @@ class RecipeStep:
     after: list[str]
     gate: bool
     origin: str  # the id as written in the file, for error positions
-    matrix: dict[str, Scalar] = field(default_factory=dict)
+    matrix: dict[str, Any] = field(default_factory=dict)
     problems: list[Problem] = field(
         default_factory=list
     )  # substituting vars/matrix; params left unchecked
@@ -243,19 +259,40 @@ def _resolve_vars(
     return resolved, problems
 
 
-def _matrix_suffix(values: tuple[Scalar, ...]) -> str:
+MAX_SUFFIX = 60  # characters of a matrix expansion's id suffix (it names a folder)
+
+
+def _value_text(value: Any) -> str:
+    """A matrix value as id text: `fp16`; a list `1x16x64`; a mapping `x=1x16x64+y=2`."""
+    if isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "x".join(_value_text(item) for item in value)
+    if isinstance(value, dict):
+        return "+".join(f"{key}={_value_text(item)}" for key, item in value.items())
+    return str(value)
+
+
+def _matrix_suffix(values: tuple[Any, ...]) -> str:
     """`fp16`, `fp16,8`: the values, with characters a folder name cannot hold (the id names the
-    step's output folder) replaced: `models/a.onnx` -> `models_a.onnx`."""
-    text = ",".join(json.dumps(v) if isinstance(v, bool) else str(v) for v in values)
-    return re.sub(r"[^A-Za-z0-9_.,=+-]", "_", text)
+    step's output folder) replaced: `models/a.onnx` -> `models_a.onnx`. A long one (a profile
+    mapping) keeps its start and a digest of the whole, so ids stay distinct and short."""
+    text = re.sub(r"[^A-Za-z0-9_.,=+-]", "_", ",".join(map(_value_text, values)))
+    if len(text) <= MAX_SUFFIX:
+        return text
+    digest = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:8]
+    return f"{text[: MAX_SUFFIX - 9]}-{digest}"
 
 
-def _expand(step_id: str, spec: StepSpec) -> list[tuple[str, dict[str, Scalar]]]:
+def _expand(step_id: str, spec: StepSpec) -> list[tuple[str, dict[str, Any]]]:
     if not spec.matrix:
         return [(step_id, {})]
     keys = list(spec.matrix)
-    combos = itertools.product(*(spec.matrix[k] for k in keys))
-    return [(f"{step_id}@{_matrix_suffix(combo)}", dict(zip(keys, combo))) for combo in combos]
+    combos = list(itertools.product(*(spec.matrix[k] for k in keys)))
+    ids = [f"{step_id}@{_matrix_suffix(combo)}" for combo in combos]
+    if len(set(ids)) < len(ids):  # values that differ only in what a folder name cannot show
+        ids = [f"{step_id}@{index}-{_matrix_suffix(combo)}" for index, combo in enumerate(combos)]
+    return [(expansion, dict(zip(keys, combo))) for expansion, combo in zip(ids, combos)]
 
 
 def _name_problems(data: dict, source: SourceMap) -> list[Problem]:
@@ -337,7 +374,7 @@ def load_recipe(path: Path | str, overrides: list[str] | tuple[str, ...] = ()) -
         for step_id, combo in expansions:
 
             def resolve(
-                reference: Reference, combo: dict[str, Scalar] = combo, origin: str = origin
+                reference: Reference, combo: dict[str, Any] = combo, origin: str = origin
             ) -> Any:
                 if reference.scope == "vars":
                     if reference.name in var_problems:
