@@ -117,6 +117,7 @@ def test_engine_layers_follow_their_onnx_layer_metadata_and_reformats_their_targ
     assert where["myl0"] == where["/blocks/0/attn/Add"] == "0/attn"
     assert where["Reformatting CopyNode for Input Tensor 0 to /blocks/1/mlp/Gemm"] == "1/mlp"
     assert [scopes.groups[g].label for g in scopes.groups[0].groups] == ["blocks"]
+    assert scopes.groups[0].label == graph.name == "engine"  # the root is the graph
 
 
 def test_a_flat_graph_is_split_into_runs_no_group_too_large(tmp_path):

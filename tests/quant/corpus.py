@@ -213,3 +213,12 @@ def lstm_model(seed: int = 0) -> onnx.ModelProto:
         initializers,
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def run_recipe(trtflow, tmp_path: Path, text: str):
+    """`trtflow run` of a recipe `text` with its workspace and outputs under `tmp_path`."""
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(text)
+    return trtflow(
+        "run", recipe, "--workspace", tmp_path / "ws", "--out", tmp_path / "out", cwd=tmp_path
+    )

@@ -10,15 +10,9 @@ import numpy as np
 
 from trtflow.tensors.tensor_set import TensorSet
 
+from .corpus import run_recipe
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def run_recipe(trtflow, tmp_path: Path, text: str):
-    recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(text)
-    return trtflow(
-        "run", recipe, "--workspace", tmp_path / "ws", "--out", tmp_path / "out", cwd=tmp_path
-    )
 
 
 def test_load_summary_and_inspect_count_and_flag_the_pairs(trtflow, tmp_path, cls_models):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import REPO
 
-from trtflow.tensors.task_metrics import cosine, top1_agreement
+from trtflow.tensors.task_metrics import cosine, max_abs_error, top1_agreement
 
 PIPELINES = REPO / "pipelines"
 DEMO = PIPELINES / "models" / "overflow_demo.onnx"
@@ -276,3 +276,12 @@ def test_cosine_of_a_candidate_holding_nan_or_inf_is_zero():
     assert cosine(reference, {"a": np.array([-1.0, -2.0]), "b": np.array([-3.0])}) == pytest.approx(
         -1.0
     )
+
+
+def test_max_abs_error_is_the_largest_difference_over_tensors_and_inf_on_nan():
+    reference = {"a": np.array([1.0, 2.0]), "b": np.array([[3.0]])}
+    assert max_abs_error(reference, {"a": np.array([1.5, 2.0]), "b": np.array([[2.0]])}) == 1.0
+    assert max_abs_error(reference, {"a": np.array([1.0, np.nan]), "b": np.array([[3.0]])}) == (
+        np.inf
+    )
+    assert max_abs_error(reference, reference) == 0.0

@@ -204,8 +204,8 @@ def graph_from_layer_info(document: Any, name: str = "engine") -> Graph:
 
     producer: dict[str, str] = {}
     for node, _, written in layers:
-        for name in written:
-            producer.setdefault(name, node.name)
+        for tensor_name in written:
+            producer.setdefault(tensor_name, node.name)
     consumed = {tensor for _, inputs, _ in layers for tensor in inputs}
     io_nodes_in: list[Node] = []
     io_nodes_out: list[Node] = []

@@ -20,6 +20,9 @@ else:
 
 
 PrecisionName = Literal["fp16", "bf16", "fp8"]
+PlanPrecision = PrecisionName | Literal["qdq"]
+"""What a precision plan lowers nodes to: one of the formats, or `qdq` — a model that arrives
+quantized, whose Q/DQ pairs are its low precision (`trtflow.precision.quantized`)."""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ Only the main graph is searched; pairs inside If/Loop bodies are left as they ar
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -389,6 +389,22 @@ def pair_error(pair: QdqPair, values: np.ndarray) -> PairError:
         clipped=float(np.mean((stored < low - 0.5) | (stored > high + 0.5))),
         zeroed=float(np.mean((values != 0) & (restored == 0))),
     )
+
+
+def pair_errors(
+    model: onnx.ModelProto, samples: Callable[[str], Iterable[np.ndarray]]
+) -> list[PairError]:
+    """Every pair's own error, largest first: a weight pair on its values, an activation pair on
+    each of `samples(source)` (its tensor in runs of the float model; its worst sample counts).
+    Activation pairs with no samples are left out."""
+    found = []
+    for pair in pairs(model):
+        weights = source_values(model, pair)
+        values = [weights] if weights is not None else samples(pair.source)
+        errors = [pair_error(pair, value) for value in values]
+        if errors:
+            found.append(max(errors, key=lambda error: error.relative_l2))
+    return sorted(found, key=lambda error: (-error.relative_l2, error.pair))
 
 
 def dequantize(model: onnx.ModelProto, nodes: Iterable[str] | None = None) -> onnx.ModelProto:

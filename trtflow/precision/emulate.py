@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from trtflow.onnxmodel.formats import FORMATS, PrecisionName
+from trtflow.onnxmodel.formats import FORMATS, PlanPrecision, PrecisionName
 from trtflow.precision.graph_additions import GraphAdditions
 from trtflow.precision.sites import Site, precision_sites
 
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     import onnx
 
     from trtflow.onnxmodel.engine_layers import EngineLayerMap
-    from trtflow.precision.plan import PlanPrecision, PrecisionPlan
+    from trtflow.precision.plan import PrecisionPlan
 
 MASK_INPUT = (
     "trtflow::low_precision"  # bool[number of candidates]: True runs that node in low precision

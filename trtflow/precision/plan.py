@@ -17,14 +17,12 @@ real model.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from trtflow.onnxmodel.formats import FORMATS, Format, PrecisionName
+from trtflow.onnxmodel.formats import FORMATS, Format, PlanPrecision, PrecisionName
 
 if TYPE_CHECKING:
     import onnx
-
-PlanPrecision = PrecisionName | Literal["qdq"]
 
 
 @dataclass(frozen=True)

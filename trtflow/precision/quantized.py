@@ -21,15 +21,40 @@ from trtflow.onnxmodel.qdq import dequantize, float_source, quantized_nodes
 if TYPE_CHECKING:
     import onnx
 
+    from trtflow.onnxmodel.qdq import PairError
     from trtflow.precision.emulate import SwitchableModel
     from trtflow.precision.plan import PrecisionPlan
+    from trtflow.precision.screening import Screening
 
 QDQ: Literal["qdq"] = "qdq"
+SUSPECT_ERROR = 0.1  # a pair losing this share of its tensor (relative L2) on its own is a suspect
 
 
 def candidates(model: onnx.ModelProto) -> list[str]:
     """The nodes a `qdq` plan may keep (dequantize), in graph order."""
     return list(quantized_nodes(model, values=False))
+
+
+def screen(model: onnx.ModelProto, errors: list[PairError]) -> Screening:
+    """Suspicion of each quantized node: its worst pair's own error (`qdq.pair_errors`), 1 at
+    `SUSPECT_ERROR`. The search dequantizes nothing on suspicion alone: this only orders it, least
+    lossy first, so the nodes a single-pair ranking would pick are tried last and kept only when
+    trials say so."""
+    from trtflow.precision.screening import Screening, Suspicion
+
+    by_pair = {error.pair: error for error in errors}
+    suspicions = {}
+    for node, read in quantized_nodes(model, values=False).items():
+        measured = [by_pair[pair.name] for pair in read if pair.name in by_pair]
+        if not measured:
+            continue
+        worst = max(measured, key=lambda error: error.relative_l2)
+        reason = (
+            f"pair {worst.pair} alone loses {worst.relative_l2:.1%} of `{worst.source}`"
+            f" (clips {worst.clipped:.1%}, zeroes {worst.zeroed:.1%})"
+        )
+        suspicions[node] = Suspicion(node, worst.relative_l2 / SUSPECT_ERROR, (reason,))
+    return Screening(suspicions)
 
 
 def realize(model: onnx.ModelProto, plan: PrecisionPlan) -> onnx.ModelProto:

@@ -151,12 +151,14 @@ class OpsetHeld:
     ops: dict[str, int]  # op type -> how many nodes
     opset: int  # the model's default-domain opset
     since: int  # the earliest opset whose schemas admit the low type for all of these ops
+    precision: PrecisionName  # the low type
 
     @property
     def count(self) -> int:
         return sum(self.ops.values())
 
-    def describe(self, precision: PrecisionName) -> str:
+    def describe(self) -> str:
+        precision = self.precision
         ops = ", ".join(f"{count} {op}" for op, count in self.ops.items())
         return (
             f"{ops} node(s) stay FP32 in {precision}: ONNX admits {LOW_TYPE_NAMES[precision][7:-1]} for "
@@ -201,7 +203,7 @@ def held_by_opset(model: onnx.ModelProto, precision: PrecisionName) -> OpsetHeld
             version = older.since_version
         ops[node.op_type] = ops.get(node.op_type, 0) + 1
         since = max(since, version)
-    return OpsetHeld(ops, opsets.get("", 1), since) if ops else None
+    return OpsetHeld(ops, opsets.get("", 1), since, precision) if ops else None
 
 
 def subgraph_reads(node: onnx.NodeProto) -> set[str]:

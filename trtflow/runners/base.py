@@ -47,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from trtflow.errors import ParamError, StepError, TrtflowError
 from trtflow.lazy import lazy_import
-from trtflow.onnxmodel.formats import PrecisionName
+from trtflow.onnxmodel.formats import PlanPrecision
 from trtflow.schema.recipe import Resources
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ class PlanModel:
         onnx.ModelProto
     )  # weights loaded, every node named (`onnxmodel.files.name_nodes`); never changed
     path: Path  # the file it came from (a TensorRT build parses a file)
-    precision: PrecisionName  # the low precision of every plan
+    precision: PlanPrecision  # the low precision of every plan
     state_dir: Callable[[str], Path] | None = (
         None  # a workspace folder by name that outlives runs (timing caches)
     )
@@ -126,7 +126,7 @@ class RunnerConfig(BaseModel):
     reads: ClassVar[Literal["onnx", "engine", "nothing"]] = (
         "onnx"  # what `model` must be for `create`
     )
-    plan_precisions: ClassVar[tuple[PrecisionName, ...]] = ()
+    plan_precisions: ClassVar[tuple[PlanPrecision, ...]] = ()
     """The low precisions whose plans `plan_runner` realizes; empty for a backend that realizes no
     plans (it is then no backend of `bisect-precision`)."""
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field
 
 from trtflow.lazy import lazy_import
-from trtflow.onnxmodel.formats import PrecisionName
+from trtflow.onnxmodel.formats import PlanPrecision
 from trtflow.onnxmodel.keep_files import read_keep_file
 from trtflow.packages import installed_version
 from trtflow.runners.base import Feed, PlanModel, RunnerConfig, onnx_model_given
@@ -64,13 +64,14 @@ def node_names(model: onnx.ModelProto) -> set[str]:
 
 
 class Config(RunnerConfig):
-    plan_precisions = ("fp16", "bf16", "fp8")
+    plan_precisions = ("fp16", "bf16", "fp8", "qdq")
 
     backend: Literal["emulated"] = Field(
         description="FP16/BF16/FP8 storage emulated on any CPU: each low-precision node's outputs rounded through the low type."
     )
-    precision: PrecisionName = Field(
-        description="The low-precision format to emulate: fp16, bf16 or fp8 (E4M3)."
+    precision: PlanPrecision = Field(
+        description="The low-precision format to emulate: fp16, bf16 or fp8 (E4M3); or qdq: a "
+        "quantized model's own Q/DQ pairs, computed exactly, with the `keep` nodes dequantized."
     )
     keep: list[str] | InputPath = Field(
         default_factory=list,
@@ -147,8 +148,10 @@ class Config(RunnerConfig):
         a clean BF16 comparison of a CNN would hide that its convolutions never ran low."""
         from trtflow.precision.sites import held_by_opset
 
-        held = held_by_opset(model, self.precision) if model is not None else None
-        return [held.describe(self.precision)] if held is not None else []
+        if model is None or self.precision == "qdq":  # Q/DQ pairs say their own types
+            return []
+        held = held_by_opset(model, self.precision)
+        return [held.describe()] if held is not None else []
 
     def plan_runner(self, subject: PlanModel) -> SwitchableRunner:
         if self.engine_graph is not None:

@@ -81,7 +81,7 @@ OPTIMIZATION_LEVELS = {
 
 
 class Config(RunnerConfig):
-    plan_precisions = ("fp16", "bf16", "fp8")  # each plan's lowered model
+    plan_precisions = ("fp16", "bf16", "fp8", "qdq")  # each plan's lowered model
 
     backend: Literal["onnxruntime"] = Field(
         description="ONNX Runtime, on the first available of `providers`."

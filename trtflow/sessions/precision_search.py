@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trtflow.errors import ParamError
 from trtflow.lazy import lazy_import
-from trtflow.onnxmodel.formats import PrecisionName
+from trtflow.onnxmodel.formats import PlanPrecision
 from trtflow.runners.base import PlanModel, PlanRunner, Runner, RunnerConfig
 from trtflow.runners.registry import BACKENDS, config_type, plan_runner_entry, realizes_plans
 from trtflow.schema.paths import InputPath
@@ -119,7 +119,11 @@ class SearchSettings(BaseModel):
     reference: ReferenceResults | None = Field(
         None, description="Expected outputs; default: the model run in FP32."
     )
-    precision: PrecisionName = Field("fp16", description="The low precision: fp16, bf16 or fp8.")
+    precision: PlanPrecision = Field(
+        "fp16",
+        description="The low precision: fp16, bf16 or fp8; or qdq for a model that arrives quantized "
+        "(its Q/DQ pairs are the low precision; kept nodes are dequantized).",
+    )
     backend: Literal[PLAN_BACKENDS] = Field(  # type: ignore[valid-type]  # the registry's plan backends
         "emulated",
         description="Shorthand for `runner: {backend: NAME}`: emulated (any CPU, one inference per trial), "
@@ -141,7 +145,7 @@ class SearchSettings(BaseModel):
     )
     check: Tolerances | CommandCheck | MetricCheck = Field(
         description="compare's tolerance block (atol, rtol, error_stat...) over every sample, {command: [argv]} "
-        "(exit 0 = pass), or a task metric over the model's outputs, {metric: top1_agreement | cosine | "
+        "(exit 0 = pass), or a task metric over the model's outputs, {metric: top1_agreement | cosine | max_abs_error | "
         "script.py:function, min, max} (its mean over the samples within bounds)."
     )
     max_trials: int | None = Field(
@@ -413,9 +417,54 @@ class FloatSpace:
         )
 
 
+class QdqSpace:
+    """Plans over a model that arrives quantized (`precision: qdq`): the candidates are the nodes that
+    read a Q/DQ pair (`trtflow.precision.quantized`), narrowed by `nodes`; keeping a node dequantizes
+    it (it reads the float tensors its pairs were made from), so keeping them all is the float
+    model. Screening measures each pair's own error on one probe run of the dequantized model."""
+
+    def __init__(self, settings: SearchSettings):
+        self.settings = settings
+
+    def prepare(self, model: onnx.ModelProto, ops: dict[str, str]) -> Setup:
+        from trtflow.precision.quantized import candidates as quantized
+
+        every = quantized(model)
+        if not every:
+            raise ParamError(
+                "precision",
+                "qdq searches a model that arrives quantized, and this one has no "
+                "QuantizeLinear/DequantizeLinear pairs; for FP16/BF16/FP8 say fp16, bf16 or fp8",
+            )
+        candidates = [node for node in every if self.settings.nodes.selects(node, ops[node])]
+        if not candidates:
+            raise ParamError(
+                "nodes",
+                f"no candidate nodes: `nodes` selects none of the {len(every)} quantized nodes",
+            )
+        return Setup(model, ops, frozenset(every), candidates, {})
+
+    def screen(self, setup: Setup, feeds: Sequence[Feed], magnitudes: bool) -> LoweringOrder:
+        from trtflow.onnxmodel.qdq import dequantize, pair_errors, pairs
+        from trtflow.precision.quantized import screen
+        from trtflow.runners.emulated import EMULATION_SESSION_OPTIONS
+        from trtflow.runners.onnxruntime import OnnxruntimeRunner
+
+        sources = sorted({p.source for p in pairs(setup.model) if p.role == "activation"})
+        probe = OnnxruntimeRunner(
+            "screening", dequantize(setup.model), sources, session_options=EMULATION_SESSION_OPTIONS
+        )
+        with _activated(probe):
+            outputs = [probe.infer(feed) for feed in feeds]
+        errors = pair_errors(
+            setup.model, lambda source: [o[source] for o in outputs if source in o]
+        )
+        return screen(setup.model, errors)
+
+
 def plan_space(settings: SearchSettings) -> PlanSpace:
     """The space of plans `settings.precision` searches."""
-    return FloatSpace(settings)
+    return QdqSpace(settings) if settings.precision == "qdq" else FloatSpace(settings)
 
 
 @dataclass(frozen=True)
@@ -522,9 +571,7 @@ class SearchOutcome:
             "fixed_high_precision": len(setup.fixed),
             "samples": self.samples,
             "held_by_opset": setup.held.as_json() if setup.held is not None else None,
-            "held_by_opset_note": (
-                setup.held.describe(settings.precision) if setup.held is not None else None
-            ),
+            "held_by_opset_note": (setup.held.describe() if setup.held is not None else None),
             "evaluations": result.evaluations,
             "replayed": replayed,
             "seconds": {
@@ -576,6 +623,27 @@ class SearchOutcome:
         arguments = ["--low_precision_type", self.settings.precision]
         arguments += ["--nodes_to_exclude", *patterns] if patterns else []
         return shlex.join(arguments) + "\n"
+
+    def quantizer_exclusions(self) -> dict:
+        """A `qdq` plan in the quantizer's terms, to quantize the float model again without the kept
+        nodes (which the plan runs in FP32): ONNX Runtime's `quantize_static(nodes_to_exclude=...)`
+        and ModelOpt's `--nodes_to_exclude` (regexes, escaped and anchored like
+        `autocast_arguments`); `op_types_to_exclude` names only op types whose every quantized node
+        is kept, so that excluding them changes nothing else."""
+        nodes = self.kept_nodes()
+        ops = self.setup.ops
+        whole = {  # op types every quantized node of which is kept: excluding the type is the plan
+            op
+            for op in {ops[node] for node in nodes}
+            if all(node in nodes for node in self.setup.every_site if ops[node] == op)
+        }
+        patterns = [f"^{re.escape(node)}$" for node in nodes]
+        return {
+            "dequantized_to": "fp32",
+            "nodes_to_exclude": nodes,
+            "op_types_to_exclude": sorted(whole),
+            "modelopt_args": shlex.join(["--nodes_to_exclude", *patterns]) if patterns else "",
+        }
 
     def kept_nodes(self) -> list[str]:
         """Every node the plan keeps in high precision, in graph order (empty when none was found)."""
@@ -681,7 +749,7 @@ class PrecisionSearch:
         ops = {node.name: node.op_type for node in model.graph.node}
         setup = self.space.prepare(model, ops)
         if setup.held is not None:
-            self.context.notice(setup.held.describe(settings.precision))
+            self.context.notice(setup.held.describe())
         return setup
 
     def _plan(self, keep: frozenset[str]) -> PrecisionPlan:

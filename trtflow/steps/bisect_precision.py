@@ -56,6 +56,13 @@ class BisectPrecision(Step):
         "layer_precisions": file(
             ".json", "{node: precision} for weakly typed TensorRT <= 10 builds.", optional=True
         ),
+        "quantizer_exclusions": file(
+            ".json",
+            "precision qdq: the nodes dequantized (to FP32) in the quantizer's terms, {dequantized_to, "
+            "nodes_to_exclude, op_types_to_exclude, modelopt_args}: ModelOpt's `python -m modelopt.onnx.quantization` "
+            "flags and ONNX Runtime's `quantize_static(nodes_to_exclude=...)`, to re-quantize with them.",
+            optional=True,
+        ),
         "autocast_args": file(
             ".txt",
             "The kept nodes as ModelOpt AutoCast arguments (fp16/bf16, when a plan passes): "
@@ -102,7 +109,10 @@ class BisectPrecision(Step):
         if plan is not None:
             model = outcome.setup.model
             save_model(plan.lower(model), ctx.output_path("model"))
-            _write_json(ctx, "layer_precisions", plan.layer_map(model))
+            if params.precision == "qdq":
+                _write_json(ctx, "quantizer_exclusions", outcome.quantizer_exclusions())
+            else:
+                _write_json(ctx, "layer_precisions", plan.layer_map(model))
             if params.precision in AUTOCAST_PRECISIONS:
                 ctx.output_path("autocast_args").write_text(outcome.autocast_arguments())
             if params.precision in BLOCK_LIST_PRECISIONS:

@@ -49,7 +49,7 @@ class Params(Tolerances, StepParams):
     task_metrics: list[MetricCheck] = Field(
         default_factory=list,
         exclude_if=lambda checks: not checks,  # recipes without them keep their step key
-        description="Checks in the task's own terms, each {metric: top1_agreement | cosine | script.py:function, "
+        description="Checks in the task's own terms, each {metric: top1_agreement | cosine | max_abs_error | script.py:function, "
         "min, max, tensors}: the metric's mean over iterations, per candidate runner, must be within "
         "[min, max]; their verdicts join `passed`.",
     )

@@ -52,7 +52,7 @@ from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
 from trtflow.schema.recipe import Resources
 from trtflow.steps.base import Step, StepContext, StepParams, file, folder, value
-from trtflow.tensors.inputs import DataSpec, LoaderSpec
+from trtflow.tensors.inputs import DataSpec, ExtraInputs, LoaderSpec, ResultsFeeds
 
 if TYPE_CHECKING:
     import numpy as np
@@ -69,10 +69,19 @@ class Params(StepParams):
         min_length=1, description="The runners; each needs a unique `name`."
     )
     data: DataSpec | None = Field(
-        None, description="Generated inputs (the default when no `inputs`/`loader`)."
+        None,
+        description="Generated inputs (the default when no `inputs`/`loader`); with `inputs`, "
+        "draws only the inputs its feeds lack.",
     )
-    inputs: InputPath | None = Field(
-        None, description="Inputs file: .npz, folder of .npy/.npz, tensor set, Polygraphy JSON."
+    inputs: InputPath | ResultsFeeds | None = Field(
+        None,
+        description="Inputs file: .npz, folder of .npy/.npz, tensor set, Polygraphy JSON; or "
+        "layerwise `{results: SET_OR_JSON, runner: NAME}` (another run's computed tensors).",
+    )
+    extra_inputs: ExtraInputs = Field(
+        "ignore",
+        description="Tensors in `inputs` the model does not take: `ignore` (left out, with a "
+        "note) or `error`.",
     )
     loader: LoaderSpec | None = Field(
         None, description="`script.py:function` returning or yielding feed dicts."
@@ -99,7 +108,7 @@ class Params(StepParams):
     @model_validator(mode="after")
     def _one_source(self) -> Params:
         given = [key for key in ("data", "inputs", "loader") if getattr(self, key) is not None]
-        if len(given) > 1:
+        if len(given) > 1 and given != ["data", "inputs"]:  # `data` may fill what `inputs` lack
             raise ValueError(f"give one input source, not {' and '.join(given)}")
         names = [r.name for r in self.runners]
         duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -118,7 +127,7 @@ def _runner_target(config: RunnerConfig, params: Params) -> Path | None:
     return target
 
 
-def _feeds(params: Params, model) -> list[dict[str, np.ndarray]]:
+def _feeds(params: Params, model, notice) -> list[dict[str, np.ndarray]]:
     from trtflow.tensors.inputs import InputSourceError, collect_feeds
 
     if model is None and params.inputs is None and params.loader is None:
@@ -130,6 +139,8 @@ def _feeds(params: Params, model) -> list[dict[str, np.ndarray]]:
             inputs=params.inputs,
             loader=params.loader,
             iterations=params.iterations,
+            extra_inputs=params.extra_inputs,
+            notice=notice,
         )
     except InputSourceError as error:
         raise ParamError(error.param, str(error)) from None
@@ -300,9 +311,10 @@ class RunRunners(Step):
             "Per runner: inference time (ms) and how many passes the memory budget needed; or its error.",
         ),
     }
-    version = 6  # 2: the `profiles` output; 3: inputs record their iteration count, runner errors are uniform;
+    version = 7  # 2: the `profiles` output; 3: inputs record their iteration count, runner errors are uniform;
     # 4: scalars stay scalars in the Polygraphy JSON files; 5: results name unnamed nodes as reports do;
     # 6: the notice that ONNX Runtime's CPU provider hides FP16 overflows (notices are kept with the cached entry)
+    # 7: layerwise `inputs` (results sets and files), tensors the model does not take left out, `data` with `inputs`
 
     def needs(self, params: Params) -> Resources:
         return most_needed(config.resources() for config in params.runners)
@@ -328,7 +340,7 @@ class RunRunners(Step):
         targets = {config.name: _runner_target(config, params) for config in params.runners}
         _check_runners(params, model)
         _notice_runner_caveats(ctx, params, model)
-        feeds = _feeds(params, model)
+        feeds = _feeds(params, model, ctx.notice)
         inputs_set = TensorSetWriter(ctx.output_path("inputs"))
         for iteration, feed in enumerate(feeds):
             inputs_set.add_feed(INPUTS, iteration, feed)

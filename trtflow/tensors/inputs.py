@@ -10,16 +10,24 @@ tensor set, and replayed to each runner from there. Three sources, as in Polygra
   a typo there would otherwise silently run on other data than the user meant;
 - `inputs:` a file — `.npz` (one feed), a folder of `.npy` (one feed, file stem = input name), a
   folder of `.npz` files (one feed each, sorted), a trtflow tensor set, or a Polygraphy JSON;
+  or layerwise, the tensors another run computed: a `results` tensor set or a Polygraphy
+  results JSON (`polygraphy run --save-outputs`), one runner's (`{results: PATH, runner: NAME}`).
+  A subgraph cut out of a model is then fed exactly what the reference run gave it, so a failure
+  it shows is its own, not inherited from the nodes before it;
 - `loader: script.py:function` — the function returns or yields feed dicts.
+
+Feeds read from a file are fitted to the model: tensors it does not take are dropped with a note
+(`extra_inputs: error` refuses them instead — a layerwise feed holds every tensor of the run), and
+inputs they lack are drawn from `data:` (its `shapes`/`ranges`) when `data:` is given too.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -105,6 +113,23 @@ class LoaderSpec(BaseModel):
         }
 
 
+class ResultsFeeds(BaseModel):
+    """`inputs: {results: PATH, runner: NAME}` — one runner's computed tensors as feeds (layerwise)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    results: InputPath = Field(
+        description="A `results` tensor set (run-runners' output) or a Polygraphy results JSON "
+        "(`polygraphy run --save-outputs`)."
+    )
+    runner: str | None = Field(
+        None, description="Whose tensors to feed; may be left out when the file holds one runner."
+    )
+
+
+ExtraInputs = Literal["ignore", "error"]
+
+
 @dataclass(frozen=True)
 class InputSpec:
     name: str
@@ -165,10 +190,10 @@ def _concrete_shape(spec: InputSpec, shapes: dict[str, list[int]]) -> tuple[int,
             raise ValueError(
                 f"`shapes` gives input `{spec.name}` the shape {given}"
                 f"{'' if key == spec.name else f' (by `{key}`)'}; the model declares "
-                f"{list(spec.shape)} (only its dynamic dims can be chosen)"
+                f"{list(spec.shape or ())} (only its dynamic dims can be chosen)"
             )
         return tuple(given)
-    if not static:
+    if not static or spec.shape is None:
         declared = list(spec.shape) if spec.shape is not None else "of unknown rank"
         raise ValueError(
             f"input `{spec.name}` has dynamic dims {declared}; give its shape with "
@@ -221,6 +246,8 @@ def _drawn_range(spec: InputSpec, ranges: dict[str, tuple[float, float]]) -> tup
     """The input's [low, high], checked against its dtype: integers drawn in it, values it can hold
     (a float16 input cannot take 1e6, an int8 input has no values in [0.2, 0.8])."""
     low, high = _range(ranges, spec.name)
+    lowest: float
+    highest: float
     if spec.dtype == np.bool_:
         return low, high
     if np.issubdtype(spec.dtype, np.integer):
@@ -230,7 +257,7 @@ def _drawn_range(spec: InputSpec, ranges: dict[str, tuple[float, float]]) -> tup
                 "which holds no integer"
             )
         low, high = math.ceil(low), math.floor(high)
-        lowest, highest = np.iinfo(spec.dtype).min, np.iinfo(spec.dtype).max
+        lowest, highest = int(np.iinfo(spec.dtype).min), int(np.iinfo(spec.dtype).max)
     else:  # as Python floats: comparing 1e6 with a float16 would overflow
         lowest, highest = float(np.finfo(spec.dtype).min), float(np.finfo(spec.dtype).max)
     if low < lowest or high > highest:
@@ -241,8 +268,12 @@ def _drawn_range(spec: InputSpec, ranges: dict[str, tuple[float, float]]) -> tup
     return low, high
 
 
-def generate(data: DataSpec, specs: list[InputSpec]) -> Iterator[Feed]:
-    _check_names(data, specs)
+def generate(
+    data: DataSpec, specs: list[InputSpec], named: list[InputSpec] | None = None
+) -> Iterator[Feed]:
+    """`data.iterations` feeds for `specs`; `data`'s names must reach one of `named` (default
+    `specs`: when `data` only fills what read feeds lack, it may also name the inputs they give)."""
+    _check_names(data, specs if named is None else named)
     shapes = {spec.name: _concrete_shape(spec, data.shapes) for spec in specs}
     ranges = {spec.name: _drawn_range(spec, data.ranges) for spec in specs}
     _check_memory(specs, shapes, data.iterations)
@@ -255,22 +286,67 @@ def generate(data: DataSpec, specs: list[InputSpec]) -> Iterator[Feed]:
             if spec.dtype == np.bool_:
                 feed[spec.name] = rng.integers(0, 2, shape).astype(bool)
             elif np.issubdtype(spec.dtype, np.integer):
-                feed[spec.name] = rng.integers(low, high + 1, shape).astype(spec.dtype)
+                feed[spec.name] = rng.integers(int(low), int(high) + 1, shape).astype(spec.dtype)
             else:
                 feed[spec.name] = rng.uniform(low, high, shape).astype(spec.dtype)
         yield feed
 
 
-def read_feeds(path: Path) -> Iterator[Feed]:
-    """Feeds from a file or folder (see the module docstring for the formats)."""
+def _chosen_runner(path: Path, runners: list[str], runner: str | None, failure=None) -> str:
+    """The runner whose tensors feed the run: the one named, else the only one the file holds."""
+    if runner is None:
+        if len(runners) == 1:
+            return runners[0]
+        listed = ", ".join(f"`{name}`" for name in runners) or "none"
+        raise ValueError(
+            f"{path}: holds the results of runners {listed}; choose whose tensors to feed with "
+            f"`inputs: {{results: ..., runner: NAME}}`"
+        )
+    if runner not in runners:
+        listed = ", ".join(f"`{name}`" for name in runners) or "none"
+        raise ValueError(
+            f"{path}: holds no results of runner `{runner}`{did_you_mean(runner, runners)}; "
+            f"it holds {listed}"
+        )
+    error = failure(runner) if failure is not None else None
+    if error:
+        raise ValueError(
+            f"{path}: runner `{runner}` failed in that run, so it has no tensors to feed: {error}"
+        )
+    return runner
+
+
+def read_feeds(path: Path, runner: str | None = None) -> Iterator[Feed]:
+    """Feeds from a file or folder (see the module docstring for the formats); `runner` picks whose
+    tensors a results file gives (None: its inputs, or its only runner's results)."""
     from trtflow.tensors import polygraphy_json
     from trtflow.tensors.array_files import load_archive, load_array
-    from trtflow.tensors.tensor_set import TensorSet
+    from trtflow.tensors.tensor_set import INPUTS, TensorSet
 
     if TensorSet.is_tensor_set(path):
-        yield from TensorSet.open(path).feeds()
+        tensor_set = TensorSet.open(path)
+        stored = list(dict.fromkeys(r for r, _, _ in tensor_set.arrays))
+        if runner is None and INPUTS in stored:
+            yield from tensor_set.feeds(INPUTS)
+            return
+        ran = [name for name in tensor_set.runners if name != INPUTS] or stored
+        yield from tensor_set.feeds(_chosen_runner(path, ran, runner, tensor_set.failure))
     elif path.suffix == ".json":
+        data = polygraphy_json.read(path)
+        if isinstance(data, dict) and "runs" in data:
+            runs = polygraphy_json.read_results(path)
+            yield from runs[_chosen_runner(path, list(runs), runner)]
+            return
+        if runner is not None:
+            raise ValueError(
+                f"{path}: `runner` picks from a results file, and this is an inputs file"
+            )
         yield from polygraphy_json.read_inputs(path)
+    elif runner is not None:
+        raise ValueError(
+            f"{path}: `runner` picks from a results tensor set or a Polygraphy results JSON, "
+            "and this is neither"
+        )
     elif path.suffix == ".npz":
         yield load_archive(path)
     elif path.is_dir() and sorted(path.glob("*.npz")):
@@ -281,7 +357,7 @@ def read_feeds(path: Path) -> Iterator[Feed]:
     else:
         raise ValueError(
             f"{path}: not an input file trtflow reads (a .npz, a folder of .npy or .npz files, "
-            "a trtflow tensor set, or a Polygraphy inputs .json)"
+            "a trtflow tensor set, a Polygraphy inputs or results .json)"
         )
 
 
@@ -312,15 +388,19 @@ def check_feed(feed: Feed, specs: list[InputSpec], position: int) -> Feed:
         problems = ([f"missing {sorted(missing)}"] if missing else []) + (
             [f"unknown {sorted(extra)}"] if extra else []
         )
+        hints = (["give `data:` to generate what the file lacks"] if missing else []) + (
+            ["leave out `extra_inputs: error` to feed only what the model takes"] if extra else []
+        )
         raise ValueError(
-            f"feed {position}: {', '.join(problems)}; the model's inputs are {sorted(wanted)}"
+            f"feed {position}: {', '.join(problems)}; the model's inputs are {sorted(wanted)} "
+            f"({'; '.join(hints)})"
         )
     for spec in specs:
         shape = list(np.shape(feed[spec.name]))
         if not _fits(spec.shape, shape):
             raise ValueError(
                 f"feed {position}: input `{spec.name}` has shape {shape}; the model declares "
-                f"{list(spec.shape)}"
+                f"{list(spec.shape or ())}"
             )
         dtype = np.asarray(feed[spec.name]).dtype
         if (
@@ -331,6 +411,41 @@ def check_feed(feed: Feed, specs: list[InputSpec], position: int) -> Feed:
                 f"(save it with `.astype(np.{spec.dtype})`)"
             )
     return feed
+
+
+def fit_feeds(
+    feeds: list[Feed],
+    specs: list[InputSpec],
+    *,
+    data: DataSpec | None,
+    extra_inputs: ExtraInputs,
+    notice: Callable[[str], None],
+) -> list[Feed]:
+    """Read feeds fitted to the model: tensors it does not take dropped (with one note), inputs the
+    feeds lack drawn from `data` (one draw per feed, the same seed whatever else the feeds hold)."""
+    wanted = [spec.name for spec in specs]
+    dropped: dict[str, None] = {}
+    if extra_inputs == "ignore":
+        for feed in feeds:
+            dropped.update(dict.fromkeys(name for name in feed if name not in wanted))
+        feeds = [{name: feed[name] for name in feed if name in wanted} for feed in feeds]
+    if dropped:
+        names = list(dropped)
+        shown = ", ".join(f"`{name}`" for name in names[:8]) + (
+            f" and {len(names) - 8} more" if len(names) > 8 else ""
+        )
+        notice(
+            f"`inputs` gives {len(names)} tensor(s) the model does not take, left out: {shown} "
+            "(`extra_inputs: error` refuses them)"
+        )
+    lacking = [spec for spec in specs if any(spec.name not in feed for feed in feeds)]
+    if data is None or not lacking:
+        return feeds
+    drawn = generate(data.model_copy(update={"iterations": len(feeds)}), lacking, named=specs)
+    return [
+        {**feed, **{name: array for name, array in extra.items() if name not in feed}}
+        for feed, extra in zip(feeds, drawn)
+    ]
 
 
 class InputSourceError(ValueError):
@@ -345,16 +460,21 @@ def collect_feeds(
     model,
     *,
     data: DataSpec | None = None,
-    inputs: Path | None = None,
+    inputs: Path | ResultsFeeds | None = None,
     loader: LoaderSpec | None = None,
     iterations: int | None = None,
+    extra_inputs: ExtraInputs = "ignore",
+    notice: Callable[[str], None] = lambda message: None,
 ) -> list[Feed]:
     """The feeds of one source (`inputs`, else `loader`, else generated `data`), checked against
-    the model's inputs when a model is given."""
+    the model's inputs when a model is given; read `inputs` are fitted to it (`fit_feeds`)."""
     param = "inputs" if inputs is not None else "loader" if loader is not None else "data"
     specs = model_inputs(model) if model is not None else []
     try:
-        if inputs is not None:
+        source: Iterable[Feed]
+        if isinstance(inputs, ResultsFeeds):
+            source = read_feeds(inputs.results, inputs.runner)
+        elif inputs is not None:
             source = read_feeds(inputs)
         elif loader is not None:
             source = load_function(loader)
@@ -369,7 +489,11 @@ def collect_feeds(
         for position, feed in enumerate(source):
             if iterations is not None and position >= iterations:
                 break
-            feeds.append(check_feed(feed, specs, position) if specs else feed)
+            feeds.append(feed)
+        if inputs is not None and specs:
+            feeds = fit_feeds(feeds, specs, data=data, extra_inputs=extra_inputs, notice=notice)
+        if specs:
+            feeds = [check_feed(feed, specs, position) for position, feed in enumerate(feeds)]
     except (OSError, ValueError) as error:
         raise InputSourceError(param, str(error)) from None
     if not feeds:

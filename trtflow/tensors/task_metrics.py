@@ -21,7 +21,11 @@ Built-ins, which need no script: `top1_agreement` (the fraction of rows — ever
 last axis — whose argmax over the last axis agrees, over every selected tensor; a row where the
 candidate holds NaN/Inf disagrees: an overflowed logit is no answer) and `cosine` (cosine similarity
 of all selected tensors flattened together; a candidate holding any NaN/Inf scores 0 — unlike
-`compare`'s report-only cosine, which skips non-finite positions — so an overflow never passes).
+`compare`'s report-only cosine, which skips non-finite positions — so an overflow never passes)
+and `max_abs_error` (the largest |candidate - reference| over every selected tensor, inf where the
+candidate holds NaN/Inf; with `max:` its mean over samples is a tolerance on the typical sample,
+where atol judges the worst one — what a quantized model, whose every sample drifts a little,
+needs).
 A user script is called through `trtflow.user_code`, so its failures name the script and line;
 its path is an `InputPath`, so its content is part of the step key.
 """
@@ -53,7 +57,7 @@ if TYPE_CHECKING:
     from trtflow.tensors.tensor_set import TensorSet
 
 Arrays = dict[str, "np.ndarray"]
-BuiltinMetric = Literal["top1_agreement", "cosine"]
+BuiltinMetric = Literal["top1_agreement", "cosine", "max_abs_error"]
 METRIC_CONTRACT = "a metric returns one number (a float or int) per sample"
 
 
@@ -162,9 +166,24 @@ def cosine(reference: Arrays, candidate: Arrays) -> float:
     return dot(want, got) / norms
 
 
+def max_abs_error(reference: Arrays, candidate: Arrays) -> float:
+    """The largest absolute difference over all tensors; inf when the candidate holds NaN/Inf."""
+    largest = 0.0
+    for tensor, want in reference.items():
+        difference = np.abs(
+            np.asarray(candidate[tensor], np.float64) - np.asarray(want, np.float64)
+        )
+        if difference.size:
+            largest = max(
+                largest, float(difference.max()) if np.isfinite(difference).all() else math.inf
+            )
+    return largest
+
+
 BUILTINS: dict[str, Callable[[Arrays, Arrays], float]] = {
     "top1_agreement": top1_agreement,
     "cosine": cosine,
+    "max_abs_error": max_abs_error,
 }
 
 

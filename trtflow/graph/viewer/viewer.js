@@ -343,6 +343,23 @@
     });
   }
 
+  // zoomed out, a group's name is still written, at screen size, where its box has room for it
+  function farLabel(box, text, top) {
+    var size = 12 / view.k;
+    if (box.w * view.k < 70 || (!top && box.h < size * 1.4)) return;
+    ctx.font = "600 " + size + "px system-ui, sans-serif";
+    ctx.fillStyle = "#1d2a44";
+    ctx.textAlign = "left";
+    var room = box.w - 8 / view.k, shown = text;
+    while (shown.length > 4 && ctx.measureText(shown).width > room) shown = shown.slice(0, -2);
+    var x = box.x + 4 / view.k, y = top ? box.y - 4 / view.k : box.y + box.h / 2 + size / 3;
+    shown = shown === text ? text : shown + "…";
+    ctx.lineWidth = 3 / view.k;
+    ctx.strokeStyle = "rgba(255,255,255,0.9)";
+    ctx.strokeText(shown, x, y);  // a halo, readable on any fill
+    ctx.fillText(shown, x, y);
+  }
+
   function drawBox(box, labels) {
     var id = box.id;
     if (box.kind === "open") {
@@ -358,6 +375,8 @@
         ctx.font = BOLD;
         ctx.textAlign = "left";
         ctx.fillText("▾ " + groupLines(g)[0] + "  (" + groups[g].size.toLocaleString() + ")", box.x + 8, box.y + 15);
+      } else {
+        farLabel(box, groupLines(g)[0], true);
       }
       return;
     }
@@ -389,6 +408,7 @@
     ctx.stroke();
     ctx.setLineDash([]);
     if (labels) drawLines(id < N ? nodeLines(id) : groupLines(id - N), box, id < N ? look.font : "#000000");
+    else if (id >= N) farLabel(box, groupLines(id - N)[0], false);
   }
 
   function drawEdge(edge, onPath) {
