@@ -255,6 +255,23 @@ def test_run_killed_during_push_leaves_remote_readable_and_next_run_completes_it
     assert _outputs(tmp_path, "carol") == _outputs(tmp_path, "alice")
 
 
+def test_a_remote_entry_of_the_older_store_format_is_pushed_again(tmp_path, plugin_env):
+    """A remote filled by a trtflow before store format 2 holds manifests a fetch cannot use: a run
+    that finds those steps cached locally pushes them again, so colleagues stop recomputing them."""
+    shared = _folder_remote(tmp_path / "nfs")
+    assert _run(tmp_path, plugin_env, shared, "alice").returncode == 0
+    for path in shared.entries():  # as the older trtflow wrote them
+        manifest = json.loads(Path(path).read_text())
+        Path(path).write_text(json.dumps({**manifest, "format": 1}))
+
+    cached = _run(tmp_path, plugin_env, shared, "alice")
+    assert cached.returncode == 0 and "2 cached" in cached.stdout, cached.stderr
+    assert [json.loads(Path(path).read_text())["format"] for path in shared.entries()] == [2, 2]
+    bob = _run(tmp_path, plugin_env, shared, "bob")
+    assert bob.returncode == 0 and "2 cached" in bob.stdout, bob.stderr
+    assert len(ledger_lines(plugin_env)) == 2  # computed once, by alice
+
+
 def test_configured_default_remote_offline_and_no_push(tmp_path, plugin_env):
     shared = _folder_remote(tmp_path / "nfs")
     recipe = write_recipe(tmp_path, RECIPE)
@@ -322,28 +339,79 @@ def test_unreachable_remote_is_a_warning_and_the_run_completes(tmp_path, plugin_
     assert "Traceback" not in result.stderr
 
 
+class _DeadEndpoint:
+    """A TCP port that hangs up on every connection, counting them: an S3 endpoint that is there
+    but never answers a request."""
+
+    def __init__(self):
+        self.connections = 0
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.1)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                connection, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            self.connections += 1
+            connection.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._listener.close()
+
+
 def test_a_dead_s3_endpoint_costs_one_failure_said_once(tmp_path, plugin_env):
-    """After the first failure to reach the remote the run stops asking it: one warning, not one
-    lookup, one push and their retries per step."""
+    """After the first failure to reach the remote the run stops asking it: one warning, and a
+    3-step run makes no more requests to it than a 1-step run (not one lookup, one push and their
+    retries per step)."""
     pytest.importorskip("s3fs", reason="pip install 'trtflow[remote]'")
-    options = {"client_kwargs": {"endpoint_url": f"http://127.0.0.1:{_free_port()}"}}
-    dead = Remote(
-        "s3://nobody-answers/cache",
-        {**S3_CREDENTIALS, "TRTFLOW_REMOTE_OPTIONS": json.dumps(options)},
-        list,
-        list,
-        print,
-    )
-    write_recipe(
-        tmp_path, RECIPE + '  third: {uses: test-sleep, with: {text: "3 ${steps.second.length}"}}\n'
-    )
-    result = _run(tmp_path, plugin_env, dead, "alice", "--jobs", "1")
-    assert result.returncode == 0, result.stderr
-    assert "3 ran" in result.stdout
-    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
-    assert len(warnings) == 1, result.stderr
-    assert "computing here instead, and this run no longer uses the remote" in warnings[0]
-    assert "Traceback" not in result.stderr
+    one_step = RECIPE.split("  second:")[0]
+    three_steps = RECIPE + '  third: {uses: test-sleep, with: {text: "3 ${steps.second.length}"}}\n'
+    asked = []
+    for name, text in (("one", one_step), ("three", three_steps)):
+        endpoint = _DeadEndpoint()
+        dead = Remote(
+            "s3://nobody-answers/cache",
+            {
+                **S3_CREDENTIALS,
+                "TRTFLOW_REMOTE_OPTIONS": json.dumps(
+                    {
+                        "client_kwargs": {"endpoint_url": endpoint.url},
+                        # botocore's own retries off (s3fs still retries 5 times), so that
+                        # the count of connections stays small and says how often the run asked
+                        "config_kwargs": {"retries": {"max_attempts": 1}},
+                    }
+                ),
+            },
+            list,
+            list,
+            print,
+        )
+        folder = tmp_path / name
+        folder.mkdir()
+        write_recipe(folder, text)
+        try:
+            result = _run(folder, plugin_env, dead, "alice", "--jobs", "1")
+        finally:
+            endpoint.close()
+        assert result.returncode == 0, result.stderr
+        assert f"{text.count('uses:')} ran" in result.stdout
+        warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+        assert len(warnings) == 1, result.stderr
+        assert "computing here instead, and this run no longer uses the remote" in warnings[0]
+        assert "Traceback" not in result.stderr
+        asked.append(endpoint.connections)
+    assert asked[1] == asked[0] > 0, (asked, warnings)
 
 
 @pytest.mark.parametrize(

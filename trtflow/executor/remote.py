@@ -226,12 +226,15 @@ class RemoteStore:
     @classmethod
     def open(cls, url: str, options: dict[str, Any]) -> RemoteStore:
         """The remote at `url`, opened once per process: the tasks of a run share it, and with it
-        what they learned (entries found damaged, a remote found unreachable)."""
+        what they learned (entries found damaged, a remote found unreachable). The backend gets a
+        copy of `options`: botocore rewrites `config_kwargs` in place when it connects, which
+        would file the next task's lookup under other options and open the remote afresh."""
+        named = (url, json.dumps(options, sort_keys=True))
         with _OPENING:
-            opened = _OPENED.get((url, json.dumps(options, sort_keys=True)))
+            opened = _OPENED.get(named)
             if opened is None:
-                opened = cls._open(url, options)
-                _OPENED[(url, json.dumps(options, sort_keys=True))] = opened
+                opened = cls._open(url, json.loads(named[1]))
+                _OPENED[named] = opened
             return opened
 
     @classmethod
@@ -302,9 +305,9 @@ class RemoteStore:
         return manifest
 
     def has(self, key: str) -> bool:
-        """Whether the remote holds an entry for `key` (its manifest; the blobs are checked on fetch)."""
-        with self._talking(f"looking up entry {key[:12]}"):
-            return self.fs.exists(self._manifest_path(key))
+        """Whether the remote holds an entry for `key` that a fetch can use (its manifest; the blobs
+        are checked on fetch). A manifest of an older store format is none: pushing replaces it."""
+        return self._manifest(key) is not None
 
     def keys(self) -> list[str]:
         """Every key with a manifest on the remote."""
