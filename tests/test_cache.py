@@ -230,7 +230,7 @@ steps:
     )
     gc = trtflow("cache", "gc", "--keep", recipe, cwd=tmp_path, env=plugin_env)
     assert gc.returncode == 0, gc.stderr
-    assert "1 entries, 1 journals" in gc.stdout
+    assert "1 entries, 1 unreferenced blobs, 1 journals" in gc.stdout  # hunt(3)'s values.json
     assert (
         len(list(workspace.glob("store/??/*"))) == 2
         and len(list(workspace.glob("journals/*.jsonl"))) == 1

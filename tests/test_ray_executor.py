@@ -24,9 +24,8 @@ from run_compare.models import mlp_chain, save
 from test_executors import WRONG_PARAM, progress_came_before_finish, same_as_threads
 
 from trtflow.errors import StepError
-from trtflow.executor.detached import worker_workspace
 from trtflow.executor.pools import RAY_RETRIES, run_on_ray_worker
-from trtflow.executor.tasks import StepTask
+from trtflow.executor.tasks import StepTask, worker_workspace
 from trtflow.schema.recipe import Resources
 
 try:

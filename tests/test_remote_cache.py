@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -316,7 +318,31 @@ def test_unreachable_remote_is_a_warning_and_the_run_completes(tmp_path, plugin_
     result = _run(tmp_path, plugin_env, broken, "alice")
     assert result.returncode == 0, result.stderr
     assert "computing here instead" in result.stderr
-    assert "the result is kept locally (`trtflow push` uploads it later)" in result.stderr
+    assert "keeps its results locally (`trtflow push` uploads them later)" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_dead_s3_endpoint_costs_one_failure_said_once(tmp_path, plugin_env):
+    """After the first failure to reach the remote the run stops asking it: one warning, not one
+    lookup, one push and their retries per step."""
+    pytest.importorskip("s3fs", reason="pip install 'trtflow[remote]'")
+    options = {"client_kwargs": {"endpoint_url": f"http://127.0.0.1:{_free_port()}"}}
+    dead = Remote(
+        "s3://nobody-answers/cache",
+        {**S3_CREDENTIALS, "TRTFLOW_REMOTE_OPTIONS": json.dumps(options)},
+        list,
+        list,
+        print,
+    )
+    write_recipe(
+        tmp_path, RECIPE + '  third: {uses: test-sleep, with: {text: "3 ${steps.second.length}"}}\n'
+    )
+    result = _run(tmp_path, plugin_env, dead, "alice", "--jobs", "1")
+    assert result.returncode == 0, result.stderr
+    assert "3 ran" in result.stdout
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, result.stderr
+    assert "computing here instead, and this run no longer uses the remote" in warnings[0]
     assert "Traceback" not in result.stderr
 
 
@@ -363,3 +389,143 @@ def test_worker_processes_fetch_from_the_remote(tmp_path, plugin_env):
     assert result.returncode == 0, result.stderr
     assert "2 cached" in result.stdout and len(ledger_lines(plugin_env)) == 2
     assert _outputs(tmp_path, "bob", manifests=True) == _outputs(tmp_path, "alice", manifests=True)
+
+
+TWINS = """
+trtflow: 1
+name: team
+steps:
+  first: {uses: test-sleep, with: {text: hello, size_kb: 300}}
+  twin: {uses: test-sleep, with: {text: hello, size_kb: 300, seconds: 0.01}}
+  second: {uses: test-sleep, with: {text: "length ${steps.first.length}"}}
+"""
+
+
+def test_push_delete_the_store_pull_and_verify_is_clean(tmp_path, plugin_env, remote):
+    """The local store and the remote are one object store: push moves the blobs the remote
+    lacks (a blob two entries share, once), pull brings them back into an empty store and checks
+    the entries out of them, and `cache verify` finds every blob and entry whole."""
+    recipe = write_recipe(tmp_path, TWINS)
+    env = {**plugin_env, **remote.env}
+    workspace = tmp_path / "alice"
+    ran = run_cli("run", recipe, "--workspace", workspace, "--offline", cwd=tmp_path, env=env)
+    assert ran.returncode == 0, ran.stderr
+    pushed = run_cli("push", recipe, "--workspace", workspace, "--remote", remote.url, env=env)
+    assert pushed.returncode == 0, pushed.stderr
+    # first and twin hold the same out.txt and values.json: 3 entries, 4 blobs
+    assert f"pushed 3 entries to {remote.url} (0 already there): 4 blobs" in pushed.stdout
+    assert len(remote.blobs()) == 4 and len(remote.entries()) == 3
+    before = _outputs(tmp_path, "alice", manifests=True)
+
+    shutil.rmtree(workspace / "store")
+    pulled = run_cli("pull", recipe, "--workspace", workspace, "--remote", remote.url, env=env)
+    assert pulled.returncode == 0, pulled.stderr
+    assert f"pulled 3 entries from {remote.url}: 4 blobs" in pulled.stdout
+    verify = run_cli("cache", "verify", "--workspace", workspace)
+    assert verify.returncode == 0, verify.stdout
+    assert "verified 3 entries: 0 damaged; 4 blobs: 0 damaged" in verify.stdout
+    cached = run_cli("run", recipe, "--workspace", workspace, "--offline", cwd=tmp_path, env=env)
+    assert cached.returncode == 0 and "3 cached" in cached.stdout, cached.stdout
+    assert _outputs(tmp_path, "alice", manifests=True) == before
+    assert len(ledger_lines(plugin_env)) == 3
+
+    # an edit: only the blobs of the changed entry travel, each way
+    write_recipe(tmp_path, TWINS.replace("length ${steps", "size ${steps"))
+    edited = run_cli("run", recipe, "--workspace", workspace, "--offline", cwd=tmp_path, env=env)
+    assert edited.returncode == 0, edited.stderr
+    again = run_cli("push", recipe, "--workspace", workspace, "--remote", remote.url, env=env)
+    assert f"pushed 1 entries to {remote.url} (2 already there): 2 blobs" in again.stdout
+    bob = tmp_path / "bob"
+    pulled_by_bob = run_cli("pull", "--workspace", bob, "--remote", remote.url, env=env)
+    assert f"pulled 4 entries from {remote.url}: 6 blobs" in pulled_by_bob.stdout
+    assert run_cli("cache", "verify", "--workspace", bob).returncode == 0
+
+
+def test_a_killed_push_leaves_nothing_the_next_push_does_not_collect(tmp_path, plugin_env):
+    """On a folder remote an upload is written under `tmp/` and renamed; what a killed push left
+    there is removed by the next push."""
+    shared = _folder_remote(tmp_path / "nfs")
+    write_recipe(tmp_path, RECIPE.replace("size_kb: 300", "size_kb: 60000"))
+    ran = run_cli("run", "recipe.yaml", "--workspace", "alice", cwd=tmp_path, env=plugin_env)
+    assert ran.returncode == 0, ran.stderr
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "TRTFLOW_WORKSPACE"},
+        **plugin_env,
+        "COLUMNS": "200",
+    }
+    pushing = subprocess.Popen(
+        [sys.executable, "-m", "trtflow", "push", "--workspace", "alice", "--remote", shared.url],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    leftovers = tmp_path / "nfs" / "tmp"
+    deadline = time.monotonic() + 60
+    while not (leftovers.is_dir() and any(p.stat().st_size for p in leftovers.iterdir())):
+        assert time.monotonic() < deadline and pushing.poll() is None, "the push never started"
+        time.sleep(0.01)
+    pushing.send_signal(signal.SIGKILL)
+    pushing.wait()
+    assert list(leftovers.iterdir()), "the killed push left its upload behind"
+    assert shared.entries() == [] or len(shared.entries()) < 2
+    again = run_cli("push", "--workspace", tmp_path / "alice", "--remote", shared.url, env=env)
+    assert again.returncode == 0, again.stderr
+    assert "removed 1 leftovers of killed pushes" in again.stdout, again.stdout
+    assert list(leftovers.iterdir()) == []
+    assert len(shared.entries()) == 2
+    assert not [p for p in (tmp_path / "nfs").rglob("*") if ".tmp" in p.name]
+
+
+class _Watched:
+    """A filesystem that counts the requests in flight at once (each takes 20 ms, as a far
+    bucket's do)."""
+
+    def __init__(self, fs):
+        self._fs, self.flying, self.most = fs, 0, 0
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str):
+        found = getattr(self._fs, name)
+        if name not in ("cat_file", "open"):
+            return found
+
+        def watched(*args, **kwargs):
+            with self._lock:
+                self.flying += 1
+                self.most = max(self.most, self.flying)
+            try:
+                time.sleep(0.02)
+                return found(*args, **kwargs)
+            finally:
+                with self._lock:
+                    self.flying -= 1
+
+        return watched
+
+
+def test_a_many_file_entry_is_fetched_concurrently(tmp_path):
+    """Each blob is a request: an entry of 200 files is fetched many blobs at a time, not one by one."""
+    import fsspec
+
+    from trtflow.executor.remote import WORKERS, RemoteStore
+    from trtflow.executor.store import Store
+    from trtflow.steps.base import folder
+
+    home = Store(tmp_path / "home")
+    key = "ab" * 32
+    work_dir = home.begin(key)
+    (work_dir / "many").mkdir()
+    for index in range(200):
+        (work_dir / "many" / f"{index}.bin").write_bytes(f"file {index}".encode())
+    home.commit(key, work_dir, {"many": folder("files")}, {}, {"step": "many"})
+    url = (tmp_path / "shared").as_uri()
+    fs, root = fsspec.core.url_to_fs(url)
+    RemoteStore(url, fs, root).push(home.lookup(key))
+
+    watched = _Watched(fs)
+    there = Store(tmp_path / "there")
+    with there.lock(key):
+        fetched = RemoteStore(url, watched, root).fetch(key, there)
+    assert fetched is not None and watched.most == WORKERS > 1
+    assert there.verify_all().damaged == [] and len(list(there.blob_digests())) == 200

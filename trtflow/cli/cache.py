@@ -59,21 +59,21 @@ def _minutes(created: str | None) -> str:
 def cache_verify(
     workspace: Path | None = WorkspaceOption, recipe: Path | None = CacheRecipeOption
 ) -> None:
-    """Re-hash every entry; remove damaged ones so the next run recomputes them (exit 1 if any)."""
+    """Check every entry against its manifest and every blob against its sha256; remove damaged ones
+    so the next run recomputes them (exit 1 if any)."""
     with errors_to_exit_codes(False):
-        from trtflow.executor.gc import damaged_entries
-
-        space = cache_workspace(workspace, recipe)
-        checked = damaged = 0
-        for entry, problems in damaged_entries(space.store):
-            checked += 1
-            if problems:
-                damaged += 1
-                print(
-                    f"damaged {entry.key[:12]} ({entry.manifest.get('step', '?')}): {'; '.join(problems)} — removed"
-                )
-        print(f"verified {checked} entries: {damaged} damaged")
-    raise typer.Exit(1 if damaged else 0)
+        verified = cache_workspace(workspace, recipe).store.verify_all()
+        for entry, problems in verified.damaged:
+            print(
+                f"damaged {entry.key[:12]} ({entry.manifest.get('step', '?')}): {'; '.join(problems)} — removed"
+            )
+        for digest in verified.damaged_blobs:
+            print(f"damaged blob {digest[:12]}: content does not match its sha256 — removed")
+        print(
+            f"verified {verified.entries} entries: {len(verified.damaged)} damaged; "
+            f"{verified.blobs} blobs: {len(verified.damaged_blobs)} damaged"
+        )
+    raise typer.Exit(1 if verified.damaged or verified.damaged_blobs else 0)
 
 
 def cache_gc(
@@ -115,6 +115,6 @@ def cache_gc(
         counts = {kind: len(paths) for kind, paths in collection.removed.items()}
         print(
             f"{'would remove' if dry_run else 'removed'} {counts['tmp']} temporary folders, {counts['entries']} "
-            f"entries, {counts['journals']} journals, {counts['runs']} run records, {counts['locks']} lock files "
-            f"and {counts['links']} broken output links"
+            f"entries, {counts['blobs']} unreferenced blobs, {counts['journals']} journals, {counts['runs']} run "
+            f"records, {counts['locks']} lock files and {counts['links']} broken output links"
         )

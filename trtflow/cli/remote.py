@@ -21,6 +21,7 @@ from trtflow.cli.common import (
     workspace_of,
 )
 from trtflow.errors import UsageError
+from trtflow.memory import human_size
 
 TransferRecipeArg = typer.Argument(
     None,
@@ -60,7 +61,8 @@ def push(
     remote: str | None = RemoteOption,
     debug: bool = DebugOption,
 ) -> None:
-    """Upload to the remote cache the local entries it lacks (those RECIPE uses, or all)."""
+    """Upload to the remote cache the local entries it lacks (those RECIPE uses, or all): the
+    blobs it lacks, then their manifests."""
     with errors_to_exit_codes(debug):
         from trtflow.executor import transfer
 
@@ -72,8 +74,12 @@ def push(
         )
         shared = transfer.transfer_remote(space, remote)
         with _transfer_bars() as bar:
-            pushed, considered = transfer.push(space, pipeline, shared, bar)
-        print(f"pushed {pushed} entries to {shared.url} ({considered - pushed} already there)")
+            moved = transfer.push(space, pipeline, shared, bar)
+        print(
+            f"pushed {moved.entries} entries to {shared.url} ({moved.present} already there): "
+            f"{moved.blobs} blobs, {human_size(moved.size)}"
+            + (f"; removed {moved.leftovers} leftovers of killed pushes" if moved.leftovers else "")
+        )
 
 
 def pull(
@@ -83,7 +89,8 @@ def pull(
     remote: str | None = RemoteOption,
     debug: bool = DebugOption,
 ) -> None:
-    """Download from the remote cache the entries this workspace lacks (those RECIPE uses, or all)."""
+    """Download from the remote cache the entries this workspace lacks (those RECIPE uses, or all):
+    the blobs it lacks, then each entry checked out from them."""
     with errors_to_exit_codes(debug):
         from trtflow.executor import transfer
 
@@ -95,8 +102,11 @@ def pull(
         )
         shared = transfer.transfer_remote(space, remote)
         with _transfer_bars() as bar:
-            pulled = transfer.pull(space, pipeline, shared, bar)
-        print(f"pulled {pulled} entries from {shared.url}")
+            moved = transfer.pull(space, pipeline, shared, bar)
+        print(
+            f"pulled {moved.entries} entries from {shared.url}: {moved.blobs} blobs, "
+            f"{human_size(moved.size)}"
+        )
 
 
 def remote_add(

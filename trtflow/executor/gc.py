@@ -1,14 +1,13 @@
-"""`trtflow cache gc` and `cache verify`: what a workspace may lose, decided here so the CLI only
-parses and prints.
+"""`trtflow cache gc`: what a workspace may lose, decided here so the CLI only parses and prints
+(`cache verify` is `Store.verify_all`).
 
-gc always removes leftovers of killed runs (temporary folders, trash, day-old lock files) and
-output links to entries that are gone. With `--keep RECIPE` it also removes every entry that the
+gc always removes leftovers of killed runs (temporary folders, trash, day-old lock files), blobs
+no entry uses, entries of an older store format and output links to entries that are gone. With `--keep RECIPE` it also removes every entry that the
 current state of the recipes recorded in this workspace does not use (`_in_use`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +15,6 @@ from trtflow.errors import TrtflowError, UsageError
 from trtflow.executor.links import broken_links
 from trtflow.executor.pipeline import load_pipeline
 from trtflow.executor.status import pipeline_status
-from trtflow.executor.store import Entry, Store
 from trtflow.executor.workspace import Workspace
 
 KEEP_RUN_RECORDS = 200  # `cache gc` keeps this many of the newest run records
@@ -27,6 +25,7 @@ GARBAGE_KINDS = {
     "runs": "run record",
     "locks": "lock file",
     "links": "broken output link",
+    "blobs": "unreferenced blob",
 }
 
 
@@ -126,14 +125,3 @@ def _in_use(
         "with --keep) so gc knows what they use, or give --force to remove them"
     )
     return used | set(unknown), None, [note]
-
-
-def damaged_entries(store: Store) -> Iterator[tuple[Entry, list[str]]]:
-    """Re-hash every entry; yield each damaged one with its problems after removing it, so the next
-    run recomputes it. `Iterator` so the CLI can say how many it checked."""
-    for entry in store.entries():
-        problems = store.verify(entry)
-        if problems:
-            with store.lock(entry.key):
-                store.evict(entry.key)
-        yield entry, problems

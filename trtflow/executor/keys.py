@@ -17,6 +17,9 @@ A key is made in two halves. `resolve` (where the run is driven) resolves refere
 entries of finished steps, validates params and hashes user files; `Resolved.complete_here` adds
 the environment facts on the machine that runs the step, so an engine built on a GPU worker is
 filed under that worker's TensorRT and GPU, never under those of the machine that started the run.
+A `Resolved` also keeps its params with each earlier step's output named by entry key and file
+(`template`), so a worker with a store of its own resolves them against that store (`params_in`):
+entries are found by key wherever they are checked out, never by the path they had elsewhere.
 `KeyWalk` is the one walk over a pipeline that `run`, `status` and `replay export` share.
 
 The journal of a long step is keyed by the same material minus its search budget, and a replay
@@ -27,14 +30,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from trtflow.errors import StepError
 from trtflow.executor.hashing import StatCache
 from trtflow.executor.pipeline import Pipeline, PlannedStep
-from trtflow.executor.store import Entry
+from trtflow.executor.store import Entry, Store
 from trtflow.schema.paths import PathResolver
 from trtflow.schema.source import format_path
 from trtflow.steps.base import Step, StepParams
@@ -185,19 +191,74 @@ class Prepared:
     key: str
 
 
+_IN_ENTRY = re.compile("\x00entry:([0-9a-f]{64})/([^\x00]*)\x00")
+
+
+def _in_entry(key: str, name: str) -> str:
+    """How a template names file `name` of the entry `key` (no recipe text can contain a NUL)."""
+    return f"\x00entry:{key}/{name}\x00"
+
+
+def _checked_out(
+    value: Any, store: Store, artifacts: dict[str, str], keys: set[str] | None = None
+) -> Any:
+    """`value` with every file a template names by entry key resolved to its checkout in `store`
+    (each path and its entry's key collected in `artifacts`, the keys also in `keys`)."""
+    if isinstance(value, dict):
+        return {k: _checked_out(v, store, artifacts, keys) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_checked_out(v, store, artifacts, keys) for v in value]
+    if isinstance(value, str) and "\x00" in value:
+
+        def checkout(match: re.Match) -> str:
+            path = (
+                str(store.entry_path(match[1]) / match[2])
+                if match[2]
+                else str(store.entry_path(match[1]))
+            )
+            artifacts.setdefault(path, match[1])
+            if keys is not None:
+                keys.add(match[1])
+            return path
+
+        return _IN_ENTRY.sub(checkout, value)
+    return value
+
+
 @dataclass(frozen=True)
 class Resolved:
     """A step's key material but for the facts of the machine that runs it. Picklable, so it can be
     handed to a worker that completes the key where the step runs."""
 
     kind: type[Step]
-    params: StepParams
+    params: StepParams  # validated against `store_root`'s checkouts
     params_identity: dict  # the params as they enter the key: paths replaced by identities
     labels: dict[str, str]
+    template: dict  # the params before validation, earlier outputs named by entry key and file
+    store_root: Path  # the store `params` point into
+    base_dir: Path  # where the recipe's relative paths start
+    needs: frozenset[str] = frozenset()  # the keys of the entries `template` names
 
-    def complete_here(self) -> Prepared:
-        """The whole key, with this machine's facts."""
-        env = self.kind().fingerprint(self.params)
+    def params_in(self, store: Store) -> StepParams:
+        """The params with earlier steps' outputs in `store`, which holds the `needs` entries."""
+        if store.root == self.store_root:
+            return self.params
+        artifacts: dict[str, str] = {}
+        params = _checked_out(self.template, store, artifacts)
+        try:
+            return self.kind.Params.model_validate(
+                params, context={"paths": PathResolver(self.base_dir, artifacts)}
+            )
+        except ValidationError as error:
+            raise StepError(
+                f"its params do not hold where it runs ({store.root}): {error}"
+            ) from None
+
+    def complete_here(self, store: Store | None = None) -> Prepared:
+        """The whole key, with this machine's facts, and the params for `store` (where the step
+        runs; the run's own store if not given)."""
+        params = self.params if store is None else self.params_in(store)
+        env = self.kind().fingerprint(params)
         step_material = material(
             self.kind.kind,
             self.kind.version,
@@ -206,15 +267,26 @@ class Resolved:
             self.labels,
             self.kind.report_schemas(),
         )
-        return Prepared(self.params, step_material, step_key(step_material))
+        return Prepared(params, step_material, step_key(step_material))
 
 
 def resolve(
-    pipeline: Pipeline, step: PlannedStep, entries: dict[str, Entry], stat_cache: StatCache
+    pipeline: Pipeline,
+    step: PlannedStep,
+    entries: dict[str, Entry],
+    stat_cache: StatCache,
+    store: Store,
 ) -> Resolved:
-    """Resolve a step's references against finished upstream entries; identify every path by content."""
+    """Resolve a step's references against finished upstream entries (in `store`); identify every
+    path by content."""
     artifacts: dict[str, tuple[str, str, str]] = {}
     value_outputs: dict[str, str] = {}
+
+    def by_key(step_id: str, output: str) -> Any:
+        entry = entries[step_id]
+        if output in entry.outputs and entry.outputs[output]["kind"] != "value":
+            return _in_entry(entry.key, entry.outputs[output]["path"])
+        return output_of(step_id, output)
 
     def output_of(step_id: str, output: str) -> Any:
         entry = entries[step_id]
@@ -236,6 +308,7 @@ def resolve(
         return resolved
 
     params_dict = pipeline.resolve_params(step, output_of)
+    template = pipeline.resolve_params(step, by_key)
     resolver = PathResolver(
         pipeline.recipe.base_dir,
         {path: identity[1] for path, identity in artifacts.items()},
@@ -252,7 +325,18 @@ def resolve(
         identities[user_file] = ("file", stat_cache.digest(path, step.kind.companions), label)
     labels: dict[str, str] = {}
     dumped = params.model_dump(mode="json", exclude=set(step.kind.Params.cosmetic))
-    return Resolved(step.kind, params, identify_paths(dumped, identities, labels), labels)
+    needs: set[str] = set()
+    _checked_out(template, store, {}, needs)
+    return Resolved(
+        step.kind,
+        params,
+        identify_paths(dumped, identities, labels),
+        labels,
+        template,
+        store.root,
+        pipeline.recipe.base_dir,
+        frozenset(needs),
+    )
 
 
 class KeyWalk:
@@ -264,9 +348,10 @@ class KeyWalk:
     workers finish by `run`.
     """
 
-    def __init__(self, pipeline: Pipeline, steps: list[str], stat_cache: StatCache):
+    def __init__(self, pipeline: Pipeline, steps: list[str], stat_cache: StatCache, store: Store):
         self.pipeline = pipeline
         self.stat_cache = stat_cache
+        self.store = store
         self.pending = list(steps)  # in dependency order; closed under "needs"
         self.entries: dict[str, Entry] = {}
         self.settled: set[str] = set()
@@ -286,7 +371,9 @@ class KeyWalk:
         return self.pipeline.steps[step_id]
 
     def resolve(self, step_id: str) -> Resolved:
-        return resolve(self.pipeline, self.pipeline.steps[step_id], self.entries, self.stat_cache)
+        return resolve(
+            self.pipeline, self.pipeline.steps[step_id], self.entries, self.stat_cache, self.store
+        )
 
     def settle(self, step_id: str, entry: Entry | None) -> None:
         if step_id in self.pending:

@@ -21,12 +21,19 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from trtflow.errors import StepError, UsageError
-from trtflow.executor.detached import bring_home, localize
 from trtflow.executor.store import Entry
-from trtflow.executor.tasks import StepEvents, StepTask, progress_of, run_task
+from trtflow.executor.tasks import (
+    StepEvents,
+    StepTask,
+    entry_here,
+    progress_of,
+    run_task,
+    worker_workspace,
+)
 
 if TYPE_CHECKING:
     from multiprocessing.queues import SimpleQueue
@@ -172,7 +179,7 @@ def _worker_environment() -> dict[str, str]:
 def run_on_ray_worker(task: StepTask, events: RayQueue) -> tuple[Entry, bool]:
     """A step on a Ray worker. A worker that reaches the run's workspace (a local cluster, or a
     mount every node has) runs the step there; one that shares no disk with the run runs it in a
-    workspace of its own, exchanging entries with the run through the remote cache (`detached`)."""
+    workspace of its own, exchanging entries with the run through the remote cache (`tasks`)."""
     if task.workspace.is_dir():
         return run_task(task, _QueuedEvents(events))
     if task.remote is None or not task.remote.push:
@@ -182,8 +189,9 @@ def run_on_ray_worker(task: StepTask, events: RayQueue) -> tuple[Entry, bool]:
             "to exchange entries through (`--remote URL`, without --no-push)",
             step=task.step_id,
         )
-    queued = _QueuedEvents(events)
-    return run_task(localize(task, task.remote.open(), progress_of(queued, task.step_id)), queued)
+    return run_task(
+        replace(task, workspace=worker_workspace(task.workspace)), _QueuedEvents(events)
+    )
 
 
 def _fits(needs: dict[str, float], node: dict[str, float]) -> bool:
@@ -280,7 +288,7 @@ class RayPool(StepPool):
             self.running.discard(reference)
             try:
                 entry, computed = done.result()
-                self.homing.submit(self._bring_home, task, entry, computed, result)
+                self.homing.submit(self._entry_here, task, entry, computed, result)
             except (
                 self.ray.exceptions.RayTaskError
             ) as error:  # the step's own error, as the thread pool gives it
@@ -299,14 +307,14 @@ class RayPool(StepPool):
         reference.future().add_done_callback(settle)
         return result
 
-    def _bring_home(
+    def _entry_here(
         self, task: StepTask, entry: Entry, computed: bool, result: Future[tuple[Entry, bool]]
     ) -> None:
         """Settle `result` with the run's own copy of the worker's entry (a download when the worker
         shares no disk with the run: in a thread of its own, never in Ray's callback thread)."""
         try:
             result.set_result(
-                (bring_home(task, entry, progress_of(self.observer, task.step_id)), computed)
+                (entry_here(task, entry, progress_of(self.observer, task.step_id)), computed)
             )
         except Exception as error:  # noqa: BLE001 - the run records it as the step's failure
             result.set_exception(error)

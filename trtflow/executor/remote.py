@@ -28,8 +28,12 @@ import hashlib
 import json
 import os
 import secrets
+import socket
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -45,6 +49,8 @@ REMOTE_VARIABLE = "TRTFLOW_REMOTE"
 OPTIONS_VARIABLE = "TRTFLOW_REMOTE_OPTIONS"
 CONFIG = "config.json"  # in the workspace: {"remotes": {name: url}, "default": name}
 CHUNK = 1 << 20  # bytes read and written at a time; progress is reported per chunk
+WORKERS = 16  # blobs moving at once: an object store's cost is its latency per request
+TMP = "tmp"  # on a folder remote: where uploads are written before their rename
 
 Progress = Callable[
     [float, "float | None", str], None
@@ -160,13 +166,49 @@ def _safe_name(name: str) -> bool:
     return bool(name) and not path.is_absolute() and ".." not in path.parts
 
 
-class RemoteStore:
-    """Entries on an fsspec filesystem; verbs mirror the local store's: `has`, `fetch`, `push`, `keys`."""
+@dataclass
+class Tally:
+    """Blobs and bytes moved, counted from every transfer thread."""
 
-    def __init__(self, url: str, filesystem: Any, root: str):
+    blobs: int = 0
+    size: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, size: int) -> None:
+        with self.lock:
+            self.blobs += 1
+            self.size += size
+
+
+class _Meter:
+    """One progress report for the files of an entry moving on several threads at once."""
+
+    def __init__(self, progress: Progress, total: float, note: str):
+        self.progress, self.total, self.note = progress, total, note
+        self.done = 0.0
+        self.lock = threading.Lock()
+
+    def add(self, amount: int) -> None:
+        with self.lock:
+            self.done += amount
+            self.progress(self.done, self.total, self.note)
+
+
+_OPENED: dict[tuple[str, str], RemoteStore] = {}
+_OPENING = threading.Lock()
+
+
+class RemoteStore:
+    """The object store of `store.py` on an fsspec filesystem: the same blobs, one manifest per
+    entry. `fetch` and `push` move the blobs one side lacks, `workers` at a time (an object
+    store's latency is per request, so a 1,800-file entry moved one file at a time waits 1,800
+    round trips)."""
+
+    def __init__(self, url: str, filesystem: Any, root: str, workers: int = WORKERS):
         self.url = url
         self.fs = filesystem
         self.root = root.rstrip("/")
+        self.workers = workers
         protocols = (
             (filesystem.protocol,) if isinstance(filesystem.protocol, str) else filesystem.protocol
         )
@@ -176,9 +218,24 @@ class RemoteStore:
         self.damaged: set[str] = (
             set()
         )  # keys found damaged here: their next push rewrites every blob
+        self.sent, self.received = Tally(), Tally()
+        self.gone: str | None = None  # why a run stopped using this remote (see `give_up`)
+        self._gone_lock = threading.Lock()
+        self._swept = False
 
     @classmethod
     def open(cls, url: str, options: dict[str, Any]) -> RemoteStore:
+        """The remote at `url`, opened once per process: the tasks of a run share it, and with it
+        what they learned (entries found damaged, a remote found unreachable)."""
+        with _OPENING:
+            opened = _OPENED.get((url, json.dumps(options, sort_keys=True)))
+            if opened is None:
+                opened = cls._open(url, options)
+                _OPENED[(url, json.dumps(options, sort_keys=True))] = opened
+            return opened
+
+    @classmethod
+    def _open(cls, url: str, options: dict[str, Any]) -> RemoteStore:
         try:
             import fsspec
         except ImportError:
@@ -196,6 +253,18 @@ class RemoteStore:
                 f"remote {url}: {error}; check the URL and ${OPTIONS_VARIABLE}"
             ) from None
         return cls(url, filesystem, root)
+
+    def give_up(self, error: RemoteError, consequence: str) -> None:
+        """Stop using this remote for the rest of the process after its first failure, saying so
+        once: a remote that does not answer would otherwise cost its timeouts on every step."""
+        with self._gone_lock:
+            if self.gone is not None:
+                return
+            self.gone = str(error)
+        warn(
+            f"{error}; {consequence}, and this run no longer uses the remote: it computes what it "
+            "lacks here and keeps its results locally (`trtflow push` uploads them later)"
+        )
 
     def _manifest_path(self, key: str) -> str:
         return f"{self.root}/entries/{key[:2]}/{key}.json"
@@ -247,42 +316,73 @@ class RemoteStore:
             )
         return sorted(PurePosixPath(path).stem for path in found if path.endswith(".json"))
 
+    def _each(self, work: Callable[[Any], None], items: list) -> None:
+        """`work(item)` for every item, `workers` at a time; the first failure stops the rest and
+        is raised once every started transfer has ended (none is left writing)."""
+        if len(items) <= 1 or self.workers <= 1:
+            for item in items:
+                work(item)
+            return
+        with ThreadPoolExecutor(min(self.workers, len(items))) as pool:
+            futures = [pool.submit(work, item) for item in items]
+            try:
+                for future in as_completed(futures):
+                    future.result()
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+
     def fetch(self, key: str, store: Store, progress: Progress = _no_progress) -> Entry | None:
         """Download the entry for `key` into `store` and return it; None when the remote has no whole,
-        intact entry. Each file is hashed as it is written and the entry sealed only when all match,
-        so a damaged remote entry is reported and never used. Call under `store.lock(key)`."""
+        intact entry. Only the blobs `store` lacks travel, each hashed as it is written and made a
+        local blob only when it matches; the entry is checked out from the blobs and sealed. So a
+        damaged remote entry is reported and never used. Call under `store.lock(key)`."""
         manifest = self._manifest(key)
         if manifest is None:
             return None
-        files = manifest["files"]
-        total = float(sum(meta.get("size", 0) for meta in files.values()))
-        done = 0.0
+        files: dict[str, dict] = manifest["files"]
+        downloads = store.begin(key)
         work_dir = store.begin(key)
         try:
             for name, meta in files.items():
-                if not _safe_name(name):
+                if not _safe_name(name) or not isinstance(meta.get("sha256"), str):
                     raise DamagedEntry(f"file name {name!r} leaves the entry")
-                target = work_dir / name
-                target.parent.mkdir(parents=True, exist_ok=True)
-                digest = hashlib.sha256()
-                with self._talking(f"downloading {name} of entry {key[:12]}"):
-                    with (
-                        self.fs.open(self._blob_path(meta["sha256"]), "rb") as source,
-                        open(target, "wb") as sink,
-                    ):
-                        while chunk := source.read(CHUNK):
-                            digest.update(chunk)
-                            sink.write(chunk)
-                            done += len(chunk)
-                            progress(done, total, "fetching from remote")
-                if digest.hexdigest() != meta["sha256"] or target.stat().st_size != meta["size"]:
-                    raise DamagedEntry(f"{name}: content does not match its sha256")
+            wanted = {  # blobs the store lacks, each once, and the private files
+                meta["sha256"]: meta
+                for meta in files.values()
+                if not meta.get("private") and not store.has_blob(meta["sha256"], meta["size"])
+            }
+            private = [name for name, meta in files.items() if meta.get("private")]
+            meter = _Meter(
+                progress,
+                float(sum(m["size"] for m in wanted.values()))
+                + sum(files[name]["size"] for name in private),
+                "fetching from remote",
+            )
+            names = {meta["sha256"]: name for name, meta in files.items()}
+            jobs: list[tuple[Path, dict, str]] = [
+                (downloads / digest, meta, names[digest]) for digest, meta in wanted.items()
+            ]
+            jobs += [(work_dir / name, files[name], name) for name in private]
+            with self._talking(f"downloading entry {key[:12]}"):
+                self._each(lambda job: self._download(job[0], job[1], job[2], meter), jobs)
+            for digest in wanted:
+                store.add_blob(downloads / digest, digest)
+            for name, meta in files.items():
+                if not meta.get("private") and not store.checkout(manifest, work_dir, name):
+                    with self._talking(f"downloading {name} of entry {key[:12]}"):
+                        self._download(
+                            work_dir / name, meta, name, meter
+                        )  # its blob went meanwhile
             entry = store.seal(key, work_dir, manifest)
         except (DamagedEntry, FileNotFoundError) as error:
             store.discard(work_dir)
             self.damaged.add(key)
             detail = (
-                f"{error.filename}: missing" if isinstance(error, FileNotFoundError) else str(error)
+                f"{_blob_name(error.filename)}: missing"
+                if isinstance(error, FileNotFoundError)
+                else str(error)
             )
             warn(
                 f"remote {self.url}: entry {key[:12]} ({manifest.get('step', '?')}) is damaged ({detail}); "
@@ -292,31 +392,70 @@ class RemoteStore:
         except BaseException:
             store.discard(work_dir)
             raise
+        finally:
+            store.discard(downloads)
         self.damaged.discard(key)
         return entry
 
+    def _download(self, target: Path, meta: dict, name: str, meter: _Meter) -> None:
+        """Download the blob `meta` names (file `name` of the entry) to `target`, hashing it on the
+        way (DamagedEntry if the bytes are not the ones the manifest names)."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256()
+        path = self._blob_path(meta["sha256"])
+        with open(target, "wb") as sink:
+            if meta["size"] <= CHUNK:  # one request; opening a file first asks for its size
+                content = self.fs.cat_file(path)
+                digest.update(content)
+                sink.write(content)
+                meter.add(len(content))
+            else:
+                with self.fs.open(path, "rb") as source:
+                    while chunk := source.read(CHUNK):
+                        digest.update(chunk)
+                        sink.write(chunk)
+                        meter.add(len(chunk))
+        if digest.hexdigest() != meta["sha256"] or target.stat().st_size != meta["size"]:
+            raise DamagedEntry(f"{name}: content does not match its sha256")
+        self.received.add(meta["size"])
+
     def push(self, entry: Entry, progress: Progress = _no_progress) -> None:
-        """Upload `entry`: blobs the remote lacks (every blob, if the remote's entry was found damaged),
-        then the manifest last. Pushing a key twice, or from two machines at once, is harmless."""
+        """Upload `entry`: the blobs the remote lacks (every blob, if the remote's entry was found
+        damaged), read from the entry's checkout, then the manifest last. Pushing a key twice, or
+        from two machines at once, is harmless."""
         repair = entry.key in self.damaged
-        files = entry.manifest["files"]
-        total = float(sum(meta["size"] for meta in files.values()))
-        done = 0.0
-        for name, meta in files.items():
-            blob = self._blob_path(meta["sha256"])
-            with self._talking(f"checking {name} of entry {entry.key[:12]}"):
-                present = not repair and self._size(blob) == meta["size"]
-            if not present:
+        if self.is_folder and not self._swept:
+            self._swept = True
+            self.collect_leftovers()
+        blobs: dict[str, tuple[Path, int]] = {
+            meta["sha256"]: (entry.path / name, meta["size"])
+            for name, meta in entry.manifest["files"].items()
+        }
+        with self._talking(f"checking the blobs of entry {entry.key[:12]}"):
+            missing = sorted(blobs) if repair else self._missing(blobs)
+        meter = _Meter(progress, float(sum(blobs[d][1] for d in missing)), "pushing to remote")
 
-                def report(sent: float, base: float = done) -> None:
-                    progress(base + sent, total, "pushing to remote")
+        def upload(digest: str) -> None:
+            source, size = blobs[digest]
+            self._publish(self._blob_path(digest), source, meter.add)
+            self.sent.add(size)
 
-                with self._talking(f"uploading {name} of entry {entry.key[:12]}"):
-                    self._publish(blob, entry.path / name, report)
-            done += meta["size"]
+        with self._talking(f"uploading entry {entry.key[:12]}"):
+            self._each(upload, missing)
         with self._talking(f"uploading the manifest of entry {entry.key[:12]}"):
             self._publish(self._manifest_path(entry.key), entry.path / MANIFEST, lambda sent: None)
         self.damaged.discard(entry.key)
+
+    def _missing(self, blobs: dict[str, tuple[Path, int]]) -> list[str]:
+        """The digests among `blobs` the remote has no blob of that size for (asked concurrently)."""
+        missing: list[str] = []
+
+        def check(digest: str) -> None:
+            if self._size(self._blob_path(digest)) != blobs[digest][1]:
+                missing.append(digest)
+
+        self._each(check, sorted(blobs))
+        return sorted(missing)
 
     def _journal_path(self, journal_key: str) -> str:
         return f"{self.root}/journals/{journal_key}.jsonl"
@@ -349,18 +488,23 @@ class RemoteStore:
         except FileNotFoundError:
             return None
 
-    def _publish(self, path: str, source: Path, report: Callable[[float], None]) -> None:
-        """Write `source` to `path` so readers see all of it or nothing (see the module docstring)."""
-        target = f"{path}.tmp-{os.getpid()}-{secrets.token_hex(4)}" if self.is_folder else path
+    def _publish(self, path: str, source: Path, report: Callable[[int], None]) -> None:
+        """Write `source` to `path` so readers see all of it or nothing (see the module docstring).
+        On a folder the bytes go to `tmp/<host>-<pid>-<random>` first, where a push killed
+        midway leaves them for `collect_leftovers`, never beside the blobs."""
+        target = (
+            f"{self.root}/{TMP}/{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(6)}"
+            if self.is_folder
+            else path
+        )
         if self.is_folder:
             self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-        sent = 0
+            self.fs.makedirs(f"{self.root}/{TMP}", exist_ok=True)
         try:
             with open(source, "rb") as reader, self.fs.open(target, "wb") as writer:
                 while chunk := reader.read(CHUNK):
                     writer.write(chunk)
-                    sent += len(chunk)
-                    report(sent)
+                    report(len(chunk))
             if self.is_folder:
                 self.fs.mv(target, path)
         except BaseException:
@@ -368,29 +512,76 @@ class RemoteStore:
                 self.fs.rm_file(target)
             raise
 
+    def collect_leftovers(self) -> list[str]:
+        """Remove what killed pushes left on a folder remote: their `tmp/` files whose writer is
+        gone (a process of this host that no longer runs, or a day without a write), and the
+        `*.tmp-<pid>-<hex>` files that pushes of trtflow before `tmp/` left beside blobs and
+        manifests (after a day). Object stores publish an object only when its upload completes:
+        what a killed upload leaves there is an incomplete multipart upload, which the bucket's
+        lifecycle rule (AbortIncompleteMultipartUpload) removes."""
+        if not self.is_folder:
+            return []
+        removed = []
+        with self._talking("collecting the leftovers of killed pushes"):
+            candidates = (
+                self.fs.glob(f"{self.root}/{TMP}/*")
+                + self.fs.glob(f"{self.root}/blobs/*/*.tmp-*")
+                + self.fs.glob(f"{self.root}/entries/*/*.tmp-*")
+            )
+            for path in candidates:
+                if _abandoned(path, self.fs.info(path)):
+                    self.fs.rm_file(path)
+                    removed.append(path)
+        return removed
+
+
+def _abandoned(path: str, info: dict) -> bool:
+    """Whether the temporary file at `path` is no upload's any more."""
+    mtime = info.get("mtime") or info.get("created") or 0
+    if time.time() - float(mtime) > 86400:
+        return True
+    host, _, rest = PurePosixPath(path).name.rpartition("-")[0].rpartition("-")
+    if host != socket.gethostname():
+        return False
+    try:
+        os.kill(int(rest), 0)
+    except (ValueError, ProcessLookupError):
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _blob_name(path: str | None) -> str:
+    """A missing blob as a reader can find it: `blobs/ab/abcdef...`."""
+    return "/".join(PurePosixPath(path or "?").parts[-3:])
+
 
 # -- what a run does with it ----------------------------------------------------------------------
 
 
 def fetch_for_run(remote: RemoteStore, key: str, store: Store, progress: Progress) -> Entry | None:
-    """A run's remote lookup: a remote that cannot be reached is a miss, with a warning."""
+    """A run's remote lookup: a remote that cannot be reached is a miss, and after its first
+    failure it is not asked again (`RemoteStore.give_up`)."""
+    if remote.gone:
+        return None
     try:
         return remote.fetch(key, store, progress)
     except RemoteError as error:
-        warn(f"{error}; computing here instead")
+        remote.give_up(error, "computing here instead")
         return None
 
 
 def share_for_run(remote: RemoteStore, entry: Entry, computed: bool, progress: Progress) -> None:
     """A run's push: what it computed, and what it found locally but the remote lacks (a push an
     earlier run did not finish). A failed push is a warning: the run's results stand."""
-    if entry.manifest.get("incomplete"):
+    if entry.manifest.get("incomplete") or remote.gone:
         return
     try:
         if computed or entry.key in remote.damaged or not remote.has(entry.key):
             remote.push(entry, progress)
     except RemoteError as error:
-        warn(f"{error}; the result is kept locally (`trtflow push` uploads it later)")
+        remote.give_up(error, "the result is kept locally")
 
 
 class JournalMirror:
@@ -401,22 +592,20 @@ class JournalMirror:
     def __init__(self, remote: RemoteStore, journal_key: str):
         self.remote = remote
         self.journal_key = journal_key
-        self.failed = False
 
     def pull(self, path: Path) -> None:
         """Bring the remote journal to `path` unless there is a local one (it is at least as new)."""
-        if path.exists():
+        if path.exists() or self.remote.gone:
             return
         try:
             self.remote.get_journal(self.journal_key, path)
         except RemoteError as error:
-            warn(f"{error}; the search starts without the trials it holds")
+            self.remote.give_up(error, "the search starts without the trials it holds")
 
     def push(self, path: Path) -> None:
-        if self.failed:
+        if self.remote.gone:
             return
         try:
             self.remote.put_journal(self.journal_key, path)
         except RemoteError as error:
-            self.failed = True
-            warn(f"{error}; trials are kept in the local journal only")
+            self.remote.give_up(error, "trials are kept in the local journal only")

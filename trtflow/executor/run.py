@@ -158,7 +158,7 @@ def _run(
     started = time.monotonic()
     selected = _selected(pipeline, options.only)
     stat_cache = workspace.stat_cache()
-    walk = KeyWalk(pipeline, selected, stat_cache)
+    walk = KeyWalk(pipeline, selected, stat_cache, workspace.store)
     outcomes: dict[str, StepOutcome] = {}
     jobs = max(1, options.jobs)
     pool = POOLS[options.executor](jobs, observer, options.address)

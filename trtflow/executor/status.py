@@ -40,7 +40,7 @@ def pipeline_status(
 ) -> list[StepStatus]:
     stat_cache = workspace.stat_cache()
     order = steps or pipeline.order
-    walk = KeyWalk(pipeline, order, stat_cache)
+    walk = KeyWalk(pipeline, order, stat_cache, workspace.store)
     statuses: dict[str, StepStatus] = {}
     try:
         for step_id in order:

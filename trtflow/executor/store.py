@@ -1,11 +1,25 @@
 """The content-addressed store: where step outputs live, and how they get there safely.
 
-`<root>/<key[:2]>/<key>/` holds one step run's outputs and its `manifest.json`. A step writes
-into a private folder under `<root>/tmp/`; `commit` hashes what it wrote, marks the files
-read-only (the output links point here), writes the manifest last, fsyncs, and renames the folder
-into place. A rename is atomic, so an entry either exists whole or not at all: a kill, a crash or
-a full disk leaves only a `tmp/` folder that `gc` removes. An entry folder without a readable
-manifest is never a hit.
+The store is an object store in the manner of DVC / dvc-data, the same shape as a remote cache
+(`remote.py`), so moving entries between them moves only the blobs one side lacks:
+
+```
+<root>/blobs/<sha[:2]>/<sha256>   the bytes of every output file, once, named by their sha256
+<root>/<key[:2]>/<key>/           an entry: its manifest.json and a checkout of its files
+```
+
+An entry's manifest lists its files by relative name, sha256 and size — never by absolute path.
+The checkout is what output links and `${steps.ID.output}` point at: its files are hard links to
+their blobs (a copy where the filesystem cannot link), so a weight file that ten entries hold is
+stored once. Files a tool refuses to read through a hard link are *private*: the declared
+companions of a file output (`Output.companions`, ONNX external data, which onnx refuses when its
+link count is above one) are kept as the checkout's own copy and never linked to a blob.
+
+A step writes into a private folder under `<root>/tmp/`; `commit` hashes what it wrote, makes the
+files read-only blobs (or links to the blob already there), writes the manifest last, fsyncs, and
+renames the folder into place. A rename is atomic, so an entry either exists whole or not at all:
+a kill, a crash or a full disk leaves only a `tmp/` folder (and blobs no manifest names) that `gc`
+removes. An entry folder without a readable manifest of this store format is never a hit.
 """
 
 from __future__ import annotations
@@ -16,7 +30,7 @@ import secrets
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +41,10 @@ from trtflow.steps.base import Output
 
 MANIFEST = "manifest.json"
 VALUES = "values.json"
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2
+"""Store format: 2 since entries are checkouts of shared blobs (format 1 entries are recomputed
+and removed by `cache gc`)."""
+BLOBS = "blobs"
 
 
 class MissingOutput(Exception):
@@ -61,6 +78,17 @@ def _fsync(path: Path) -> None:
         os.close(descriptor)
 
 
+def _private_files(outputs: dict[str, dict]) -> set[str]:
+    """The companions of file outputs: kept as the checkout's own copies, never hard-linked."""
+    return {
+        member
+        for output in outputs.values()
+        if output["kind"] == "file"
+        for member in output["members"]
+        if member != output["path"]
+    }
+
+
 def _output_files(work_dir: Path, name: str, output: Output, all_files: list[str]) -> list[str]:
     """The files making up one output: a folder's content, or a file plus the companions its
     output declares (`Output.companions`)."""
@@ -76,9 +104,13 @@ class Store:
         self.tmp = root / "tmp"
         self.locks = root / "locks"
         self.trash = root / "trash"
+        self.blobs = root / BLOBS
 
     def entry_path(self, key: str) -> Path:
         return self.root / key[:2] / key
+
+    def blob_path(self, digest: str) -> Path:
+        return self.blobs / digest[:2] / digest
 
     def lock(self, key: str) -> FileLock:
         """Held while a step computes `key`, so concurrent runs compute it once."""
@@ -171,6 +203,8 @@ class Store:
                 "digest": digest,
                 "members": members,
             }
+        for name in _private_files(manifest_outputs):
+            files[name]["private"] = True
         manifest = {
             "format": MANIFEST_FORMAT,
             "key": key,
@@ -182,11 +216,13 @@ class Store:
 
     def seal(self, key: str, work_dir: Path, manifest: dict) -> Entry:
         """Make `work_dir`, holding the files `manifest` lists, the entry for `key`: files made
-        durable and read-only, the manifest last, then the rename. `commit` seals what a step
-        wrote; a remote cache seals an entry it downloaded and verified."""
-        for name in manifest["files"]:
+        durable, read-only and blobs (private files excepted), the manifest last, then the rename.
+        `commit` seals what a step wrote; a pull seals an entry it checked out from blobs."""
+        for name, meta in manifest["files"].items():
             _fsync(work_dir / name)
             (work_dir / name).chmod(0o444)
+            if not meta.get("private"):
+                self._share(work_dir / name, meta)
         manifest_path = work_dir / MANIFEST
         with open(manifest_path, "w") as handle:
             json.dump(manifest, handle, indent=1, sort_keys=True)
@@ -202,6 +238,72 @@ class Store:
         os.rename(work_dir, final)
         _fsync(final.parent)
         return Entry(key, final, manifest)
+
+    def _share(self, path: Path, meta: dict) -> None:
+        """Make the file at `path` one with its blob: it becomes the blob when the store lacks it (or
+        holds a damaged one, by size), else it is replaced by a hard link to the blob already there.
+        A blob `gc` removes meanwhile is simply made again (see `_collect_blob`)."""
+        blob = self.blob_path(meta["sha256"])
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(100):
+            try:
+                os.link(path, blob)
+                return
+            except FileExistsError:
+                pass
+            except OSError:  # no hard links here (or too many): the checkout keeps its own copy
+                return
+            try:
+                same = os.path.samefile(path, blob)
+                if same:
+                    return
+                if blob.stat().st_size != meta["size"]:  # a truncated blob: this file replaces it
+                    self.replace_blob(path, blob)
+                    return
+                linked = path.with_name(f".{path.name}.{secrets.token_hex(4)}.link")
+                os.link(blob, linked)
+            except FileNotFoundError:  # collected between our two calls: become the blob
+                continue
+            except OSError:
+                return
+            os.replace(linked, path)
+            return
+
+    def replace_blob(self, path: Path, blob: Path) -> None:
+        """Make `path` the blob, whatever was there (a rename: readers see one or the other)."""
+        temporary = blob.with_name(f"{blob.name}.{secrets.token_hex(4)}.new")
+        os.link(path, temporary)
+        os.replace(temporary, blob)
+
+    def checkout(self, manifest: dict, work_dir: Path, name: str) -> bool:
+        """Put file `name` of `manifest` into `work_dir` from its blob (a hard link, else a copy);
+        False when the store lacks the blob or the file is private (its bytes come from elsewhere)."""
+        meta = manifest["files"][name]
+        if meta.get("private") or not self.has_blob(meta["sha256"], meta["size"]):
+            return False
+        blob, target = self.blob_path(meta["sha256"]), work_dir / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(blob, target)
+        except FileNotFoundError:  # collected meanwhile
+            return False
+        except OSError:  # no hard links on this filesystem
+            shutil.copyfile(blob, target)
+        return True
+
+    def has_blob(self, digest: str, size: int) -> bool:
+        try:
+            return self.blob_path(digest).stat().st_size == size
+        except OSError:
+            return False
+
+    def add_blob(self, source: Path, digest: str) -> None:
+        """Make the downloaded, verified file `source` the blob `digest` (a rename: atomic)."""
+        blob = self.blob_path(digest)
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        source.chmod(0o444)
+        _fsync(source)
+        os.replace(source, blob)
 
     def discard(self, work_dir: Path) -> None:
         shutil.rmtree(work_dir, ignore_errors=True)
@@ -228,10 +330,22 @@ class Store:
             for path in sorted(shard.iterdir()):
                 yield Entry(path.name, path, self._manifest(path.name) or {})
 
-    def verify(self, entry: Entry) -> list[str]:
-        """What is wrong with an entry's files, by re-hashing them all (empty when whole)."""
+    def blob_digests(self) -> Iterator[str]:
+        """The digest of every blob in the store."""
+        if not self.blobs.is_dir():
+            return
+        for shard in sorted(self.blobs.iterdir()):
+            for blob in sorted(shard.iterdir()) if shard.is_dir() else ():
+                if len(blob.name) == 64:
+                    yield blob.name
+
+    def verify(self, entry: Entry, blobs: BlobCheck | None = None) -> list[str]:
+        """What is wrong with an entry's files (empty when whole). A file that is its blob's hard
+        link is as good as the blob (`blobs` hashes each blob once for the whole store); a copy
+        or a private file is re-hashed."""
         if not entry.manifest:
-            return ["no readable manifest"]
+            return ["no readable manifest (or one of an older store format)"]
+        blobs = blobs or BlobCheck(self)
         problems = []
         for name, meta in entry.manifest["files"].items():
             path = entry.path / name
@@ -239,14 +353,54 @@ class Store:
                 problems.append(f"{name}: missing")
             elif path.stat().st_size != meta["size"]:
                 problems.append(f"{name}: size {path.stat().st_size}, expected {meta['size']}")
+            elif self._is_blob(path, meta):
+                if problem := blobs.problem(meta["sha256"]):
+                    problems.append(f"{name}: {problem}")
             elif file_digest(path) != meta["sha256"]:
                 problems.append(f"{name}: content changed (sha256 mismatch)")
+            elif not meta.get("private") and blobs.problem(meta["sha256"]):
+                blobs.repair(meta["sha256"], path)  # a sound copy replaces a missing or bad blob
         return problems
 
+    def verify_all(self) -> Verified:
+        """`cache verify`: every entry against its manifest and blobs, every blob against its
+        digest. Damaged entries and blobs are removed, so the next run recomputes (or pulls) them."""
+        blobs = BlobCheck(self)
+        verified = Verified()
+        for entry in self.entries():
+            verified.entries += 1
+            if problems := self.verify(entry, blobs):
+                verified.damaged.append((entry, problems))
+                with self.lock(entry.key):
+                    self.evict(entry.key)
+        verified.damaged_blobs = blobs.damaged()
+        verified.blobs = len(blobs.found)
+        for digest in verified.damaged_blobs:
+            self._collect_blob(self.blob_path(digest), force=True)
+        return verified
+
+    def _is_blob(self, path: Path, meta: dict) -> bool:
+        try:
+            return not meta.get("private") and os.path.samefile(
+                path, self.blob_path(meta["sha256"])
+            )
+        except OSError:
+            return False
+
+    def referenced_blobs(self) -> set[str]:
+        """The digests the manifests of this store name (private files aside)."""
+        return {
+            meta["sha256"]
+            for entry in self.entries()
+            for meta in entry.manifest.get("files", {}).values()
+            if not meta.get("private")
+        }
+
     def collect_garbage(self, keep: set[str] | None, dry_run: bool = False) -> dict[str, list[str]]:
-        """Remove abandoned temp folders and, when `keep` is given, every entry not in it; returns
-        what was removed (with `dry_run`, what would be), per kind."""
-        removed: dict[str, list[str]] = {"tmp": [], "entries": [], "locks": []}
+        """Remove abandoned temp folders, entries of an older store format, blobs no entry uses and,
+        when `keep` is given, every entry not in it; returns what was removed (with `dry_run`, what
+        would be), per kind."""
+        removed: dict[str, list[str]] = {"tmp": [], "entries": [], "locks": [], "blobs": []}
         if self.locks.is_dir():  # a lock file can only go once nobody uses it; a day's age says so
             for lock_file in self.locks.glob("*.lock"):
                 if (
@@ -263,17 +417,110 @@ class Store:
                         removed["tmp"].append(str(path))
                         if not dry_run:
                             shutil.rmtree(path, ignore_errors=True)
-        if keep is not None:
-            for entry in list(self.entries()):
-                if entry.key not in keep:
-                    removed["entries"].append(
-                        f"{entry.key[:12]} ({entry.manifest.get('recipe', '?')} "
-                        f"{entry.manifest.get('step', '?')})"
-                    )
-                    if not dry_run:
-                        with self.lock(entry.key):
-                            self.evict(entry.key)
+        for entry in list(self.entries()):
+            unused = keep is not None and entry.key not in keep
+            if not (unused or not entry.manifest):
+                continue
+            removed["entries"].append(
+                f"{entry.key[:12]} ({entry.manifest.get('recipe', '?')} {entry.manifest.get('step', '?')})"
+                if entry.manifest
+                else f"{entry.key[:12]} (no manifest of this store format)"
+            )
+            if not dry_run:
+                with self.lock(entry.key):
+                    if unused or not self._manifest(entry.key):
+                        self.evict(entry.key)
+        removed["blobs"] = self._collect_blobs(dry_run)
         return removed
+
+    def _collect_blobs(self, dry_run: bool) -> list[str]:
+        """Remove the blobs no entry names and nothing links to (a commit in progress links its
+        files to their blobs before its manifest exists, so the link count speaks for it)."""
+        used = self.referenced_blobs()
+        removed = []
+        for digest in list(self.blob_digests()):
+            blob = self.blob_path(digest)
+            try:
+                if digest in used or blob.stat().st_nlink > 1:
+                    continue
+                size = blob.stat().st_size
+            except FileNotFoundError:
+                continue
+            if dry_run or self._collect_blob(blob):
+                removed.append(f"{digest[:12]} ({size} bytes)")
+        for shard in self.blobs.iterdir() if self.blobs.is_dir() else ():
+            for leftover in shard.glob("*.new") if shard.is_dir() else ():
+                if time.time() - leftover.stat().st_mtime > 3600 and not dry_run:
+                    leftover.unlink(missing_ok=True)
+        return removed
+
+    def _collect_blob(self, blob: Path, force: bool = False) -> bool:
+        """Take `blob` out of readers' view (a rename), then delete it unless a commit linked to it
+        just before (and it is not damaged, `force`): then it goes back. A commit that finds it
+        gone makes the blob again."""
+        self.trash.mkdir(parents=True, exist_ok=True)
+        aside = self.trash / f"blob-{blob.name}-{secrets.token_hex(4)}"
+        try:
+            os.rename(blob, aside)
+        except FileNotFoundError:
+            return False
+        if aside.stat().st_nlink > 1 and not force:
+            try:
+                os.link(aside, blob)
+            except FileExistsError:
+                pass
+            aside.unlink()
+            return False
+        aside.unlink()
+        return True
+
+
+@dataclass
+class Verified:
+    """What `Store.verify_all` found (and removed)."""
+
+    entries: int = 0
+    damaged: list[tuple[Entry, list[str]]] = field(default_factory=list)
+    blobs: int = 0
+    damaged_blobs: list[str] = field(default_factory=list)
+
+
+class BlobCheck:
+    """Each blob of a store hashed at most once, against the digest it is named by."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.found: dict[str, str | None] = {}
+
+    def problem(self, digest: str) -> str | None:
+        """What is wrong with the blob `digest` (None when its bytes hash to its name)."""
+        if digest not in self.found:
+            blob = self.store.blob_path(digest)
+            if not blob.is_file():
+                self.found[digest] = "its blob is missing"
+            elif file_digest(blob) != digest:
+                self.found[digest] = "content changed (sha256 mismatch)"
+            else:
+                self.found[digest] = None
+        return self.found[digest]
+
+    def repair(self, digest: str, sound: Path) -> None:
+        """Make the file `sound`, which hashes to `digest`, the blob `digest`."""
+        blob = self.store.blob_path(digest)
+        try:
+            blob.parent.mkdir(parents=True, exist_ok=True)
+            self.store.replace_blob(sound, blob)
+        except OSError:  # no hard links here: the entry's copy serves
+            return
+        self.found[digest] = None
+
+    def damaged(self) -> list[str]:
+        """Every blob of the store whose bytes do not hash to its name (checks those not yet checked)."""
+        return [
+            digest
+            for digest in self.store.blob_digests()
+            if self.problem(digest) == "content changed (sha256 mismatch)"
+        ]
 
 
 def _owner_alive(work_dir: Path) -> bool:

@@ -5,10 +5,17 @@ from the machine, where the workspace is — so any pool can run it: a thread, a
 machine that mounts the same workspace. The worker completes the key with its own facts, answers
 the step from the store, else from the team's remote cache, or computes it (and pushes what the
 remote lacks), and reports progress through `StepEvents`.
+
+A worker that shares no disk with the run (a Ray node) runs the task in a workspace of its own
+(`worker_workspace`): it pulls the entries the step reads from the remote by key and resolves the
+params against its own store (`Resolved.params_in`); the run pulls the result the same way
+(`entry_here`). Entries travel as blobs and manifests; no path is carried from one store to another.
 """
 
 from __future__ import annotations
 
+import hashlib
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +29,7 @@ from trtflow.executor.journal import FileJournal, load_replay
 from trtflow.executor.keys import Prepared, Resolved
 from trtflow.executor.remote import (
     JournalMirror,
+    Progress,
     RemoteSpec,
     RemoteStore,
     fetch_for_run,
@@ -58,12 +66,39 @@ def progress_of(events: StepEvents, step_id: str) -> Callable[..., None]:
     return lambda done, total=None, note="": events.progress(step_id, done, total, note)
 
 
+def worker_workspace(run_workspace: Path) -> Path:
+    """Where a worker keeps the entries of a run workspace it cannot see (one per run workspace,
+    under the machine's temporary folder, so later steps on the same worker find earlier entries)."""
+    name = hashlib.sha256(str(run_workspace).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / "trtflow-ray" / name
+
+
+def _pull_needs(
+    task: StepTask, workspace: Workspace, remote: RemoteStore | None, progress: Progress
+) -> None:
+    """Bring the entries the step reads into `workspace`'s store from the remote, by key."""
+    store = workspace.store
+    for key in sorted(task.resolved.needs):
+        with store.lock(key):
+            if store.lookup(key) or (remote and fetch_for_run(remote, key, store, progress)):
+                continue
+        where = remote.url if remote else "(none: a run without a remote)"
+        raise StepError(
+            f"needs the entry {key[:12]}, which this worker's store lacks and the remote cache "
+            f"{where} does not have whole; push it from the run's workspace (`trtflow push`) "
+            "and run again",
+            step=task.step_id,
+        )
+
+
 def run_task(task: StepTask, events: StepEvents) -> tuple[Entry, bool]:
     """The entry of the task's step, computed here unless the store has it; True when computed.
     The key is completed here, with the facts of the machine that runs the step."""
-    prepared = task.resolved.complete_here()
     workspace = Workspace(task.workspace)
     remote = task.remote.open() if task.remote else None
+    if workspace.store.root != task.resolved.store_root:
+        _pull_needs(task, workspace, remote, progress_of(events, task.step_id))
+    prepared = task.resolved.complete_here(workspace.store)
     entry, computed = compute_step(task, prepared, workspace, events, remote)
     if remote and task.remote and task.remote.push:
         share_for_run(remote, entry, computed, progress_of(events, task.step_id))
@@ -167,3 +202,31 @@ def compute_step(
         finally:
             if journal:
                 journal.close()
+
+
+def entry_here(task: StepTask, entry: Entry, progress: Progress) -> Entry:
+    """The run's own copy of the entry a worker returned: itself when the worker used the run's
+    workspace, else pulled from the remote the worker pushed it to (and its key material
+    remembered for `status`, as the worker remembered it in its own workspace)."""
+    workspace = Workspace(task.workspace)
+    if found := workspace.store.lookup(entry.key):
+        return found
+    if task.remote is None:  # the worker saw this workspace: its entry is here, as with every pool
+        return entry
+    with workspace.store.lock(entry.key):
+        fetched = workspace.store.lookup(entry.key) or fetch_for_run(
+            task.remote.open(), entry.key, workspace.store, progress
+        )
+    if fetched is None:
+        why = (
+            f"it is marked incomplete ({entry.manifest['incomplete']}), and such entries are never pushed"
+            if entry.manifest.get("incomplete")
+            else "its push failed (see the warning above)"
+        )
+        raise StepError(
+            f"its entry {entry.key[:12]} was computed on a Ray worker that shares no disk with this "
+            f"run and cannot come back through the remote cache {task.remote.url}: {why}",
+            step=task.step_id,
+        )
+    workspace.remember_material(task.recipe_name, task.step_id, fetched.manifest["material"])
+    return fetched

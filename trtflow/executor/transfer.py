@@ -1,12 +1,14 @@
 """`trtflow push` / `pull` and the remote a run uses: which remote, which entries, in what order.
 
-The CLI parses, shows progress bars and prints; what moves between the local store and a remote
-cache is decided here (the remote store itself is `remote.py`).
+The local store and a remote are the same object store (`store.py`, `remote.py`), so a push or a
+pull moves only the blobs the other side lacks, then the manifests. The CLI parses, shows progress
+bars and prints what these functions return.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from trtflow.errors import UsageError
 from trtflow.executor.pipeline import Pipeline
@@ -21,6 +23,18 @@ from trtflow.executor.status import pipeline_status
 from trtflow.executor.workspace import Workspace
 
 Bar = Callable[[str], Progress]  # makes one labelled progress bar, returns its callback
+
+
+@dataclass(frozen=True)
+class Moved:
+    """What a push or a pull did: entries moved, entries the other side had, blobs and bytes moved,
+    leftovers of killed pushes collected on the remote."""
+
+    entries: int
+    present: int
+    blobs: int
+    size: int
+    leftovers: int = 0
 
 
 def run_remote(
@@ -53,11 +67,9 @@ def transfer_remote(space: Workspace, asked: str | None) -> RemoteStore:
     return spec.open()
 
 
-def push(
-    space: Workspace, pipeline: Pipeline | None, shared: RemoteStore, bar: Bar
-) -> tuple[int, int]:
+def push(space: Workspace, pipeline: Pipeline | None, shared: RemoteStore, bar: Bar) -> Moved:
     """Upload the complete local entries `pipeline` uses now (all, without one) that `shared`
-    lacks; returns (pushed, entries considered)."""
+    lacks: their missing blobs, then their manifests."""
     store = space.store
     if pipeline is not None:
         keys = [s.key for s in pipeline_status(pipeline, space) if s.state == "cached" and s.key]
@@ -68,21 +80,31 @@ def push(
         for key in keys
         if (entry := store.lookup(key)) and not entry.manifest.get("incomplete")
     ]
+    leftovers = shared.collect_leftovers()
+    before = (shared.sent.blobs, shared.sent.size)
     pushed = 0
     for entry in entries:
         if not shared.has(entry.key):
             shared.push(entry, bar(f"{entry.manifest.get('step', '?')} {entry.key[:8]}"))
             pushed += 1
-    return pushed, len(entries)
+    return Moved(
+        pushed,
+        len(entries) - pushed,
+        shared.sent.blobs - before[0],
+        shared.sent.size - before[1],
+        len(leftovers),
+    )
 
 
-def pull(space: Workspace, pipeline: Pipeline | None, shared: RemoteStore, bar: Bar) -> int:
-    """Download the entries `pipeline` lacks (every remote entry, without one); returns how many.
+def pull(space: Workspace, pipeline: Pipeline | None, shared: RemoteStore, bar: Bar) -> Moved:
+    """Download the entries `pipeline` lacks (every remote entry, without one): the blobs this
+    store lacks, then each entry checked out from its blobs.
 
     A step's key is known only once what it reads is here, so a recipe is pulled in rounds down
     its graph until a round finds nothing new to ask for."""
     store = space.store
-    pulled, tried = 0, set()
+    before = (shared.received.blobs, shared.received.size)
+    pulled, present, tried = 0, 0, set()
     with space.run_lease():  # what it commits is not in any status gc may have taken
         while True:
             if pipeline is None:
@@ -98,8 +120,15 @@ def pull(space: Workspace, pipeline: Pipeline | None, shared: RemoteStore, bar: 
             for key in wanted:
                 tried.add(key)
                 with store.lock(key):
-                    if not store.lookup(key) and shared.fetch(key, store, bar(key[:12])):
+                    if store.lookup(key):
+                        present += 1
+                    elif shared.fetch(key, store, bar(key[:12])):
                         pulled += 1
             if pipeline is None:
                 break
-    return pulled
+    return Moved(
+        pulled,
+        present,
+        shared.received.blobs - before[0],
+        shared.received.size - before[1],
+    )
