@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from trtflow.errors import BackendUnavailable, StepError, UsageError
-from trtflow.graph.layers import Layer
+from trtflow.graph.layers import Layer, Weight
 from trtflow.inspect import _reading
 from trtflow.tensors.statistics import TensorStatistics, value_lines
 
@@ -39,26 +39,27 @@ def layer_lines(path: Path, attributes: bool, weights: bool, values: bool) -> li
         layers = _engine_file_layers(path)
     else:
         raise UsageError(f"{path}: --layers reads {LAYERED}")
-    lines = [f"{len(layers)} layers:"]
-    for layer in layers:
-        lines += layer.lines(attributes)
-        if weights:
-            lines += _weight_lines(layer, values)
-    return lines
 
-
-def _weight_lines(layer: Layer, values: bool) -> list[str]:
-    lines = []
-    for weight in layer.weights:
+    def weight_lines(weight: Weight) -> list[str]:
         if weight.array is None:
-            lines.append(f"  weight {weight.name}: {weight.description}")
-            continue
+            return [f"weight {weight.name}: {weight.description}"]
         array = weight.array()
         head, *statistics = TensorStatistics.of(array).lines(weight.name)
-        lines += [f"  weight {head}", *(f"  {line}" for line in statistics)]
-        if values:
-            lines += [f"      {line}" for line in value_lines(array)]
+        lines = [f"weight {head}", *statistics]
+        return lines + ([f"    {line}" for line in value_lines(array)] if values else [])
+
+    nested = _count(layers)
+    lines = [
+        f"{len(layers)} layers"
+        + (f" ({nested} with those in subgraphs):" if nested > len(layers) else ":")
+    ]
+    for layer in layers:
+        lines += layer.lines(attributes, weight_lines if weights else None)
     return lines
+
+
+def _count(layers: list[Layer]) -> int:
+    return sum(1 + sum(_count(body) for _, body in layer.subgraphs) for layer in layers)
 
 
 def _onnx_layers(path: Path, weights: bool) -> list[Layer]:

@@ -8,6 +8,7 @@ import onnx
 from graph.conftest import ENGINE_GRAPHS
 from onnx import numpy_helper
 from quant.corpus import CLS, CLS_SHAPE, prepared
+from run_compare.models import if_reading_outer_weights, save
 
 
 def _block(stdout: str, head: str) -> list[str]:
@@ -104,3 +105,21 @@ def test_layers_of_a_file_without_layers_is_a_usage_error(trtflow, tmp_path):
     assert refused.returncode == 2 and "only when it is an engine graph" in refused.stderr
     values = trtflow("inspect", CLS, "--values", cwd=tmp_path)
     assert values.returncode == 2 and "use --layers --weights --values" in values.stderr
+
+
+def test_subgraph_layers_are_listed_under_their_node(trtflow, tmp_path):
+    save(if_reading_outer_weights(), tmp_path / "if.onnx")
+    shown = trtflow("inspect", tmp_path / "if.onnx", "--layers", "--weights", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "2 layers (4 with those in subgraphs):" in shown.stdout
+    branch = _block(shown.stdout, "layer 1 choose (If)")
+    at = branch.index("  then_branch: 1 layers")
+    assert branch[at + 1 : at + 7] == [
+        "    layer 0 sum (Add)",  # named after its output, as every trtflow report names it
+        "      in  a: float32 [4]",
+        "      in  w: float32 [4]",  # the outer graph's weight, read from inside the branch
+        "      out sum: float32 [4]",
+        "      weight w: float32 [4]",
+        "        min 3 max 3 mean 3 median 3 std 0",
+    ]
+    assert "  else_branch: 1 layers" in branch and "    layer 0 difference (Sub)" in branch

@@ -81,3 +81,24 @@ def test_npz_statistics_count_nan_inf_apart_and_find_the_largest_finite_value(tr
     assert "  empty: float32 [0, 2] (empty)" in lines
     assert "x: float32 [3, 4] NaN 1 Inf 1" in lines[at + 3 :]  # --values: again, then every value
     assert "    [[inf  1.  2.  3.]" in lines
+
+
+def test_polygraphy_json_inputs_and_outputs_print_every_feed_and_iteration(trtflow, tmp_path):
+    from trtflow.tensors.polygraphy_json import write_inputs, write_results
+
+    feeds = [{"x": np.full((2, 2), float(k), np.float32)} for k in range(2)]
+    write_inputs(feeds, tmp_path / "inputs.json")
+    outputs = [({"y": np.array([k, -k], np.float16)}, 0.001) for k in (3, 5)]
+    write_results([("trt-runner", outputs)], tmp_path / "outputs.json")
+    shown = trtflow("inspect", tmp_path / "inputs.json", "--values", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[1:3] == ["  x: float32 [2, 2]", "    min 0 max 0 mean 0 median 0 std 0"]
+    at = lines.index("feed 1 x: float32 [2, 2]")
+    assert lines[at + 3 : at + 5] == ["    [[1. 1.]", "     [1. 1.]]"]
+    results = trtflow("inspect", tmp_path / "outputs.json", "--values", cwd=tmp_path)
+    assert results.returncode == 0, results.stdout + results.stderr
+    lines = results.stdout.splitlines()
+    at = lines.index("trt-runner iteration 1 y: float16 [2]")
+    assert lines[at + 1] == "  min -5 max 5 mean 0 median 0 std 5"
+    assert lines[at + 3] == "    [ 5. -5.]"

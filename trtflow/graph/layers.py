@@ -45,15 +45,25 @@ class Layer:
     outputs: list[tuple[str, str]] = field(default_factory=list)
     attributes: list[tuple[str, str]] = field(default_factory=list)
     weights: list[Weight] = field(default_factory=list)
+    subgraphs: list[tuple[str, list[Layer]]] = field(default_factory=list)  # If/Loop/Scan bodies
 
-    def lines(self, attributes: bool) -> list[str]:
-        """`layer 3 /conv/Conv (Conv)`, its inputs and outputs, and with `attributes` its
-        attributes, one per line, indented under it."""
+    def lines(
+        self, attributes: bool, weight_lines: Callable[[Weight], list[str]] | None = None
+    ) -> list[str]:
+        """`layer 3 /conv/Conv (Conv)`, its inputs and outputs, with `attributes` its attributes,
+        with `weight_lines` each weight as that function describes it, then the layers of its
+        subgraphs, each level indented under the one holding it."""
         lines = [f"layer {self.index} {self.name} ({self.op})"]
         lines += [f"  in  {name}: {what}" for name, what in self.inputs]
         lines += [f"  out {name}: {what}" for name, what in self.outputs]
         if attributes:
             lines += [f"  attr {key} = {value}" for key, value in self.attributes]
+        if weight_lines is not None:
+            lines += [f"  {line}" for weight in self.weights for line in weight_lines(weight)]
+        for attribute, layers in self.subgraphs:
+            lines.append(f"  {attribute}: {len(layers)} layers")
+            for layer in layers:
+                lines += [f"    {line}" for line in layer.lines(attributes, weight_lines)]
         return lines
 
 
@@ -100,22 +110,56 @@ def _onnx_dtype(elem_type: int) -> str | None:
         return onnx.TensorProto.DataType.Name(elem_type).lower()
 
 
+def _tensor_types(model: onnx.ModelProto) -> dict[str, str]:
+    """`float32 [1, 3, ?, ?]` of every tensor of every graph, subgraphs included: inferred by ONNX
+    shape inference on a copy without the large weights, else as the file declares them."""
+    import onnx
+
+    from trtflow.onnxmodel.catalog import declared_shape
+    from trtflow.onnxmodel.files import graph_only_copy, iter_graphs
+
+    light, _ = graph_only_copy(model)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(light, strict_mode=False, data_prop=True)
+    except Exception:  # noqa: BLE001 - custom ops or broken models: the types the file declares
+        inferred = light
+    found: dict[str, str] = {}
+    for graph in (*iter_graphs(inferred.graph), *iter_graphs(model.graph)):
+        for value in (*graph.input, *graph.value_info, *graph.output):
+            elem_type = value.type.tensor_type.elem_type
+            if elem_type:
+                found.setdefault(
+                    value.name, _shape_text(_onnx_dtype(elem_type), declared_shape(value.type))
+                )
+        for tensor in graph.initializer:
+            found.setdefault(
+                tensor.name, _shape_text(_onnx_dtype(tensor.data_type), tuple(tensor.dims))
+            )
+    return found
+
+
 def onnx_layers(model: onnx.ModelProto, base_dir: str = "") -> list[Layer]:
-    """Every node of the top-level graph in file order. Weights are the initializers a node reads
-    (and a Constant's value); their arrays load on demand from the model, or from external data
-    under `base_dir`. Nodes must be named (`onnxmodel.files.name_nodes`)."""
+    """Every node of the model in file order, the nodes of If/Loop/Scan bodies under theirs.
+    Weights are the initializers a node reads (and a Constant's value); their arrays load on
+    demand, external data from under `base_dir`. Nodes must be named (`onnxmodel.files.name_nodes`)."""
+    return _graph_layers(model.graph, _tensor_types(model), base_dir)
+
+
+def _graph_layers(
+    graph: onnx.GraphProto,
+    types: dict[str, str],
+    base_dir: str,
+    outer: dict[str, onnx.TensorProto] | None = None,
+) -> list[Layer]:
+    """The layers of `graph`; `outer`: the initializers of the graphs around it, which a subgraph's
+    nodes may read (an If branch adding the outer graph's bias)."""
+    import onnx
     from onnx import numpy_helper
 
-    from trtflow.onnxmodel.catalog import catalog
-
-    tensors = catalog(model)
-    initializers = {init.name: init for init in model.graph.initializer}
+    initializers = {**(outer or {}), **{tensor.name: tensor for tensor in graph.initializer}}
 
     def described(name: str) -> str:
-        info = tensors.get(name)
-        if info is None:
-            return "type unknown (rank unknown)"
-        return _shape_text(info.dtype or _onnx_dtype(info.elem_type), info.shape)
+        return types.get(name, "type unknown (rank unknown)")
 
     def weight(name: str, tensor: onnx.TensorProto) -> Weight:
         return Weight(
@@ -125,12 +169,17 @@ def onnx_layers(model: onnx.ModelProto, base_dir: str = "") -> list[Layer]:
         )
 
     layers = []
-    for index, node in enumerate(model.graph.node):
+    for index, node in enumerate(graph.node):
         weights = [weight(name, initializers[name]) for name in node.input if name in initializers]
         weights += [  # a Constant's value is the weight of the tensor it makes
             weight(node.output[0], a.t)
             for a in node.attribute
             if node.op_type == "Constant" and a.name == "value"
+        ]
+        subgraphs = [
+            (f"{a.name}[{k}]" if a.type == onnx.AttributeProto.GRAPHS else a.name, body)
+            for a in node.attribute
+            for k, body in enumerate([a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs)
         ]
         layers.append(
             Layer(
@@ -141,6 +190,10 @@ def onnx_layers(model: onnx.ModelProto, base_dir: str = "") -> list[Layer]:
                 [(name, described(name)) for name in node.output if name],
                 [(a.name, _attribute_text(a)) for a in node.attribute],
                 weights,
+                [
+                    (name, _graph_layers(body, types, base_dir, initializers))
+                    for name, body in subgraphs
+                ],
             )
         )
     return layers
