@@ -236,6 +236,20 @@ MUTANTS: tuple[Mutant, ...] = (
         '        return "not installed"\n',
         ("tests/test_cli_misc.py",),
     ),
+    Mutant(
+        "qdq: an op type is excluded when any of its nodes is kept",
+        "trtflow/sessions/precision_search.py",
+        "if all(node in nodes for node in self.setup.every_site if ops[node] == op)",
+        "if any(node in nodes for node in self.setup.every_site if ops[node] == op)",
+        ("tests/quant/test_qdq_bisect.py",),
+    ),
+    Mutant(
+        "qdq: a pair's error is its mildest sample's",
+        "trtflow/onnxmodel/qdq.py",
+        "found.append(max(errors, key=lambda error: error.relative_l2))",
+        "found.append(min(errors, key=lambda error: error.relative_l2))",
+        ("tests/quant/test_qdq.py",),
+    ),
 )
 
 

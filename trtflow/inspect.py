@@ -29,6 +29,7 @@ from trtflow.sessions.precision_report import BisectReport
 from trtflow.tensors.array_files import load_archive, load_array
 from trtflow.tensors.compare_report import CompareReport
 from trtflow.tensors.comparison import worst_error
+from trtflow.tensors.statistics import TensorStatistics
 
 MOST_COMMON = 8  # op and layer types listed by count
 
@@ -64,18 +65,9 @@ def _reading(path: Path, what: str, *undecodable: type[Exception]) -> Iterator[N
         ) from None
 
 
-def _array_line(name: str, array: np.ndarray) -> str:
-    array = np.asarray(array)
-    line = f"  {name}: {array.dtype} {list(array.shape)}"
-    if array.size and (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
-        values = array.astype(np.float64)
-        finite = values[np.isfinite(values)]
-        if finite.size:
-            line += f" range [{finite.min():.4g}, {finite.max():.4g}] mean {finite.mean():.4g}"
-        nan, inf = int(np.isnan(values).sum()), int(np.isinf(values).sum())
-        if nan or inf:
-            line += f" NaN {nan} Inf {inf}"
-    return line
+def _array_lines(name: str, array: np.ndarray) -> list[str]:
+    """An array's statistics (`tensors.statistics`), indented under its file."""
+    return [f"  {line}" for line in TensorStatistics.of(array).lines(name)]
 
 
 def _model(path: Path) -> list[str]:
@@ -155,7 +147,8 @@ def _tensor_set(path: Path) -> list[str]:
                 f"runner {runner}: {facts.get('status')}, {tensor_set.iterations(runner)} iterations, "
                 f"{len(names)} tensors" + (f" — {facts['error']}" if facts.get("error") else "")
             )
-            lines += [_array_line(name, tensor_set.load(runner, 0, name)) for name in names[:20]]
+            for name in names[:20]:
+                lines += _array_lines(name, tensor_set.load(runner, 0, name))
             if len(names) > 20:
                 lines.append(f"  ... {len(names) - 20} more")
     return lines
@@ -167,17 +160,17 @@ def _has(data: Any, *keys: str) -> bool:
 
 def _polygraphy_inputs(path: Path, data: list) -> list[str]:
     lines = [f"{path}: Polygraphy inputs, {len(data)} feeds"]
-    return lines + [_array_line(name, array) for name, array in (data[0] if data else {}).items()]
+    for name, array in (data[0] if data else {}).items():
+        lines += _array_lines(name, array)
+    return lines
 
 
 def _polygraphy_results(path: Path, data: dict) -> list[str]:
     lines = [f"{path}: Polygraphy RunResults"]
     for runner, iterations in data["runs"]:
         lines.append(f"runner {runner}: {len(iterations)} iterations")
-        lines += [
-            _array_line(name, array)
-            for name, array in (iterations[0]["outputs"] if iterations else {}).items()
-        ]
+        for name, array in (iterations[0]["outputs"] if iterations else {}).items():
+            lines += _array_lines(name, array)
     return lines
 
 
@@ -404,13 +397,14 @@ def _json(path: Path) -> list[str]:
 
 def _npz(path: Path) -> list[str]:
     arrays = load_archive(path)
-    return [f"{path}: .npz, {len(arrays)} arrays"] + [
-        _array_line(name, array) for name, array in arrays.items()
-    ]
+    lines = [f"{path}: .npz, {len(arrays)} arrays"]
+    for name, array in arrays.items():
+        lines += _array_lines(name, array)
+    return lines
 
 
 def _npy(path: Path) -> list[str]:
-    return [f"{path}: .npy", _array_line(path.stem, load_array(path, mmap=True))]
+    return [f"{path}: .npy", *_array_lines(path.stem, load_array(path, mmap=True))]
 
 
 def _engine(path: Path) -> list[str]:

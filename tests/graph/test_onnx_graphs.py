@@ -88,3 +88,23 @@ def test_drawing_a_model_leaves_the_callers_model_as_it_was():
     graph = graph_from_model(model)
     assert model.SerializeToString() == before
     assert model.graph.node[0].output[0] in graph.nodes  # named after its first output
+
+
+def test_dims_shape_inference_made_up_are_drawn_unknown():
+    from onnx import TensorProto, helper
+
+    from trtflow.graph.style import tensor_text
+
+    model = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("NonZero", ["x"], ["where"], name="nonzero")],
+            "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
+            [helper.make_tensor_value_info("where", TensorProto.INT64, None)],
+        ),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    graph = graph_from_model(model)
+    assert graph.tensors["where"].shape[1].startswith("unk__")  # what inference made up
+    assert tensor_text(graph.tensors["where"]) == "2x? int64"  # drawn as unknown
+    assert tensor_text(graph.tensors["x"]) == "batchx3 fp32"  # the model's own name is kept

@@ -20,6 +20,7 @@ from trtflow.graph.style import FIRST_DIVERGENCE_BORDER, PRECISION_COLORS, View
 from trtflow.graph.timing import read_profile, with_timing
 
 from .chromium import Chromium
+from .conftest import EngineFixture
 from .models import conv_block
 from .transformer import blocks_for, divergence_report, transformer
 
@@ -210,3 +211,23 @@ def test_groups_open_and_close_in_place_and_search_opens_them(browser, tmp_path)
     search(browser, "Softmax")  # by op
     assert text_of(browser, "search-count") == f"{blocks_for(3000)} found"
     assert browser.console_errors() == []
+
+
+def test_edges_run_around_the_boxes_they_do_not_join(browser, tmp_path):
+    """A residual edge into a block, or one skipping a node, is routed beside the boxes in between
+    (through the opened groups' ports), never drawn through a node as if it fed it."""
+    (tmp_path / "transformer").mkdir()
+    render_transformer(tmp_path / "transformer", 3000)
+    resnet = EngineFixture("resnet-qat.onnx.engine")
+    graph = with_timing(load_layer_info(resnet.graph_path), read_profile(resnet.profile_path))
+    write_graph(graph, View(mode="detailed"), ["html"], tmp_path / "resnet")
+    for page in (tmp_path / "resnet", tmp_path / "transformer"):
+        open_viewer(browser, page / "graph.html")
+        assert browser.evaluate("trtflowViewer.pathEdges()") > 0  # edges are drawn
+        for _ in range(3):  # at open, then zoomed out over the groups around
+            assert browser.evaluate("trtflowViewer.crossings()") == [], page
+            browser.evaluate("document.getElementById('zoom-out').click()")
+        assert browser.console_errors() == []
+    closed = [b for b in drawn(browser) if b["kind"] == "group" and b["inside"]]
+    browser.click(closed[0]["x"] + closed[0]["w"] / 2, closed[0]["y"] + closed[0]["h"] / 2)
+    assert browser.evaluate("trtflowViewer.crossings()") == [], closed[0]["name"]  # opened in place

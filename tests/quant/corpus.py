@@ -222,3 +222,27 @@ def run_recipe(trtflow, tmp_path: Path, text: str):
     return trtflow(
         "run", recipe, "--workspace", tmp_path / "ws", "--out", tmp_path / "out", cwd=tmp_path
     )
+
+
+PIPELINE_MODEL = (
+    Path(__file__).resolve().parents[2]
+    / "pipelines"
+    / "models"
+    / "ppocr_cls_int8_miscalibrated.onnx"
+)
+
+
+def main() -> None:
+    """Write `pipelines/quantized.yaml`'s model: the real classifier quantized, its Conv@25 input
+    calibrated on a range 50x too small (`python -m tests.quant.corpus`)."""
+    from trtflow.onnxmodel.files import name_nodes
+
+    model = quantize(prepared(CLS, CLS_SHAPE), CLS_SHAPE)
+    name_nodes(model)
+    plant_activation_range(model, "Conv@25", 50)
+    onnx.save(model, PIPELINE_MODEL)
+    print(PIPELINE_MODEL)
+
+
+if __name__ == "__main__":
+    main()

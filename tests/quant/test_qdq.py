@@ -140,3 +140,15 @@ def test_a_weight_scale_too_large_rounds_it_to_zero():
     [flag] = qdq.flags(model)
     assert flag.kind == "weight-rounds-to-zero" and flag.node == "w_DQ"
     assert qdq.summary(model).as_dict()["roles"] == {"weight": 1}
+
+
+def test_pair_errors_judge_an_activation_by_its_worst_sample(cls_models):
+    """One sample in the calibrated range, one far outside it: the pair's error is the second's
+    (a search ordered by the mildest sample would try a clipping pair first)."""
+    model = onnx.load(cls_models["int8"])
+    [pair] = [p for p in qdq.pairs(model) if p.role == "activation" and p.source == "x"]
+    inside = samples(CLS_SHAPE, 1, 3)[0]
+    errors = qdq.pair_errors(model, lambda source: [inside, inside * 40] if source == "x" else [])
+    [measured] = [e for e in errors if e.pair == pair.name]
+    assert measured.clipped > 0.5 and measured == qdq.pair_error(pair, inside * 40)
+    assert qdq.pair_error(pair, inside).clipped < 0.01

@@ -65,6 +65,7 @@ def test_the_search_dequantizes_the_planted_fault_verified_on_fresh_samples(
     assert any(not t["passed"] and t["plan"]["keep"] == [] for t in report["trials"])
     exclusions = json.loads((folder / "quantizer_exclusions.json").read_text())
     assert exclusions["nodes_to_exclude"] == [faulty] and exclusions["dequantized_to"] == "fp32"
+    assert exclusions["op_types_to_exclude"] == []  # other nodes of its op type stay quantized
     assert shlex.split(exclusions["modelopt_args"]) == ["--nodes_to_exclude", f"^{faulty}$"]
     assert not (folder / "layer_precisions.json").exists()
     # the fixed model: the kept node reads float tensors, every other pair is still there

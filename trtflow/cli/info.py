@@ -75,13 +75,34 @@ def inspect(
         metavar="PATH",
         help="A model, tensor set, Polygraphy JSON, compare report, .npz or .npy.",
     ),
+    layers: bool = typer.Option(
+        False, "--layers", help="List every layer of a model, engine graph JSON or engine."
+    ),
+    attrs: bool = typer.Option(False, "--attrs", help="With each layer, its attributes."),
+    weights: bool = typer.Option(
+        False, "--weights", help="With each layer, the weights it holds (their statistics)."
+    ),
+    values: bool = typer.Option(
+        False,
+        "--values",
+        help="Print every value: of a tensor file's arrays, or of the weights with --weights.",
+    ),
     debug: bool = DebugOption,
 ) -> None:
-    """Summarize what a file from a debug session holds."""
+    """Summarize what a file from a debug session holds; --layers/--values show all of it."""
     from trtflow.inspect import describe
 
     with errors_to_exit_codes(debug):
-        print("\n".join(describe(path)))
+        lines = describe(path)
+        if layers or attrs or weights:
+            from trtflow.inspect_details import layer_lines
+
+            lines += layer_lines(path, attrs, weights, values)
+        elif values:
+            from trtflow.inspect_details import value_sections
+
+            lines += value_sections(path)
+        print("\n".join(lines))
 
 
 def doctor() -> None:

@@ -281,8 +281,14 @@ def short_format(text: str | None) -> str:
     return " ".join(part for part in (dtype, layout) if part) or text
 
 
+def _dim_text(dim: object) -> str:
+    """A dimension as drawn: ONNX shape inference's made-up names (`unk__4925`) say only that the
+    size is unknown, so they are drawn `?`; names the model gives (`batch`) are kept."""
+    return "?" if dim is None or re.fullmatch(r"unk__\d+", str(dim)) else str(dim)
+
+
 def tensor_text(tensor: Tensor) -> str:
     """`32x64x56x56 FP16 HWC8` — shape, then format (engines) or dtype (ONNX)."""
-    shape = "x".join(map(str, tensor.shape)) if tensor.shape is not None else ""
+    shape = "x".join(map(_dim_text, tensor.shape)) if tensor.shape is not None else ""
     kind = short_format(tensor.format) if tensor.format else (tensor.dtype or "")
     return " ".join(part for part in (shape, kind) if part)

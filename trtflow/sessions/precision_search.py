@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trtflow.errors import ParamError
 from trtflow.lazy import lazy_import
-from trtflow.onnxmodel.formats import PlanPrecision
+from trtflow.onnxmodel.formats import PlanPrecision, PrecisionName
 from trtflow.runners.base import PlanModel, PlanRunner, Runner, RunnerConfig
 from trtflow.runners.registry import BACKENDS, config_type, plan_runner_entry, realizes_plans
 from trtflow.schema.paths import InputPath
@@ -370,8 +370,9 @@ class FloatSpace:
     hold (`trtflow.precision.sites`), narrowed by `nodes`; nodes that cannot be lowered stay FP32;
     screening ranks them by constants the format loses and one FP32 run's tensor magnitudes."""
 
-    def __init__(self, settings: SearchSettings):
+    def __init__(self, settings: SearchSettings, precision: PrecisionName):
         self.settings = settings
+        self.precision = precision
         self.sites: list[Site] = []
 
     def prepare(self, model: onnx.ModelProto, ops: dict[str, str]) -> Setup:
@@ -379,7 +380,7 @@ class FloatSpace:
         from trtflow.precision.sites import held_by_opset, precision_sites
 
         settings = self.settings
-        self.sites = sites = precision_sites(model, settings.precision)
+        self.sites = sites = precision_sites(model, self.precision)
         fixed = unlowerable_nodes(model)
         candidates = [
             s.node
@@ -399,7 +400,7 @@ class FloatSpace:
                 f"{len(fixed)} cannot be lowered, and `nodes` selects none of the rest",
             )
         every_site = frozenset(s.node for s in sites)
-        held = held_by_opset(model, settings.precision)
+        held = held_by_opset(model, self.precision)
         return Setup(model, ops, every_site, candidates, fixed, held)
 
     def screen(self, setup: Setup, feeds: Sequence[Feed], magnitudes: bool) -> LoweringOrder:
@@ -411,7 +412,7 @@ class FloatSpace:
         candidates = set(setup.candidates)
         return screen(
             setup.model,
-            FORMATS[self.settings.precision],
+            FORMATS[self.precision],
             [s for s in self.sites if s.node in candidates],
             measured,
         )
@@ -464,7 +465,8 @@ class QdqSpace:
 
 def plan_space(settings: SearchSettings) -> PlanSpace:
     """The space of plans `settings.precision` searches."""
-    return QdqSpace(settings) if settings.precision == "qdq" else FloatSpace(settings)
+    precision = settings.precision
+    return QdqSpace(settings) if precision == "qdq" else FloatSpace(settings, precision)
 
 
 @dataclass(frozen=True)

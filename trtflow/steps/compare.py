@@ -22,7 +22,7 @@ from trtflow.packages import installed_version
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
 from trtflow.steps.base import Step, StepContext, StepParams, file, folder, value
-from trtflow.tensors.compare_report import CompareReport, TaskMetricResult
+from trtflow.tensors.compare_report import CompareReport, PairQuantization, TaskMetricResult
 from trtflow.tensors.comparison import Tolerances
 from trtflow.tensors.gates import Gate
 from trtflow.tensors.task_metrics import MetricCheck
@@ -72,6 +72,14 @@ class Params(Tolerances, StepParams):
         exclude_if=lambda plots: plots == 0,
         description="Draw an error heatmap and histogram for this many of the worst tensors into the "
         "`plots` folder, linked from summary.md (needs matplotlib: `pip install trtflow[plots]`).",
+    )
+    quantized_model: InputPath | None = Field(
+        None,
+        exclude_if=lambda model: model is None,  # recipes without it keep their step key
+        description="The Q/DQ model the candidates ran: report what each of its pairs loses on its own "
+        "(Q then DQ of the reference's tensor, or of the float weight), largest first, next to the "
+        "tensors' divergence. The reference should be the dequantized model, tapped so it records "
+        "the tensors the pairs quantize.",
     )
     gate: bool = Field(False, description="Exit 1 from the run when this check fails (CI).")
     group_by: Literal["tensor", "engine_layer"] = Field(
@@ -132,7 +140,12 @@ class Compare(Step):
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from trtflow.tensors.gates import unmatched_patterns
         from trtflow.tensors.plots import draw_worst, require_matplotlib
-        from trtflow.tensors.report import build_report, summary_markdown, terminal_lines
+        from trtflow.tensors.report import (
+            build_report,
+            quantization_markdown,
+            summary_markdown,
+            terminal_lines,
+        )
         from trtflow.tensors.task_metrics import describe, judge_results
         from trtflow.tensors.tensor_set import TensorSet
 
@@ -197,12 +210,16 @@ class Compare(Step):
             fail_fast=params.fail_fast,
         )
         report.task_metrics = [TaskMetricResult.model_validate(r) for r in task_metrics]
+        if params.quantized_model is not None:
+            report.quantization = _quantization(params.quantized_model, results, params.reference)
         if params.plots:
             report.plots = draw_worst(report, results, params.plots, ctx.output_path("plots"))
         summary = summary_markdown(report)
         if params.engine_layers is not None:
             report.engine_layers, lines = _grouped(report, params.engine_layers)
             summary += "\n".join(lines) + "\n"
+        if report.quantization is not None:
+            summary += quantization_markdown(report.quantization)
         metric_lines = [describe(result) for result in task_metrics]
         if metric_lines:
             summary += "\n## Task metrics\n\n" + "".join(f"- {line}\n" for line in metric_lines)
@@ -212,6 +229,24 @@ class Compare(Step):
             "\n".join(terminal_lines(report) + [f"task metric {line}" for line in metric_lines])
         )
         return {"passed": report.passed}
+
+
+def _quantization(path, results, reference: str) -> list[PairQuantization]:
+    """Each pair of the Q/DQ model at `path`, measured on the reference runner's tensors."""
+    from trtflow.onnxmodel.files import load_model
+    from trtflow.onnxmodel.qdq import pairs
+    from trtflow.tensors.quantization import pair_report
+
+    model = load_model(path)
+    if not pairs(model, values=False):
+        raise ParamError(
+            "quantized_model",
+            f"{path} has no QuantizeLinear/DequantizeLinear pairs; give the quantized model the "
+            "candidates ran",
+        )
+    return [
+        PairQuantization.model_validate(entry) for entry in pair_report(model, results, reference)
+    ]
 
 
 def _grouped(report: CompareReport, engine_layers) -> tuple[dict, list[str]]:

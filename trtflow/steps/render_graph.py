@@ -207,10 +207,12 @@ class RenderGraph(Step):
             "graph.html / graph.svg / graph.dot as asked, and summary.json (what was drawn)."
         )
     }
-    version = 6  # 3: overlay notes tell tensors of hidden constant/shape nodes from unknown ones
+    version = 8  # 3: overlay notes tell tensors of hidden constant/shape nodes from unknown ones
     # 4: titles name the overlay's runners; rings drawn as clusters; highlighted nodes never folded; no-dot notes
     # 5: nodes reading Q/DQ pairs are drawn in the pairs' type (INT8, FP8), Q/DQ nodes say what they quantize
     # 6: the HTML viewer groups nodes by name scope and lays out opened groups itself
+    # 7: edges between groups enter and leave through ports, routed around the boxes inside
+    # 8: dims ONNX shape inference made up (`unk__12`) are drawn `?`
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         facts = {"onnx": installed_version("onnx")} if params.model is not None else {}

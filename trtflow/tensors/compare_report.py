@@ -123,6 +123,19 @@ class RunnerComparison(_Part):
         return self.tensors_checked > 0 and self.tensors_failed == 0
 
 
+class PairQuantization(_Part):
+    """One Q/DQ pair's own error (`trtflow.tensors.quantization`): Q then DQ of the reference's
+    tensor (an activation) or of the float weight, nothing upstream quantized."""
+
+    pair: str  # its DequantizeLinear node
+    source: str  # the float tensor it quantizes
+    nodes: list[str]  # the quantized nodes that read it
+    relative_l2: float
+    max_abs: float
+    clipped: float  # share of values outside the representable range
+    zeroed: float  # share of non-zero values that become zero
+
+
 class TaskMetricResult(_Part):
     """One `task_metrics` check of one candidate runner (`LoadedMetric.judge`)."""
 
@@ -137,6 +150,8 @@ class CompareReport(Report):
 
     KIND: ClassVar[str] = "compare"
     SCHEMA_VERSION: ClassVar[int] = 2  # 2: per-tensor `gates`, per-runner `unchecked`, `plots`
+    # (`quantization` came without a bump: only the new `quantized_model` param writes it, and a
+    # report without it reads as before)
 
     reference: str
     candidates: list[str]
@@ -154,6 +169,9 @@ class CompareReport(Report):
     engine_layers: dict[str, Any] | None = None
     plots: list[str] = Field(
         default_factory=list, description="Error images of the worst tensors, relative paths."
+    )
+    quantization: list[PairQuantization] | None = Field(
+        None, description="Each Q/DQ pair's own error, largest first (with `quantized_model`)."
     )
 
     @computed_field  # type: ignore[prop-decorator]

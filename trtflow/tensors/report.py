@@ -28,6 +28,7 @@ from trtflow.tensors.compare_report import (
     CompareReport,
     Growth,
     Located,
+    PairQuantization,
     RunnerComparison,
     RunnerNonfinite,
     TensorComparison,
@@ -416,3 +417,20 @@ def terminal_lines(report: CompareReport) -> list[str]:
     lines += _shared_infinities_lines(report)
     lines += list(report.failed_runners.values())  # each names its runner
     return lines
+
+
+def quantization_markdown(pairs: list[PairQuantization], limit: int = 15) -> str:
+    """The Q/DQ section of summary.md: the pairs that lose most on their own."""
+    lines = [
+        "",
+        f"## Q/DQ pairs: what each loses on its own ({len(pairs)} measured, largest first)",
+        "",
+        "| pair | quantizes | read by | rel. L2 | max abs | clipped | zeroed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for pair in pairs[:limit]:
+        lines.append(
+            f"| {pair.pair} | {pair.source} | {', '.join(pair.nodes)} | {pair.relative_l2:.2%} | "
+            f"{pair.max_abs:.4g} | {pair.clipped:.1%} | {pair.zeroed:.1%} |"
+        )
+    return "\n".join(lines) + "\n"

@@ -16,7 +16,7 @@
 
   var FONT = "11px system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif";
   var BOLD = "600 " + FONT;
-  var LINE = 13, PAD = 14, HEADER = 22, NODE_GAP = 24, RANK_GAP = 44, DUMMY = 8;
+  var LINE = 13, PAD = 14, HEADER = 22, NODE_GAP = 24, RANK_GAP = 44, PORT_GAP = 16, DUMMY = 8;
   var MAX_SPAN = 40, BEND_BUDGET = 6000, SWEEPS = 4, OPEN_BUDGET = 80;
 
   var nodes = data.nodes, groups = data.groups, N = nodes.length, G = groups.length;
@@ -210,44 +210,74 @@
       row.forEach(function (id) { rowOf[id] = index; if (id < count) tallest = Math.max(tallest, heights[id]); });
       return tallest;
     });
-    rowHeights.forEach(function (height) { tops.push(top); top += height + RANK_GAP; });
+    rowHeights.forEach(function (height, index) {  // a row of ports alone (height 0) sits close
+      tops.push(top);
+      top += height + (height && rowHeights[index + 1] ? RANK_GAP : PORT_GAP);
+    });
     var cx = [], cy = [];
     for (k = 0; k < count; k++) { cx.push(x[k] - left); cy.push(tops[rowOf[k]] + rowHeights[rowOf[k]] / 2); }
     var routes = new Map();
     chains.forEach(function (chain, index) {
       var a = links[index][0], b = links[index][1];
-      routes.set(index, [[cx[a], cy[a] + heights[a] / 2]].concat(chain.map(function (d) {
-        return [x[d] - left, tops[rowOf[d]] + rowHeights[rowOf[d]] / 2];
-      }), [[cx[b], cy[b] - heights[b] / 2]]));
+      var route = [[cx[a], cy[a] + heights[a] / 2]];
+      chain.forEach(function (d) {  // straight down its row beside the boxes in it; bends only between rows
+        var rowTop = tops[rowOf[d]], rowHeight = rowHeights[rowOf[d]];
+        route.push([x[d] - left, rowTop]);
+        if (rowHeight) route.push([x[d] - left, rowTop + rowHeight]);
+      });
+      route.push([cx[b], cy[b] - heights[b] / 2]);
+      routes.set(index, route);
     });
-    return { x: cx, y: cy, w: count ? right - left : 0, h: Math.max(0, top - RANK_GAP), routes: routes };
+    var last = rowHeights.length - 1;
+    var bottom = last < 0 ? 0 : top - (rowHeights[last] ? RANK_GAP : PORT_GAP);
+    return { x: cx, y: cy, w: count ? right - left : 0, h: Math.max(0, bottom), routes: routes };
   }
 
+  // A group's layout has, besides its children, up to two ports: `in`, above them, where edges from
+  // outside enter, and `out`, below them, where edges to outside leave. Their routes are laid out
+  // with the group's own edges, so an edge between groups runs around the boxes inside a group, not
+  // through them.
   function layoutOf(g) {
     if (layouts[g]) return layouts[g];
     var begin = performance.now();
     var items = groups[g].nodes.concat(groups[g].groups.map(function (c) { return N + c; }));
     items.sort(function (a, b) { return (a < N ? a : first[a - N]) - (b < N ? b : first[b - N]); });
-    var local = new Map();
-    items.forEach(function (id, k) { local.set(id, k); });
-    var seen = new Set(), links = [];
+    var seen = new Set(), pairs = [], enters = false, leaves = false;
+    function pair(from, to) {
+      var key = from + "," + to;
+      if (from !== to && !seen.has(key)) { seen.add(key); pairs.push([from, to]); }
+    }
     membersOf(g).forEach(function (n) {
-      var from = -1;
+      var from = childOf(g, n);
       outEdges[n].forEach(function (e) {
         var target = childOf(g, edges[e][1]);
-        if (target < 0) return;
-        if (from < 0) from = childOf(g, n);
-        var key = from * (N + G) + target;
-        if (from !== target && !seen.has(key)) { seen.add(key); links.push([local.get(from), local.get(target)]); }
+        if (target < 0) leaves = true;
+        pair(from, target < 0 ? "out" : target);
+      });
+      inEdges[n].forEach(function (e) {
+        if (childOf(g, edges[e][0]) < 0) { enters = true; pair("in", from); }
       });
     });
+    var order = (enters ? ["in"] : []).concat(items, leaves ? ["out"] : []);  // `in` first: ranks follow indices
+    var local = new Map();
+    order.forEach(function (id, k) { local.set(id, k); });
+    var links = pairs.map(function (p) { return [local.get(p[0]), local.get(p[1])]; });
     var measured = items.map(itemSize);
-    var result = layered(items.length, measured.map(function (s) { return s[0]; }), measured.map(function (s) { return s[1]; }), links);
-    var routes = new Map();
-    result.routes.forEach(function (route, index) {
-      routes.set(items[links[index][0]] + "," + items[links[index][1]], route);
-    });
-    layouts[g] = { items: items, x: result.x, y: result.y, sizes: measured, w: result.w, h: result.h, routes: routes };
+    var result = layered(
+      order.length,
+      order.map(function (id) { return typeof id === "string" ? DUMMY : measured[local.get(id) - (enters ? 1 : 0)][0]; }),
+      order.map(function (id) { return typeof id === "string" ? 0 : measured[local.get(id) - (enters ? 1 : 0)][1]; }),
+      links
+    );
+    var routes = new Map(), ports = {};
+    result.routes.forEach(function (route, index) { routes.set(pairs[index][0] + "," + pairs[index][1], route); });
+    if (enters) ports.in = [result.x[0], result.y[0]];
+    if (leaves) ports.out = [result.x[order.length - 1], result.y[order.length - 1]];
+    var at = enters ? 1 : 0;
+    layouts[g] = {
+      items: items, x: result.x.slice(at, at + items.length), y: result.y.slice(at, at + items.length),
+      sizes: measured, w: result.w, h: result.h, routes: routes, ports: ports
+    };
     timings.layoutMs += performance.now() - begin;
     return layouts[g];
   }
@@ -278,21 +308,57 @@
       if (!shown.has(key)) shown.set(key, { a: a, b: b, tensor: edge[2] });
     });
     visibleEdges = [];
-    shown.forEach(function (edge, key) {
-      var within = holder(edge.a) === holder(edge.b) ? holder(edge.a) : -1;
-      var route = within >= 0 && layouts[within] ? layouts[within].routes.get(key) : null;
-      if (route) {
-        var origin = origins.get(within);
-        edge.points = route.map(function (p) { return [p[0] + origin[0], p[1] + origin[1]]; });
-      } else {
-        var s = boxes.get(edge.a), t = boxes.get(edge.b);
-        edge.points = [[s.x + s.w / 2, s.y + s.h], [t.x + t.w / 2, t.y]];
-      }
+    shown.forEach(function (edge) {
+      edge.points = routeBetween(edge.a, edge.b);
       visibleEdges.push(edge);
     });
     markPath();
     drawMinimapBase();
     schedule();
+  }
+
+  // The points of the edge from shown item a to shown item b: out of the open groups around a through
+  // their `out` ports, along the route in the innermost group holding both, into the open groups
+  // around b through their `in` ports. A piece with no route (a long edge over the bend budget) is
+  // drawn straight.
+  function routeBetween(a, b) {
+    var around = new Set();
+    for (var at = holder(b); at >= 0; at = parent[at]) around.add(at);
+    var points = [], from = a, g = holder(a);
+    function piece(group, start, end, fallback) {
+      var route = layouts[group] && layouts[group].routes.get(start + "," + end), origin = origins.get(group);
+      var begin = points.length;
+      if (route) route.forEach(function (p) { points.push([p[0] + origin[0], p[1] + origin[1]]); });
+      else points.push.apply(points, fallback);
+      // leave an open group below its `out` port, enter one above its `in` port: no jog at the border
+      var exit = typeof start === "number" && start >= N && port(start - N, "out");
+      var entry = typeof end === "number" && end >= N && port(end - N, "in");
+      if (exit) points[begin] = [exit[0], points[begin][1]];
+      if (entry) points[points.length - 1] = [entry[0], points[points.length - 1][1]];
+    }
+    function bottom(id) { var box = boxes.get(id); return [box.x + box.w / 2, box.y + box.h]; }
+    function top(id) { var box = boxes.get(id); return [box.x + box.w / 2, box.y]; }
+    function port(group, name) {
+      var found = expanded[group] && layouts[group] && layouts[group].ports[name], origin = origins.get(group);
+      return found ? [found[0] + origin[0], found[1] + origin[1]] : null;
+    }
+    while (!around.has(g)) {  // up and out of the groups around a that do not hold b
+      var exit = port(g, "out");
+      piece(g, from, "out", exit ? [bottom(from), exit] : [bottom(from)]);
+      from = N + g;
+      g = parent[g];
+    }
+    var inward = [];  // the items holding b, from the common group's child down to b
+    for (var item = b; holder(item) !== g; item = N + holder(item)) inward.push(item);
+    inward.push(item);
+    inward.reverse();
+    var into = inward[0];
+    piece(g, from, into, [bottom(from), top(into)]);
+    for (var k = 1; k < inward.length; k++) {
+      var group = inward[k - 1] - N, entry = port(group, "in");
+      piece(group, "in", inward[k], entry ? [entry, top(inward[k])] : [top(inward[k])]);
+    }
+    return points;
   }
 
   // the edges on the way from the graph's inputs to the selected (at first: the focus) node
@@ -411,15 +477,22 @@
     else if (id >= N) farLabel(box, groupLines(id - N)[0], false);
   }
 
+  // an edge's points as the cubic curves drawn through them: [start, control, control, end] each,
+  // leaving and entering every point vertically
+  function curves(p) {
+    var found = [];
+    for (var j = 1; j < p.length; j++) {
+      var a = p[j - 1], b = p[j], dy = Math.max(10, Math.abs(b[1] - a[1]) / 2);
+      found.push([a, [a[0], a[1] + dy], [b[0], b[1] - dy], b]);
+    }
+    return found;
+  }
+
   function drawEdge(edge, onPath) {
     var p = edge.points;
     ctx.beginPath();
     ctx.moveTo(p[0][0], p[0][1]);
-    for (var j = 1; j < p.length; j++) {
-      var a = p[j - 1], b = p[j], dy = (b[1] - a[1]) / 2;
-      if (Math.abs(dy) < 10) dy = 10 * (dy < 0 ? -1 : 1) || 10;
-      ctx.bezierCurveTo(a[0], a[1] + Math.abs(dy), b[0], b[1] - Math.abs(dy), b[0], b[1]);
-    }
+    curves(p).forEach(function (c) { ctx.bezierCurveTo(c[1][0], c[1][1], c[2][0], c[2][1], c[3][0], c[3][1]); });
     ctx.strokeStyle = onPath ? "#2f6fd6" : "#8a8a8a";
     ctx.lineWidth = (onPath ? 2.2 : 1.2) / Math.min(1, view.k);
     ctx.stroke();
@@ -790,6 +863,28 @@
       return timings.lastToggleMs;
     },
     pathEdges: function () { return pathEdges.size; },
+    // [edge source, edge target, box] for every drawn edge that runs through a node or closed group
+    // on screen other than its own ends (sampled along its curves)
+    crossings: function () {
+      var bounds = worldBounds(), shownBoxes = placed.filter(function (box) { return box.kind !== "open" && intersects(box, bounds); });
+      var label = function (id) { return id < N ? nodes[id].name : groups[id - N].label; }, found = [];
+      visibleEdges.forEach(function (edge) {
+        var hit = new Set();
+        curves(edge.points).forEach(function (c) {
+          for (var t = 0.05; t < 1; t += 0.05) {
+            var u = 1 - t, w = [u * u * u, 3 * u * u * t, 3 * u * t * t, t * t * t];
+            var x = w[0] * c[0][0] + w[1] * c[1][0] + w[2] * c[2][0] + w[3] * c[3][0];
+            var y = w[0] * c[0][1] + w[1] * c[1][1] + w[2] * c[2][1] + w[3] * c[3][1];
+            shownBoxes.forEach(function (box) {
+              if (box.id === edge.a || box.id === edge.b) return;
+              if (x > box.x + 2 && x < box.x + box.w - 2 && y > box.y + 2 && y < box.y + box.h - 2) hit.add(box.id);
+            });
+          }
+        });
+        hit.forEach(function (id) { found.push([label(edge.a), label(edge.b), label(id)]); });
+      });
+      return found;
+    },
     render: render
   };
   document.body.setAttribute("data-ready", "true");
