@@ -545,6 +545,49 @@ def test_a_killed_push_leaves_nothing_the_next_push_does_not_collect(tmp_path, p
     assert not [p for p in (tmp_path / "nfs").rglob("*") if ".tmp" in p.name]
 
 
+def test_gc_keep_evicts_nothing_a_push_is_uploading(tmp_path, plugin_env):
+    """A push holds the workspace's run lease: `cache gc --keep` during it removes no entry (it
+    says a run is using the workspace), and the push completes every entry."""
+    shared = _folder_remote(tmp_path / "nfs")
+    write_recipe(tmp_path, RECIPE.replace("size_kb: 300", "size_kb: 60000"))
+    ran = run_cli("run", "recipe.yaml", "--workspace", "alice", cwd=tmp_path, env=plugin_env)
+    assert ran.returncode == 0, ran.stderr
+    other = write_recipe(tmp_path, RECIPE.replace("hello", "other"), "other.yaml")
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "TRTFLOW_WORKSPACE"},
+        **plugin_env,
+        "COLUMNS": "200",
+    }
+    pushing = subprocess.Popen(
+        [sys.executable, "-m", "trtflow", "push", "--workspace", "alice", "--remote", shared.url],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    uploads = tmp_path / "nfs" / "tmp"
+    deadline = time.monotonic() + 60
+    while not (uploads.is_dir() and any(p.stat().st_size for p in uploads.iterdir())):
+        assert time.monotonic() < deadline and pushing.poll() is None, "the push never started"
+        time.sleep(0.01)
+    pushing.send_signal(signal.SIGSTOP)  # held midway while gc runs
+    try:
+        gc = run_cli(
+            "cache", "gc", "--keep", other, "--force", "--workspace", tmp_path / "alice", env=env
+        )
+    finally:
+        pushing.send_signal(signal.SIGCONT)
+    out, err = pushing.communicate(timeout=120)
+    assert gc.returncode == 0, gc.stderr
+    assert "is using this workspace, so gc removed no entries" in gc.stdout + gc.stderr
+    assert pushing.returncode == 0, err
+    assert "pushed 2 entries" in out
+    assert len(shared.entries()) == 2
+    verify = run_cli("cache", "verify", "--workspace", tmp_path / "alice")
+    assert "verified 2 entries: 0 damaged" in verify.stdout, verify.stdout
+
+
 class _Watched:
     """A filesystem that counts the requests in flight at once (each takes 20 ms, as a far
     bucket's do)."""
