@@ -54,7 +54,7 @@ def test_gc_keep_beside_a_live_run_evicts_nothing_it_made(tmp_path, plugin_env):
     gc = run_cli("cache", "gc", "--keep", recipe, cwd=tmp_path, env=plugin_env)
     stdout, stderr = run.communicate(timeout=120)
     assert gc.returncode == 0, gc.stderr
-    assert "a trtflow run (or pull) is using this workspace" in gc.stdout
+    assert "a trtflow run (or pull or push) is using this workspace" in gc.stdout
     assert "removed 0 temporary folders, 0 entries" in gc.stdout
     assert run.returncode == 0, stdout + stderr
     assert (made / "out.txt").read_text().startswith("other")

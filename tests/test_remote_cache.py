@@ -340,8 +340,8 @@ def test_unreachable_remote_is_a_warning_and_the_run_completes(tmp_path, plugin_
 
 
 class _DeadEndpoint:
-    """A TCP port that hangs up on every connection, counting them: an S3 endpoint that is there
-    but never answers a request."""
+    """A TCP port that hangs up on every request, counting the connections: an S3 endpoint that
+    is there but never answers."""
 
     def __init__(self):
         self.connections = 0
@@ -362,7 +362,14 @@ class _DeadEndpoint:
             except TimeoutError:
                 continue
             self.connections += 1
-            connection.close()
+            with connection:  # the request is read whole, then the line goes dead: every
+                connection.settimeout(5)  # attempt fails the same way, however loaded the machine
+                request = b""
+                try:
+                    while b"\r\n\r\n" not in request and (chunk := connection.recv(65536)):
+                        request += chunk
+                except OSError:
+                    pass
 
     def close(self) -> None:
         self._stop.set()
@@ -543,6 +550,49 @@ def test_a_killed_push_leaves_nothing_the_next_push_does_not_collect(tmp_path, p
     assert list(leftovers.iterdir()) == []
     assert len(shared.entries()) == 2
     assert not [p for p in (tmp_path / "nfs").rglob("*") if ".tmp" in p.name]
+
+
+def test_gc_keep_evicts_nothing_a_push_is_uploading(tmp_path, plugin_env):
+    """A push holds the workspace's run lease: `cache gc --keep` during it removes no entry (it
+    says a run is using the workspace), and the push completes every entry."""
+    shared = _folder_remote(tmp_path / "nfs")
+    write_recipe(tmp_path, RECIPE.replace("size_kb: 300", "size_kb: 60000"))
+    ran = run_cli("run", "recipe.yaml", "--workspace", "alice", cwd=tmp_path, env=plugin_env)
+    assert ran.returncode == 0, ran.stderr
+    other = write_recipe(tmp_path, RECIPE.replace("hello", "other"), "other.yaml")
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "TRTFLOW_WORKSPACE"},
+        **plugin_env,
+        "COLUMNS": "200",
+    }
+    pushing = subprocess.Popen(
+        [sys.executable, "-m", "trtflow", "push", "--workspace", "alice", "--remote", shared.url],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    uploads = tmp_path / "nfs" / "tmp"
+    deadline = time.monotonic() + 60
+    while not (uploads.is_dir() and any(p.stat().st_size for p in uploads.iterdir())):
+        assert time.monotonic() < deadline and pushing.poll() is None, "the push never started"
+        time.sleep(0.01)
+    pushing.send_signal(signal.SIGSTOP)  # held midway while gc runs
+    try:
+        gc = run_cli(
+            "cache", "gc", "--keep", other, "--force", "--workspace", tmp_path / "alice", env=env
+        )
+    finally:
+        pushing.send_signal(signal.SIGCONT)
+    out, err = pushing.communicate(timeout=120)
+    assert gc.returncode == 0, gc.stderr
+    assert "is using this workspace, so gc removed no entries" in gc.stdout + gc.stderr
+    assert pushing.returncode == 0, err
+    assert "pushed 2 entries" in out
+    assert len(shared.entries()) == 2
+    verify = run_cli("cache", "verify", "--workspace", tmp_path / "alice")
+    assert "verified 2 entries: 0 damaged" in verify.stdout, verify.stdout
 
 
 class _Watched:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -22,6 +23,11 @@ from trtflow.cli.common import (
 )
 from trtflow.errors import UsageError
 from trtflow.memory import human_size
+
+if TYPE_CHECKING:
+    from trtflow.executor.pipeline import Pipeline
+    from trtflow.executor.remote import RemoteStore
+    from trtflow.executor.workspace import Workspace
 
 TransferRecipeArg = typer.Argument(
     None,
@@ -54,6 +60,26 @@ def _transfer_bars() -> Iterator:
         yield bar
 
 
+def _sides(
+    recipe: Path | None,
+    overrides: list[str],
+    workspace: Path | None,
+    remote: str | None,
+    create: bool,
+) -> tuple[Pipeline | None, Workspace, RemoteStore]:
+    """What a push or pull moves between: the recipe's pipeline (None: every entry), the local
+    workspace (made when `create`, for a pull into a new one) and the remote store."""
+    from trtflow.executor import transfer
+
+    pipeline = load(recipe, overrides) if recipe is not None else None
+    space = (
+        workspace_of(recipe, workspace)
+        if recipe is not None
+        else cache_workspace(workspace, None, create=create)
+    )
+    return pipeline, space, transfer.transfer_remote(space, remote)
+
+
 def push(
     recipe: Path | None = TransferRecipeArg,
     overrides: list[str] = SetOption,
@@ -66,13 +92,7 @@ def push(
     with errors_to_exit_codes(debug):
         from trtflow.executor import transfer
 
-        pipeline = load(recipe, overrides) if recipe is not None else None
-        space = (
-            workspace_of(recipe, workspace)
-            if recipe is not None
-            else cache_workspace(workspace, None)
-        )
-        shared = transfer.transfer_remote(space, remote)
+        pipeline, space, shared = _sides(recipe, overrides, workspace, remote, create=False)
         with _transfer_bars() as bar:
             moved = transfer.push(space, pipeline, shared, bar)
         print(
@@ -94,13 +114,7 @@ def pull(
     with errors_to_exit_codes(debug):
         from trtflow.executor import transfer
 
-        pipeline = load(recipe, overrides) if recipe is not None else None
-        space = (
-            workspace_of(recipe, workspace)
-            if recipe is not None
-            else cache_workspace(workspace, None, create=True)
-        )
-        shared = transfer.transfer_remote(space, remote)
+        pipeline, space, shared = _sides(recipe, overrides, workspace, remote, create=True)
         with _transfer_bars() as bar:
             moved = transfer.pull(space, pipeline, shared, bar)
         print(

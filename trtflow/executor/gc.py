@@ -41,7 +41,7 @@ class Collection:
 def collect_garbage(space: Workspace, keep: list[Path], force: bool, dry_run: bool) -> Collection:
     """Remove what no run needs; with `keep`, also the entries no recipe of `space` uses now.
 
-    Entries and journals go only while no run or pull is live in the workspace (`gc_lease`): a
+    Entries and journals go only while no run, pull or push is live in the workspace (`gc_lease`): a
     live run commits entries its recipe's status did not know of when gc looked, and may read
     entries of another configuration (`--set`). Leftovers of dead writers go either way."""
     with space.gc_lease() as alone:
@@ -49,7 +49,7 @@ def collect_garbage(space: Workspace, keep: list[Path], force: bool, dry_run: bo
         collection = _collect(space, keep if evicting else [], force, dry_run)
     if keep and not alone:
         collection.notes.append(
-            "a trtflow run (or pull) is using this workspace, so gc removed no entries and no "
+            "a trtflow run (or pull or push) is using this workspace, so gc removed no entries and no "
             "journals; run `trtflow cache gc --keep` again when it has finished"
         )
     return collection

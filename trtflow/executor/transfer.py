@@ -71,22 +71,25 @@ def push(space: Workspace, pipeline: Pipeline | None, shared: RemoteStore, bar: 
     """Upload the complete local entries `pipeline` uses now (all, without one) that `shared`
     lacks: their missing blobs, then their manifests."""
     store = space.store
-    if pipeline is not None:
-        keys = [s.key for s in pipeline_status(pipeline, space) if s.state == "cached" and s.key]
-    else:
-        keys = [entry.key for entry in store.entries()]
-    entries = [
-        entry
-        for key in keys
-        if (entry := store.lookup(key)) and not entry.manifest.get("incomplete")
-    ]
     leftovers = shared.collect_leftovers()
     before = (shared.sent.blobs, shared.sent.size)
     pushed = 0
-    for entry in entries:
-        if not shared.has(entry.key):
-            shared.push(entry, bar(f"{entry.manifest.get('step', '?')} {entry.key[:8]}"))
-            pushed += 1
+    with space.run_lease():  # gc must not evict the entries whose files it is uploading
+        if pipeline is not None:
+            keys = [
+                s.key for s in pipeline_status(pipeline, space) if s.state == "cached" and s.key
+            ]
+        else:
+            keys = [entry.key for entry in store.entries()]
+        entries = [
+            entry
+            for key in keys
+            if (entry := store.lookup(key)) and not entry.manifest.get("incomplete")
+        ]
+        for entry in entries:
+            if not shared.has(entry.key):
+                shared.push(entry, bar(f"{entry.manifest.get('step', '?')} {entry.key[:8]}"))
+                pushed += 1
     return Moved(
         pushed,
         len(entries) - pushed,

@@ -62,7 +62,7 @@ class Workspace:
 
     @contextmanager
     def run_lease(self) -> Iterator[None]:
-        """Held (shared) while a run or a pull may commit entries or read them: `cache gc` removes
+        """Held (shared) while a run, a pull or a push may commit entries or read them: `cache gc` removes
         entries and journals only when it can take the lock exclusively, so it never evicts what a
         live run has just made or is about to read. The kernel drops the lock with the process,
         so a killed run never blocks gc."""
