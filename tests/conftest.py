@@ -78,3 +78,11 @@ def write_recipe(folder: Path, text: str, name: str = "recipe.yaml") -> Path:
     path = folder / name
     path.write_text(text)
     return path
+
+
+def step_value(folder: Path, name: str):
+    """A value output of the step whose output folder (`trtflow-out/<recipe>/<step>`) is `folder`,
+    as `${steps.ID.name}` resolves it; measured values (timings) live only in the manifest."""
+    import json
+
+    return json.loads((folder / "manifest.json").read_text())["outputs"][name]["value"]

@@ -41,6 +41,14 @@ steps:
   second: {uses: test-sleep, with: {text: "got ${steps.first.length}", source: "${steps.first.out}"}}
   search: {uses: test-trials, with: {trials: 6}}
   where: {uses: test-pid}
+  run:
+    uses: run-runners
+    with:
+      model: ${steps.taps.model}
+      data: {seed: 1, iterations: 2}
+      polygraphy_json: true
+      runners: [{name: fp32, backend: onnxruntime}, {name: fp16, backend: emulated, precision: fp16}]
+  diff: {uses: compare, with: {results: "${steps.run.results}", reference: fp32}}
 """
 
 
@@ -68,14 +76,20 @@ def _keys(tmp_path: Path) -> set[str]:
 
 
 def _contents(tmp_path: Path, step: str) -> dict[str, bytes | dict]:
-    """Every file a step wrote, manifests without when and how long."""
+    """Every file a step wrote, manifests without when and how long (the run's, and the measured
+    outputs': inference timings)."""
     folder = tmp_path / "out" / "pools" / step
     contents: dict[str, bytes | dict] = {}
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         if path.name == "manifest.json":
             manifest = json.loads(path.read_text())
             contents[path.name] = {
-                k: v for k, v in manifest.items() if k not in ("created", "seconds")
+                k: v for k, v in manifest.items() if k not in ("created", "seconds", "outputs")
+            }
+            contents["outputs"] = {
+                name: output
+                for name, output in manifest["outputs"].items()
+                if not output.get("measured")
             }
         else:
             contents[path.relative_to(folder).as_posix()] = path.read_bytes()
@@ -103,9 +117,10 @@ def same_as_threads(
     by_executor = _run(trtflow, elsewhere, env, *executor)
     assert by_threads.returncode == 0, by_threads.stdout + by_threads.stderr
     assert by_executor.returncode == 0, by_executor.stdout + by_executor.stderr
-    assert "6 ran" in by_executor.stdout
-    assert _keys(threads) == _keys(elsewhere) and len(_keys(threads)) == 6
-    for step in ("model", "taps", "first", "second", "search"):
+    assert "8 ran" in by_executor.stdout
+    assert _keys(threads) == _keys(elsewhere) and len(_keys(threads)) == 8
+    # byte-identical artifacts, timings included: they are measurements, kept out of the files
+    for step in ("model", "taps", "first", "second", "search", "run", "diff"):
         assert _contents(threads, step) == _contents(elsewhere, step), step
     assert _worker_pid(threads) == _head_pid(threads)
     assert _worker_pid(elsewhere) != _head_pid(elsewhere)  # the steps did run in other processes
@@ -134,7 +149,7 @@ def test_a_process_pool_gives_the_keys_and_outputs_of_the_thread_pool(
         cwd=processes,
         env=plugin_env,
     )
-    assert again.returncode == 0 and "6 cached" in again.stdout, again.stdout + again.stderr
+    assert again.returncode == 0 and "8 cached" in again.stdout, again.stdout + again.stderr
 
 
 def test_progress_from_worker_processes_reaches_the_display_before_the_step_finishes(

@@ -83,7 +83,7 @@ def test_ray_gives_the_keys_and_outputs_of_the_thread_pool(trtflow, tmp_path, ra
         cwd=on_ray,
         env=ray_env,
     )
-    assert again.returncode == 0 and "6 cached" in again.stdout, again.stdout + again.stderr
+    assert again.returncode == 0 and "8 cached" in again.stdout, again.stdout + again.stderr
 
 
 KILLED = """

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import step_value
 
 from run_compare.models import (
     elementwise_chain,
@@ -124,7 +125,7 @@ def test_tensors_of_unknown_shape_are_sized_from_their_inputs_not_counted_64_mb_
     )
     assert result.returncode == 0, result.stdout + result.stderr
     passes = {
-        name: json.loads((out / name / "values.json").read_text())["timings"]["fp32"]["passes"]
+        name: step_value(out / name, "timings")["fp32"]["passes"]
         for name in ("constant", "computed")
     }
     assert 1 < passes["constant"] < 24  # 256 KB tensors, 1 MB per pass
@@ -147,11 +148,9 @@ def test_outputs_all_is_split_into_passes_under_the_memory_budget(trtflow, tmp_p
     assert progress and all(re.fullmatch(r"[1-6]/6", line) for line in progress), (
         progress
     )  # inferences done
-    values = {
-        step: json.loads((out / step / "values.json").read_text()) for step in ("one", "split")
-    }
-    assert values["one"]["timings"]["fp32"]["passes"] == 1
-    assert values["split"]["timings"]["fp32"]["passes"] == 6  # 4 tensors of 256 KB per 1 MB pass
+    timings = {step: step_value(out / step, "timings") for step in ("one", "split")}
+    assert timings["one"]["fp32"]["passes"] == 1
+    assert timings["split"]["fp32"]["passes"] == 6  # 4 tensors of 256 KB per 1 MB pass
     from trtflow.tensors.tensor_set import TensorSet
 
     one, split = TensorSet.open(out / "one" / "results"), TensorSet.open(out / "split" / "results")

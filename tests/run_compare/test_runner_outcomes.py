@@ -14,6 +14,7 @@ from importlib import metadata
 import numpy as np
 import onnx
 import pytest
+from conftest import step_value
 
 from run_compare.models import batch_first_head, layer_norm_overflow, mlp_chain, save
 from run_compare.recipes import failing_run, run_recipe, write_recipe
@@ -215,7 +216,7 @@ def test_a_failed_reference_fails_compare_at_run_time_and_says_how_to_retry(trtf
     )
     assert "failed: runner `ref`" not in output  # the runner is named once
     assert "the next run tries `ref` again" in output
-    timings = json.loads((out / "run" / "values.json").read_text())["timings"]
+    timings = step_value(out / "run", "timings")
     assert (
         timings["fp16"]["iterations"] == 1 and "unknown session option" in timings["ref"]["error"]
     )
@@ -245,7 +246,7 @@ def test_a_runner_failure_is_the_same_in_process_and_isolated(trtflow, tmp_path,
     """
     result, out = run_recipe(trtflow, tmp_path, steps)
     assert result.returncode == 0, result.stdout + result.stderr
-    timings = json.loads((out / "run" / "values.json").read_text())["timings"]
+    timings = step_value(out / "run", "timings")
     assert timings["fp32"]["iterations"] == 1
     assert timings["trt"]["error"].startswith("runner `trt` failed: TensorRT is not installed here")
     assert "install trtflow[tensorrt]" in timings["trt"]["error"]

@@ -135,7 +135,25 @@ def test_override_shapes_makes_dynamic_shape_chains_fold(trtflow, tmp_path):
     sanitized = onnx.load(str(output / "model.onnx"))
     assert not SHAPE_OPS & set(node_ops(sanitized))
     assert [d.dim_value for d in sanitized.graph.input[0].type.tensor_type.shape.dim] == [3, 4, 16]
+    assert _output_dims(sanitized) == [[3, 4, 16]]  # outputs keep (here: gain) their shapes
     _same_outputs(tmp_path / "model.onnx", output / "model.onnx", _feed(16, batch=3))
+
+
+def _output_dims(model: onnx.ModelProto) -> list[list[int | str] | None]:
+    """Each graph output's dims (None when its shape is unknown, rank included)."""
+    return [
+        [d.dim_value or d.dim_param for d in o.type.tensor_type.shape.dim]
+        if o.type.tensor_type.HasField("shape")
+        else None
+        for o in model.graph.output
+    ]
+
+
+def test_unchanged_override_shapes_keep_the_output_shapes(trtflow, tmp_path):
+    write_model(tmp_path / "model.onnx", shape_chain_model(), weights(16, 3), external=False)
+    result, output = _sanitize(trtflow, tmp_path, ", override_shapes: {x: [2, 4, 16]}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _output_dims(onnx.load(str(output / "model.onnx"))) == [[2, 4, 16]]
 
 
 @pytest.mark.parametrize(
@@ -190,6 +208,7 @@ def test_script_edits_the_graph_and_new_nodes_get_stable_names(trtflow, tmp_path
     sanitized = onnx.load(str(output / "model.onnx"))
     clips = [node.name for node in sanitized.graph.node if node.op_type == "Clip"]
     assert clips == [f"/layers.{i}/out" for i in range(3)] and "Relu" not in node_ops(sanitized)
+    assert _output_dims(sanitized) == [[2, 4, 16]]  # the script's graph keeps its output shapes
     summary = json.loads((output / "summary.json").read_text())
     assert summary["named_nodes"] == {name: "" for name in clips}
     _same_outputs(tmp_path / "model.onnx", output / "model.onnx", _feed(16))

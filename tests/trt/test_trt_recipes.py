@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import installed
+from conftest import installed, step_value
 
 from .trt_doubles import GENERATIONS, double_env
 from .trt_models import overflow_model
@@ -152,9 +152,10 @@ steps:
     assert result.returncode == 0, result.stdout + result.stderr
     report = _read(tmp_path / "trtflow-out", "pair", "diff", "report.json")
     assert report["passed"] is False  # the FP16 engine overflows; the FP32 one is the reference
-    assert json.loads((tmp_path / "trtflow-out" / "pair" / "run" / "values.json").read_text())[
-        "timings"
-    ].keys() == {"trt-fp32", "trt-fp16"}
+    assert step_value(tmp_path / "trtflow-out" / "pair" / "run", "timings").keys() == {
+        "trt-fp32",
+        "trt-fp16",
+    }
 
 
 @pytest.mark.parametrize("isolate", [False, True])
@@ -168,9 +169,7 @@ def test_an_engine_without_the_requested_tensors_fails_its_runner_alone(trtflow,
     )
     result = trtflow("run", recipe, env=double_env(GENERATIONS["10.x"]), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    timings = json.loads((tmp_path / "trtflow-out" / "trt" / "run" / "values.json").read_text())[
-        "timings"
-    ]
+    timings = step_value(tmp_path / "trtflow-out" / "trt" / "run", "timings")
     assert timings["fp32"]["iterations"] == 2
     assert timings["trt"]["error"].startswith(
         "runner `trt` found none of the requested outputs in the engine (t2...)"

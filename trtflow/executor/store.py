@@ -165,11 +165,12 @@ class Store:
         """Seal `work_dir` as the entry for `key` (see the module docstring for why in this order).
 
         Value outputs are also written to `values.json`, so the entry folder — which the output
-        links point at — holds every output a user looks for."""
+        links point at — holds every output a user looks for; measured ones (timings) stay in the
+        manifest only, with the run's other facts, so the entry's files are the same on every run."""
         published = {
             name: values[name]
             for name, output in outputs.items()
-            if output.kind == "value" and name in values
+            if output.kind == "value" and not output.measured and name in values
         }
         if published:
             (work_dir / VALUES).write_text(json.dumps(published, indent=1, sort_keys=True))
@@ -183,6 +184,8 @@ class Store:
             if output.kind == "value":
                 if name in values:
                     manifest_outputs[name] = {"kind": "value", "value": values[name]}
+                    if output.measured:
+                        manifest_outputs[name]["measured"] = True
                 elif not output.optional:
                     raise MissingOutput(f"returned no value for output `{name}`")
                 continue

@@ -70,13 +70,16 @@ class Config(RunnerConfig):
     _engine_is_an_engine = field_validator("engine")(refuse_onnx_engine)
 
     @property
-    def reads(
+    def reads(  # type: ignore[override]  # a class fact elsewhere; here it depends on `engine`
         self,
-    ) -> str:  # what run-runners must hand `create`: its `engine`, unless this runner names one
+    ) -> Literal["nothing", "engine"]:  # what run-runners hands `create`: `engine`, unless named
         return "nothing" if self.engine is not None else "engine"
 
     def create(self, model: Path | None, outputs: list[str] | None) -> TensorRTRunner:
-        return TensorRTRunner(self, self.engine or model, outputs)
+        engine = self.engine or model
+        if engine is None:  # run-runners hands an engine whenever `reads` says so
+            raise ValueError(f"runner `{self.name}` has no engine to run")
+        return TensorRTRunner(self, engine, outputs)
 
     def resources(self) -> Resources:
         return Resources(gpu=1)
@@ -201,7 +204,10 @@ class TensorRTPlanRunner:
         from trtflow.trt.execution import EngineSession
 
         self._close_engine()
-        settings = BuildSettings(precision=plan.precision, shapes=_shapes_of(feeds))
+        precision = plan.precision
+        if precision not in ("fp16", "bf16"):  # plan_precisions: a search never asks for others
+            raise ValueError(f"TensorRT realizes fp16 and bf16 plans, not {precision}")
+        settings = BuildSettings(precision=precision, shapes=_shapes_of(feeds))
         built = build_engine(
             self.subject.path,
             settings,

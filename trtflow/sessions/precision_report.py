@@ -72,21 +72,14 @@ class TrialEntry(_Part):
     plan: TrialPlan
     passed: bool
     metrics: dict[str, Any]
-    seconds: float
     replayed: bool
-
-
-class SearchSeconds(_Part):
-    setup: float
-    trials: float
-    per_trial: float
 
 
 class BisectReport(Report):
     """Everything a precision search did: its settings, the answer and evidence, every trial."""
 
     KIND: ClassVar[str] = "bisect-precision"
-    SCHEMA_VERSION: ClassVar[int] = 1
+    SCHEMA_VERSION: ClassVar[int] = 2  # 2: no seconds (the step's `timings` measurement holds them)
 
     found: bool
     complete: bool
@@ -102,7 +95,6 @@ class BisectReport(Report):
     held_by_opset_note: str | None = None
     evaluations: int
     replayed: int
-    seconds: SearchSeconds
     keep: list[KeptNode]
     screening: dict[str, Any]
     final: FinalVerification | None = None

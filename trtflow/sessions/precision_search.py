@@ -560,7 +560,6 @@ class SearchOutcome:
     def report(self) -> BisectReport:
         settings, setup, result = self.settings, self.setup, self.result
         replayed = sum(r.origin != "run" for r in self.records)
-        trials = self.seconds["trials"]
         content = {
             "found": result.keep is not None,
             "complete": result.complete,
@@ -576,11 +575,6 @@ class SearchOutcome:
             "held_by_opset_note": (setup.held.describe() if setup.held is not None else None),
             "evaluations": result.evaluations,
             "replayed": replayed,
-            "seconds": {
-                "setup": round(self.seconds["setup"], 4),
-                "trials": round(trials, 4),
-                "per_trial": round(trials / max(1, result.evaluations - replayed), 6),
-            },
             "keep": self.keep_entries(),
             "screening": self.screening.as_json(),
             "final": self.verification.as_json() if self.verification is not None else None,
@@ -592,13 +586,24 @@ class SearchOutcome:
                     },
                     "passed": r.passed,
                     "metrics": r.metrics,
-                    "seconds": round(r.seconds, 6),
                     "replayed": r.origin != "run",
                 }
                 for r in self.records
             ],
         }
         return BisectReport.model_validate(content)
+
+    def timings(self) -> dict:
+        """How long the search took: measured, so never in its report (the same search writes the
+        same report); the step publishes it as its `timings` measurement."""
+        ran = self.result.evaluations - sum(r.origin != "run" for r in self.records)
+        trials = self.seconds["trials"]
+        return {
+            "setup": round(self.seconds["setup"], 4),
+            "trials": round(trials, 4),
+            "per_trial": round(trials / max(1, ran), 6),
+            "trial_seconds": [round(r.seconds, 6) for r in self.records],
+        }
 
     def notice(self) -> str:
         """The run's printed answer."""
@@ -912,8 +917,7 @@ def summary_markdown(report: BisectReport) -> str:
         f"# bisect-precision: {report.precision} on {report.backend} ({report.mode})",
         "",
         f"**{report.message}** — {report.evaluations} trial(s) over {report.candidates} "
-        f"candidate node(s) ({report.replayed} answered by the journal or a replay), "
-        f"{report.seconds.per_trial * 1000:.1f} ms per trial.",
+        f"candidate node(s) ({report.replayed} answered by the journal or a replay).",
         "",
     ]
     if report.keep:

@@ -55,6 +55,10 @@ class Output:
     """Files a file output keeps beside it that are part of its content, `{file}` standing for the
     output's file name: an ONNX model's external data (`"{file}.data"`). The store hashes and keeps
     them with the output; the executor knows no file format, only these declarations."""
+    measured: bool = False
+    """A value measured while the step ran (timings): it resolves like any value, but the store
+    keeps it in the entry's manifest, not in `values.json`, so the same inputs give byte-identical
+    files whatever the machine's speed."""
     report: type[Report] | None = None
     """The typed report a JSON file output holds: its kind and schema version enter the step key
     (`Step.report_schemas`), so a new report shape re-runs the step without a `version` bump."""
@@ -87,6 +91,11 @@ def folder(description: str, *, optional: bool = False) -> Output:
 
 def value(example: Any, description: str) -> Output:
     return Output("value", description, example=example)
+
+
+def measurement(example: Any, description: str) -> Output:
+    """A value output that is a measurement of this run (see `Output.measured`)."""
+    return Output("value", description, example=example, measured=True)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from trtflow.sessions.precision_search import (
     SearchSettings,
     summary_markdown,
 )
-from trtflow.steps.base import Step, StepContext, StepParams, file, value
+from trtflow.steps.base import Step, StepContext, StepParams, file, measurement, value
 
 
 class Params(SearchSettings, StepParams):
@@ -48,7 +48,7 @@ class BisectPrecision(Step):
         ),
         "report": file(
             ".json",
-            "Screening, every trial {plan, passed, metrics, seconds, replayed}, the final metrics "
+            "Screening, every trial {plan, passed, metrics, replayed}, the final metrics "
             "and the seed of the verification samples.",
             report=BisectReport,
         ),
@@ -82,6 +82,11 @@ class BisectPrecision(Step):
         ),
         "passed": value(
             True, "A plan was found and passed again on the verification samples (gate on it)."
+        ),
+        "timings": measurement(
+            {"setup": 0.5, "trials": 2.0, "per_trial": 0.02, "trial_seconds": [0.02]},
+            "Seconds spent: setup, trials (run, not replayed), per trial, each trial's. A measurement: "
+            "in the entry's manifest, not in the report, so the same search writes the same files.",
         ),
     }
     version = 5  # 2: parameters typed apart from the data (Resize scales...) stay FP32; commands run in the recipe folder;
@@ -124,7 +129,7 @@ class BisectPrecision(Step):
         assert ctx.journal is not None  # a journaled step always has one
         ctx.journal.export(ctx.output_path("replay"))
         ctx.notice(outcome.notice())
-        return {"passed": report.passed}
+        return {"passed": report.passed, "timings": outcome.timings()}
 
 
 def _write_json(ctx: StepContext, output: str, content: Any) -> None:

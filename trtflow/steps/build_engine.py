@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -21,6 +21,9 @@ from trtflow.errors import ParamError
 from trtflow.schema.paths import InputPath
 from trtflow.schema.recipe import Resources
 from trtflow.steps.base import Step, StepContext, StepParams, file
+
+if TYPE_CHECKING:
+    from trtflow.trt.api import BuildPrecision
 
 PrecisionName = Literal["fp32", "fp16", "bf16"]
 
@@ -108,7 +111,9 @@ def _keep_names(path: Path) -> frozenset[str]:
         raise ParamError("keep", str(error)) from None
 
 
-def _layer_precisions(value: Path | dict[str, str] | None) -> dict[str, str]:
+def _layer_precisions(
+    value: Path | dict[str, BuildPrecision] | None,
+) -> dict[str, BuildPrecision]:
     if value is None or isinstance(value, dict):
         return dict(value or {})
     try:

@@ -51,7 +51,7 @@ from trtflow.runners.sliced import SlicedRunner
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
 from trtflow.schema.recipe import Resources
-from trtflow.steps.base import Step, StepContext, StepParams, file, folder, value
+from trtflow.steps.base import Step, StepContext, StepParams, file, folder, measurement
 from trtflow.tensors.inputs import DataSpec, ExtraInputs, LoaderSpec, ResultsFeeds
 
 if TYPE_CHECKING:
@@ -256,7 +256,9 @@ def _write_profile(ctx: StepContext, runner: str, profile: list[dict]) -> None:
     )
 
 
-def _write_polygraphy_files(ctx: StepContext, feeds, results, timings: dict) -> None:
+def _write_polygraphy_files(ctx: StepContext, feeds, results) -> None:
+    """Polygraphy's inputs and RunResults JSON. Each iteration's `runtime` is 0: a measured time
+    would make the file differ on every run (the step's `timings` hold the times)."""
     from trtflow.tensors import polygraphy_json
 
     polygraphy_json.write_inputs(feeds, ctx.output_path("polygraphy_inputs"))
@@ -264,10 +266,7 @@ def _write_polygraphy_files(ctx: StepContext, feeds, results, timings: dict) -> 
     runs = (
         (
             runner,
-            (
-                (results.iteration(runner, i), timings[runner]["mean_ms"] / 1000)
-                for i in range(results.iterations(runner))
-            ),
+            ((results.iteration(runner, i), 0.0) for i in range(results.iterations(runner))),
         )
         for runner in ran
     )
@@ -298,7 +297,7 @@ class RunRunners(Step):
             "<runner>.profile.json in trtexec's --exportProfile layout, for render-graph's `profile`.",
             optional=True,
         ),
-        "timings": value(
+        "timings": measurement(
             {
                 "fp32": {
                     "mean_ms": 1.0,
@@ -308,13 +307,16 @@ class RunRunners(Step):
                     "passes": 1,
                 }
             },
-            "Per runner: inference time (ms) and how many passes the memory budget needed; or its error.",
+            "Per runner: inference time (ms) and how many passes the memory budget needed; or its error. "
+            "A measurement: kept in the entry's manifest (`trtflow inspect` shows it), never in the "
+            "results or values.json, so a re-run's artifacts are byte-identical.",
         ),
     }
-    version = 7  # 2: the `profiles` output; 3: inputs record their iteration count, runner errors are uniform;
+    version = 8  # 2: the `profiles` output; 3: inputs record their iteration count, runner errors are uniform;
     # 4: scalars stay scalars in the Polygraphy JSON files; 5: results name unnamed nodes as reports do;
     # 6: the notice that ONNX Runtime's CPU provider hides FP16 overflows (notices are kept with the cached entry)
     # 7: layerwise `inputs` (results sets and files), tensors the model does not take left out, `data` with `inputs`
+    # 8: no timings in the results index or the Polygraphy results (runtime 0): artifacts are byte-identical
 
     def needs(self, params: Params) -> Resources:
         return most_needed(config.resources() for config in params.runners)
@@ -380,7 +382,7 @@ class RunRunners(Step):
                 timings[config.name], profile = _run_one(
                     sliced, feeds, params.warmup, results, progress
                 )
-                results.record_runner(config.name, backend=config.backend, **timings[config.name])
+                results.record_runner(config.name, backend=config.backend)
                 if profile is not None:
                     _write_profile(ctx, config.name, profile)
             except RunnerFailed as error:
@@ -394,7 +396,7 @@ class RunRunners(Step):
                 ctx.mark_incomplete(f"runner `{config.name}` failed")
         finished = results.close()
         if params.polygraphy_json:
-            _write_polygraphy_files(ctx, feeds, finished, timings)
+            _write_polygraphy_files(ctx, feeds, finished)
         if all("error" in timing for timing in timings.values()):
             raise StepError(
                 "every runner failed: " + "; ".join(t["error"] for t in timings.values())

@@ -163,7 +163,8 @@ def _weights_mapped(graph: gs.Graph, folder: Path) -> Iterator[Callable[[gs.Grap
 
 
 def _infer_shapes(model: onnx.ModelProto) -> str:
-    """Replace the top-level value_info of `model` by what onnx infers; returns how it went.
+    """Replace the top-level value_info of `model`, and the types of its outputs, by what onnx
+    infers; returns how it went.
 
     Inference runs on a copy without the large weights (`graph_only_copy`), so it costs no weight
     bytes and works past protobuf's 2 GB limit. Subgraphs keep their declared types."""
@@ -178,6 +179,11 @@ def _infer_shapes(model: onnx.ModelProto) -> str:
         return f"failed: {error}"
     del model.graph.value_info[:]
     model.graph.value_info.extend(inferred.graph.value_info)
+    for output, found in zip(model.graph.output, inferred.graph.output, strict=True):
+        # graph outputs are not value_info: without this they stay as shapeless as overriding
+        # the input shapes (or a GraphSurgeon script) left them, where Polygraphy keeps them
+        if found.type.tensor_type.HasField("shape"):
+            output.type.CopyFrom(found.type)
     return "ok"
 
 
@@ -367,7 +373,7 @@ class SurgeonSanitize(Step):
             "Nodes before and after, nodes folded and cleaned up, ops removed, names given.",
         ),
     }
-    version = 1
+    version = 2  # 2: graph outputs keep (re-inferred) shapes after override_shapes or a script
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         return {

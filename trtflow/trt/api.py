@@ -38,6 +38,7 @@ from trtflow.trt.environment import INSTALL_HINT, RTX
 MINIMUM_VERSION = (8, 6)
 
 Typing = Literal["auto", "strong", "weak"]
+TypingMode = Literal["strong", "weak"]  # what `auto` resolves to
 Library = Literal["tensorrt", "tensorrt-rtx", "auto"]
 _MODULES = {"tensorrt": "tensorrt", RTX: "tensorrt_rtx_bindings"}
 RTX_INSTALL_HINT = "pip install 'trtflow[tensorrt-rtx]' (builds on any machine; runs on RTX GPUs)"
@@ -61,7 +62,7 @@ def import_tensorrt(library: Library = "tensorrt") -> tuple[str, Any]:
         try:
             return "tensorrt", importlib.import_module("tensorrt")
         except ImportError:
-            library = RTX
+            library = "tensorrt-rtx"
     try:
         return library, importlib.import_module(_MODULES[library])
     except ImportError as error:
@@ -97,9 +98,9 @@ class TensorRT:
 
     @classmethod
     def load(cls, library: Library = "tensorrt") -> TensorRT:
-        library, module = import_tensorrt(library)
+        imported, module = import_tensorrt(library)
         version = version_tuple(getattr(module, "__version__", "0"))
-        if library == RTX:
+        if imported == RTX:
             return cls(module, version, RTX)
         if version[:2] < MINIMUM_VERSION:
             raise BackendUnavailable(
@@ -151,7 +152,7 @@ class TensorRT:
             self.module.NetworkDefinitionCreationFlag, "STRONGLY_TYPED"
         )
 
-    def resolve_typing(self, requested: Typing) -> Literal["strong", "weak"]:
+    def resolve_typing(self, requested: Typing) -> TypingMode:
         """`auto` is what each generation does by default: weak up to 10.x, strong on 11.x."""
         if requested == "weak" and self.rtx:
             raise ParamError(
@@ -178,7 +179,7 @@ class TensorRT:
             return "weak" if self.weak_typing else "strong"
         return requested
 
-    def network_flags(self, typing: Literal["strong", "weak"]) -> int:
+    def network_flags(self, typing: TypingMode) -> int:
         """`create_network` flags: EXPLICIT_BATCH on 8.x (the ONNX parser needs it; 10.x ignores it,
         11.x removed it); STRONGLY_TYPED for a strong network on 10.x (11.x ignores it)."""
         flags = self.module.NetworkDefinitionCreationFlag

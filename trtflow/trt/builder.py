@@ -21,10 +21,10 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from trtflow.errors import BackendUnavailable, ParamError, StepError
-from trtflow.trt.api import INSTALL_HINT, BuildPrecision, Constraints, TensorRT, Typing
+from trtflow.trt.api import INSTALL_HINT, BuildPrecision, Constraints, TensorRT, Typing, TypingMode
 from trtflow.trt.constraints import constrain
 from trtflow.trt.inspector import engine_information, network_information
 from trtflow.trt.log import TensorRTLog, make_logger
@@ -120,7 +120,7 @@ def _named_model(model_path: Path) -> onnx.ModelProto | None:
 
 
 def _lowered_model(
-    model_path: Path, precision: BuildPrecision, keep: frozenset[str]
+    model_path: Path, precision: Literal["fp16", "bf16"], keep: frozenset[str]
 ) -> onnx.ModelProto:
     from trtflow.onnxmodel.files import load_model, name_nodes
     from trtflow.precision.plan import PrecisionPlan
@@ -139,7 +139,7 @@ def _nodes_by_index(model_file: Path) -> list[tuple[str, str]]:
 
 
 def _parse(
-    trt: TensorRT, builder: Any, logger: Any, model_file: Path, mode: str, log: TensorRTLog
+    trt: TensorRT, builder: Any, logger: Any, model_file: Path, mode: TypingMode, log: TensorRTLog
 ) -> tuple[Any, Any]:
     """The network and its parser; the parser owns the weights, so it must outlive the build."""
     network = builder.create_network(trt.network_flags(mode))
@@ -211,7 +211,12 @@ def _profile(
 
 
 def _configure(
-    trt: TensorRT, builder: Any, network: Any, settings: BuildSettings, mode: str, constrained: bool
+    trt: TensorRT,
+    builder: Any,
+    network: Any,
+    settings: BuildSettings,
+    mode: TypingMode,
+    constrained: bool,
 ) -> Any:
     config = builder.create_builder_config()
     config.profiling_verbosity = trt.module.ProfilingVerbosity.DETAILED
@@ -244,7 +249,7 @@ def _configure(
 
 
 def _strong_plan(
-    settings: BuildSettings, keep: frozenset[str], layer_precisions: dict[str, str]
+    settings: BuildSettings, keep: frozenset[str], layer_precisions: dict[str, BuildPrecision]
 ) -> frozenset[str]:
     """A strongly typed network takes no per-layer precisions: they become part of the plan (FP32
     entries join the keep set); other precisions cannot be expressed."""
@@ -265,9 +270,9 @@ def _strong_plan(
 def _model_to_parse(
     model_path: Path,
     settings: BuildSettings,
-    mode: str,
+    mode: TypingMode,
     keep: frozenset[str],
-    layer_precisions: dict[str, str],
+    layer_precisions: dict[str, BuildPrecision],
 ) -> onnx.ModelProto | None:
     """What TensorRT must parse instead of the user's file (None: the file itself): the plan's
     lowered model for a strongly typed low-precision build, else the model with trtflow's names."""
@@ -276,7 +281,7 @@ def _model_to_parse(
             settings, keep, layer_precisions
         )  # also rejects what a strong build cannot express
         if settings.precision != "fp32":
-            return _lowered_model(model_path, settings.precision, kept)
+            return _lowered_model(model_path, settings.precision, kept)  # fp16 or bf16
     return _named_model(model_path)
 
 
@@ -284,10 +289,13 @@ def _constrain(
     trt: TensorRT,
     network: Any,
     keep: frozenset[str],
-    layer_precisions: dict[str, str],
+    layer_precisions: dict[str, BuildPrecision],
     log: TensorRTLog,
 ) -> dict[str, str]:
-    precisions = {**{name: "fp32" for name in keep}, **layer_precisions}
+    precisions: dict[str, BuildPrecision] = {
+        **{name: "fp32" for name in keep},
+        **layer_precisions,
+    }
     if not precisions:
         return {}
     applied = constrain(network, precisions, trt)
@@ -330,7 +338,7 @@ def build_engine(
     settings: BuildSettings,
     *,
     keep: frozenset[str] = frozenset(),
-    layer_precisions: dict[str, str] | None = None,
+    layer_precisions: dict[str, BuildPrecision] | None = None,
     timing_cache: TimingCache | None = None,
     log: TensorRTLog | None = None,
     trt: TensorRT | None = None,
