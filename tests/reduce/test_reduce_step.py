@@ -159,6 +159,7 @@ def test_sigkill_mid_search_then_rerun_repeats_no_finished_trial(trtflow, tmp_pa
     child.wait()
     finished = _journal_trials(tmp_path / "ws")
     assert len(finished) >= 2
+    time.sleep(1.5)  # a check command in flight at the kill outlives its parent: let it end
     log.write_text("")
 
     done = trtflow("run", *arguments[1:], cwd=tmp_path, env={"CHECK_LOG": str(log)})
