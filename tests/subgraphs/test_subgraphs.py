@@ -123,9 +123,10 @@ def test_a_written_model_refused_where_the_file_opens_is_reported_as_a_trtflow_b
 
     source = tmp_path / "vad.onnx"
     onnx.save(CORPUS["vad_wrong_rank"](), str(source))
-    broken = onnx.shape_inference.infer_shapes(
-        CORPUS["vad_wrong_rank"](), strict_mode=False
-    )  # types kept in subgraphs
+    broken = CORPUS["vad_wrong_rank"]()
+    for branch in broken.graph.node[-1].attribute:  # no type fallback can mend an attribute
+        lstm = next(node for node in branch.g.node if node.op_type == "LSTM")
+        lstm.attribute[0].i = 7  # hidden_size, against weights made for 128
     written = tmp_path / "model.onnx"
     onnx.save(broken, str(written))
     with pytest.raises(StepError) as raised:
@@ -135,7 +136,41 @@ def test_a_written_model_refused_where_the_file_opens_is_reported_as_a_trtflow_b
         "is refused at node `If_0` while the file itself is accepted; this is a bug in trtflow"
         in message
     ), message
-    assert "First input tensor must have rank 3" in message
+    assert "Incompatible dimensions for matrix multiplication" in message, message
+
+
+def test_the_self_check_runs_the_written_model_with_the_runners_session_options(tmp_path):
+    """A model whose branch outputs are typed `[0, 1]` opens in ONNX Runtime and fails only when
+    a kernel writes the 1-row output: `load`'s self-check runs one synthesized feed through the
+    written file with the `onnxruntime` runner's options, so it drops those types and writes a
+    model that runs, instead of handing run-runners one that fails."""
+    from trtflow.ort_sessions import runner_session_options, session_refusal
+    from trtflow.steps.load import Params, _declared_types, _verify_written
+
+    source = tmp_path / "vad.onnx"
+    onnx.save(CORPUS["vad_zero_dims"](), str(source))
+    inferred = onnx.shape_inference.infer_shapes(CORPUS["vad_zero_dims"](), strict_mode=False)
+    written = tmp_path / "model.onnx"
+    onnx.save(inferred, str(written))
+    refusal = session_refusal(written, shapes=SHAPES)
+    assert refusal is not None and "has shape {0,1}" in refusal, refusal
+    model, inference = _verify_written(
+        inferred,
+        written,
+        Params(path=source, shapes=SHAPES),
+        _declared_types(CORPUS["vad_zero_dims"]()),
+        "ok",
+    )
+    assert inference.startswith("dropped, because the inferred types made the model invalid")
+    assert session_refusal(written, shapes=SHAPES) is None
+    feed = _feed(8000)
+    options = runner_session_options()  # the runner's: ENABLE_ALL, Q/DQ as written
+    assert options.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    session = ort.InferenceSession(str(written), options, providers=["CPUExecutionProvider"])
+    outputs = session.run(None, feed)
+    assert [o.tobytes() for o in outputs] == [
+        o.tobytes() for o in _outputs(CORPUS["vad_zero_dims"](), feed).values()
+    ]
 
 
 def test_shapes_that_make_the_model_unopenable_are_a_located_error(trtflow, tmp_path):

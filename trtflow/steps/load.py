@@ -150,18 +150,35 @@ def _restore_types(model, declared: list[tuple[list, list, list]], first: int) -
             field.extend(values)
 
 
-def _refusal(path: Path, check: bool | Literal["full"]) -> str | None:
-    """Why onnx.checker (at the step's `check` level) or ONNX Runtime refuses the model file; None if both accept it."""
+def _forget_subgraph_shapes(model) -> None:
+    """Drop every subgraph's value_info and the shapes of its outputs (their element types stay).
+
+    The last fallback of `_verify_written`: an exporter's declared branch shapes that conflict with
+    what the branch computes are refused once ONNX Runtime's optimizer inlines the branch into its
+    parent, while without them ONNX Runtime infers the shapes itself."""
+    from trtflow.onnxmodel.files import iter_graphs
+
+    for index, graph in enumerate(iter_graphs(model.graph)):
+        if index:
+            del graph.value_info[:]
+            for output in graph.output:
+                if output.type.HasField("tensor_type"):
+                    output.type.tensor_type.ClearField("shape")
+
+
+def _refusal(path: Path, params: Params, run: bool = True) -> str | None:
+    """Why onnx.checker (at the step's `check` level) or ONNX Runtime refuses the model file (opening
+    it, and with `run` running one synthesized feed of the pinned `shapes`); None if both accept it."""
     import onnx
 
     from trtflow.ort_sessions import session_refusal
 
-    if check:
+    if params.check:
         try:
-            onnx.checker.check_model(str(path), full_check=check == "full")
+            onnx.checker.check_model(str(path), full_check=params.check == "full")
         except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
             return f"onnx.checker: {str(error).strip()}"
-    refusal = session_refusal(path)
+    refusal = session_refusal(path, run, params.shapes)
     return refusal and f"ONNX Runtime: {refusal}"
 
 
@@ -169,15 +186,27 @@ def _verify_written(model, model_path: Path, params: Params, declared, inference
     """Make sure `load` never turns a model that opens into one that does not; returns (model, inference).
 
     If ONNX Runtime refuses the user's file too (custom ops, a plugin for TensorRT), it cannot
-    judge ours, and the model is kept as written. Otherwise the top-level inferred types go too."""
+    judge ours, and the model is kept as written. Otherwise the top-level inferred types go too,
+    and if that is not enough, the subgraphs' declared shapes. ONNX Runtime judges with a default
+    `onnxruntime` runner's session options and one synthesized feed (`session_refusal`); where the
+    user's file cannot run that feed (unknown dims made 1), only opening is judged."""
     from trtflow.onnxmodel.files import save_model
 
-    refusal = _refusal(model_path, params.check)
-    if refusal is None or _refusal(params.path, params.check) is not None:
+    refusal = _refusal(model_path, params)
+    if refusal is None:
         return model, inference
+    run = _refusal(params.path, params) is None
+    if not run:
+        refusal = _refusal(model_path, params, run=False)
+        if refusal is None or _refusal(params.path, params, run=False) is not None:
+            return model, inference
     _restore_types(model, declared, 0)
     save_model(model, model_path)
-    final = _refusal(model_path, params.check)
+    final = _refusal(model_path, params, run)
+    if final is not None:  # the declared branch types themselves fail once ORT inlines the branch
+        _forget_subgraph_shapes(model)
+        save_model(model, model_path)
+        final = _refusal(model_path, params, run)
     if final is None:
         return model, f"dropped, because the inferred types made the model invalid ({refusal})"
     if params.shapes:
@@ -250,7 +279,7 @@ class Load(Step):
         ),
         "kind": value("onnx", "`onnx` or `engine`: what was loaded."),
     }
-    version = 5  # 2: out_of_range entries give the constant's `size`; 3: subgraphs keep their declared types; 5: Q/DQ summary
+    version = 6  # 6: self-check with the runner's session options + one feed; 2: out_of_range entries give the constant's `size`; 3: subgraphs keep their declared types; 5: Q/DQ summary
     # 4: out_of_range_converters says which converters give ±inf and which clamp
 
     def fingerprint(self, params: Params) -> dict[str, str]:
