@@ -560,8 +560,9 @@ def repro_recipe(settings: ReduceSettings, name: str = "repro") -> dict[str, Any
     check = settings.check
     if isinstance(check, Tolerances):
         compare.update(check.model_dump(mode="json", exclude_defaults=True))
-    elif isinstance(check, MetricCheck):
+    elif isinstance(check, MetricCheck):  # the metric alone gates: no tolerance, no finiteness rule
         compare["task_metrics"] = [check.model_dump(mode="json", exclude_defaults=True)]
+        compare.update({"atol": float("inf"), "check_finite": False})
     steps: dict[str, Any] = {
         "run": {
             "uses": "run-runners",
