@@ -210,3 +210,12 @@ def test_a_reference_and_candidate_of_one_name_are_a_recipe_error(trtflow, tmp_p
     assert result.returncode == 2
     assert "recipe.yaml:" in result.stderr and "both named `fp32`" in result.stderr
     assert not (out / "cut").exists()
+
+
+def test_a_metric_limited_to_named_tensors_is_a_recipe_error(trtflow, tmp_path):
+    save(planted_chain(5, faulty=-1)[0], tmp_path / "model.onnx")
+    step = reduce_step("{metric: cosine, min: 0.99, tensors: [y]}")
+    result, out = run_recipe(trtflow, tmp_path, step)
+    assert result.returncode == 2
+    assert "recipe.yaml:" in result.stderr and "leave `tensors` out" in result.stderr
+    assert not (out / "cut").exists()
