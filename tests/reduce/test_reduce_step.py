@@ -173,3 +173,49 @@ def test_sigkill_mid_search_then_rerun_repeats_no_finished_trial(trtflow, tmp_pa
     # the rerun checked only: screening (tapped tensors) + trials not journaled + the verification
     ran = report["evaluations"] - report["replayed"]
     assert len(log.read_text().splitlines()) == report["screening_checks"] + ran + 1
+
+
+def test_a_task_metric_check_reduces_and_its_repro_recipe_gates_on_the_metric(trtflow, tmp_path):
+    save(planted_chain(60, 40)[0], tmp_path / "model.onnx")
+    result, out = run_recipe(trtflow, tmp_path, reduce_step("{metric: cosine, min: 0.999}"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((out / "cut" / "report.json").read_text())
+    assert [n["name"] for n in report["region"]] == ["block40/sum"]
+    recipe = (out / "cut" / "repro" / "recipe.yaml").read_text()
+    assert "task_metrics" in recipe and "cosine" in recipe
+    again = run_repro(trtflow, out / "cut" / "repro", tmp_path)
+    assert again.returncode == 1, again.stdout + again.stderr
+    compared = json.loads(
+        (tmp_path / "repro" / "out" / "repro" / "check" / "report.json").read_text()
+    )
+    # it fails on the metric alone: the repro's compare holds no tolerance of its own
+    assert compared["runners"]["half"]["passed"] and not compared["task_metrics"][0]["passed"]
+
+
+def test_max_trials_bounds_the_search_and_says_so(trtflow, tmp_path):
+    save(planted_chain(20, faulty=-1)[0], tmp_path / "model.onnx")
+    result, out = run_recipe(
+        trtflow, tmp_path, reduce_step("{atol: 0, rtol: 1.2e-3}", "max_trials: 1")
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((out / "cut" / "report.json").read_text())
+    assert report["evaluations"] == 1 and not report["complete"] and not report["found"]
+    assert "max_trials ran out" in result.stdout + result.stderr
+
+
+def test_a_reference_and_candidate_of_one_name_are_a_recipe_error(trtflow, tmp_path):
+    save(planted_chain(5, faulty=-1)[0], tmp_path / "model.onnx")
+    step = reduce_step().replace("name: half", "name: fp32")
+    result, out = run_recipe(trtflow, tmp_path, step)
+    assert result.returncode == 2
+    assert "recipe.yaml:" in result.stderr and "both named `fp32`" in result.stderr
+    assert not (out / "cut").exists()
+
+
+def test_a_metric_limited_to_named_tensors_is_a_recipe_error(trtflow, tmp_path):
+    save(planted_chain(5, faulty=-1)[0], tmp_path / "model.onnx")
+    step = reduce_step("{metric: cosine, min: 0.99, tensors: [y]}")
+    result, out = run_recipe(trtflow, tmp_path, step)
+    assert result.returncode == 2
+    assert "recipe.yaml:" in result.stderr and "leave `tensors` out" in result.stderr
+    assert not (out / "cut").exists()

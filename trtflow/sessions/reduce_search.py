@@ -99,8 +99,16 @@ class ReduceSettings(BaseModel):
             raise ValueError(
                 f"the reference and the candidate are both named `{self.reference.name}`: name them apart"
             )
+        if isinstance(self.check, MetricCheck) and self.check.tensors is not None:
+            raise ValueError(
+                "check.tensors: reduce judges each region by the tensors it computes, and a region "
+                "cut out of the model computes none of the tensors a metric is limited to; leave "
+                "`tensors` out (the metric then judges every output of each region)"
+            )
         for role in ("reference", "candidate"):
             config = getattr(self, role)
+            if config.isolate:
+                raise ValueError(f"reduce runs `{role}` in process: `isolate` is for run-runners")
             if config.reads != "onnx":
                 raise ValueError(
                     f"`{role}` ({config.backend}) does not run an ONNX model, and reduce runs regions "
@@ -560,8 +568,9 @@ def repro_recipe(settings: ReduceSettings, name: str = "repro") -> dict[str, Any
     check = settings.check
     if isinstance(check, Tolerances):
         compare.update(check.model_dump(mode="json", exclude_defaults=True))
-    elif isinstance(check, MetricCheck):
+    elif isinstance(check, MetricCheck):  # the metric alone gates: no tolerance, no finiteness rule
         compare["task_metrics"] = [check.model_dump(mode="json", exclude_defaults=True)]
+        compare.update({"atol": float("inf"), "check_finite": False})
     steps: dict[str, Any] = {
         "run": {
             "uses": "run-runners",
