@@ -15,7 +15,7 @@ import onnxruntime as ort
 import pytest
 from conftest import write_recipe
 
-from subgraphs.models import CORPUS, HIDDEN, SAMPLES, SHAPES
+from subgraphs.models import CORPUS, FOLDED_WIDTH, HIDDEN, SAMPLES, SHAPES, folded_branch
 from trtflow.tensors.tensor_set import TensorSet
 
 LOAD = """
@@ -184,3 +184,63 @@ def test_shapes_that_make_the_model_unopenable_are_a_located_error(trtflow, tmp_
         "opens, but not with these input shapes" in result.stderr
         and "Traceback" not in result.stderr
     )
+
+
+FOLDED = """
+trtflow: 1
+name: subgraphs
+steps:
+  model: {uses: load, with: {path: folded.onnx}}
+  taps: {uses: surgeon-insert-tap, with: {model: "${steps.model.model}", tensors: all}}
+  run:
+    uses: run-runners
+    with:
+      model: ${steps.taps.model}
+      data: {seed: 1, iterations: 2, shapes: {x: [1, WIDTH, 1]}}
+      runners:
+        - {name: fp32, backend: onnxruntime}
+        - {name: fp16, backend: emulated, precision: fp16}
+  diff: {uses: compare, with: {results: "${steps.run.results}", reference: fp32, atol: 1.0, rtol: 1.0}}
+  hunt:
+    uses: bisect-precision
+    with:
+      model: ${steps.model.model}
+      data: {seed: 1, iterations: 2, shapes: {x: [1, WIDTH, 1]}}
+      precision: fp16
+      check: {atol: 1.0, rtol: 1.0}
+""".replace("WIDTH", str(FOLDED_WIDTH))
+
+
+def test_pins_only_the_runners_optimizations_refuse_are_a_located_error_with_the_way_out(
+    trtflow, tmp_path
+):
+    """Pinned to one frame, `folded_branch` opens with optimizations off (the old self-check passed
+    it) but not in the onnxruntime runner, whose optimizer folds the frame check: `load` judges
+    with the runner's options, so the recipe stops at `shapes` and says where the shapes go instead."""
+    onnx.save(folded_branch(), str(tmp_path / "folded.onnx"))
+    pinned = FOLDED.replace(
+        "path: folded.onnx}", f"path: folded.onnx, shapes: {{x: [1, {FOLDED_WIDTH}, 1]}}}}"
+    )
+    recipe = write_recipe(tmp_path, pinned)
+    result = trtflow("run", recipe, "--out", tmp_path / "out", cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "recipe.yaml:5:" in result.stderr and "steps.model.with.shapes" in result.stderr
+    assert "axis must be in [-rank, rank-1]" in result.stderr, result.stderr
+    assert "give them to run-runners or bisect-precision as `data: {shapes: ...}`" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_model_refused_only_when_pinned_runs_every_cpu_step_with_data_shapes(trtflow, tmp_path):
+    onnx.save(folded_branch(), str(tmp_path / "folded.onnx"))
+    recipe = write_recipe(tmp_path, FOLDED)
+    result = trtflow("run", recipe, "--out", tmp_path / "out", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = tmp_path / "out" / "subgraphs"
+    results = TensorSet.open(out / "run" / "results")
+    for runner in ("fp32", "fp16"):
+        assert results.failure(runner) is None, (runner, results.failure(runner))
+    for iteration, feed in enumerate(results.feeds()):
+        expected = _outputs(folded_branch(), feed)["output"]
+        assert results.load("fp32", iteration, "output").tobytes() == expected.tobytes()
+    assert json.loads((out / "diff" / "report.json").read_text())["candidates"] == ["fp16"]
+    assert (out / "hunt" / "model.onnx").exists() and (out / "hunt" / "keep.json").exists()

@@ -210,7 +210,14 @@ def _verify_written(model, model_path: Path, params: Params, declared, inference
     if final is None:
         return model, f"dropped, because the inferred types made the model invalid ({refusal})"
     if params.shapes:
-        raise ParamError("shapes", f"{params.path} opens, but not with these input shapes: {final}")
+        raise ParamError(
+            "shapes",
+            f"{params.path} opens, but not with these input shapes: {final} (ONNX Runtime's graph "
+            "optimizer, on in the onnxruntime runner, folds the shape checks pinned dims make "
+            "constant, then may refuse a branch that never runs; if the file runs with inputs of "
+            "these shapes, leave `shapes` out here and give them to run-runners or "
+            "bisect-precision as `data: {shapes: ...}`)",
+        )
     node = re.search(r"Node \((.+?)\)", final)
     raise StepError(
         f"the model `load` wrote from {params.path} is refused{f' at node `{node[1]}`' if node else ''} "
