@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from run_compare.recipes import run_recipe
+from run_compare.recipes import run_recipe, write_recipe
 
 from reduce.reduce_models import planted_chain, save
 from trtflow.tensors import polygraphy_json
@@ -140,7 +140,6 @@ def test_sigkill_mid_search_then_rerun_repeats_no_finished_trial(trtflow, tmp_pa
     save(planted_chain(20, faulty=-1)[0], tmp_path / "model.onnx")
     (tmp_path / "check.py").write_text(SLOW_CHECK)
     step = reduce_step("{command: [python, check.py], files: [check.py]}")
-    from run_compare.recipes import write_recipe
 
     recipe = write_recipe(tmp_path, step)
     log = tmp_path / "checks.log"
@@ -219,3 +218,23 @@ def test_a_metric_limited_to_named_tensors_is_a_recipe_error(trtflow, tmp_path):
     assert result.returncode == 2
     assert "recipe.yaml:" in result.stderr and "leave `tensors` out" in result.stderr
     assert not (out / "cut").exists()
+
+
+def test_two_runs_write_byte_identical_repros(trtflow, tmp_path):
+    save(planted_chain(10, 5)[0], tmp_path / "model.onnx")
+    recipe = write_recipe(tmp_path, reduce_step())
+    folders = []
+    for run in ("a", "b"):
+        done = trtflow(
+            "run", recipe, "--workspace", tmp_path / f"ws-{run}", "--out", tmp_path / run,
+            cwd=tmp_path,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        folders.append(tmp_path / run / "t" / "cut")
+    files = sorted(
+        p.relative_to(folders[0]) for p in folders[0].rglob("*") if p.name != "manifest.json"
+    )
+    assert Path("repro/inputs/00000.npz") in files
+    for name in files:
+        first, second = folders[0] / name, folders[1] / name
+        assert first.is_dir() or first.read_bytes() == second.read_bytes(), name
