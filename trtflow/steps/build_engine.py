@@ -237,7 +237,10 @@ class BuildEngine(Step):
         ctx.output_path("engine_graph").write_text(
             json.dumps(built.engine_graph, indent=1), encoding="utf-8"
         )
-        if params.timing_iterations:
+        if params.timing_iterations and not built.loads_here:
+            log.note(f"no per-layer profile: {trt.name} cannot load its engine on this machine")
+            ctx.output_path("build_log").write_text(log.text(), encoding="utf-8")
+        elif params.timing_iterations:
             self._profile(ctx, params, trt, built.serialized, settings, log)
         ctx.progress(1, 1, f"{built.typing}ly typed, {len(built.constrained)} layer(s) constrained")
         return {}

@@ -59,6 +59,7 @@ class BuiltEngine:
     engine_graph: dict  # the inspector's JSON document
     typing: str  # "strong" or "weak": how precision was decided
     constrained: dict[str, str]  # layer name -> precision (weak builds)
+    loads_here: bool = True  # False: TensorRT-RTX built it but cannot load it on this machine
 
 
 class TimingCache:
@@ -399,6 +400,7 @@ def build_engine(
         timing_cache.save()
     data = bytes(serialized)
     runtime = trt.module.Runtime(logger)
+    loads_here = True
     try:
         graph = engine_information(trt, runtime, data)
     except StepError:
@@ -409,5 +411,5 @@ def build_engine(
             f"{trt.name} cannot load the engine on this machine (no supported GPU); engine_graph "
             "lists the network's layers before fusion"
         )
-        graph = fallback_graph
-    return BuiltEngine(data, graph, mode, constrained)
+        graph, loads_here = fallback_graph, False
+    return BuiltEngine(data, graph, mode, constrained, loads_here)
