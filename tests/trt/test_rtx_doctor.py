@@ -18,6 +18,15 @@ rtx = pytest.importorskip(
     "tensorrt_rtx_bindings", reason="TensorRT-RTX is not installed (pip install 'trtflow[test]')"
 )
 
+from trtflow.trt import environment  # noqa: E402
+
+found = environment.cuda()
+REAL_GPU = found.gpu if found is not None else None
+# Where CUDA sees a GPU, doctor reports that one, not nvidia-smi's stand-in.
+no_real_gpu = pytest.mark.skipif(
+    REAL_GPU is not None,
+    reason=f"CUDA sees {REAL_GPU and REAL_GPU.name} here; see the real-GPU test",
+)
 VERSION = metadata.version("tensorrt-rtx-cu13-bindings")
 CAPABILITIES = [
     f"{digits[:-1]}.{digits[-1]}"
@@ -61,13 +70,15 @@ def test_doctor_names_the_library_its_version_and_compute_capabilities(trtflow, 
     rows = _doctor(trtflow, tmp_path, None)
     assert rows["tensorrt-rtx"] == f"TensorRT-RTX {VERSION}"
     assert rows["tensorrt-rtx runs on"] == "compute capability " + ", ".join(CAPABILITIES)
-    assert rows["tensorrt-rtx here"] == (
-        "builds engines (CPU included), but cannot run them: no GPU found here"
-    )
+    if REAL_GPU is None:
+        assert rows["tensorrt-rtx here"] == (
+            "builds engines (CPU included), but cannot run them: no GPU found here"
+        )
     expected = "tensorrt" if importlib.util.find_spec("tensorrt") else "tensorrt-rtx"
     assert rows["library: auto"].startswith(f"{expected} ")
 
 
+@no_real_gpu
 def test_doctor_says_an_h200_can_build_but_not_run(trtflow, tmp_path):
     rows = _doctor(trtflow, tmp_path, "NVIDIA H200, 9.0, 570.124.06")
     here = re.sub(r"\s+", " ", rows["tensorrt-rtx here"])
@@ -77,8 +88,22 @@ def test_doctor_says_an_h200_can_build_but_not_run(trtflow, tmp_path):
     )
 
 
+@no_real_gpu
 def test_doctor_says_an_rtx_gpu_builds_and_runs(trtflow, tmp_path):
     rows = _doctor(trtflow, tmp_path, "NVIDIA GeForce RTX 4090, 8.9, 570.124.06")
     assert re.sub(r"\s+", " ", rows["tensorrt-rtx here"]) == (
         "builds and runs engines on NVIDIA GeForce RTX 4090 (compute capability 8.9)"
     )
+
+
+@pytest.mark.skipif(REAL_GPU is None, reason="no GPU visible to CUDA through cuda-python")
+def test_doctor_judges_the_real_gpu(trtflow, tmp_path):
+    assert REAL_GPU is not None
+    here = re.sub(r"\s+", " ", _doctor(trtflow, tmp_path, None)["tensorrt-rtx here"])
+    cc = REAL_GPU.compute_capability
+    if cc in CAPABILITIES:
+        assert here.startswith(f"builds and runs engines on {REAL_GPU.name}"), here
+    else:
+        assert here.startswith(
+            f"builds engines, but cannot run them: {REAL_GPU.name} has compute capability {cc}"
+        ), here

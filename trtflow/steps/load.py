@@ -21,6 +21,7 @@ from pydantic import Field
 
 from trtflow.errors import ParamError, StepError
 from trtflow.onnxmodel.files import EXTERNAL_DATA
+from trtflow.onnxmodel.lint import LintReport
 from trtflow.packages import installed_version
 from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, file, value
@@ -39,6 +40,11 @@ class Params(StepParams):
     )
     check: bool | Literal["full"] = Field(
         True, description="Run onnx.checker (`full` adds strict shape checks)."
+    )
+    lint: bool = Field(
+        False,
+        description="Write `lint`: every onnx.checker, strict shape inference and ONNX Runtime "
+        "problem of the model at once, each with its node (or tensor).",
     )
 
 
@@ -284,6 +290,12 @@ class Load(Step):
             "Opset, op histogram, I/O, constant ranges, values out of FP16/BF16 range by node, and what "
             "each FP16 converter makes of them (±inf or clamped).",
         ),
+        "lint": file(
+            ".json",
+            "With `lint: true`: every checker, shape-inference and ONNX Runtime problem, with node names.",
+            optional=True,
+            report=LintReport,
+        ),
         "kind": value("onnx", "`onnx` or `engine`: what was loaded."),
     }
     version = 6  # 6: self-check with the runner's session options + one feed; 2: out_of_range entries give the constant's `size`; 3: subgraphs keep their declared types; 5: Q/DQ summary
@@ -315,6 +327,7 @@ class Load(Step):
         from google.protobuf.message import DecodeError
 
         from trtflow.onnxmodel.files import load_model, name_nodes, refused_external_data
+        from trtflow.onnxmodel.lint import problem_lines
 
         ctx.progress(0, 5, "reading")
         # read first: `check: false` is no advice for a file that is not ONNX at all, or truncated
@@ -343,6 +356,7 @@ class Load(Step):
         ]
         if lacking:
             raise _not_a_model(params.path, f"it has no {' and no '.join(lacking)}")
+        lint = self._lint(ctx, params, model) if params.lint else None
         if params.check:
             try:
                 onnx.checker.check_model(str(params.path), full_check=params.check == "full")
@@ -351,10 +365,15 @@ class Load(Step):
                 onnx.shape_inference.InferenceError,
                 DecodeError,
             ) as error:
+                every = (
+                    "; every problem (lint):\n  " + "\n  ".join(problem_lines(lint))
+                    if lint is not None and lint.problems
+                    else ""
+                )
                 raise ParamError(
                     "path",
                     f"{params.path}: not a valid ONNX model: {str(error).strip()} "
-                    "(set `check: false` on the load step to load it anyway)",
+                    f"(set `check: false` on the load step to load it anyway){every}",
                 ) from None
         ctx.progress(1, 5, "naming nodes")
         renamed = name_nodes(model)
@@ -374,3 +393,19 @@ class Load(Step):
         ctx.output_path("summary").write_text(json.dumps(summary, indent=1))
         ctx.progress(5, 5, "done")
         return {"kind": "onnx"}
+
+    def _lint(self, ctx: StepContext, params: Params, model) -> LintReport:
+        """Write `lint`: the checker's complaints node by node, then ONNX Runtime's (with the
+        onnxruntime runner's session options; run on a feed only when `shapes` pins the inputs)."""
+        from trtflow.onnxmodel.lint import checker_problems, problem_lines, runtime_problem
+        from trtflow.ort_sessions import session_refusal
+
+        problems = checker_problems(model)
+        refusal = session_refusal(params.path, run=bool(params.shapes), shapes=params.shapes)
+        if refusal is not None:
+            problems.append(runtime_problem(refusal))
+        report = LintReport(model=params.path.name, problems=problems)
+        report.write(ctx.output_path("lint"))
+        for line in problem_lines(report):
+            ctx.log(f"lint: {line}")
+        return report
