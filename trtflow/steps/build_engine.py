@@ -76,6 +76,12 @@ class Params(StepParams):
     optimization_level: int | None = Field(
         None, ge=0, le=5, description="Builder optimization level 0-5 (default 3)."
     )
+    debug_tensors: list[str] | None = Field(
+        None,
+        description="ONNX tensor names to mark as debug tensors (INetworkDefinition.mark_debug, "
+        "TensorRT 10+ and TensorRT-RTX): the engine keeps them readable by an IDebugListener "
+        "without the ONNX being rewritten to expose them as outputs.",
+    )
     library: Literal["tensorrt", "tensorrt-rtx", "auto"] = Field(
         "tensorrt",
         description="tensorrt: TensorRT 8.6-11 (needs a GPU); tensorrt-rtx: TensorRT-RTX, strongly "
@@ -219,6 +225,7 @@ class BuildEngine(Step):
             if params.tactic_sources is not None
             else None,
             optimization_level=params.optimization_level,
+            debug_tensors=tuple(params.debug_tensors or ()),
         )
         log = TensorRTLog(echo=ctx.log)
         cache = (

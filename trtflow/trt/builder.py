@@ -51,6 +51,7 @@ class BuildSettings:
     workspace_mb: int | None = None
     tactic_sources: tuple[str, ...] | None = None  # None: TensorRT's default set
     optimization_level: int | None = None  # None: TensorRT's default (3)
+    debug_tensors: tuple[str, ...] = ()  # ONNX tensor names to mark_debug
 
 
 @dataclass
@@ -179,6 +180,35 @@ def _parse(
         "replace or remove the node(s) named above (or register a plugin for a custom op) before "
         "building; onnxruntime runners can still run this model",
     )
+
+
+def _mark_debug(trt: TensorRT, network: Any, names: tuple[str, ...], log: TensorRTLog) -> None:
+    """Mark the named ONNX tensors as debug tensors: the builder keeps each one materialized (so
+    an IDebugListener can read it at run time) instead of the model being rewritten with extra
+    outputs, which would change what TensorRT fuses."""
+    if not names:
+        return
+    if not hasattr(network, "mark_debug"):
+        raise ParamError("debug_tensors", f"{trt.name} has no mark_debug (TensorRT 10 and later)")
+    tensors = {network.get_input(i).name: network.get_input(i) for i in range(network.num_inputs)}
+    for index in range(network.num_layers):
+        layer = network.get_layer(index)
+        for output in range(layer.num_outputs):
+            tensor = layer.get_output(output)
+            tensors.setdefault(tensor.name, tensor)
+    unknown = [name for name in names if name not in tensors]
+    if unknown:
+        from trtflow.schema.problems import did_you_mean
+
+        hints = "".join(did_you_mean(name, list(tensors)) for name in unknown)
+        raise ParamError(
+            "debug_tensors",
+            f"the network {trt.name} parsed has no tensor {', '.join(unknown)}{hints}",
+        )
+    for name in names:
+        if not network.mark_debug(tensors[name]):
+            raise StepError(f"{trt.name} refused to mark `{name}` as a debug tensor")
+    log.note(f"marked {len(names)} debug tensor(s): {', '.join(names)}")
 
 
 def _drop_host_outputs(trt: TensorRT, network: Any, log: TensorRTLog) -> None:
@@ -384,6 +414,7 @@ def build_engine(
             save_model(rewritten, model_file)
         network, parser = _parse(trt, builder, logger, model_file, mode, log, model_path.name)
         _drop_host_outputs(trt, network, log)
+        _mark_debug(trt, network, settings.debug_tensors, log)
         constrained = (
             _constrain(trt, network, keep, layer_precisions, log) if mode == "weak" else {}
         )
