@@ -5,10 +5,12 @@
 Models (tests/quant/corpus.py): PaddleOCR's real text-direction classifier quantized with ONNX
 Runtime's quantize_static (QDQ, symmetric INT8, per-channel), with one activation calibrated on a
 range 50x too small (`activation`, at Conv@25) or one weight quantized with a 16x too small scale
-(`weight`, at Conv@10); and an LSTM model whose Softmax output is quantized coarsely (`softmax`, at
-the MatMul `mix` reading it). Check: the mean over samples of each sample's largest output error
-(`max_abs_error`, 0.12 for the classifier, 0.05 for the LSTM), 16 generated samples, verified on 16
-fresh ones. Each method runs through `trtflow run` in a fresh workspace:
+(`weight`, at Conv@10); an LSTM model whose Softmax output is quantized coarsely (`softmax`, at
+the MatMul `mix` reading it); and PP-OCRv4's real transformer (two SVTR blocks) with its MatMuls
+quantized, block 2's attention probabilities (`svtr/softmax`, at p2o.MatMul.16) or its second
+LayerNorm's normalized values (`svtr/layernorm`, at p2o.Mul.191) quantized coarsely. Check: the
+mean over samples of each sample's largest output error (`max_abs_error`, 0.12 for the classifier
+and the transformer, 0.05 for the LSTM), 16 generated samples, verified on 16 fresh ones. Each method runs through `trtflow run` in a fresh workspace:
 - `minimal`: ours (1-minimal over any nodes, candidates ordered by each pair's own error);
 - `linear`: Polygraphy's `debug precision --mode linear` order — dequantize one more node at a time,
   in graph order, until the check passes (what users do by hand with Q/DQ pairs);
@@ -66,9 +68,19 @@ def models(folder: Path) -> list[tuple[str, Path, str, float]]:
         found.append((fault, path, node, 0.12))
     lstm = corpus.quantize(corpus.lstm_model(), corpus.LSTM_SHAPE)
     name_nodes(lstm)
-    faulty = corpus.plant_quantized_softmax(lstm, "softmax", 0.1)
+    faulty = corpus.plant_quantized_output(lstm, "softmax", 0.1)
     onnx.save(lstm, folder / "lstm_softmax.onnx")
     found.append(("lstm/softmax", folder / "lstm_softmax.onnx", faulty, 0.05))
+    svtr = corpus.prepared(corpus.SVTR, corpus.SVTR_SHAPE)
+    svtr = corpus.quantize(svtr, corpus.SVTR_SHAPE, op_types=["MatMul"])
+    name_nodes(svtr)
+    for fault, (producer, scale) in corpus.SVTR_PLANTS.items():
+        model = onnx.ModelProto()
+        model.CopyFrom(svtr)
+        faulty = corpus.plant_quantized_output(model, producer, scale)
+        path = folder / f"svtr_{fault}.onnx"
+        onnx.save(model, path)
+        found.append((f"svtr/{fault}", path, faulty, 0.12))
     return found
 
 

@@ -552,6 +552,31 @@ def test_a_killed_push_leaves_nothing_the_next_push_does_not_collect(tmp_path, p
     assert not [p for p in (tmp_path / "nfs").rglob("*") if ".tmp" in p.name]
 
 
+def test_leftovers_of_pushes_by_older_trtflow_are_collected_after_a_day(tmp_path, plugin_env):
+    """Before `tmp/`, a killed push left `*.tmp-<pid>-<hex>` files beside the blobs and manifests:
+    a push removes those a day old, and leaves a fresh one (another machine may be writing it)."""
+    shared = _folder_remote(tmp_path / "nfs")
+    recipe = write_recipe(tmp_path, RECIPE)
+    ran = run_cli("run", recipe, "--workspace", tmp_path / "alice", cwd=tmp_path, env=plugin_env)
+    assert ran.returncode == 0, ran.stderr
+    stale = [
+        tmp_path / "nfs" / "blobs" / "ab" / f"{'ab' * 32}.tmp-4242-0123abcd",
+        tmp_path / "nfs" / "entries" / "cd" / f"{'cd' * 32}.json.tmp-4242-89abcdef",
+    ]
+    fresh = tmp_path / "nfs" / "blobs" / "ef" / f"{'ef' * 32}.tmp-4343-0123abcd"
+    for path in [*stale, fresh]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"half an upload")
+    for path in stale:
+        os.utime(path, (time.time() - 2 * 86400,) * 2)
+    pushed = run_cli(
+        "push", recipe, "--workspace", tmp_path / "alice", "--remote", shared.url, env=plugin_env
+    )
+    assert pushed.returncode == 0, pushed.stderr
+    assert "removed 2 leftovers of killed pushes" in pushed.stdout, pushed.stdout
+    assert not any(path.exists() for path in stale) and fresh.exists()
+
+
 def test_gc_keep_evicts_nothing_a_push_is_uploading(tmp_path, plugin_env):
     """A push holds the workspace's run lease: `cache gc --keep` during it removes no entry (it
     says a run is using the workspace), and the push completes every entry."""

@@ -92,6 +92,15 @@ steps:
   judged:
     uses: bisect-precision
     with: {model: m.onnx, data: {seed: 3}, check: {command: [sh, check.sh], files: [check.sh]}, replay: replay.json}
+  cut:
+    uses: reduce
+    with:
+      model: m.onnx
+      data: {seed: 3, iterations: 2}
+      reference: {name: fp32, backend: onnxruntime}
+      candidate: {name: half, backend: emulated, precision: "${vars.precision}"}
+      check: {atol: "${vars.atol}", rtol: 1e-2}
+      max_trials: 30
   engine:
     uses: build-engine
     with: {model: "${steps.hunt@fp16.model}", precision: fp16, keep: "${steps.hunt@fp16.keep}", workspace_mb: 256,

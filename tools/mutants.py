@@ -250,6 +250,21 @@ MUTANTS: tuple[Mutant, ...] = (
         "found.append(min(errors, key=lambda error: error.relative_l2))",
         ("tests/quant/test_qdq.py",),
     ),
+    # reduce: a region fails on its own, and is minimal
+    Mutant(
+        "reduce: the boundary is not minimized",
+        "trtflow/sessions/reduce_search.py",
+        "while changed and len(region) > 1:",
+        "while False:",
+        ("tests/reduce",),
+    ),
+    Mutant(
+        "reduce: a region's verdict is not inverted (passing regions are kept)",
+        "trtflow/sessions/reduce_search.py",
+        "return not fails_not(region)",
+        "return fails_not(region)",
+        ("tests/reduce",),
+    ),
 )
 
 

@@ -45,6 +45,25 @@ def lstm_models(tmp_path_factory) -> dict[str, Path]:
     name_nodes(quantized)
     paths = {"int8": folder / "int8.onnx", "softmax": folder / "softmax.onnx"}
     onnx.save(quantized, paths["int8"])
-    corpus.plant_quantized_softmax(quantized, "softmax", 0.1)
+    corpus.plant_quantized_output(quantized, "softmax", 0.1)
     onnx.save(quantized, paths["softmax"])
+    return paths
+
+
+@pytest.fixture(scope="session")
+def svtr_models(tmp_path_factory) -> dict[str, Path]:
+    """PP-OCRv4's real transformer blocks, their MatMuls quantized (as ModelOpt does: LayerNorm and
+    Softmax stay float), as `int8`, and with one of `corpus.SVTR_PLANTS` each."""
+    folder = tmp_path_factory.mktemp("svtr")
+    float_model = corpus.prepared(corpus.SVTR, corpus.SVTR_SHAPE)
+    quantized = corpus.quantize(float_model, corpus.SVTR_SHAPE, op_types=["MatMul"])
+    name_nodes(quantized)
+    paths = {"int8": folder / "int8.onnx"}
+    onnx.save(quantized, paths["int8"])
+    for fault, (producer, scale) in corpus.SVTR_PLANTS.items():
+        planted = onnx.ModelProto()
+        planted.CopyFrom(quantized)
+        corpus.plant_quantized_output(planted, producer, scale)
+        paths[fault] = folder / f"{fault}.onnx"
+        onnx.save(planted, paths[fault])
     return paths

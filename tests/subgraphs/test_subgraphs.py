@@ -15,7 +15,7 @@ import onnxruntime as ort
 import pytest
 from conftest import write_recipe
 
-from subgraphs.models import CORPUS, HIDDEN, SAMPLES, SHAPES
+from subgraphs.models import CORPUS, FOLDED_WIDTH, HIDDEN, SAMPLES, SHAPES, folded_branch
 from trtflow.tensors.tensor_set import TensorSet
 
 LOAD = """
@@ -123,9 +123,10 @@ def test_a_written_model_refused_where_the_file_opens_is_reported_as_a_trtflow_b
 
     source = tmp_path / "vad.onnx"
     onnx.save(CORPUS["vad_wrong_rank"](), str(source))
-    broken = onnx.shape_inference.infer_shapes(
-        CORPUS["vad_wrong_rank"](), strict_mode=False
-    )  # types kept in subgraphs
+    broken = CORPUS["vad_wrong_rank"]()
+    for branch in broken.graph.node[-1].attribute:  # no type fallback can mend an attribute
+        lstm = next(node for node in branch.g.node if node.op_type == "LSTM")
+        lstm.attribute[0].i = 7  # hidden_size, against weights made for 128
     written = tmp_path / "model.onnx"
     onnx.save(broken, str(written))
     with pytest.raises(StepError) as raised:
@@ -135,7 +136,41 @@ def test_a_written_model_refused_where_the_file_opens_is_reported_as_a_trtflow_b
         "is refused at node `If_0` while the file itself is accepted; this is a bug in trtflow"
         in message
     ), message
-    assert "First input tensor must have rank 3" in message
+    assert "Incompatible dimensions for matrix multiplication" in message, message
+
+
+def test_the_self_check_runs_the_written_model_with_the_runners_session_options(tmp_path):
+    """A model whose branch outputs are typed `[0, 1]` opens in ONNX Runtime and fails only when
+    a kernel writes the 1-row output: `load`'s self-check runs one synthesized feed through the
+    written file with the `onnxruntime` runner's options, so it drops those types and writes a
+    model that runs, instead of handing run-runners one that fails."""
+    from trtflow.ort_sessions import runner_session_options, session_refusal
+    from trtflow.steps.load import Params, _declared_types, _verify_written
+
+    source = tmp_path / "vad.onnx"
+    onnx.save(CORPUS["vad_zero_dims"](), str(source))
+    inferred = onnx.shape_inference.infer_shapes(CORPUS["vad_zero_dims"](), strict_mode=False)
+    written = tmp_path / "model.onnx"
+    onnx.save(inferred, str(written))
+    refusal = session_refusal(written, shapes=SHAPES)
+    assert refusal is not None and "has shape {0,1}" in refusal, refusal
+    model, inference = _verify_written(
+        inferred,
+        written,
+        Params(path=source, shapes=SHAPES),
+        _declared_types(CORPUS["vad_zero_dims"]()),
+        "ok",
+    )
+    assert inference.startswith("dropped, because the inferred types made the model invalid")
+    assert session_refusal(written, shapes=SHAPES) is None
+    feed = _feed(8000)
+    options = runner_session_options()  # the runner's: ENABLE_ALL, Q/DQ as written
+    assert options.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    session = ort.InferenceSession(str(written), options, providers=["CPUExecutionProvider"])
+    outputs = session.run(None, feed)
+    assert [o.tobytes() for o in outputs] == [
+        o.tobytes() for o in _outputs(CORPUS["vad_zero_dims"](), feed).values()
+    ]
 
 
 def test_shapes_that_make_the_model_unopenable_are_a_located_error(trtflow, tmp_path):
@@ -149,3 +184,63 @@ def test_shapes_that_make_the_model_unopenable_are_a_located_error(trtflow, tmp_
         "opens, but not with these input shapes" in result.stderr
         and "Traceback" not in result.stderr
     )
+
+
+FOLDED = """
+trtflow: 1
+name: subgraphs
+steps:
+  model: {uses: load, with: {path: folded.onnx}}
+  taps: {uses: surgeon-insert-tap, with: {model: "${steps.model.model}", tensors: all}}
+  run:
+    uses: run-runners
+    with:
+      model: ${steps.taps.model}
+      data: {seed: 1, iterations: 2, shapes: {x: [1, WIDTH, 1]}}
+      runners:
+        - {name: fp32, backend: onnxruntime}
+        - {name: fp16, backend: emulated, precision: fp16}
+  diff: {uses: compare, with: {results: "${steps.run.results}", reference: fp32, atol: 1.0, rtol: 1.0}}
+  hunt:
+    uses: bisect-precision
+    with:
+      model: ${steps.model.model}
+      data: {seed: 1, iterations: 2, shapes: {x: [1, WIDTH, 1]}}
+      precision: fp16
+      check: {atol: 1.0, rtol: 1.0}
+""".replace("WIDTH", str(FOLDED_WIDTH))
+
+
+def test_pins_only_the_runners_optimizations_refuse_are_a_located_error_with_the_way_out(
+    trtflow, tmp_path
+):
+    """Pinned to one frame, `folded_branch` opens with optimizations off (the old self-check passed
+    it) but not in the onnxruntime runner, whose optimizer folds the frame check: `load` judges
+    with the runner's options, so the recipe stops at `shapes` and says where the shapes go instead."""
+    onnx.save(folded_branch(), str(tmp_path / "folded.onnx"))
+    pinned = FOLDED.replace(
+        "path: folded.onnx}", f"path: folded.onnx, shapes: {{x: [1, {FOLDED_WIDTH}, 1]}}}}"
+    )
+    recipe = write_recipe(tmp_path, pinned)
+    result = trtflow("run", recipe, "--out", tmp_path / "out", cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "recipe.yaml:5:" in result.stderr and "steps.model.with.shapes" in result.stderr
+    assert "axis must be in [-rank, rank-1]" in result.stderr, result.stderr
+    assert "give them to run-runners or bisect-precision as `data: {shapes: ...}`" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_model_refused_only_when_pinned_runs_every_cpu_step_with_data_shapes(trtflow, tmp_path):
+    onnx.save(folded_branch(), str(tmp_path / "folded.onnx"))
+    recipe = write_recipe(tmp_path, FOLDED)
+    result = trtflow("run", recipe, "--out", tmp_path / "out", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = tmp_path / "out" / "subgraphs"
+    results = TensorSet.open(out / "run" / "results")
+    for runner in ("fp32", "fp16"):
+        assert results.failure(runner) is None, (runner, results.failure(runner))
+    for iteration, feed in enumerate(results.feeds()):
+        expected = _outputs(folded_branch(), feed)["output"]
+        assert results.load("fp32", iteration, "output").tobytes() == expected.tobytes()
+    assert json.loads((out / "diff" / "report.json").read_text())["candidates"] == ["fp16"]
+    assert (out / "hunt" / "model.onnx").exists() and (out / "hunt" / "keep.json").exists()

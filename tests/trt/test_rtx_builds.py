@@ -200,6 +200,9 @@ def test_recipe_builds_real_plans_end_to_end(trtflow, tmp_path):
         assert engine.stat().st_size > 0 and header_problems(rtx, engine.read_bytes()) == []
         graph = json.loads((out / "tensorrt-rtx-build" / step / "engine_graph.json").read_text())
         assert graph["Layers"]
+        if graph.get("Source") == "network (before fusion)":  # a machine RTX cannot run engines on
+            log = next((out / "tensorrt-rtx-build" / step).glob("build_log*")).read_text()
+            assert f"no per-layer profile: {rtx.name} cannot load its engine on this machine" in log
 
 
 @pytest.mark.parametrize(

@@ -65,9 +65,10 @@ def test_unnamed_nodes_get_trtflows_stable_names(trt, tmp_path):
 
 def test_parser_errors_name_the_node_and_op(trt, tmp_path):
     with pytest.raises(
-        StepError, match=r"node `exotic` \(NotInTensorRTGrid\): No importer registered"
-    ):
+        ParamError, match=r"node `exotic` \(NotInTensorRTGrid\): No importer registered"
+    ) as error:
         build_engine(unsupported_model(tmp_path / "m.onnx"), BuildSettings(), trt=trt)
+    assert error.value.param == "model" and "rejects m.onnx" in str(error.value)
 
 
 def test_dynamic_inputs_need_shapes_and_get_a_profile(trt, tmp_path):

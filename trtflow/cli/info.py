@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 import typer
 
@@ -87,6 +88,12 @@ def inspect(
         "--values",
         help="Print every value: of a tensor file's arrays, or of the weights with --weights.",
     ),
+    capability: str | None = typer.Option(
+        None,
+        "--capability",
+        metavar="LIBRARY",
+        help="Which ONNX nodes TensorRT's parser takes: tensorrt, tensorrt-rtx or auto (no GPU needed).",
+    ),
     debug: bool = DebugOption,
 ) -> None:
     """Summarize what a file from a debug session holds; --layers/--values show all of it."""
@@ -94,6 +101,14 @@ def inspect(
 
     with errors_to_exit_codes(debug):
         lines = describe(path)
+        if capability is not None:
+            from trtflow.trt.api import Library, TensorRT
+            from trtflow.trt.capability import parser_capability
+
+            if capability not in ("tensorrt", "tensorrt-rtx", "auto"):
+                raise UsageError(f"--capability {capability}: say tensorrt, tensorrt-rtx or auto")
+            library = cast("Library", capability)
+            lines += parser_capability(TensorRT.load(library), path).lines()
         if layers or attrs or weights:
             from trtflow.inspect_details import layer_lines
 

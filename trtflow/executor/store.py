@@ -78,6 +78,20 @@ def _fsync(path: Path) -> None:
         os.close(descriptor)
 
 
+def _fsync_all(paths: list[Path]) -> None:
+    """fsync every file, many at once: the file system commits concurrent fsyncs in one journal
+    transaction, so a run-runners entry of 580 tapped tensors is durable in 0.05 s, not 2.2 s
+    (ext4, one at a time: the cold mark-all run's largest cost, bench/cold_mark_all.py)."""
+    if len(paths) < 2:
+        for path in paths:
+            _fsync(path)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(32, len(paths))) as pool:
+        list(pool.map(_fsync, paths))
+
+
 def _private_files(outputs: dict[str, dict]) -> set[str]:
     """The companions of file outputs: kept as the checkout's own copies, never hard-linked."""
     return {
@@ -221,8 +235,8 @@ class Store:
         """Make `work_dir`, holding the files `manifest` lists, the entry for `key`: files made
         durable, read-only and blobs (private files excepted), the manifest last, then the rename.
         `commit` seals what a step wrote; a pull seals an entry it checked out from blobs."""
+        _fsync_all([work_dir / name for name in manifest["files"]])
         for name, meta in manifest["files"].items():
-            _fsync(work_dir / name)
             (work_dir / name).chmod(0o444)
             if not meta.get("private"):
                 self._share(work_dir / name, meta)

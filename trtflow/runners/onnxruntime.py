@@ -38,8 +38,9 @@ from trtflow.errors import ParamError
 from trtflow.lazy import lazy_import
 from trtflow.ort_sessions import (
     LOWERED_MODEL_DISABLED_OPTIMIZERS,
-    new_session_options,
+    UnknownSessionOption,
     open_session,
+    runner_session_options,
 )
 from trtflow.packages import installed_version
 from trtflow.runners.base import Feed, PlanModel, RunnerConfig, RunnerFailed, onnx_model_given
@@ -71,13 +72,6 @@ QUANTIZATION_MODES = (
     "integer kernels), fused (ONNX Runtime's integer kernels where it can fuse), dequantized (every "
     "pair removed: the float model the quantized one was made from, its natural reference)."
 )
-DISABLE_QDQ_FUSION = "session.disable_quant_qdq"
-OPTIMIZATION_LEVELS = {
-    "disable_all": "ORT_DISABLE_ALL",
-    "basic": "ORT_ENABLE_BASIC",
-    "extended": "ORT_ENABLE_EXTENDED",
-    "all": "ORT_ENABLE_ALL",
-}
 
 
 class Config(RunnerConfig):
@@ -199,21 +193,12 @@ class OnnxruntimeRunner:
     _scratch: Path | None = None
 
     def activate(self) -> None:
-        import onnxruntime as ort
-
-        options = new_session_options()
-        for key, value in self.session_options.items():
-            if key == "graph_optimization_level":
-                value = getattr(
-                    ort.GraphOptimizationLevel, OPTIMIZATION_LEVELS.get(str(value), str(value))
-                )
-            if not hasattr(options, key):
-                raise RunnerFailed(self.name, f"has an unknown session option `{key}`")
-            setattr(options, key, value)
-        if not self.qdq_fusion:
-            options.add_session_config_entry(DISABLE_QDQ_FUSION, "1")
-        if self.custom_op_library is not None:
-            options.register_custom_ops_library(str(self.custom_op_library))
+        try:
+            options = runner_session_options(
+                self.session_options, self.qdq_fusion, self.custom_op_library
+            )
+        except UnknownSessionOption as error:
+            raise RunnerFailed(self.name, f"has an unknown session option `{error}`") from None
         source = self._session_source()
         if isinstance(source, bytes) and self._folder is not None:
             options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(self._folder))

@@ -186,8 +186,14 @@ class BuildEngine(Step):
             "Per-layer times (trtexec --exportProfile layout) for render-graph.",
             optional=True,
         ),
+        "capability": file(
+            ".json",
+            "Which ONNX nodes the parser takes (supports_model_v2: per node and per subgraph; "
+            "TensorRT 10+ and TensorRT-RTX).",
+            optional=True,
+        ),
     }
-    version = 1
+    version = 2
     resources = Resources(gpu=1)
 
     def fingerprint(self, params: Params) -> dict[str, str]:
@@ -220,6 +226,7 @@ class BuildEngine(Step):
             if params.timing_cache
             else None
         )
+        self._capability(ctx, trt, params.model)
         ctx.progress(0, 1, f"building with {trt.name}")
         try:
             built = build_engine(
@@ -237,10 +244,22 @@ class BuildEngine(Step):
         ctx.output_path("engine_graph").write_text(
             json.dumps(built.engine_graph, indent=1), encoding="utf-8"
         )
-        if params.timing_iterations:
+        if params.timing_iterations and not built.loads_here:
+            log.note(f"no per-layer profile: {trt.name} cannot load its engine on this machine")
+            ctx.output_path("build_log").write_text(log.text(), encoding="utf-8")
+        elif params.timing_iterations:
             self._profile(ctx, params, trt, built.serialized, settings, log)
         ctx.progress(1, 1, f"{built.typing}ly typed, {len(built.constrained)} layer(s) constrained")
         return {}
+
+    def _capability(self, ctx: StepContext, trt, model: Path) -> None:
+        from trtflow.trt.capability import parser_capability, supports_capability
+
+        if supports_capability(trt):
+            document = parser_capability(trt, model).document()
+            ctx.output_path("capability").write_text(
+                json.dumps(document, indent=1), encoding="utf-8"
+            )
 
     def _profile(
         self, ctx: StepContext, params: Params, trt, serialized: bytes, settings, log

@@ -21,6 +21,7 @@ from pydantic import Field
 
 from trtflow.errors import ParamError, StepError
 from trtflow.onnxmodel.files import EXTERNAL_DATA
+from trtflow.onnxmodel.lint import LintReport
 from trtflow.packages import installed_version
 from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, file, value
@@ -39,6 +40,11 @@ class Params(StepParams):
     )
     check: bool | Literal["full"] = Field(
         True, description="Run onnx.checker (`full` adds strict shape checks)."
+    )
+    lint: bool = Field(
+        False,
+        description="Write `lint`: every onnx.checker, strict shape inference and ONNX Runtime "
+        "problem of the model at once, each with its node (or tensor).",
     )
 
 
@@ -150,18 +156,35 @@ def _restore_types(model, declared: list[tuple[list, list, list]], first: int) -
             field.extend(values)
 
 
-def _refusal(path: Path, check: bool | Literal["full"]) -> str | None:
-    """Why onnx.checker (at the step's `check` level) or ONNX Runtime refuses the model file; None if both accept it."""
+def _forget_subgraph_shapes(model) -> None:
+    """Drop every subgraph's value_info and the shapes of its outputs (their element types stay).
+
+    The last fallback of `_verify_written`: an exporter's declared branch shapes that conflict with
+    what the branch computes are refused once ONNX Runtime's optimizer inlines the branch into its
+    parent, while without them ONNX Runtime infers the shapes itself."""
+    from trtflow.onnxmodel.files import iter_graphs
+
+    for index, graph in enumerate(iter_graphs(model.graph)):
+        if index:
+            del graph.value_info[:]
+            for output in graph.output:
+                if output.type.HasField("tensor_type"):
+                    output.type.tensor_type.ClearField("shape")
+
+
+def _refusal(path: Path, params: Params, run: bool = True) -> str | None:
+    """Why onnx.checker (at the step's `check` level) or ONNX Runtime refuses the model file (opening
+    it, and with `run` running one synthesized feed of the pinned `shapes`); None if both accept it."""
     import onnx
 
     from trtflow.ort_sessions import session_refusal
 
-    if check:
+    if params.check:
         try:
-            onnx.checker.check_model(str(path), full_check=check == "full")
+            onnx.checker.check_model(str(path), full_check=params.check == "full")
         except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
             return f"onnx.checker: {str(error).strip()}"
-    refusal = session_refusal(path)
+    refusal = session_refusal(path, run, params.shapes)
     return refusal and f"ONNX Runtime: {refusal}"
 
 
@@ -169,19 +192,38 @@ def _verify_written(model, model_path: Path, params: Params, declared, inference
     """Make sure `load` never turns a model that opens into one that does not; returns (model, inference).
 
     If ONNX Runtime refuses the user's file too (custom ops, a plugin for TensorRT), it cannot
-    judge ours, and the model is kept as written. Otherwise the top-level inferred types go too."""
+    judge ours, and the model is kept as written. Otherwise the top-level inferred types go too,
+    and if that is not enough, the subgraphs' declared shapes. ONNX Runtime judges with a default
+    `onnxruntime` runner's session options and one synthesized feed (`session_refusal`); where the
+    user's file cannot run that feed (unknown dims made 1), only opening is judged."""
     from trtflow.onnxmodel.files import save_model
 
-    refusal = _refusal(model_path, params.check)
-    if refusal is None or _refusal(params.path, params.check) is not None:
+    refusal = _refusal(model_path, params)
+    if refusal is None:
         return model, inference
+    run = _refusal(params.path, params) is None
+    if not run:
+        refusal = _refusal(model_path, params, run=False)
+        if refusal is None or _refusal(params.path, params, run=False) is not None:
+            return model, inference
     _restore_types(model, declared, 0)
     save_model(model, model_path)
-    final = _refusal(model_path, params.check)
+    final = _refusal(model_path, params, run)
+    if final is not None:  # the declared branch types themselves fail once ORT inlines the branch
+        _forget_subgraph_shapes(model)
+        save_model(model, model_path)
+        final = _refusal(model_path, params, run)
     if final is None:
         return model, f"dropped, because the inferred types made the model invalid ({refusal})"
     if params.shapes:
-        raise ParamError("shapes", f"{params.path} opens, but not with these input shapes: {final}")
+        raise ParamError(
+            "shapes",
+            f"{params.path} opens, but not with these input shapes: {final} (ONNX Runtime's graph "
+            "optimizer, on in the onnxruntime runner, folds the shape checks pinned dims make "
+            "constant, then may refuse a branch that never runs; if the file runs with inputs of "
+            "these shapes, leave `shapes` out here and give them to run-runners or "
+            "bisect-precision as `data: {shapes: ...}`)",
+        )
     node = re.search(r"Node \((.+?)\)", final)
     raise StepError(
         f"the model `load` wrote from {params.path} is refused{f' at node `{node[1]}`' if node else ''} "
@@ -248,9 +290,15 @@ class Load(Step):
             "Opset, op histogram, I/O, constant ranges, values out of FP16/BF16 range by node, and what "
             "each FP16 converter makes of them (±inf or clamped).",
         ),
+        "lint": file(
+            ".json",
+            "With `lint: true`: every checker, shape-inference and ONNX Runtime problem, with node names.",
+            optional=True,
+            report=LintReport,
+        ),
         "kind": value("onnx", "`onnx` or `engine`: what was loaded."),
     }
-    version = 5  # 2: out_of_range entries give the constant's `size`; 3: subgraphs keep their declared types; 5: Q/DQ summary
+    version = 6  # 6: self-check with the runner's session options + one feed; 2: out_of_range entries give the constant's `size`; 3: subgraphs keep their declared types; 5: Q/DQ summary
     # 4: out_of_range_converters says which converters give ±inf and which clamp
 
     def fingerprint(self, params: Params) -> dict[str, str]:
@@ -279,6 +327,7 @@ class Load(Step):
         from google.protobuf.message import DecodeError
 
         from trtflow.onnxmodel.files import load_model, name_nodes, refused_external_data
+        from trtflow.onnxmodel.lint import problem_lines
 
         ctx.progress(0, 5, "reading")
         # read first: `check: false` is no advice for a file that is not ONNX at all, or truncated
@@ -307,6 +356,7 @@ class Load(Step):
         ]
         if lacking:
             raise _not_a_model(params.path, f"it has no {' and no '.join(lacking)}")
+        lint = self._lint(ctx, params, model) if params.lint else None
         if params.check:
             try:
                 onnx.checker.check_model(str(params.path), full_check=params.check == "full")
@@ -315,10 +365,15 @@ class Load(Step):
                 onnx.shape_inference.InferenceError,
                 DecodeError,
             ) as error:
+                every = (
+                    "; every problem (lint):\n  " + "\n  ".join(problem_lines(lint))
+                    if lint is not None and lint.problems
+                    else ""
+                )
                 raise ParamError(
                     "path",
                     f"{params.path}: not a valid ONNX model: {str(error).strip()} "
-                    "(set `check: false` on the load step to load it anyway)",
+                    f"(set `check: false` on the load step to load it anyway){every}",
                 ) from None
         ctx.progress(1, 5, "naming nodes")
         renamed = name_nodes(model)
@@ -338,3 +393,19 @@ class Load(Step):
         ctx.output_path("summary").write_text(json.dumps(summary, indent=1))
         ctx.progress(5, 5, "done")
         return {"kind": "onnx"}
+
+    def _lint(self, ctx: StepContext, params: Params, model) -> LintReport:
+        """Write `lint`: the checker's complaints node by node, then ONNX Runtime's (with the
+        onnxruntime runner's session options; run on a feed only when `shapes` pins the inputs)."""
+        from trtflow.onnxmodel.lint import checker_problems, problem_lines, runtime_problem
+        from trtflow.ort_sessions import session_refusal
+
+        problems = checker_problems(model)
+        refusal = session_refusal(params.path, run=bool(params.shapes), shapes=params.shapes)
+        if refusal is not None:
+            problems.append(runtime_problem(refusal))
+        report = LintReport(model=params.path.name, problems=problems)
+        report.write(ctx.output_path("lint"))
+        for line in problem_lines(report):
+            ctx.log(f"lint: {line}")
+        return report

@@ -25,6 +25,7 @@ BUILTIN: dict[str, str] = {
     "build-engine": "trtflow.steps.build_engine:BuildEngine",
     "render-graph": "trtflow.steps.render_graph:RenderGraph",
     "bisect-precision": "trtflow.steps.bisect_precision:BisectPrecision",
+    "reduce": "trtflow.steps.reduce:Reduce",
 }
 
 

@@ -59,6 +59,7 @@ class BuiltEngine:
     engine_graph: dict  # the inspector's JSON document
     typing: str  # "strong" or "weak": how precision was decided
     constrained: dict[str, str]  # layer name -> precision (weak builds)
+    loads_here: bool = True  # False: TensorRT-RTX built it but cannot load it on this machine
 
 
 class TimingCache:
@@ -130,35 +131,54 @@ def _lowered_model(
     return PrecisionPlan(precision, keep).lower(model)
 
 
-def _nodes_by_index(model_file: Path) -> list[tuple[str, str]]:
+def _nodes_by_index(model_file: Path) -> list[tuple[str, str, str]]:
     from trtflow.onnxmodel.files import load_model
 
     return [
-        (node.name, node.op_type) for node in load_model(model_file, load_weights=False).graph.node
+        (node.name, node.op_type, node.domain)
+        for node in load_model(model_file, load_weights=False).graph.node
     ]
 
 
 def _parse(
-    trt: TensorRT, builder: Any, logger: Any, model_file: Path, mode: TypingMode, log: TensorRTLog
+    trt: TensorRT,
+    builder: Any,
+    logger: Any,
+    model_file: Path,
+    mode: TypingMode,
+    log: TensorRTLog,
+    shown_as: str,
 ) -> tuple[Any, Any]:
-    """The network and its parser; the parser owns the weights, so it must outlive the build."""
+    """The network and its parser; the parser owns the weights, so it must outlive the build.
+
+    A node the parser rejects is the model's problem, not the run's: a ParamError at `model`
+    (exit 2) naming each rejected ONNX node, its op (and domain, for custom ops that need a
+    plugin) and the parser's reason, so the user knows which node to replace."""
     network = builder.create_network(trt.network_flags(mode))
     parser = trt.module.OnnxParser(network, logger)
     if parser.parse_from_file(str(model_file)):
         return network, parser
-    nodes: list[tuple[str, str]] | None = None
+    nodes = _nodes_by_index(model_file)
+    domains = {name: domain for name, _, domain in nodes}
     problems = []
     for index in range(parser.num_errors):
         error = parser.get_error(index)
         if hasattr(error, "node_name"):  # TensorRT 10 and later
             name, op = error.node_name(), error.node_operator()
         else:  # 8.6 names the node only by its index in the graph
-            nodes = nodes if nodes is not None else _nodes_by_index(model_file)
-            name, op = nodes[error.node()] if 0 <= error.node() < len(nodes) else ("", "")
+            name, op, _ = nodes[error.node()] if 0 <= error.node() < len(nodes) else ("", "", "")
+        domain = domains.get(name, "")
+        if domain not in ("", "ai.onnx"):
+            op = f"{op}, domain {domain}: a custom op needs a TensorRT plugin"
         where = f"node `{name}` ({op})" if name else "the model"
         problems.append(f"{where}: {error.desc()}")
     detail = "\n  ".join(problems) or "; ".join(log.errors()) or "no reason given"
-    raise StepError(f"{trt.name} cannot import the ONNX model:\n  {detail}")
+    raise ParamError(
+        "model",
+        f"{trt.name}'s ONNX parser rejects {shown_as}:\n  {detail}\n"
+        "replace or remove the node(s) named above (or register a plugin for a custom op) before "
+        "building; onnxruntime runners can still run this model",
+    )
 
 
 def _drop_host_outputs(trt: TensorRT, network: Any, log: TensorRTLog) -> None:
@@ -362,7 +382,7 @@ def build_engine(
 
             model_file = Path(scratch) / model_path.name
             save_model(rewritten, model_file)
-        network, parser = _parse(trt, builder, logger, model_file, mode, log)
+        network, parser = _parse(trt, builder, logger, model_file, mode, log, model_path.name)
         _drop_host_outputs(trt, network, log)
         constrained = (
             _constrain(trt, network, keep, layer_precisions, log) if mode == "weak" else {}
@@ -380,6 +400,7 @@ def build_engine(
         timing_cache.save()
     data = bytes(serialized)
     runtime = trt.module.Runtime(logger)
+    loads_here = True
     try:
         graph = engine_information(trt, runtime, data)
     except StepError:
@@ -390,5 +411,5 @@ def build_engine(
             f"{trt.name} cannot load the engine on this machine (no supported GPU); engine_graph "
             "lists the network's layers before fusion"
         )
-        graph = fallback_graph
-    return BuiltEngine(data, graph, mode, constrained)
+        graph, loads_here = fallback_graph, False
+    return BuiltEngine(data, graph, mode, constrained, loads_here)

@@ -62,15 +62,25 @@ def network_information(network: Any) -> dict:
     return {"Layers": layers, "Bindings": bindings, "Source": "network (before fusion)"}
 
 
+# What get_engine_validity can say about the plan itself; the rest of its diagnostics
+# (UNSUPPORTED_CC, OLD_CUDA_DRIVER, INSUFFICIENT_GPU_MEMORY, ...) are about this machine: an H200
+# (9.0) reports UNSUPPORTED_CC for every good TensorRT-RTX plan.
+_PLAN_DIAGNOSTICS = ("VERSION_MISMATCH", "MALFORMED_ENGINE")
+
+
 def header_problems(trt: TensorRT, serialized: bytes) -> list[str]:
-    """What the library's runtime finds wrong with a plan's header, without a GPU (`[]`: a plan this
-    library wrote); TensorRT-RTX's `Runtime.get_engine_validity`, `MALFORMED_ENGINE` for a file
-    that is no plan of its own. Reads only the header, because on a machine without a driver
-    the whole plan is always "invalid" for the missing GPU."""
+    """What the library's runtime finds wrong with a plan's header, with or without a GPU (`[]`: a
+    plan this library wrote); TensorRT-RTX's `Runtime.get_engine_validity`, `MALFORMED_ENGINE` for
+    a file that is no plan of its own. Reads only the header, because on a machine without a driver
+    the whole plan is always "invalid" for the missing GPU, and keeps only the plan's own faults."""
     runtime = trt.module.Runtime(trt.module.Logger(trt.module.Logger.ERROR))
     if not hasattr(runtime, "get_engine_validity"):
         return []
     header = bytearray(serialized[: int(runtime.engine_header_size)])
     _, diagnostics = runtime.get_engine_validity(header)
     flags = trt.module.EngineInvalidityDiagnostics.__members__
-    return [name for name, flag in flags.items() if int(diagnostics) & int(flag)]
+    return [
+        name
+        for name, flag in flags.items()
+        if name in _PLAN_DIAGNOSTICS and int(diagnostics) & int(flag)
+    ]

@@ -1,0 +1,123 @@
+"""A cold first run that taps every tensor of a real model, against Polygraphy doing the same.
+
+    python bench/cold_mark_all.py [--models DIR] [--pairs 2] [--only det,rec,cls,silero]
+
+For each model (PP-OCRv4 det and rec, ppocr cls, silero_vad: the files in `--models`, by default
+/work/helpers/models), in a fresh workspace each time:
+- trtflow: `trtflow run` of load (pinned shapes) -> surgeon-insert-tap (tensors: all) ->
+  run-runners (one onnxruntime runner, one iteration);
+- Polygraphy: `polygraphy run model.onnx --onnxrt --onnx-outputs mark all --save-outputs out.json`
+  with the same input shapes.
+The two alternate (`--pairs` pairs, trtflow first then Polygraphy first, so neither always runs
+on a warmer page cache); wall time and peak RSS (wait4) of each child are printed with the
+median trtflow/Polygraphy ratios. Polygraphy is no trtflow dependency: `pip install polygraphy`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+from run_compare import measured  # noqa: E402 - the other benches' child-process measurement
+
+MODELS = {  # name: (file, {input: shape}, data ranges); silero's shapes go to `data:` (pinned in
+    # `load`, ONNX Runtime's optimizer refuses its nested Ifs: tests/subgraphs/models.folded_branch)
+    "det": ("ch_PP-OCRv4_det_infer.onnx", {"x": [1, 3, 320, 320]}, {}),
+    "rec": ("ch_PP-OCRv4_rec_infer.onnx", {"x": [1, 3, 48, 320]}, {}),
+    "cls": ("ch_ppocr_mobile_v2.0_cls_infer.onnx", {"x": [1, 3, 48, 192]}, {}),
+    "silero": (
+        "silero_vad.onnx",
+        {"input": [1, 512], "state": [2, 1, 128], "sr": []},
+        {"sr": [16000, 16000]},
+    ),
+}
+
+RECIPE = """trtflow: 1
+name: bench
+steps:
+  model: {{uses: load, with: {{path: {file}{pins}}}}}
+  taps: {{uses: surgeon-insert-tap, with: {{model: "${{steps.model.model}}", tensors: all}}}}
+  run:
+    uses: run-runners
+    with:
+      model: ${{steps.taps.model}}
+      data: {{seed: 1, iterations: 1, ranges: {ranges}{data_shapes}}}
+      runners: [{{name: ort, backend: onnxruntime}}]
+"""
+
+
+def _flow(ranges: dict[str, list[int]]) -> str:
+    return "{" + ", ".join(f'"{k}": {v}' for k, v in {"*": [-1, 1], **ranges}.items()) + "}"
+
+
+def one_pair(name: str, models: Path, work: Path, polygraphy_first: bool):
+    """((trtflow s, MiB), (Polygraphy s, MiB)) of one cold run each, in fresh folders."""
+    file, shapes, ranges = MODELS[name]
+    folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=work))
+    shutil.copyfile(models / file, folder / file)
+    pinned = {k: v for k, v in shapes.items() if v}
+    in_data = name == "silero"
+    (folder / "recipe.yaml").write_text(
+        RECIPE.format(
+            file=file,
+            pins="" if in_data else f", shapes: {pinned}",
+            ranges=_flow(ranges),
+            data_shapes=f", shapes: {pinned}" if in_data else "",
+        )
+    )
+    trtflow = [sys.executable, "-m", "trtflow", "run", "recipe.yaml"]
+    trtflow += ["--workspace", "ws", "--out", "out"]
+    polygraphy = [shutil.which("polygraphy", path=str(Path(sys.executable).parent)) or "polygraphy"]
+    polygraphy += ["run", file, "--onnxrt", "--onnx-outputs", "mark", "all"]
+    polygraphy += ["--save-outputs", "polygraphy.json"]
+    polygraphy += ["--input-shapes", *(f"{k}:{v}".replace(" ", "") for k, v in shapes.items())]
+    for key, (low, high) in ranges.items():
+        polygraphy += ["--val-range", f"{key}:[{low},{high}]"]
+    if polygraphy_first:
+        theirs = measured(polygraphy, folder)
+        ours = measured(trtflow, folder)
+    else:
+        ours = measured(trtflow, folder)
+        theirs = measured(polygraphy, folder)
+    shutil.rmtree(folder, ignore_errors=True)
+    return ours, theirs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--models", type=Path, default=Path("/work/helpers/models"))
+    parser.add_argument("--pairs", type=int, default=2)
+    parser.add_argument("--only", default=",".join(MODELS))
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="trtflow-bench-"))
+    print(
+        f"{'model':8}{'trtflow s':>11}{'polygraphy s':>14}{'wall ratio':>12}"
+        f"{'trtflow MiB':>13}{'polygraphy MiB':>16}{'memory ratio':>14}"
+    )
+    try:
+        for name in args.only.split(","):
+            pairs = [one_pair(name, args.models, work, i % 2 == 1) for i in range(args.pairs)]
+            ours_s = statistics.median(p[0][0] for p in pairs)
+            theirs_s = statistics.median(p[1][0] for p in pairs)
+            ours_mb = statistics.median(p[0][1] for p in pairs)
+            theirs_mb = statistics.median(p[1][1] for p in pairs)
+            print(
+                f"{name:8}{ours_s:11.2f}{theirs_s:14.2f}{ours_s / theirs_s:12.2f}"
+                f"{ours_mb:13.0f}{theirs_mb:16.0f}{ours_mb / theirs_mb:14.2f}",
+                flush=True,
+            )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""Which ONNX nodes TensorRT's parser takes: Polygraphy's `inspect capability`, on any machine with
+TensorRT or TensorRT-RTX (the parser needs no GPU), before anyone waits for a build.
+
+`OnnxParser.supports_model_v2` splits the graph into subgraphs around the nodes it cannot import;
+a node in no subgraph is one the parser rejects (its reason comes from the parser's errors). The
+library's per-subgraph verdict is kept as it says it: when the model as a whole is not supported,
+TensorRT-RTX 1.7 marks every subgraph unsupported too, so nodes there are "unconfirmed", not
+"supported". The node names are trtflow's stable names (`onnxmodel.files.name_nodes`), as in
+engine layers and keep sets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from trtflow.errors import BackendUnavailable
+from trtflow.trt.api import TensorRT
+from trtflow.trt.log import TensorRTLog, make_logger
+
+CAPABILITY_FORMAT = 1
+Status = Literal["supported", "unsupported", "unconfirmed"]
+
+
+@dataclass(frozen=True)
+class NodeSupport:
+    node: str
+    op: str
+    status: Status
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Capability:
+    library: str  # "TensorRT-RTX 1.7.1.116"
+    model: str  # the file's name
+    supported: bool  # the parser takes the whole model
+    nodes: list[NodeSupport]
+    subgraphs: list[tuple[bool, list[str]]]  # (the library's verdict, node names)
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "format": CAPABILITY_FORMAT,
+            "library": self.library,
+            "model": self.model,
+            "supported": self.supported,
+            "nodes": [asdict(node) for node in self.nodes],
+            "subgraphs": [{"supported": ok, "nodes": names} for ok, names in self.subgraphs],
+        }
+
+    def lines(self) -> list[str]:
+        """What `trtflow inspect MODEL --capability` prints."""
+        rejected = [node for node in self.nodes if node.status == "unsupported"]
+        head = (
+            f"{self.library}'s ONNX parser takes all {len(self.nodes)} nodes"
+            if self.supported
+            else f"{self.library}'s ONNX parser rejects {len(rejected)} of {len(self.nodes)} nodes"
+        )
+        lines = [head]
+        lines += [
+            f"  {node.node} ({node.op}): {node.reason or 'no reason given'}" for node in rejected
+        ]
+        if not self.supported:
+            lines.append(
+                f"  {len(self.subgraphs)} subgraph(s) around them: "
+                + "; ".join(
+                    f"{names[0]}..{names[-1]} ({len(names)} nodes)" if len(names) > 1 else names[0]
+                    for _, names in self.subgraphs
+                    if names
+                )
+            )
+        return lines
+
+
+def supports_capability(trt: TensorRT) -> bool:
+    """TensorRT 10+ and TensorRT-RTX have `supports_model_v2`; 8.6 does not."""
+    return hasattr(trt.module.OnnxParser, "supports_model_v2")
+
+
+def parser_capability(trt: TensorRT, model_path: Path) -> Capability:
+    """Ask the parser, node by node, whether it takes `model_path`."""
+    from trtflow.onnxmodel.files import load_model, name_nodes
+
+    if not supports_capability(trt):
+        raise BackendUnavailable(f"{trt.name}'s parser has no supports_model_v2 (TensorRT 10+)")
+    model = load_model(model_path)
+    name_nodes(model)
+    nodes = [(node.name, node.op_type) for node in model.graph.node]
+    logger = make_logger(trt.module, TensorRTLog())
+    builder = trt.module.Builder(logger)
+    if builder is None:
+        raise BackendUnavailable(f"{trt.name} could not start its builder here")
+    network = builder.create_network(trt.network_flags(trt.resolve_typing("auto")))
+    parser = trt.module.OnnxParser(network, logger)
+    supported = bool(parser.supports_model_v2(model.SerializeToString(), str(model_path)))
+    reasons: dict[str, str] = {}
+    for index in range(parser.num_errors):
+        error = parser.get_error(index)
+        name = error.node_name() if hasattr(error, "node_name") else ""
+        reasons.setdefault(name, error.desc())
+    subgraphs: list[tuple[bool, list[str]]] = []
+    verdict: dict[int, bool] = {}
+    for index in range(parser.num_subgraphs):
+        ok = bool(parser.is_subgraph_supported(index))
+        members = [int(i) for i in parser.get_subgraph_nodes(index)]
+        subgraphs.append((ok, [nodes[i][0] for i in members]))
+        verdict.update(dict.fromkeys(members, ok))
+    support = [
+        NodeSupport(
+            name,
+            op,
+            "supported"
+            if supported or verdict.get(i)
+            else ("unconfirmed" if i in verdict else "unsupported"),
+            "" if i in verdict or supported else reasons.get(name, ""),
+        )
+        for i, (name, op) in enumerate(nodes)
+    ]
+    return Capability(trt.name, model_path.name, supported, support, subgraphs)
