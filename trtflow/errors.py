@@ -67,6 +67,14 @@ class UsageError(TrtflowError):
     exit_code = 2
 
 
+class InputError(UsageError, ValueError):
+    """A file or value the user gave cannot be used, said by the library that reads it (a keep
+    file, a user script, a runner setting that contradicts plans). Steps catch `InputError` and
+    name their param; they never catch `ValueError`, so a bug raising one stays an internal error
+    (exit 3), not "your recipe is wrong". It is also a ValueError so that a pydantic validator
+    calling such a reader makes it a located recipe problem."""
+
+
 class StepError(TrtflowError):
     """A step failed while running; the message says which step and what to do."""
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from trtflow.errors import StepError
+from trtflow.errors import InputError, StepError
 
 
 class UserCodeError(StepError):
@@ -68,12 +68,12 @@ class UserFunction:
 
     @classmethod
     def load(cls, script: Path, name: str, role: str) -> UserFunction:
-        """The function `name` of `script`; ValueError when the script has none (a recipe mistake)."""
+        """The function `name` of `script`; InputError when the script has none (a recipe mistake)."""
         script = Path(script).absolute()
         title = f"{role} `{script.name}:{name}`"
         spec = importlib.util.spec_from_file_location(f"trtflow_user_{script.stem}", script)
         if spec is None or spec.loader is None:
-            raise ValueError(f"{script} is not a Python script (expected a `.py` file)")
+            raise InputError(f"{script} is not a Python script (expected a `.py` file)")
         module = importlib.util.module_from_spec(spec)
         sys.path.insert(0, str(script.parent))
         try:
@@ -89,7 +89,7 @@ class UserFunction:
                 if callable(v) and getattr(v, "__module__", None) == module.__name__
             )
             listed = ", ".join(f"`{n}`" for n in functions) or "none"
-            raise ValueError(f"{script} has no function `{name}`; its functions: {listed}")
+            raise InputError(f"{script} has no function `{name}`; its functions: {listed}")
         return cls(script, name, role, function)
 
     @property

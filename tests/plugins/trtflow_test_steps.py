@@ -7,6 +7,7 @@ computed across processes, and `test-sleep` can be killed while it is writing it
 
 from __future__ import annotations
 
+import builtins
 import os
 import time
 from pathlib import Path
@@ -118,3 +119,18 @@ class PidStep(Step):
         )
         time.sleep(params.seconds)
         return {"pid": os.getpid()}
+
+
+class BugParams(StepParams):
+    error: str = "ValueError"
+
+
+class BugStep(Step):
+    """Raise a builtin exception, as a bug in a step would: never a user error (exit 2)."""
+
+    kind = "test-bug"
+    Params = BugParams
+    outputs = {"passed": value(True, "never reached")}
+
+    def run(self, ctx: StepContext, params: BugParams) -> dict[str, Any]:
+        raise getattr(builtins, params.error)("a bug, not the user's input")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from trtflow.errors import InputError
 from trtflow.graph.model import Graph
 
 
@@ -19,13 +20,13 @@ def focus(graph: Graph, pattern: str, radius: int) -> Graph:
     try:
         regex = re.compile(pattern)
     except re.error as error:
-        raise ValueError(f"`{pattern}` is not a valid regular expression: {error}") from error
+        raise InputError(f"`{pattern}` is not a valid regular expression: {error}") from error
     seeds = [
         node.name for node in graph.nodes.values() if any(regex.search(name) for name in node.names)
     ]
     if not seeds:
         examples = ", ".join(f"`{node.name}`" for node in graph.ops()[:5])
-        raise ValueError(f"no node name matches `{pattern}` (names look like {examples})")
+        raise InputError(f"no node name matches `{pattern}` (names look like {examples})")
     neighbours: dict[str, set[str]] = {name: set() for name in graph.nodes}
     for edge in graph.edges:
         neighbours[edge.source].add(edge.target)

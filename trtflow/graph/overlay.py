@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from trtflow.errors import UsageError
+from trtflow.errors import InputError, UsageError
 from trtflow.graph.model import Graph, error_rank
 
 KNOWN_STATS = (
@@ -184,7 +184,7 @@ def errors_from_report(
         )
     )
     if runner is not None and runner not in checked:
-        raise ValueError(
+        raise InputError(
             f"the compare report {Path(path).name} checked no runner `{runner}`"
             f"{did_you_mean(runner, checked)}; it checked {', '.join(checked) or 'no named runner'}"
         )
@@ -334,7 +334,7 @@ def read_highlight(source: list[str] | Path) -> list[str]:
 
     try:
         return sorted(read_keep_file(source))
-    except ValueError as error:
+    except InputError as error:
         raise UsageError(str(error)) from None
 
 

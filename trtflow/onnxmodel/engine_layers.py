@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trtflow.errors import InputError
+
 if TYPE_CHECKING:
     import onnx
 
@@ -89,7 +91,7 @@ class EngineLayerMap:
                 tuple(document.get("uncovered_nodes", ())),
             )
         except (OSError, ValueError, KeyError, TypeError) as error:
-            raise ValueError(
+            raise InputError(
                 f"{path}: not an engine-layer map (surgeon-insert-tap's `engine_layers` output, "
                 f'{{"layers": [{{"name", "nodes", "outputs"}}]}}): {error}'
             ) from None

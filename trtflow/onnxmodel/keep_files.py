@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from trtflow.errors import InputError
+
 
 def read_keep_file(path: Path) -> frozenset[str]:
     """The node names in a keep file: bisect-precision's `keep` (`{"nodes": [{"name", "op", "reason"}]}`),
-    or a plain JSON list of names. Raises ValueError saying what a keep file looks like."""
+    or a plain JSON list of names. Raises InputError saying what a keep file looks like."""
     try:
         document = json.loads(Path(path).read_text(encoding="utf-8"))
         entries = document["nodes"] if isinstance(document, dict) else document
@@ -24,6 +26,6 @@ def read_keep_file(path: Path) -> frozenset[str]:
             entry["name"] if isinstance(entry, dict) else str(entry) for entry in entries
         )
     except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ValueError(
+        raise InputError(
             f'{path}: not a keep file ({{"nodes": [{{"name": ...}}]}} or a list of names): {error}'
         ) from None

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trtflow.errors import ParamError, StepError, TrtflowError
+from trtflow.errors import InputError, ParamError, StepError, TrtflowError
 from trtflow.lazy import lazy_import
 from trtflow.onnxmodel.formats import PlanPrecision
 from trtflow.schema.recipe import Resources
@@ -154,7 +154,7 @@ class RunnerConfig(BaseModel):
         return None
 
     def check_model(self, model: onnx.ModelProto | None) -> None:
-        """Raise ValueError (saying what to change) when this entry cannot work with `model` (the run's
+        """Raise InputError (saying what to change) when this entry cannot work with `model` (the run's
         ONNX model without weights, or None); called before any runner starts."""
 
     def fingerprint(self) -> dict[str, str]:
@@ -170,12 +170,12 @@ class RunnerConfig(BaseModel):
             raise ParamError(
                 key, f"runner `{self.name}`: {error}", within=(*within, error.param, *error.within)
             ) from None
-        except (OSError, ValueError) as error:
+        except (OSError, InputError) as error:
             raise ParamError(key, f"runner `{self.name}`: {error}", within=within) from None
 
     def plan_runner(self, subject: PlanModel) -> PlanRunner:
         """A runner that realizes precision plans of `subject` (backends that can override this).
-        Raises ValueError, saying what to change, when a setting of this entry contradicts plans."""
+        Raises InputError, saying what to change, when a setting of this entry contradicts plans."""
         raise NotImplementedError(
             f"a `{getattr(self, 'backend', '?')}` runner cannot realize precision plans"
         )
@@ -200,7 +200,7 @@ def most_needed(needs: Iterable[Resources]) -> Resources:
 def refuse_onnx_engine(path: Path | None) -> Path | None:
     """`path`, unless it names an ONNX model where an engine belongs (caught when the recipe validates)."""
     if path is not None and Path(path).suffix == ".onnx":
-        raise ValueError(
+        raise InputError(
             f"{Path(path).name} is an ONNX model, not a TensorRT engine: build one with a `build-engine` "
             "step and give its `${steps.ID.engine}`"
         )

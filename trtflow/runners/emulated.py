@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
+from trtflow.errors import InputError
 from trtflow.lazy import lazy_import
 from trtflow.onnxmodel.formats import PlanPrecision
 from trtflow.onnxmodel.keep_files import read_keep_file
@@ -109,7 +110,7 @@ class Config(RunnerConfig):
         unknown = sorted(self.kept_nodes() - names)
         if unknown:
             shown = ", ".join(f"`{name}`{did_you_mean(name, names)}" for name in unknown[:5])
-            raise ValueError(
+            raise InputError(
                 f"`keep` names {len(unknown)} node(s) the model does not have: {shown}"
             )
 
@@ -155,12 +156,12 @@ class Config(RunnerConfig):
 
     def plan_runner(self, subject: PlanModel) -> SwitchableRunner:
         if self.engine_graph is not None:
-            raise ValueError(
+            raise InputError(
                 "`engine_graph` has no place in a runner that realizes precision plans: plans are "
                 "judged node by node on the switchable model"
             )
         if self.keep:
-            raise ValueError(
+            raise InputError(
                 "`keep` has no place in a runner that realizes precision plans: each plan says "
                 "which nodes stay FP32 (bisect-precision's `nodes: {exclude: ...}` narrows them)"
             )

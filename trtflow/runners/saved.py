@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field
 
-from trtflow.errors import ParamError, TensorFileError
+from trtflow.errors import InputError, ParamError, TensorFileError
 from trtflow.lazy import lazy_import
 from trtflow.runners.base import Feed, RunnerConfig, RunnerFailed
 from trtflow.schema.paths import InputPath
@@ -51,7 +51,7 @@ class Config(RunnerConfig):
             saved_iterations(self.path, self.runner)
         except TensorFileError as error:
             raise ParamError("path", str(error)) from None
-        except ValueError as error:  # the file is fine; `runner` names none of its runners
+        except InputError as error:  # the file is fine; `runner` names none of its runners
             raise ParamError("runner", str(error)) from None
 
     def replayed_iterations(self) -> int:
@@ -73,10 +73,10 @@ def saved_iterations(path: Path, runner: str | None) -> tuple[str, list[dict[str
     else:
         runs = polygraphy_json.read_results(path)
     if runner is None and len(runs) != 1:
-        raise ValueError(f"{path} holds runners {sorted(runs)}; choose one with `runner:`")
+        raise InputError(f"{path} holds runners {sorted(runs)}; choose one with `runner:`")
     chosen = runner if runner is not None else next(iter(runs))
     if chosen not in runs:
-        raise ValueError(f"{path} has no runner `{chosen}`; it holds {sorted(runs)}")
+        raise InputError(f"{path} has no runner `{chosen}`; it holds {sorted(runs)}")
     return chosen, runs[chosen]
 
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
+from trtflow.errors import InputError
 from trtflow.lazy import lazy_import
 from trtflow.runners.base import Feed, PlanModel, RunnerConfig, RunnerFailed, refuse_onnx_engine
 from trtflow.schema.paths import InputPath
@@ -91,12 +92,12 @@ class Config(RunnerConfig):
 
     def plan_runner(self, subject: PlanModel) -> TensorRTPlanRunner:
         if self.engine is not None:
-            raise ValueError(
+            raise InputError(
                 "`engine` has no place in a runner that realizes precision plans: each plan's "
                 "engine is built from the model"
             )
         if subject.precision not in self.plan_precisions:  # said before the reference and any build
-            raise ValueError(
+            raise InputError(
                 f"bisect-precision on TensorRT searches fp16 or bf16 plans, not {subject.precision} "
                 "(FP8 needs explicit Q/DQ quantization in TensorRT)"
             )

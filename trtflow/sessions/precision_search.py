@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from trtflow.errors import ParamError
+from trtflow.errors import InputError, ParamError
 from trtflow.lazy import lazy_import
 from trtflow.onnxmodel.formats import PlanPrecision, PrecisionName
 from trtflow.runners.base import PlanModel, PlanRunner, Runner, RunnerConfig
@@ -701,7 +701,7 @@ class PrecisionSearch:
                     context.log,
                 )
             )
-        except ValueError as error:
+        except InputError as error:
             raise ParamError("runner", str(error)) from None
         reference_config = config_type(LOWERED_ON_CPU["backend"]).model_validate(LOWERED_ON_CPU)
         lowered_runner = reference_config.plan_runner(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from trtflow.errors import ParamError
+from trtflow.errors import InputError, ParamError
 from trtflow.schema.paths import InputPath
 from trtflow.schema.recipe import Resources
 from trtflow.steps.base import Step, StepContext, StepParams, file
@@ -113,7 +113,7 @@ def _keep_names(path: Path) -> frozenset[str]:
 
     try:
         return read_keep_file(path)
-    except ValueError as error:
+    except InputError as error:
         raise ParamError("keep", str(error)) from None
 
 

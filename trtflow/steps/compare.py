@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeAlias
 
 from pydantic import Field, model_validator
 
-from trtflow.errors import ParamError, StepError
+from trtflow.errors import InputError, ParamError, StepError
 from trtflow.packages import installed_version
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
@@ -256,7 +256,7 @@ def _grouped(report: CompareReport, engine_layers) -> tuple[dict, list[str]]:
 
     try:
         layers = EngineLayerMap.read(engine_layers)
-    except ValueError as error:
+    except InputError as error:
         raise ParamError("engine_layers", str(error)) from None
     grouped = group_report(report, layers)
     return grouped, summary_lines(grouped)

@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from trtflow.errors import ParamError, UsageError
+from trtflow.errors import InputError, ParamError, UsageError
 from trtflow.packages import installed_version
 from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, folder
@@ -269,7 +269,7 @@ class RenderGraph(Step):
                     params.overlay_stat,
                     params.overlay_runner,
                 )
-            except ValueError as error:
+            except InputError as error:
                 raise ParamError("overlay_runner", str(error)) from None
             graph = overlay.with_errors(graph, errors)
         if highlight:
@@ -277,7 +277,7 @@ class RenderGraph(Step):
         if params.focus is not None:
             try:
                 graph = focus(graph, params.focus.nodes, params.focus.radius)
-            except ValueError as error:
+            except InputError as error:
                 raise ParamError("focus", str(error)) from None
         view = View(
             mode=params.mode,

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pydantic import Field
 
-from trtflow.errors import ParamError, StepError
+from trtflow.errors import InputError, ParamError, StepError
 from trtflow.onnxmodel.files import EXTERNAL_DATA
 from trtflow.packages import installed_version
 from trtflow.schema.paths import InputPath
@@ -254,7 +254,7 @@ def _run_script(spec: ScriptSpec, graph: gs.Graph, folder: Path) -> gs.Graph:
 
     try:
         function = UserFunction.load(spec.script, spec.function, "script")
-    except ValueError as error:
+    except InputError as error:
         raise ParamError("script", str(error)) from None
     with _weights_mapped(graph, folder) as unmap:
         returned = function(graph)

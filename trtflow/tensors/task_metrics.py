@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from trtflow.errors import ParamError
+from trtflow.errors import InputError, ParamError
 from trtflow.lazy import lazy_import
 from trtflow.tensors.comparison import dot, json_number
 from trtflow.tensors.inputs import LoaderSpec
@@ -224,7 +224,7 @@ class LoadedMetric:
                 UserFunction.load(check.metric.script, check.metric.function, "metric"),
                 tensors,
             )
-        except ValueError as error:
+        except InputError as error:
             raise ParamError(param, str(error)) from None
 
     def value(self, reference: Arrays, candidate: Arrays) -> float:
