@@ -82,3 +82,31 @@ def test_lint_names_every_bad_node_where_onnx_checker_stops_at_the_first(trtflow
     named = {(p["source"], p["node"]) for p in lint["problems"] if p["node"]}
     assert ("onnx.checker", "relu_two_inputs") in named, lint
     assert any(p["source"] == "onnxruntime" and p["node"] for p in lint["problems"]), lint
+
+
+def test_a_model_onnx_runtime_runs_is_loaded_by_default_with_the_checkers_complaint_as_a_warning(
+    trtflow, tmp_path
+):
+    """Polygraphy's dynamic_identity.onnx in small: `check: true` (the default) no longer refuses
+    it; the complaint is said, and the loaded model runs through run-runners."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["mid"], name="relu"),
+        helper.make_node("Neg", ["mid"], ["y"], name="neg"),
+    ]
+    _save(tmp_path, nodes, "shapeless")
+    recipe = write_recipe(
+        tmp_path,
+        """trtflow: 1
+name: default
+steps:
+  model: {uses: load, with: {path: shapeless.onnx}}
+  run:
+    uses: run-runners
+    with: {model: "${steps.model.model}", runners: [{name: a, backend: onnxruntime}]}
+""",
+    )
+    result = trtflow("run", recipe, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    output = result.stdout + result.stderr
+    assert "onnx.checker complains" in output and "Field 'shape' of 'type' is required" in output
+    assert "ONNX Runtime runs the model, so it is loaded" in output

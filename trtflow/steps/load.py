@@ -327,7 +327,8 @@ class Load(Step):
         from google.protobuf.message import DecodeError
 
         from trtflow.onnxmodel.files import load_model, name_nodes, refused_external_data
-        from trtflow.onnxmodel.lint import problem_lines
+        from trtflow.onnxmodel.lint import node_named, problem_lines
+        from trtflow.ort_sessions import session_refusal
 
         ctx.progress(0, 5, "reading")
         # read first: `check: false` is no advice for a file that is not ONNX at all, or truncated
@@ -365,16 +366,31 @@ class Load(Step):
                 onnx.shape_inference.InferenceError,
                 DecodeError,
             ) as error:
-                every = (
-                    "; every problem (lint):\n  " + "\n  ".join(problem_lines(lint))
-                    if lint is not None and lint.problems
-                    else ""
+                complaint = str(error).strip()
+                runtime = session_refusal(
+                    params.path, run=bool(params.shapes), shapes=params.shapes
                 )
-                raise ParamError(
-                    "path",
-                    f"{params.path}: not a valid ONNX model: {str(error).strip()} "
-                    f"(set `check: false` on the load step to load it anyway){every}",
-                ) from None
+                if runtime is None:  # ONNX Runtime runs it: the checker's complaint is a warning
+                    node = node_named(complaint)
+                    ctx.notice(
+                        f"{params.path}: onnx.checker complains"
+                        f"{f' at node `{node}`' if node else ''}: {complaint}; ONNX Runtime runs "
+                        "the model, so it is loaded (`lint: true` lists every problem; `check: "
+                        "false` skips the checker)"
+                    )
+                    params = params.model_copy(update={"check": False})
+                else:
+                    every = (
+                        "; every problem (lint):\n  " + "\n  ".join(problem_lines(lint))
+                        if lint is not None and lint.problems
+                        else ""
+                    )
+                    raise ParamError(
+                        "path",
+                        f"{params.path}: not a valid ONNX model: {complaint}, and ONNX Runtime "
+                        f"refuses it too ({runtime[:300]}) (set `check: false` on the load step to "
+                        f"load it anyway){every}",
+                    ) from None
         ctx.progress(1, 5, "naming nodes")
         renamed = name_nodes(model)
         declared = _declared_types(model)
