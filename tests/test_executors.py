@@ -16,6 +16,7 @@ from trt.trt_doubles import GENERATIONS, double_env
 
 from trtflow.errors import (
     BackendUnavailable,
+    InputError,
     ParamError,
     Problem,
     RecipeError,
@@ -194,6 +195,7 @@ def test_an_unknown_executor_is_a_usage_error(trtflow, tmp_path, plugin_env):
 ERRORS = [
     TrtflowError("broke"),
     UsageError("no such step"),
+    InputError("keep.json: not a keep file"),
     ReplayMismatch("made for another model"),
     RecipeError(
         [Problem("expected a number", "r.yaml", 3, 7, "steps.diff.with.atol"), Problem("second")]
