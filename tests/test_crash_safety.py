@@ -204,3 +204,34 @@ def test_a_full_disk_fails_the_step_cleanly_and_says_so(trtflow, tmp_path, plugi
         assert not list((workspace / "store" / "tmp").iterdir())
     finally:
         subprocess.run(["umount", str(small)], capture_output=True)
+
+
+def test_entries_are_flushed_to_disk_only_when_trtflow_fsync_asks(trtflow, tmp_path, plugin_env):
+    """A kill leaves the page cache whole, so by default nothing is fsynced (the size check above
+    is what refuses an entry a power loss cut short); TRTFLOW_FSYNC=1 flushes every file of every
+    entry, its manifest and its folder before the rename."""
+    spy = tmp_path / "spy"
+    spy.mkdir()
+    log = tmp_path / "fsyncs.txt"
+    (spy / "sitecustomize.py").write_text(
+        "import os\n"
+        "_fsync = os.fsync\n"
+        "def fsync(fd):\n"
+        f"    with open({str(log)!r}, 'a') as handle:\n"
+        "        handle.write(os.readlink(f'/proc/self/fd/{fd}') + '\\n')\n"
+        "    return _fsync(fd)\n"
+        "os.fsync = fsync\n"
+    )
+    env = {**plugin_env, "PYTHONPATH": os.pathsep.join([str(spy), plugin_env["PYTHONPATH"]])}
+    recipe = write_recipe(tmp_path, SLOW.replace("seconds: 4, size_kb: 400", "size_kb: 8"))
+    assert trtflow("run", recipe, cwd=tmp_path, env=env).returncode == 0
+    assert not log.exists()
+    fresh = tmp_path / "durable"
+    result = trtflow(
+        "run", recipe, "--workspace", fresh, cwd=tmp_path, env={**env, "TRTFLOW_FSYNC": "1"}
+    )
+    assert result.returncode == 0, result.stderr
+    flushed = log.read_text().splitlines()
+    for name in ("out.txt", "manifest.json"):  # one entry each of quick, slow and after
+        assert sum(path.endswith(f"/{name}") for path in flushed) == 3, flushed
+    assert sum(path.startswith(str(fresh / "store" / "tmp") + "/") for path in flushed) >= 3

@@ -16,10 +16,19 @@ companions of a file output (`Output.companions`, ONNX external data, which onnx
 link count is above one) are kept as the checkout's own copy and never linked to a blob.
 
 A step writes into a private folder under `<root>/tmp/`; `commit` hashes what it wrote, makes the
-files read-only blobs (or links to the blob already there), writes the manifest last, fsyncs, and
-renames the folder into place. A rename is atomic, so an entry either exists whole or not at all:
-a kill, a crash or a full disk leaves only a `tmp/` folder (and blobs no manifest names) that `gc`
-removes. An entry folder without a readable manifest of this store format is never a hit.
+files read-only blobs (or links to the blob already there), writes the manifest last and renames
+the folder into place. A rename is atomic, so an entry either exists whole or not at all: a kill,
+a crash or a full disk leaves only a `tmp/` folder (and blobs no manifest names) that `gc`
+removes. An entry folder without a readable manifest of this store format, or with a file whose
+size is not the recorded one, is never a hit.
+
+Entries are not fsynced by default, as git does not fsync loose objects: what a killed or crashed
+trtflow wrote is in the page cache and whole; only a power loss or kernel crash can lose the
+newest entries' data, and such an entry reads back short (the file systems trtflow runs on record
+a size only for data written), so `lookup` refuses it and the step runs again. Flushing is the
+cold run's largest avoidable cost (206 MB of tapped tensors of PP-OCRv4's recognizer: 0.2-0.4 s
+of a 2.5 s run, bench/cold_mark_all.py). `TRTFLOW_FSYNC=1` makes every entry durable before it
+is renamed into place, for a workspace that must survive a power loss with its last entries.
 """
 
 from __future__ import annotations
@@ -29,10 +38,10 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from filelock import FileLock
 
@@ -45,6 +54,7 @@ MANIFEST_FORMAT = 2
 """Store format: 2 since entries are checkouts of shared blobs (format 1 entries are recomputed
 and removed by `cache gc`)."""
 BLOBS = "blobs"
+T = TypeVar("T")
 
 
 class MissingOutput(Exception):
@@ -70,6 +80,11 @@ class Entry:
         return self.outputs[name].get("digest")
 
 
+def _durable() -> bool:
+    """Whether entries are flushed to disk before they are renamed into place (`TRTFLOW_FSYNC`)."""
+    return os.environ.get("TRTFLOW_FSYNC", "") not in ("", "0")
+
+
 def _fsync(path: Path) -> None:
     descriptor = os.open(path, os.O_RDONLY)
     try:
@@ -78,18 +93,31 @@ def _fsync(path: Path) -> None:
         os.close(descriptor)
 
 
+def _side_by_side(function: Callable[[Path], T], paths: list[Path], workers: int) -> list[T]:
+    """`function` of every path, on `workers` threads: fsync and hashlib release the GIL."""
+    if len(paths) < 2:
+        return [function(path) for path in paths]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(workers, len(paths))) as pool:
+        return list(pool.map(function, paths))
+
+
 def _fsync_all(paths: list[Path]) -> None:
     """fsync every file, many at once: the file system commits concurrent fsyncs in one journal
     transaction, so a run-runners entry of 580 tapped tensors is durable in 0.05 s, not 2.2 s
-    (ext4, one at a time: the cold mark-all run's largest cost, bench/cold_mark_all.py)."""
-    if len(paths) < 2:
-        for path in paths:
-            _fsync(path)
-        return
-    from concurrent.futures import ThreadPoolExecutor
+    (ext4, one at a time)."""
+    _side_by_side(_fsync, paths, 32)
 
-    with ThreadPoolExecutor(min(32, len(paths))) as pool:
-        list(pool.map(_fsync, paths))
+
+def _describe(path: Path) -> dict:
+    return {"sha256": file_digest(path), "size": path.stat().st_size}
+
+
+def _describe_all(paths: list[Path]) -> list[dict]:
+    """sha256 and size of every file, the cores hashing side by side (a mark-all run-runners
+    entry is hundreds of files, 200 MB for PP-OCRv4's recognizer)."""
+    return _side_by_side(_describe, paths, os.cpu_count() or 1)
 
 
 def _private_files(outputs: dict[str, dict]) -> set[str]:
@@ -189,10 +217,7 @@ class Store:
         if published:
             (work_dir / VALUES).write_text(json.dumps(published, indent=1, sort_keys=True))
         all_files = list_files(work_dir)
-        files: dict[str, dict] = {}
-        for name in all_files:
-            file_path = work_dir / name
-            files[name] = {"sha256": file_digest(file_path), "size": file_path.stat().st_size}
+        files = dict(zip(all_files, _describe_all([work_dir / name for name in all_files])))
         manifest_outputs: dict[str, dict] = {}
         for name, output in outputs.items():
             if output.kind == "value":
@@ -235,7 +260,9 @@ class Store:
         """Make `work_dir`, holding the files `manifest` lists, the entry for `key`: files made
         durable, read-only and blobs (private files excepted), the manifest last, then the rename.
         `commit` seals what a step wrote; a pull seals an entry it checked out from blobs."""
-        _fsync_all([work_dir / name for name in manifest["files"]])
+        durable = _durable()
+        if durable:
+            _fsync_all([work_dir / name for name in manifest["files"]])
         for name, meta in manifest["files"].items():
             (work_dir / name).chmod(0o444)
             if not meta.get("private"):
@@ -243,9 +270,9 @@ class Store:
         manifest_path = work_dir / MANIFEST
         with open(manifest_path, "w") as handle:
             json.dump(manifest, handle, indent=1, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        _fsync(work_dir)
+        if durable:
+            _fsync(manifest_path)
+            _fsync(work_dir)
         final = self.entry_path(key)
         final.parent.mkdir(parents=True, exist_ok=True)
         if final.exists():
@@ -253,7 +280,8 @@ class Store:
             # first (a reader holding its files open keeps reading them; POSIX unlinks lazily)
             self._discard_tree(final)
         os.rename(work_dir, final)
-        _fsync(final.parent)
+        if durable:
+            _fsync(final.parent)
         return Entry(key, final, manifest)
 
     def _share(self, path: Path, meta: dict) -> None:
@@ -319,7 +347,8 @@ class Store:
         blob = self.blob_path(digest)
         blob.parent.mkdir(parents=True, exist_ok=True)
         source.chmod(0o444)
-        _fsync(source)
+        if _durable():
+            _fsync(source)
         os.replace(source, blob)
 
     def discard(self, work_dir: Path) -> None:

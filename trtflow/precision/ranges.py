@@ -48,18 +48,23 @@ class LostValues:
     size: int  # how many values the constant holds: a few of millions flushed is not a LayerNorm epsilon lost
 
 
-def iter_constants(model: onnx.ModelProto) -> Iterator[tuple[str, str, np.ndarray]]:
-    """(tensor name, source, values) for every initializer and Constant node, subgraphs included."""
-    from onnx import numpy_helper
-
+def _constant_protos(model: onnx.ModelProto) -> Iterator[tuple[str, str, onnx.TensorProto]]:
     for graph in iter_graphs(model.graph):
         for initializer in graph.initializer:
-            yield initializer.name, "initializer", numpy_helper.to_array(initializer)
+            yield initializer.name, "initializer", initializer
         for node in graph.node:
             if node.op_type == "Constant" and node.output:
                 for attribute in node.attribute:
                     if attribute.name == "value":
-                        yield node.output[0], "Constant", numpy_helper.to_array(attribute.t)
+                        yield node.output[0], "Constant", attribute.t
+
+
+def iter_constants(model: onnx.ModelProto) -> Iterator[tuple[str, str, np.ndarray]]:
+    """(tensor name, source, values) for every initializer and Constant node, subgraphs included."""
+    from onnx import numpy_helper
+
+    for name, source, proto in _constant_protos(model):
+        yield name, source, numpy_helper.to_array(proto)
 
 
 def _consumers(model: onnx.ModelProto) -> dict[str, list[dict]]:
@@ -120,17 +125,28 @@ def constant_ranges(model: onnx.ModelProto) -> list[ConstantRange]:
     return ranges
 
 
-def lost_values(model: onnx.ModelProto, fmt: Format) -> list[LostValues]:
-    """Float constants with values `fmt` turns into ±inf/saturation or zero, worst first."""
+def lost_values(
+    model: onnx.ModelProto, fmt: Format, ranges: list[ConstantRange] | None = None
+) -> list[LostValues]:
+    """Float constants with values `fmt` turns into ±inf/saturation or zero, worst first.
+
+    `ranges` (the model's `constant_ranges`, when the caller has them) spares reading every
+    weight again: only constants out of `fmt`'s range are read."""
+    from onnx import numpy_helper
+
+    out_of_range = None
+    if ranges is not None:
+        out_of_range = {r.tensor for r in ranges if not _within(fmt, r.max_abs, r.min_abs_nonzero)}
     readers = _consumers(model)
     found = []
-    for name, source, values in iter_constants(model):
+    for name, source, proto in _constant_protos(model):
+        if out_of_range is not None and name not in out_of_range:
+            continue
+        values = numpy_helper.to_array(proto)
         if values.dtype.kind != "f" or values.dtype.itemsize < 4 or values.size == 0:
             continue
         _, _, max_abs, min_abs, _ = _stats(values)
-        if (max_abs is None or max_abs <= fmt.max) and (
-            min_abs is None or min_abs >= fmt.min_subnormal
-        ):
+        if _within(fmt, max_abs, min_abs):
             continue  # in range: rounding every value (most weights of a model) cannot lose one
         as_float = values.astype(np.float32)
         overflow = int(fmt.overflows(as_float).sum())
@@ -149,6 +165,12 @@ def lost_values(model: onnx.ModelProto, fmt: Format) -> list[LostValues]:
                 )
             )
     return sorted(found, key=lambda lost: (-lost.overflow, -lost.underflow, lost.tensor))
+
+
+def _within(fmt: Format, max_abs: float | None, min_abs: float | None) -> bool:
+    return (max_abs is None or max_abs <= fmt.max) and (
+        min_abs is None or min_abs >= fmt.min_subnormal
+    )
 
 
 # What FP32 -> FP16 converters do with the weights `lost_values` finds. trtflow emulates TensorRT (±inf),

@@ -240,6 +240,7 @@ def summarize(model, source: Path, renamed: dict[str, str], inference: str) -> d
     nodes = [node for graph in iter_graphs(model.graph) for node in graph.node]
     initializers = {i.name for i in model.graph.initializer}
     quantization = qdq.summary(model)
+    ranges = constant_ranges(model)
     return {
         "format": "onnx",
         "file": source.name,
@@ -260,9 +261,9 @@ def summarize(model, source: Path, renamed: dict[str, str], inference: str) -> d
         "weights": {"initializers": len(model.graph.initializer), "bytes": weight_bytes(model)},
         "shape_inference": inference,
         "renamed_nodes": renamed,
-        "constant_ranges": as_dicts(constant_ranges(model)),
+        "constant_ranges": as_dicts(ranges),
         "out_of_range": {
-            name: as_dicts(lost_values(model, FORMATS[name])) for name in ("fp16", "bf16")
+            name: as_dicts(lost_values(model, FORMATS[name], ranges)) for name in ("fp16", "bf16")
         },
         "out_of_range_converters": {
             "fp16": FP16_CONVERTERS

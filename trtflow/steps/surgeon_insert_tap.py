@@ -88,11 +88,12 @@ class SurgeonInsertTap(Step):
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from trtflow.onnxmodel.catalog import load_cataloged
         from trtflow.onnxmodel.files import save_model
-        from trtflow.tensors.engine_layers import load_engine_layers
         from trtflow.tensors.taps import mark_outputs, select, subgraph_tensors
 
         model, tensors = load_cataloged(params.model)
         if params.tensors == "engine-layers":
+            from trtflow.tensors.engine_layers import load_engine_layers
+
             layers = load_engine_layers(model, params.engine_graph)
             layers.write(ctx.output_path("engine_layers"))
             tensors_in_scope = {name: tensors[name] for name in layers.outputs}
