@@ -41,8 +41,28 @@ def _write(folder: Path, name: str, content: str | bytes) -> str:
 
 
 def _pickled_array_in_set(folder: Path) -> str:
-    name = _tensor_set(folder, "pickled_set")
+    """A set of format 1 (one .npy per tensor, as sets were written before packs) whose file
+    holds Python objects."""
+
+    def loose(entry: dict) -> None:
+        entry.update(file="inputs/0/x.npy")
+        entry.pop("offset")
+
+    name = _tensor_set(folder, "pickled_set", edit_array=loose)
+    (folder / name / "inputs" / "0").mkdir()
     (folder / name / "inputs" / "0" / "x.npy").write_bytes(_object_array_npy())
+    return name
+
+
+def _pickled_array_in_pack(folder: Path) -> str:
+    """A set whose pack holds Python objects where the index says an array starts."""
+    name = _tensor_set(folder, "pickled_pack")
+    pack = folder / name / "inputs" / "0.npz"
+    index = json.loads((folder / name / INDEX).read_text())
+    index["arrays"][0]["offset"] = pack.stat().st_size
+    (folder / name / INDEX).write_text(json.dumps(index))
+    with open(pack, "ab") as handle:
+        handle.write(_object_array_npy())
     return name
 
 
@@ -70,6 +90,15 @@ DAMAGED = {  # kind -> (writes the file and returns its name, what the error say
         _pickled_array_in_set,
         "/inputs/0/x.npy: not a readable numpy array: it holds pickled "
         "Python objects; trtflow reads numeric arrays only and never unpickles",
+    ),
+    "pickled array in a pack": (
+        _pickled_array_in_pack,
+        "/inputs/0.npz: array `x`: not a readable numpy array: it holds pickled "
+        "Python objects; trtflow reads numeric arrays only and never unpickles",
+    ),
+    "index offset past the pack": (
+        lambda f: _tensor_set(f, "past", edit_array=lambda entry: entry.update(offset=10**9)),
+        "/inputs/0.npz: array `x`: not a readable numpy array: ",
     ),
     "npz of objects": (
         _object_npz,

@@ -2,8 +2,8 @@
 
 `polygraphy run --onnxrt --trt --onnx-outputs mark all --save-outputs` as a step: the feeds are
 made once (generated, read from a file, or from a loader function) and stored as `inputs`; every
-runner gets exactly those feeds; what they return lands in `results`, one `.npy` per tensor per
-iteration, written as it arrives.
+runner gets exactly those feeds; what they return lands in `results`, one uncompressed `.npz` per
+runner and iteration (a `.npy` member per tensor), written as it arrives.
 
 Memory: the requested tensors are split into slices that fit `memory_budget_mb`, each run by a
 runner of its own (`trtflow.runners.sliced`); peak memory follows the budget, not the model.
@@ -282,7 +282,7 @@ class RunRunners(Step):
     outputs = {
         "inputs": folder("The feeds every runner got (a tensor set; `trtflow inspect` shows it)."),
         "results": folder(
-            "What each runner returned, per iteration and tensor (.npy + index.json)."
+            "What each runner returned, per iteration and tensor (.npz per iteration + index.json)."
         ),
         "polygraphy_inputs": file(
             ".json", "The inputs as Polygraphy JSON (with `polygraphy_json: true`).", optional=True
@@ -312,11 +312,12 @@ class RunRunners(Step):
             "results or values.json, so a re-run's artifacts are byte-identical.",
         ),
     }
-    version = 8  # 2: the `profiles` output; 3: inputs record their iteration count, runner errors are uniform;
+    version = 9  # 2: the `profiles` output; 3: inputs record their iteration count, runner errors are uniform;
     # 4: scalars stay scalars in the Polygraphy JSON files; 5: results name unnamed nodes as reports do;
     # 6: the notice that ONNX Runtime's CPU provider hides FP16 overflows (notices are kept with the cached entry)
     # 7: layerwise `inputs` (results sets and files), tensors the model does not take left out, `data` with `inputs`
     # 8: no timings in the results index or the Polygraphy results (runtime 0): artifacts are byte-identical
+    # 9: tensor sets of format 2 (one .npz pack per runner and iteration)
 
     def needs(self, params: Params) -> Resources:
         return most_needed(config.resources() for config in params.runners)

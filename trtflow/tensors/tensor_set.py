@@ -1,23 +1,26 @@
-"""Tensor sets: the arrays runners produced (or were fed), on disk as `.npy` plus one index.
+"""Tensor sets: the arrays runners produced (or were fed), on disk as `.npz` packs plus one index.
 
 A tensor set is a folder:
     index.json                     what is where, and what each tensor is in the model
-    <runner>/<iteration>/<tensor>.npy
-The index lists every array (runner, iteration, tensor, file, dtype, shape), the model facts of
-every tensor (producing node, op, topological index — what `compare` needs to say "first"), and
-per runner its status (a runner that crashed is recorded, not silently missing) and timings.
+    <runner>/<iteration>.npz       every tensor of one runner's iteration, one `.npy` member each
+The index lists every array (runner, iteration, tensor, file, member offset, dtype, shape), the
+model facts of every tensor (producing node, op, topological index — what `compare` needs to say
+"first"), and per runner its status (a runner that crashed is recorded, not silently missing).
 
-Arrays are written one at a time as they arrive, so a run never holds more than one chunk of
-outputs in memory, and read back memory-mapped, so comparing two 10 GB sets does not load them.
+A pack is a plain uncompressed `.npz` (`np.load(".../0.npz")["tensor"]` reads it), written with
+fixed member dates so the same arrays give the same bytes. One file per iteration rather than one
+per tensor: a mark-all run of a real model is hundreds of tensors, and every file is a create, a
+hash, a blob link and, in a remote cache, a request (PP-OCRv4's classifier: 567 tensors).
+Arrays are appended as they arrive, so a run never holds more than one chunk of outputs in memory,
+and read back memory-mapped at their recorded offset, so comparing two 10 GB sets does not load
+them. Sets of format 1 (one `.npy` per tensor, written before packs) are still read.
 """
 
 from __future__ import annotations
 
-import errno
 import json
-import os
 import re
-import shutil
+import zipfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
@@ -26,10 +29,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from trtflow.errors import TensorFileError
-from trtflow.tensors.array_files import load_array
+from trtflow.tensors.array_files import load_array, packed_array, write_packed_array
 
 INDEX = "index.json"
-FORMAT = 1
+FORMAT = 2
+READ_FORMATS = (1, 2)  # 1: one .npy per tensor
 INPUTS = "inputs"  # the runner name under which a set of inputs (feeds) is stored
 
 
@@ -41,6 +45,7 @@ class StoredArray:
     file: str  # relative to the set's folder
     dtype: str
     shape: list[int]
+    offset: int | None = None  # where the array's `.npy` member starts in a pack; None: a .npy file
 
 
 def _file_stem(tensor: str) -> str:
@@ -56,34 +61,40 @@ class TensorSetWriter:
     tensors: dict[str, dict] = field(default_factory=dict)  # tensor -> {node, op, topo, ...}
     arrays: list[StoredArray] = field(default_factory=list)
     runners: dict[str, dict] = field(default_factory=dict)
-    _taken: set[str] = field(default_factory=set)
+    _packs: dict[str, zipfile.ZipFile] = field(default_factory=dict)  # the open pack, by file
+    _members: dict[str, set[str]] = field(default_factory=dict)  # member names taken, by file
 
     def __post_init__(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
 
     def add(self, runner: str, iteration: int, tensor: str, array: np.ndarray) -> None:
         array = np.asarray(array)
+        relative = f"{_file_stem(runner)}/{iteration}.npz"
+        taken = self._members.setdefault(relative, set())
         stem = _file_stem(tensor)
-        relative = f"{_file_stem(runner)}/{iteration}/{stem}.npy"
-        suffix = 1
-        while relative in self._taken:
-            relative = f"{_file_stem(runner)}/{iteration}/{stem}_{suffix}.npy"
+        member, suffix = f"{stem}.npy", 1
+        while member in taken:
+            member = f"{stem}_{suffix}.npy"
             suffix += 1
-        self._taken.add(relative)
-        path = self.folder / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            np.save(path, array, allow_pickle=False)
-        except OSError as error:
-            # numpy reports a short write as "N requested and M written", without the errno that
-            # lets the executor tell the user the disk is full
-            if error.errno is None and shutil.disk_usage(path.parent).free < array.nbytes:
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from error
-            raise
+        taken.add(member)
+        offset = write_packed_array(self._pack(relative), member, array)
         self.arrays.append(
-            StoredArray(runner, iteration, tensor, relative, str(array.dtype), list(array.shape))
+            StoredArray(
+                runner, iteration, tensor, relative, str(array.dtype), list(array.shape), offset
+            )
         )
         self.runners.setdefault(runner, {"status": "ok"})
+
+    def _pack(self, relative: str) -> zipfile.ZipFile:
+        """The open pack `relative`; a runner's earlier iteration is finished, so its pack closes."""
+        if relative not in self._packs:
+            runner = relative.rpartition("/")[0]
+            for other in [f for f in self._packs if f.rpartition("/")[0] == runner]:
+                self._packs.pop(other).close()
+            path = self.folder / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._packs[relative] = zipfile.ZipFile(path, "a" if path.exists() else "w")
+        return self._packs[relative]
 
     def add_feed(self, runner: str, iteration: int, feed: dict[str, np.ndarray]) -> None:
         """One feed; its iteration counts even when empty (a model without inputs, a run of saved runners)."""
@@ -97,6 +108,9 @@ class TensorSetWriter:
         self.runners.setdefault(runner, {"status": "ok"}).update(facts)
 
     def close(self) -> TensorSet:
+        for pack in self._packs.values():
+            pack.close()
+        self._packs.clear()
         index = {
             "format": FORMAT,
             "tensors": self.tensors,
@@ -138,6 +152,8 @@ class _Index(BaseModel):
             relative = PurePosixPath(stored.file)
             if relative.is_absolute() or ".." in relative.parts or not relative.parts:
                 raise ValueError(f"`{stored.file}` is not a file inside the set")
+            if stored.offset is not None and stored.offset < 0:
+                raise ValueError(f"`{stored.file}`: offset {stored.offset} is before the file")
         return arrays
 
 
@@ -150,10 +166,10 @@ def _read_index(path: Path) -> _Index:
         raise TensorFileError(
             f"{path}: the tensor set's index is not valid JSON: {error}"
         ) from None
-    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+    if not isinstance(raw, dict) or raw.get("format") not in READ_FORMATS:
         found = raw.get("format") if isinstance(raw, dict) else None
         raise TensorFileError(
-            f"{path}: not a tensor set index of format {FORMAT} (format {found!r}); "
+            f"{path}: not a tensor set index of format 1 or {FORMAT} (format {found!r}); "
             "it is written by trtflow's run-runners"
         )
     try:
@@ -206,7 +222,9 @@ class TensorSet:
 
     def load(self, runner: str, iteration: int, tensor: str) -> np.ndarray:
         stored = self.arrays[(runner, iteration, tensor)]
-        return load_array(self.folder / stored.file, mmap=True)
+        if stored.offset is None:
+            return load_array(self.folder / stored.file, mmap=True)
+        return packed_array(self.folder / stored.file, stored.offset, tensor)
 
     def iteration(self, runner: str, iteration: int) -> dict[str, np.ndarray]:
         return {
