@@ -49,6 +49,20 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_crash_safety.py",),
     ),
     Mutant(
+        "store: every entry is fsynced whatever TRTFLOW_FSYNC says",
+        "trtflow/executor/store.py",
+        'return os.environ.get("TRTFLOW_FSYNC", "") not in ("", "0")',
+        "return True",
+        ("tests/test_crash_safety.py",),
+    ),
+    Mutant(
+        "tensor set: a packed array is read from the start of its pack",
+        "trtflow/tensors/tensor_set.py",
+        "return packed_array(self.folder / stored.file, stored.offset, tensor)",
+        "return packed_array(self.folder / stored.file, 0, tensor)",
+        ("tests/run_compare/test_inputs.py", "tests/isolate/test_layerwise_feeds.py"),
+    ),
+    Mutant(
         "store: an incomplete entry is a hit",
         "trtflow/executor/store.py",
         'if manifest is None or manifest.get("incomplete"):',
