@@ -74,7 +74,7 @@ def _model(path: Path) -> list[str]:
     from google.protobuf.message import DecodeError
 
     from trtflow.onnxmodel.files import iter_graphs, load_model
-    from trtflow.tensors.inputs import model_inputs
+    from trtflow.tensors.inputs import model_inputs, non_tensor_inputs
 
     with _reading(path, "ONNX model", DecodeError):
         model = load_model(path, load_weights=False)
@@ -83,6 +83,7 @@ def _model(path: Path) -> list[str]:
     ops = _counts(Counter(n.op_type for n in nodes), "op types")
     lines = [f"{path}: ONNX model, {len(nodes)} nodes, opset {opsets}", f"  ops: {ops}"]
     lines += [f"  input {_spec_line(i)}" for i in model_inputs(model)]
+    lines += [f"  input {name}: {kind}" for name, kind in non_tensor_inputs(model).items()]
     outputs = model.graph.output
     lines += [f"  output {_output_line(o)}" for o in outputs[:OUTPUTS_LISTED]]
     if len(outputs) > OUTPUTS_LISTED:  # a tapped model has one per tensor
@@ -126,13 +127,13 @@ def _spec_line(spec) -> str:
 
 
 def _output_line(value) -> str:
-    from trtflow.tensors.inputs import value_spec
+    from trtflow.tensors.inputs import type_text, value_spec
 
-    return (
-        _spec_line(value_spec(value))
-        if value.type.tensor_type.elem_type
-        else f"{value.name}: type not declared"
-    )
+    if value.type.HasField("tensor_type") and value.type.tensor_type.elem_type:
+        return _spec_line(value_spec(value))
+    if value.type.WhichOneof("value") not in (None, "tensor_type"):  # a sequence, an optional
+        return f"{value.name}: {type_text(value.type)}"
+    return f"{value.name}: type not declared"
 
 
 def _tensor_set(path: Path) -> list[str]:

@@ -52,6 +52,7 @@ MASK_INPUT = (
 )
 FLOAT = 1  # onnx.TensorProto.FLOAT
 FP8_MIN_OPSET = 19
+WHERE_OPSET = 9  # the switchable model selects with Where from here on, with If before
 
 
 class _Policy(Protocol):
@@ -191,10 +192,12 @@ def emulate(
 
 @dataclass
 class _Switched:
-    """Round where a run-time mask says so: `Where(mask[i], rounded, value)` at every candidate."""
+    """Round where a run-time mask says so: `Where(mask[i], rounded, value)` at every candidate;
+    before opset 9, which has no Where, `If(mask[i])` with a branch per choice."""
 
     builder: _Builder
     index: dict[str, int]
+    has_where: bool = True
 
     def applies(self, site: Site) -> bool:
         return True
@@ -208,17 +211,37 @@ class _Switched:
             self.builder.node("Gather", [MASK_INPUT, position], name, axis=0)
         return name
 
+    def select(self, site: Site, rounded: str, value: str, output: str) -> str:
+        """`output` = `rounded` where the mask puts `site` in low precision, else `value`."""
+        if self.has_where:
+            return self.builder.node("Where", [self.mask(site), rounded, value], output)
+        from onnx import helper
+
+        def branch(chosen: str) -> onnx.GraphProto:
+            return helper.make_graph(
+                [helper.make_node("Identity", [chosen], [f"{output}::{chosen}"])],
+                f"{output}::{'rounded' if chosen == rounded else 'as-is'}",
+                [],
+                [helper.make_tensor_value_info(f"{output}::{chosen}", FLOAT, None)],
+            )
+
+        return self.builder.node(
+            "If",
+            [self.mask(site)],
+            output,
+            then_branch=branch(rounded),
+            else_branch=branch(value),
+        )
+
     def read(self, site: Site, tensor: str) -> str:
         name = f"{tensor}::for::{site.node}"
         if name in self.builder.made:  # the node reads this tensor twice
             return name
-        return self.builder.node(
-            "Where", [self.mask(site), self.builder.rounded(tensor), tensor], name
-        )
+        return self.select(site, self.builder.rounded(tensor), tensor, name)
 
     def write(self, site: Site, raw: str, output: str) -> None:
         rounded = self.builder.round(raw, f"{raw}::{self.builder.fmt.name}")
-        self.builder.node("Where", [self.mask(site), rounded, raw], output)
+        self.select(site, rounded, raw, output)
 
 
 @dataclass(frozen=True)
@@ -250,9 +273,15 @@ def switchable(model: onnx.ModelProto, precision: PlanPrecision) -> SwitchableMo
 
     candidates: list[str] = []
 
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+
     def switched(builder: _Builder, sites: list[Site]) -> _Switched:
         candidates.extend(s.node for s in sites)
-        return _Switched(builder, {s.node: i for i, s in enumerate(sites)})
+        return _Switched(
+            builder,
+            {s.node: i for i, s in enumerate(sites)},
+            opset >= WHERE_OPSET or precision == "fp8",  # FP8 converts the model to opset 19
+        )
 
     rewritten = _rewrite(model, precision, switched)
     rewritten.graph.input.append(

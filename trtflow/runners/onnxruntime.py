@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -271,17 +271,33 @@ class OnnxruntimeRunner:
         names = [o.name for o in self.session.get_outputs()]
         wanted = {i.name for i in self.session.get_inputs()}
         try:
-            return dict(
-                zip(names, self.session.run(names, {k: v for k, v in feed.items() if k in wanted}))
-            )
+            values = self.session.run(names, {k: v for k, v in feed.items() if k in wanted})
         except Exception as error:  # noqa: BLE001 - ORT raises its own untyped errors
             raise RunnerFailed(self.name, f"failed during inference: {error}") from None
+        return {
+            tensor: array
+            for name, value in zip(names, values)
+            for tensor, array in as_tensors(name, value)
+        }
 
     def deactivate(self) -> None:
         self.session = None
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
+
+
+def as_tensors(name: str, value: Any) -> Iterator[tuple[str, np.ndarray]]:
+    """ONNX Runtime's value of output `name` as named tensors: a tensor as itself, a sequence as its
+    items `name[0]`, `name[1]`, ... (SplitToSequence, a Loop's scan of sequences), an empty optional
+    as nothing. Results hold tensors, so every runner's sequence items are compared one by one."""
+    if value is None:
+        return
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from as_tensors(f"{name}[{index}]", item)
+        return
+    yield name, value
 
 
 def quantized(

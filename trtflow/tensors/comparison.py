@@ -189,11 +189,12 @@ def _pick(tolerance: Tolerance, tensor: str) -> float:
 def errors(
     reference: np.ndarray, candidate: np.ndarray, *, infinities_compare_equal: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Elementwise absolute and relative error, in float64 (bools compare by equality); an infinity
-    in both is NaN error (a mismatch) unless `infinities_compare_equal`, then 0 when the signs agree."""
+    """Elementwise absolute and relative error, in float64 (bools and strings compare by equality: 1
+    where they differ); an infinity in both is NaN error (a mismatch) unless
+    `infinities_compare_equal`, then 0 when the signs agree."""
     reference = np.atleast_1d(reference)  # scalars too: the masks below need arrays
     candidate = np.atleast_1d(candidate)
-    if reference.dtype == bool or candidate.dtype == bool:
+    if by_equality(reference.dtype) or by_equality(candidate.dtype):
         absolute = (reference != candidate).astype(np.float64)
         return absolute, absolute
     ref = reference.astype(np.float64)
@@ -206,6 +207,11 @@ def errors(
         denominator[denominator == 0] = EPSILON
         relative = absolute / denominator
     return absolute, relative
+
+
+def by_equality(dtype: np.dtype) -> bool:
+    """Whether values of `dtype` only match or differ: bools, and strings (ONNX string tensors)."""
+    return dtype.kind in "bUSO"
 
 
 def worst_error(metrics: dict) -> str:
@@ -420,7 +426,7 @@ def compare_tensor(
         _distribution(relative, reference.shape, tolerances),
     )
     passed = tolerances.verdict(tensor, absolute, relative, (abs_checked, rel_checked))
-    metrics = _metrics(reference, candidate) if reference.dtype != bool else {}
+    metrics = _metrics(reference, candidate) if not by_equality(reference.dtype) else {}
     return {
         **base,
         "passed": passed,

@@ -138,9 +138,38 @@ class InputSpec:
 
 
 def model_inputs(model) -> list[InputSpec]:
-    """The real inputs of a model (graph inputs that are not initializers)."""
+    """The real tensor inputs of a model (graph inputs that are not initializers); see
+    `non_tensor_inputs` for the others."""
     initializers = {i.name for i in model.graph.initializer}
-    return [value_spec(value) for value in model.graph.input if value.name not in initializers]
+    return [
+        value_spec(value)
+        for value in model.graph.input
+        if value.name not in initializers and value.type.HasField("tensor_type")
+    ]
+
+
+def non_tensor_inputs(model) -> dict[str, str]:
+    """`{name: type}` of the graph inputs that are no tensor (a sequence, an optional, a map): no
+    feed file holds one, so no runner can be fed them (ONNX's own conformance tests have such
+    models: SequenceInsert, Loop over a sequence, OptionalHasElement)."""
+    return {
+        value.name: type_text(value.type)
+        for value in model.graph.input
+        if not value.type.HasField("tensor_type")
+    }
+
+
+def type_text(type_proto) -> str:
+    """An ONNX value type in words: `sequence of tensor(float)`, `optional of ...`."""
+    import onnx
+
+    kind = type_proto.WhichOneof("value")
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        elem_type = getattr(type_proto, kind).elem_type
+        return f"tensor({onnx.TensorProto.DataType.Name(elem_type).lower()})"
+    if kind in ("sequence_type", "optional_type"):
+        return f"{kind[: -len('_type')]} of {type_text(getattr(type_proto, kind).elem_type)}"
+    return kind.replace("_type", "") if kind else "value of undeclared type"
 
 
 def value_spec(value) -> InputSpec:
@@ -274,6 +303,12 @@ def generate(
     """`data.iterations` feeds for `specs`; `data`'s names must reach one of `named` (default
     `specs`: when `data` only fills what read feeds lack, it may also name the inputs they give)."""
     _check_names(data, specs if named is None else named)
+    words = [spec.name for spec in specs if spec.dtype == object]
+    if words:
+        raise ValueError(
+            f"input `{words[0]}` takes strings, which trtflow cannot draw at random: give them "
+            "with `inputs:` (a .npz of numpy str arrays) or `loader:`"
+        )
     shapes = {spec.name: _concrete_shape(spec, data.shapes) for spec in specs}
     ranges = {spec.name: _drawn_range(spec, data.ranges) for spec in specs}
     _check_memory(specs, shapes, data.iterations)
@@ -403,12 +438,17 @@ def check_feed(feed: Feed, specs: list[InputSpec], position: int) -> Feed:
                 f"{list(spec.shape or ())}"
             )
         dtype = np.asarray(feed[spec.name]).dtype
-        if (
+        if spec.dtype == object and dtype.kind in "USO":
+            # ONNX strings: a .npz holds them as numpy str (an object array needs pickle)
+            feed = {**feed, spec.name: np.asarray(feed[spec.name]).astype(object)}
+        elif (
             dtype != spec.dtype
         ):  # numpy's default float64 is the usual culprit; no runner would convert it
+            conversion = "str" if spec.dtype == object else f"np.{spec.dtype}"
             raise ValueError(
-                f"feed {position}: input `{spec.name}` is {dtype}; the model takes {spec.dtype} "
-                f"(save it with `.astype(np.{spec.dtype})`)"
+                f"feed {position}: input `{spec.name}` is {dtype}; the model takes "
+                f"{'strings' if spec.dtype == object else spec.dtype} (save it with "
+                f"`.astype({conversion})`)"
             )
     return feed
 
@@ -469,6 +509,15 @@ def collect_feeds(
     """The feeds of one source (`inputs`, else `loader`, else generated `data`), checked against
     the model's inputs when a model is given; read `inputs` are fitted to it (`fit_feeds`)."""
     param = "inputs" if inputs is not None else "loader" if loader is not None else "data"
+    unfed = non_tensor_inputs(model) if model is not None else {}
+    if unfed:
+        name, kind = next(iter(unfed.items()))
+        raise InputSourceError(
+            "model",
+            f"input `{name}` is {'an' if kind.startswith('optional') else 'a'} {kind}, not a tensor: feeds (generated, .npz, tensor sets, "
+            "Polygraphy JSON, loaders) hold tensors only; cut the model past the node that "
+            "builds it (`surgeon-extract`), or export it with tensor inputs",
+        )
     specs = model_inputs(model) if model is not None else []
     try:
         source: Iterable[Feed]

@@ -69,6 +69,10 @@ class TensorSetWriter:
 
     def add(self, runner: str, iteration: int, tensor: str, array: np.ndarray) -> None:
         array = np.asarray(array)
+        if (
+            array.dtype == object
+        ):  # ONNX strings: numpy str, as a .npy of objects needs pickle to read
+            array = array.astype(str)
         relative = f"{_file_stem(runner)}/{iteration}.npz"
         taken = self._members.setdefault(relative, set())
         stem = _file_stem(tensor)

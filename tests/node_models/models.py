@@ -1,0 +1,110 @@
+"""Small models rebuilt from ONNX's backend node tests where trtflow's CPU path once broke
+(`tools/sweep_node_tests.py` found them): string tensors, sequences in and out, an opset-8 Scan.
+
+Each model carries a float path too (an Add or a Mul), so the emulated runners have something to
+round and the switchable model has sites."""
+
+from __future__ import annotations
+
+import onnx
+from onnx import TensorProto, helper
+
+
+def _model(nodes, inputs, outputs, opset: int) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "node_test", inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def string_concat() -> onnx.ModelProto:
+    """StringConcat (opset 20) beside an Add: string inputs and a string output."""
+    return _model(
+        [
+            helper.make_node("StringConcat", ["x", "y"], ["joined"], name="concat"),
+            helper.make_node("Add", ["a", "a"], ["twice"], name="add"),
+        ],
+        [
+            helper.make_tensor_value_info("x", TensorProto.STRING, [2]),
+            helper.make_tensor_value_info("y", TensorProto.STRING, [2]),
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, [2]),
+        ],
+        [
+            helper.make_tensor_value_info("joined", TensorProto.STRING, [2]),
+            helper.make_tensor_value_info("twice", TensorProto.FLOAT, [2]),
+        ],
+        20,
+    )
+
+
+def split_to_sequence() -> onnx.ModelProto:
+    """SplitToSequence into uneven parts (a sequence output whose items differ in shape), then the
+    first part doubled."""
+    split = helper.make_tensor("parts", TensorProto.INT64, [2], [1, 2])
+    return _model(
+        [
+            helper.make_node("Constant", [], ["parts"], name="parts", value=split),
+            helper.make_node("SplitToSequence", ["x", "parts"], ["seq"], name="split", axis=0),
+            helper.make_node("Mul", ["x", "x"], ["square"], name="square"),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2])],
+        [
+            helper.make_tensor_sequence_value_info("seq", TensorProto.FLOAT, None),
+            helper.make_tensor_value_info("square", TensorProto.FLOAT, [3, 2]),
+        ],
+        11,
+    )
+
+
+def sequence_input() -> onnx.ModelProto:
+    """SequenceAt on a sequence input: no feed file holds a sequence."""
+    return _model(
+        [
+            helper.make_node("SequenceAt", ["seq", "position"], ["item"], name="at"),
+            helper.make_node("Add", ["item", "item"], ["twice"], name="add"),
+        ],
+        [
+            helper.make_tensor_sequence_value_info("seq", TensorProto.FLOAT, [2]),
+            helper.make_tensor_value_info("position", TensorProto.INT64, []),
+        ],
+        [helper.make_tensor_value_info("twice", TensorProto.FLOAT, [2])],
+        11,
+    )
+
+
+def scan_opset8() -> onnx.ModelProto:
+    """ONNX's test_scan_sum (Scan-8: running sums over a batch of sequences), its output doubled.
+    Opset 8 has no Where, which the switchable model selected with."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Add", ["sum_in", "next"], ["sum_out"]),
+            helper.make_node("Identity", ["sum_out"], ["scan_out"]),
+        ],
+        "scan_body",
+        [
+            helper.make_tensor_value_info("sum_in", TensorProto.FLOAT, [2]),
+            helper.make_tensor_value_info("next", TensorProto.FLOAT, [2]),
+        ],
+        [
+            helper.make_tensor_value_info("sum_out", TensorProto.FLOAT, [2]),
+            helper.make_tensor_value_info("scan_out", TensorProto.FLOAT, [2]),
+        ],
+    )
+    return _model(
+        [
+            helper.make_node(
+                "Scan", ["", "initial", "x"], ["y", "z"], name="scan", num_scan_inputs=1, body=body
+            ),
+            helper.make_node("Add", ["z", "z"], ["twice"], name="twice"),
+        ],
+        [
+            helper.make_tensor_value_info("initial", TensorProto.FLOAT, [1, 2]),
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 2]),
+        ],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2]),
+            helper.make_tensor_value_info("twice", TensorProto.FLOAT, [1, 3, 2]),
+        ],
+        8,
+    )

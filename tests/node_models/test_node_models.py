@@ -1,0 +1,98 @@
+"""Op types and value types ONNX's conformance tests exercise and trtflow once broke on, through
+`trtflow run` (found by `tools/sweep_node_tests.py`): string tensors are fed from .npz files,
+stored and compared; a sequence output is stored item by item; a sequence input is refused with
+a located error; an opset-8 model gets a switchable emulated model for bisect-precision."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from conftest import step_value
+from run_compare.recipes import run_recipe
+
+from node_models import models
+from trtflow.tensors.tensor_set import TensorSet
+
+PIPELINE = """
+model: {uses: load, with: {path: model.onnx}}
+taps: {uses: surgeon-insert-tap, with: {model: "${steps.model.model}", tensors: all}}
+run:
+  uses: run-runners
+  with:
+    model: ${steps.taps.model}
+    FEEDS
+    runners:
+      - {name: fp32, backend: onnxruntime}
+      - {name: fp16, backend: emulated, precision: fp16}
+      - {name: bf16, backend: emulated, precision: bf16}
+diff: {uses: compare, with: {results: "${steps.run.results}", reference: fp32, atol: 0.01, rtol: 0.01}}
+"""
+
+
+def _pipeline(trtflow, tmp_path, model: onnx.ModelProto, feeds: str):
+    onnx.save(model, str(tmp_path / "model.onnx"))
+    result, out = run_recipe(trtflow, tmp_path, PIPELINE.replace("FEEDS", feeds))
+    output = result.stdout + result.stderr
+    assert "Traceback" not in output and "internal error" not in output, output
+    return result.returncode, output, out
+
+
+def test_string_tensors_are_fed_from_npz_stored_and_compared_by_equality(trtflow, tmp_path):
+    np.savez(
+        tmp_path / "feed.npz",
+        x=np.array(["ab", "c"]),  # numpy str: an .npz cannot hold object arrays without pickle
+        y=np.array(["1", "23"]),
+        a=np.array([1.5, -2.0], np.float32),
+    )
+    code, output, out = _pipeline(trtflow, tmp_path, models.string_concat(), "inputs: feed.npz")
+    assert code == 0, output
+    results = TensorSet.open(out / "run" / "results")
+    for runner in ("fp32", "fp16", "bf16"):
+        assert results.load(runner, 0, "joined").tolist() == ["ab1", "c23"]
+    assert step_value(out / "diff", "passed") is True
+
+
+def test_string_inputs_cannot_be_drawn_and_say_how_to_give_them(trtflow, tmp_path):
+    code, output, _ = _pipeline(trtflow, tmp_path, models.string_concat(), "data: {seed: 1}")
+    assert code == 2, output
+    assert "input `x` takes strings" in output and "inputs:" in output, output
+
+
+def test_a_sequence_output_is_stored_and_compared_item_by_item(trtflow, tmp_path):
+    np.savez(tmp_path / "feed.npz", x=np.arange(6, dtype=np.float32).reshape(3, 2))
+    code, output, out = _pipeline(trtflow, tmp_path, models.split_to_sequence(), "inputs: feed.npz")
+    assert code == 0, output
+    results = TensorSet.open(out / "run" / "results")
+    for runner in ("fp32", "fp16", "bf16"):
+        assert results.load(runner, 0, "seq[0]").tolist() == [[0, 1]]
+        assert results.load(runner, 0, "seq[1]").tolist() == [[2, 3], [4, 5]]
+    assert step_value(out / "diff", "passed") is True
+
+
+def test_a_sequence_input_is_a_located_error_and_inspect_shows_its_type(trtflow, tmp_path):
+    code, output, _ = _pipeline(trtflow, tmp_path, models.sequence_input(), "data: {seed: 1}")
+    assert code == 2, output
+    assert "steps.run.with.model" in output, output
+    assert "input `seq` is a sequence of tensor(float), not a tensor" in output, output
+    shown = trtflow("inspect", tmp_path / "model.onnx")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "input seq: sequence of tensor(float)" in shown.stdout
+
+
+def test_bisect_precision_runs_an_opset_8_model_without_where(trtflow, tmp_path):
+    onnx.save(models.scan_opset8(), str(tmp_path / "model.onnx"))
+    result, out = run_recipe(
+        trtflow,
+        tmp_path,
+        """
+        hunt:
+          uses: bisect-precision
+          with:
+            model: model.onnx
+            data: {seed: 1, iterations: 2, ranges: {"*": [-1, 1]}}
+            precision: fp16
+            check: {atol: 0.05, rtol: 0.05}
+        """,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (out / "hunt" / "model.onnx").exists()
