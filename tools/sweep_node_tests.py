@@ -418,9 +418,7 @@ def _check_taps(
     plain = ort_outputs(model, feed, UNOPTIMIZED)
     check_same(outcome, "tap-changes-output", plain, ort_outputs(tapped, feed, UNOPTIMIZED))
     if len(outcome.failures) == before:
-        outcome.failures.append(
-            ("ort-optimizer-changes-tapped-outputs", ", ".join(reference))
-        )
+        outcome.failures.append(("ort-optimizer-changes-tapped-outputs", ", ".join(reference)))
     onnx_semantics_agree(outcome, before, (model, feed), (tapped, feed))
 
 
