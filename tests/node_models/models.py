@@ -108,3 +108,19 @@ def scan_opset8() -> onnx.ModelProto:
         ],
         8,
     )
+
+
+def fp16_inside() -> onnx.ModelProto:
+    """ONNX's *_fp16_expanded functions in small: a float input cast to FP16, a Sigmoid computed in
+    FP16, the result cast back. ONNX Runtime's CPU provider computes the Sigmoid in FP32 and skips
+    the FP16 rounding of its output unless that tensor is a graph output (a tap)."""
+    return _model(
+        [
+            helper.make_node("Cast", ["x"], ["half"], name="to_half", to=TensorProto.FLOAT16),
+            helper.make_node("Sigmoid", ["half"], ["gate"], name="gate"),
+            helper.make_node("Cast", ["gate"], ["y"], name="to_float", to=TensorProto.FLOAT),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16])],
+        13,
+    )

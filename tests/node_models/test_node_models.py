@@ -96,3 +96,16 @@ def test_bisect_precision_runs_an_opset_8_model_without_where(trtflow, tmp_path)
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert (out / "hunt" / "model.onnx").exists()
+
+
+def test_a_model_computing_in_fp16_is_told_taps_can_move_the_cpu_results(trtflow, tmp_path):
+    code, output, _ = _pipeline(trtflow, tmp_path, models.fp16_inside(), "data: {seed: 1}")
+    assert code == 0, output
+    assert "runner `fp32`: the model computes in FP16 itself" in output, output
+    assert "taps can move this runner's outputs" in output, output
+
+
+def test_a_float32_model_gets_no_fp16_rounding_notice(trtflow, tmp_path):
+    code, output, _ = _pipeline(trtflow, tmp_path, models.scan_opset8(), "data: {seed: 1}")
+    assert code == 0, output
+    assert "computes in FP16" not in output and "computes in BF16" not in output, output

@@ -65,6 +65,13 @@ CPU_FP16_HIDES_OVERFLOWS = (
     "ONNX Runtime's CPU provider computes most FP16 ops in FP32, so overflows a GPU hits "
     "are hidden; use the `emulated` backend to see them"
 )
+CPU_SKIPS_FP16_ROUNDING = (
+    "the model computes in {types} itself, and ONNX Runtime's CPU provider runs most such ops in "
+    "FP32, rounding to {types} only the tensors it must write: a tapped tensor is rounded where the "
+    "untapped model skips it, so taps can move this runner's outputs in the last {types} bits (the "
+    "tapped run is the one that follows the model as written)"
+)
+LOW_ELEM_TYPES = {10: "FP16", 16: "BF16"}  # onnx.TensorProto.FLOAT16, BFLOAT16
 QuantizationMode = Literal["exact", "fused", "dequantized"]
 QUANTIZATION_MODES = (
     "How a model with QuantizeLinear/DequantizeLinear pairs runs: exact (each Q/DQ computed as "
@@ -150,7 +157,10 @@ class Config(RunnerConfig):
         return LoweredPlanRunner(self, subject)
 
     def notices(self, model: onnx.ModelProto | None) -> list[str]:
-        return [CPU_FP16_HIDES_OVERFLOWS] if self.hides_fp16_overflows() else []
+        if self.hides_fp16_overflows():
+            return [CPU_FP16_HIDES_OVERFLOWS]
+        types = low_types_computed(model) if model is not None and self._runs_on_cpu() else []
+        return [CPU_SKIPS_FP16_ROUNDING.format(types="/".join(types))] if types else []
 
     def plan_notices(self, precision: str) -> list[str]:
         return [CPU_FP16_HIDES_OVERFLOWS] if precision == "fp16" and self._runs_on_cpu() else []
@@ -285,6 +295,22 @@ class OnnxruntimeRunner:
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
+
+
+def low_types_computed(model: onnx.ModelProto) -> list[str]:
+    """The 16-bit float types (FP16, BF16) the model's own top-level graph computes in: what its
+    Casts convert to, its constants hold, its inputs and outputs carry (an exported FP16 model, an
+    attention block casting to FP16). Read from the declarations alone: no shape inference."""
+    graph = model.graph
+    elem_types = {t.data_type for t in graph.initializer}
+    elem_types |= {v.type.tensor_type.elem_type for v in (*graph.input, *graph.output)}
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.name == "to" and node.op_type == "Cast":
+                elem_types.add(attribute.i)
+            elif attribute.name == "value" and node.op_type == "Constant":
+                elem_types.add(attribute.t.data_type)
+    return [name for elem_type, name in LOW_ELEM_TYPES.items() if elem_type in elem_types]
 
 
 def as_tensors(name: str, value: Any) -> Iterator[tuple[str, np.ndarray]]:
