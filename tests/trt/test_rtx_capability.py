@@ -151,7 +151,10 @@ def test_render_graph_marks_the_nodes_the_real_parser_rejects(trtflow, tmp_path)
     assert set(borders) >= {"frob", "x", "y"}
     assert [name for name, color in borders.items() if color == UNSUPPORTED_BORDER] == ["frob"]
     assert HIGHLIGHT_BORDER not in borders.values()
-    assert 'COLOR="#e00000" WIDTH="18"> </TD><TD ALIGN="LEFT">rejected by TensorRT&#x27;s parser' in dot
+    assert (
+        'COLOR="#e00000" WIDTH="18"> </TD><TD ALIGN="LEFT">rejected by TensorRT&#x27;s parser'
+        in dot
+    )
     summary = json.loads((folder / "summary.json").read_text())
     assert any("ONNX parser rejects 1 node(s)" in note for note in summary["notes"]), summary
 
