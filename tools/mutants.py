@@ -231,7 +231,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "load: its own output is not checked",
         "trtflow/steps/load.py",
-        "refusal = _refusal(model_path, params.check)",
+        "refusal = _refusal(model_path, params)",
         "refusal = None",
         ("tests/test_load.py", "tests/subgraphs"),
     ),
