@@ -120,14 +120,45 @@ def _dot_borders(dot: str) -> dict[str, str]:
     return {name: color for color, name in found}
 
 
-def test_render_graph_marks_the_nodes_the_real_parser_rejects(trtflow, tmp_path):
-    """render-graph asks TensorRT-RTX's parser (on the CPU) about the model it draws: the custom op
-    gets the red border, its reason and a legend row; the nodes the parser takes keep theirs."""
+def _pointwise_with_bad_attribute(path: Path) -> Path:
+    """Sigmoid -> Gelu(approximate="bogus") -> Tanh: the parser rejects the Gelu, a pointwise op
+    that the simplified view would otherwise fold into the Sigmoid before it."""
+    nodes = [
+        helper.make_node("Sigmoid", ["x"], ["a"], name="first"),
+        helper.make_node("Gelu", ["a"], ["b"], name="frob", approximate="bogus"),
+        helper.make_node("Tanh", ["b"], ["y"], name="last"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "pointwise",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    model.ir_version = 9
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("make_model", "reason"),
+    [
+        (_chain_with_custom_op, 'creator && "Plugin not found'),
+        (_pointwise_with_bad_attribute, "Invalid value provided for the Gelu 'approximate'"),
+    ],
+    ids=["custom-domain-op", "pointwise-op-with-bad-attribute"],
+)
+def test_render_graph_marks_the_nodes_the_real_parser_rejects(
+    trtflow, tmp_path, make_model, reason
+):
+    """render-graph asks TensorRT-RTX's parser (on the CPU) about the model it draws: the rejected
+    node gets the red border, its reason and a legend row, and stands alone in the simplified view
+    (a pointwise one is not folded into its neighbour); the nodes the parser takes keep theirs."""
     from graph.outputs import op_nodes, viewer_data
 
     from trtflow.graph.style import HIGHLIGHT_BORDER, UNSUPPORTED_BORDER
 
-    model = _chain_with_custom_op(tmp_path / "chain.onnx")
+    model = make_model(tmp_path / "chain.onnx")
     recipe = _render_recipe(tmp_path, model, "tensorrt-rtx")
     out = tmp_path / "out"
     result = trtflow("run", recipe, "--workspace", tmp_path / "ws", "--out", out)
@@ -141,7 +172,7 @@ def test_render_graph_marks_the_nodes_the_real_parser_rejects(trtflow, tmp_path)
     assert "✗ TensorRT parser rejects" in nodes["frob"]["lines"]
     details = dict(nodes["frob"]["summary"])
     assert details["TensorRT parser"].startswith("TensorRT-RTX 1.7.1.116 rejects frob: ")
-    assert "Plugin not found" in details["TensorRT parser"]
+    assert reason in details["TensorRT parser"], details
     assert ["border", UNSUPPORTED_BORDER, "rejected by TensorRT's parser"] in viewer_data(
         folder / "graph.html"
     )["legend"]
