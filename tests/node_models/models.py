@@ -207,3 +207,24 @@ def upsample_opset9() -> onnx.ModelProto:
         }
         """
     )
+
+
+def initializers_as_inputs() -> onnx.ModelProto:
+    """An IR 3 model as the ONNX model zoo's Caffe2 exports are (light_resnet50, light_vgg19): every
+    initializer is listed among the graph inputs too, one of them read by no node."""
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [4], [0.5, 1.5, -2.0, 3.0])
+    unread = helper.make_tensor("unread", TensorProto.FLOAT, [1], [1.0])
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "w"], ["y"], name="scale")],
+        "zoo",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]),
+            helper.make_tensor_value_info("w", TensorProto.FLOAT, [4]),
+            helper.make_tensor_value_info("unread", TensorProto.FLOAT, [1]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        [weight, unread],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)])
+    model.ir_version = 3
+    return model

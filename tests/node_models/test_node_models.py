@@ -198,3 +198,17 @@ def test_fp8_emulation_converts_an_old_opset_or_says_why_it_cannot(trtflow, tmp_
 
     result, results = _runners(trtflow, tmp_path, models.scan_opset8(), fp8, "data: {seed: 1}")
     assert "re-export it at opset 19" in (results.failure("fp8") or ""), result.stdout
+
+
+def test_emulating_a_model_listing_its_initializers_as_inputs_needs_no_more_feeds(
+    trtflow, tmp_path
+):
+    result, results = _runners(
+        trtflow,
+        tmp_path,
+        models.initializers_as_inputs(),
+        "[{name: fp32, backend: onnxruntime}, {name: fp16, backend: emulated, precision: fp16}]",
+        "data: {seed: 1}",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert results.failure("fp16") is None

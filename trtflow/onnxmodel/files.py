@@ -303,8 +303,13 @@ def drop_unread_initializers(model: onnx.ModelProto) -> None:
         name for graph in iter_graphs(model.graph) for node in graph.node for name in node.input
     }
     read |= {o.name for o in model.graph.output}
-    for initializer in [t for t in model.graph.initializer if t.name not in read]:
+    dropped = {t.name for t in model.graph.initializer if t.name not in read}
+    for initializer in [t for t in model.graph.initializer if t.name in dropped]:
         model.graph.initializer.remove(initializer)
+    # an old (IR < 4) model lists its initializers as graph inputs too: left there, a dropped one
+    # would become an input every feed must give
+    for value in [i for i in model.graph.input if i.name in dropped]:
+        model.graph.input.remove(value)
 
 
 SMALL_INITIALIZER_BYTES = (
