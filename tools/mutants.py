@@ -279,6 +279,28 @@ MUTANTS: tuple[Mutant, ...] = (
         "return fails_not(region)",
         ("tests/reduce",),
     ),
+    # TensorRT debug tensors and capability: what the engine and the parser say reaches the user
+    Mutant(
+        "tensorrt runner: debug tensors are read but not returned",
+        "trtflow/trt/execution.py",
+        "return dict(self._debug) | results",
+        "return results",
+        ("tests/trt/test_trt_debug_listener.py",),
+    ),
+    Mutant(
+        "tensorrt runner: a library without IDebugListener is not a recipe error",
+        "trtflow/runners/tensorrt.py",
+        'raise ParamError("debug_tensors", missing)',
+        "return",
+        ("tests/trt/test_trt_debug_listener.py",),
+    ),
+    Mutant(
+        "render-graph: a rejected node may be folded away in the simplified view",
+        "trtflow/steps/render_graph.py",
+        "highlight=[*highlight, *rejected],",
+        "highlight=highlight,",
+        ("tests/trt/test_rtx_capability.py",),
+    ),
 )
 
 

@@ -568,6 +568,48 @@ def _check_fp32_equivalents(outcome: Outcome, tapped: Path, feed, fp32, fp16) ->
             plan_runner.deactivate()
 
 
+def _import_what_a_sweep_uses() -> None:
+    """Import in the parent what every child needs, so each forked child starts warm."""
+    import onnx.reference  # noqa: F401
+    import onnxruntime  # noqa: F401
+
+    import trtflow.precision.emulate  # noqa: F401
+    import trtflow.precision.lower  # noqa: F401
+    import trtflow.runners.emulated  # noqa: F401
+    import trtflow.steps.compare  # noqa: F401
+    import trtflow.steps.load  # noqa: F401
+    import trtflow.steps.run_runners  # noqa: F401
+    import trtflow.steps.surgeon_insert_tap  # noqa: F401
+    import trtflow.tensors.report  # noqa: F401
+
+
+def sweep_in_child(case: Case, scratch: Path) -> Outcome:
+    """`sweep` in a forked child, so a native crash (ONNX Runtime segfaulting on a rewritten model)
+    is one model's failure, not the end of the sweep; forking after the imports costs milliseconds."""
+    import os
+    import pickle
+    import signal
+
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read_end)
+        with os.fdopen(write_end, "wb") as pipe:
+            pickle.dump(sweep(case, scratch), pipe)
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        answer = pipe.read()
+    _, status = os.waitpid(child, 0)
+    if answer:
+        return pickle.loads(answer)
+    outcome = Outcome(case.name)
+    died = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    why = signal.Signals(died).name if died else f"exit status {os.WEXITSTATUS(status)}"
+    outcome.failures.append(("native-crash", f"the sweep's process died: {why}"))
+    return outcome
+
+
 # --- the sweep --------------------------------------------------------------------------------
 
 
@@ -603,11 +645,12 @@ def main(argv: list[str] | None = None) -> int:
     cases += [
         Case(path.stem, path.resolve(), None, _real_model_data(path.name)) for path in args.models
     ]
+    _import_what_a_sweep_uses()
     outcomes = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="trtflow-sweep-") as scratch:
         for position, case in enumerate(cases, 1):
-            outcome = sweep(case, Path(scratch))
+            outcome = sweep_in_child(case, Path(scratch))
             outcomes.append(outcome)
             if args.verbose and (outcome.failures or outcome.refusals):
                 for category, detail in outcome.failures + outcome.refusals:

@@ -124,3 +124,32 @@ def fp16_inside() -> onnx.ModelProto:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16])],
         13,
     )
+
+
+def batchnorm_training() -> onnx.ModelProto:
+    """ONNX's test_batchnorm_example_training_mode: BatchNormalization-15 in training mode, whose
+    running mean and variance outputs ONNX Runtime computes in place over its inputs."""
+    return _model(
+        [
+            helper.make_node(
+                "BatchNormalization",
+                ["x", "s", "bias", "mean", "var"],
+                ["y", "output_mean", "output_var"],
+                name="norm",
+                training_mode=1,
+            )
+        ],
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4, 5]),
+            *(
+                helper.make_tensor_value_info(n, TensorProto.FLOAT, [3])
+                for n in ("s", "bias", "mean", "var")
+            ),
+        ],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4, 5]),
+            helper.make_tensor_value_info("output_mean", TensorProto.FLOAT, [3]),
+            helper.make_tensor_value_info("output_var", TensorProto.FLOAT, [3]),
+        ],
+        15,
+    )

@@ -109,3 +109,39 @@ def test_a_float32_model_gets_no_fp16_rounding_notice(trtflow, tmp_path):
     code, output, _ = _pipeline(trtflow, tmp_path, models.scan_opset8(), "data: {seed: 1}")
     assert code == 0, output
     assert "computes in FP16" not in output and "computes in BF16" not in output, output
+
+
+def test_onnx_runtime_writing_into_a_feed_neither_crashes_nor_changes_the_next_runners_inputs(
+    trtflow, tmp_path
+):
+    """ONNX Runtime 1.32 writes a lowered FP16 BatchNormalization's running mean into the `mean`
+    feed itself: on the run's read-only mapped feeds that was a SIGSEGV of the whole run."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(0)
+    feed = {"x": rng.uniform(-1, 1, (2, 3, 4, 5)).astype(np.float32)}
+    feed |= {
+        name: rng.uniform(0.5, 1, 3).astype(np.float32) for name in ("s", "bias", "mean", "var")
+    }
+    np.savez(tmp_path / "feed.npz", **feed)
+    onnx.save(models.batchnorm_training(), str(tmp_path / "model.onnx"))
+    result, out = run_recipe(
+        trtflow,
+        tmp_path,
+        """
+        run:
+          uses: run-runners
+          with:
+            model: model.onnx
+            inputs: feed.npz
+            runners:
+              - {name: ort_fp16, backend: onnxruntime, precision: fp16}
+              - {name: fp32, backend: onnxruntime}
+        """,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    session = ort.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+    expected = session.run(["output_mean"], feed)[0]
+    results = TensorSet.open(out / "run" / "results")
+    np.testing.assert_array_equal(results.load("fp32", 0, "output_mean"), expected)
+    assert results.failure("ort_fp16") is None

@@ -61,3 +61,36 @@ def test_a_tensor_the_network_lacks_is_a_recipe_error_at_its_key(trtflow, tmp_pa
     assert "debug.yaml:16" in text and "steps.marked.with.debug_tensors" in text, text
     assert "has no tensor ln.meen (did you mean `ln.mean`?)" in text, text
     assert not list((out / "debug").glob("marked/*.engine"))
+
+
+def test_the_runners_listener_subclasses_the_real_idebuglistener(tmp_path):
+    """The `tensorrt` runner's listener against the real bindings (no GPU here, so the call is
+    made by hand, as TensorRT makes it: a capsule, a TensorLocation, a DataType, the shape, the
+    name and the stream): it is a real `IDebugListener` and copies a host tensor under its name."""
+    import ctypes
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from trtflow.trt.execution import debug_api_missing, make_debug_listener
+
+    trt = TensorRT.load("tensorrt-rtx")
+    assert debug_api_missing(trt) is None
+    sink: dict = {}
+    listener = make_debug_listener(SimpleNamespace(trt=trt, cuda=None), sink)
+    assert isinstance(listener, trt.module.IDebugListener)
+    value = np.arange(6, dtype=np.float32).reshape(2, 3)
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype, new.argtypes = (
+        ctypes.py_object,
+        [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p],
+    )
+    listener.process_debug_tensor(
+        new(value.ctypes.data, b"debug", None),
+        trt.module.TensorLocation.HOST,
+        trt.module.DataType.FLOAT,
+        trt.module.Dims([2, 3]),
+        "ln.mean",
+        0,
+    )
+    np.testing.assert_array_equal(sink["ln.mean"], value)

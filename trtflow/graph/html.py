@@ -25,6 +25,7 @@ from trtflow.graph.style import (
     HIGHLIGHT_BORDER,
     OTHER_COLOR,
     PRECISION_COLORS,
+    UNSUPPORTED_BORDER,
     Style,
     format_error,
     format_ms,
@@ -65,6 +66,8 @@ def _summary(node: Node) -> list[list[Any]]:
         rows.extend([f"error: {k}", v] for k, v in node.error_stats.items() if k != "stat")
     if node.marks:
         rows.append(["marks", ", ".join(sorted(node.marks))])
+    if node.unsupported:
+        rows.append(["TensorRT parser", node.unsupported])
     if node.scope:
         rows.append(
             ["subgraph", " › ".join(f"{owner} / {attribute}" for owner, attribute in node.scope)]
@@ -132,7 +135,11 @@ def _groups(graph: Graph, style: Style, scopes: Scopes) -> list[dict[str, Any]]:
                 else FIRST_DIVERGENCE_BORDER
                 if "first_divergence" in summary.marks
                 else None,
-                "border": HIGHLIGHT_BORDER if "highlight" in summary.marks else "#404040",
+                "border": HIGHLIGHT_BORDER
+                if "highlight" in summary.marks
+                else UNSUPPORTED_BORDER
+                if "unsupported" in summary.marks
+                else "#404040",
             }
         )
     return drawn

@@ -53,7 +53,8 @@ class Node:
     error_stats: Mapping[str, Any] = field(default_factory=dict)
     marks: frozenset[str] = (
         frozenset()
-    )  # highlight, first_nonfinite, first_divergence, nonfinite, focus, cut
+    )  # highlight, first_nonfinite, first_divergence, nonfinite, focus, cut, unsupported
+    unsupported: str | None = None  # why TensorRT's parser rejects this node ("library: reason")
 
     @property
     def title(self) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -359,3 +360,32 @@ def with_highlight(graph: Graph, names: list[str]) -> Graph:
     return graph.updated(
         {t: {"marks": graph.nodes[t].marks | {"highlight"}} for t in targets}, notes=notes
     )
+
+
+def with_unsupported(graph: Graph, library: str, rejected: Mapping[str, str]) -> Graph:
+    """Mark the nodes TensorRT's parser rejects ({node name: reason}, from a capability report):
+    the `unsupported` mark draws their border, `unsupported` holds the reason for tooltips and
+    the viewer's details. A name the view hid or the graph lacks gets a note, as highlights do."""
+    index = graph.name_index()
+    changes: dict[str, dict[str, Any]] = {}
+    for name, reason in rejected.items():
+        target = index.get(name)
+        if target is None:
+            continue
+        node = graph.nodes[target]
+        reasons = [node.unsupported] if node.unsupported else []
+        changes[target] = {
+            "marks": node.marks | {"unsupported"},
+            "unsupported": "; ".join([*reasons, f"{library} rejects {name}: {reason}"]),
+        }
+    missing = [name for name in rejected if name not in index]
+    notes = [f"{library}'s ONNX parser rejects {len(rejected)} node(s) (red border)"]
+    notes += (
+        [
+            f"{len(missing)} node(s) {library}'s parser rejects are not drawn in this view "
+            f"(e.g. `{missing[0]}`)"
+        ]
+        if missing
+        else []
+    )
+    return graph.updated(changes, notes=notes)

@@ -52,6 +52,7 @@ OP_PALETTE = (
 HIGHLIGHT_BORDER = "#e6007e"
 FIRST_NONFINITE_BORDER = "#000000"
 FIRST_DIVERGENCE_BORDER = "#0050d0"
+UNSUPPORTED_BORDER = "#e00000"  # TensorRT's parser rejects the node (a capability report)
 LABEL_WIDTH = 40  # characters of a name shown before it is shortened; the full name is in tooltips
 
 
@@ -179,14 +180,23 @@ class Style:
             lines.append("▲ first NaN/Inf")
         if "first_divergence" in node.marks:
             lines.append("▲ first divergence")
+        if "unsupported" in node.marks:
+            lines.append("✗ TensorRT parser rejects")
         return tuple(lines)
 
     def look(self, node: Node) -> Look:
-        """Border: highlighted (bisect's keep) or plain; ring: an outer outline for where the report
-        says things first went wrong — separate, so a kept node can also be the first NaN/Inf."""
+        """Border: highlighted (bisect's keep), rejected by TensorRT's parser, or plain; ring: an
+        outer outline for where the report says things first went wrong — separate, so a kept node
+        can also be the first NaN/Inf. The fill keeps its color rule, so a rejected node still says
+        its precision, op or error; a kept node the parser rejects keeps the keep's border and says
+        the rejection in its label."""
         fill = self.fill(node)
         border, width = (
-            ("#404040", 1.0) if "highlight" not in node.marks else (HIGHLIGHT_BORDER, 3.0)
+            (HIGHLIGHT_BORDER, 3.0)
+            if "highlight" in node.marks
+            else (UNSUPPORTED_BORDER, 3.0)
+            if "unsupported" in node.marks
+            else ("#404040", 1.0)
         )
         if "focus" in node.marks:
             width = max(width, 2.5)
@@ -197,7 +207,14 @@ class Style:
             if "first_divergence" in node.marks
             else None
         )
-        tooltip = "\n".join([node.title, node.op, *node.parts[:20]])
+        tooltip = "\n".join(
+            [
+                node.title,
+                node.op,
+                *node.parts[:20],
+                *([node.unsupported] if node.unsupported else []),
+            ]
+        )
         return Look(
             fill,
             _text_on(fill),
@@ -255,6 +272,7 @@ class Style:
             ("highlight", HIGHLIGHT_BORDER, "highlighted"),
             ("first_nonfinite", FIRST_NONFINITE_BORDER, "first NaN/Inf (outer ring)"),
             ("first_divergence", FIRST_DIVERGENCE_BORDER, "first divergence (outer ring)"),
+            ("unsupported", UNSUPPORTED_BORDER, "rejected by TensorRT's parser"),
         ):
             if mark in marks:
                 rows.append(("border", color, text))

@@ -280,8 +280,13 @@ class OnnxruntimeRunner:
     def infer(self, feed: Feed) -> dict[str, np.ndarray]:
         names = [o.name for o in self.session.get_outputs()]
         wanted = {i.name for i in self.session.get_inputs()}
+        # copies: ONNX Runtime may write into a feed's buffer (1.32 does for a lowered FP16
+        # BatchNormalization in training mode: once its Casts are removed, the in-place running-mean
+        # update writes the graph input), which kills the process on a read-only mapped feed and
+        # changes the next runner's inputs on any other
+        private = {k: np.array(v) for k, v in feed.items() if k in wanted}
         try:
-            values = self.session.run(names, {k: v for k, v in feed.items() if k in wanted})
+            values = self.session.run(names, private)
         except Exception as error:  # noqa: BLE001 - ORT raises its own untyped errors
             raise RunnerFailed(self.name, f"failed during inference: {error}") from None
         return {

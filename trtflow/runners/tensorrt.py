@@ -6,6 +6,10 @@ compared only if they are engine outputs, i.e. if the model was tapped (`surgeon
 before `build-engine`; a requested tensor the engine does not have (TensorRT drops taps on shape
 and constant tensors) is left out rather than failing the run; `compare` lists it among the
 runner's `missing` tensors.
+With `debug_tensors` the runner taps the engine instead: the tensors build-engine marked with its
+`debug_tensors` are read through TensorRT's `IDebugListener` (TensorRT 10+, TensorRT-RTX) and
+returned under their ONNX names next to the engine's outputs, so the engine keeps its fusions and
+`compare` lines them up with an onnxruntime run of the tapped model.
 With `layer_timing: true` every layer is timed through TensorRT's `IProfiler`; `layer_profile()`
 returns the times in trtexec's `--exportProfile` layout (the Runner protocol's optional profile),
 which `run-runners` writes as its `profiles` output for `render-graph`.
@@ -68,7 +72,31 @@ class Config(RunnerConfig):
         "layout); makes each inference slower.",
     )
 
+    debug_tensors: Literal["all"] | list[str] | None = Field(
+        None,
+        description="Read the engine's debug tensors (marked by build-engine's `debug_tensors`) "
+        "through TensorRT's IDebugListener and return them with the outputs, under their ONNX "
+        "names: `all`, or the names to read. Needs TensorRT 10+ or TensorRT-RTX.",
+    )
+
     _engine_is_an_engine = field_validator("engine")(refuse_onnx_engine)
+
+    def check_model(self, model: Any) -> None:
+        """Debug tensors asked of a library without IDebugListener are a recipe error, said
+        before any runner starts (a library that is not installed fails the runner as usual)."""
+        if not self.debug_tensors:
+            return
+        from trtflow.errors import BackendUnavailable, ParamError
+        from trtflow.trt.api import TensorRT
+        from trtflow.trt.execution import debug_api_missing
+
+        try:
+            trt = TensorRT.load(self.library)
+        except BackendUnavailable:
+            return
+        missing = debug_api_missing(trt)
+        if missing:
+            raise ParamError("debug_tensors", missing)
 
     @property
     def reads(  # type: ignore[override]  # a class fact elsewhere; here it depends on `engine`
@@ -111,6 +139,7 @@ class TensorRTRunner:
         self.requested = outputs
         self.layer_timing = config.layer_timing
         self.library = config.library
+        self.debug_tensors = config.debug_tensors
         self.layer_times: LayerTimes | None = None
         self._session: Any = None
         self._selected: list[str] = []
@@ -126,8 +155,9 @@ class TensorRTRunner:
             self.engine_path.read_bytes(),
             TensorRTLog(),
             self.layer_times,
+            debug_tensors=self._debug_wanted(),
         )
-        available = self._session.outputs
+        available = [*self._session.outputs, *self._session.debug_tensors]
         if self.requested is None:
             self._selected = list(available)
             return
@@ -141,8 +171,23 @@ class TensorRTRunner:
                 "Tap the model before build-engine to compare intermediate tensors",
             )
 
+    def _debug_wanted(self) -> Literal["all"] | tuple[str, ...]:
+        """The debug tensors to read: `all` when asked, else those named (with `outputs:` given
+        to run-runners, only the named ones it asks for)."""
+        if self.debug_tensors is None:
+            return ()
+        if self.debug_tensors == "all":
+            return "all"
+        return tuple(
+            name for name in self.debug_tensors if self.requested is None or name in self.requested
+        )
+
     def infer(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         outputs = self._session.infer(feed)
+        if self.debug_tensors == "all":  # the engine says which: every one it reported
+            debug = [n for n in outputs if n not in self._session.outputs]
+            wanted = [n for n in debug if self.requested is None or n in self.requested]
+            return {name: outputs[name] for name in [*self._selected, *wanted]}
         return {name: outputs[name] for name in self._selected}
 
     def deactivate(self) -> None:

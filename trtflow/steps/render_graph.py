@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -19,6 +19,10 @@ from trtflow.errors import InputError, ParamError, UsageError
 from trtflow.packages import installed_version
 from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, folder
+
+if TYPE_CHECKING:
+    from trtflow.trt.api import Library
+    from trtflow.trt.capability import Capability
 
 Format = Literal["svg", "html", "dot"]
 
@@ -90,6 +94,12 @@ class Params(StepParams):
         None,
         description="Node names to outline, or a JSON file of them (bisect-precision's `keep`).",
     )
+    capability: Literal["tensorrt", "tensorrt-rtx", "auto"] | InputPath | None = Field(
+        None,
+        description="Mark the nodes TensorRT's ONNX parser rejects (red border, the parser's reason in "
+        "tooltips): a library (`tensorrt`, `tensorrt-rtx`, `auto`) to ask its parser about `model` "
+        "here (no GPU needed), or a capability JSON (build-engine's `capability` output).",
+    )
     focus: Focus | None = Field(
         None,
         description="Draw only nodes matching `nodes` (regex) and their neighbours within `radius`.",
@@ -136,6 +146,10 @@ class Params(StepParams):
         if self.overlay_runner is not None and self.overlay is None:
             raise ValueError(
                 "`overlay_runner` picks a runner's errors from `overlay:` (a compare report); give `overlay`"
+            )
+        if self.capability is not None and self.model is None:
+            raise ValueError(
+                "`capability` marks the ONNX nodes TensorRT's parser rejects: use it with `model`"
             )
         if self.color_by == "error" and self.overlay is None:
             raise ValueError("`color_by: error` needs `overlay:` (a compare report)")
@@ -207,12 +221,13 @@ class RenderGraph(Step):
             "graph.html / graph.svg / graph.dot as asked, and summary.json (what was drawn)."
         )
     }
-    version = 8  # 3: overlay notes tell tensors of hidden constant/shape nodes from unknown ones
+    version = 9  # 3: overlay notes tell tensors of hidden constant/shape nodes from unknown ones
     # 4: titles name the overlay's runners; rings drawn as clusters; highlighted nodes never folded; no-dot notes
     # 5: nodes reading Q/DQ pairs are drawn in the pairs' type (INT8, FP8), Q/DQ nodes say what they quantize
     # 6: the HTML viewer groups nodes by name scope and lays out opened groups itself
     # 7: edges between groups enter and leave through ports, routed around the boxes inside
     # 8: dims ONNX shape inference made up (`unk__12`) are drawn `?`
+    # 9: `capability` marks the nodes TensorRT's parser rejects
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         facts = {"onnx": installed_version("onnx")} if params.model is not None else {}
@@ -222,6 +237,12 @@ class RenderGraph(Step):
             from trtflow.trt.environment import tensorrt_version
 
             facts["tensorrt"] = tensorrt_version()
+        if isinstance(params.capability, str):  # the parser asked here: its library and version
+            from trtflow.trt.environment import fingerprint
+
+            facts |= {
+                f"capability {key}": value for key, value in fingerprint(params.capability).items()
+            }
         if params.formats is None or "svg" in params.formats:
             from trtflow.graph.svg import graphviz_version
 
@@ -254,12 +275,14 @@ class RenderGraph(Step):
         source_nodes = len(graph.ops())
         ctx.progress(1, 3, "folding" if params.mode == "simplified" else "overlays")
         highlight = overlay.read_highlight(params.highlight) if params.highlight is not None else []
+        capability = _capability(params.capability, params.model)
+        rejected = capability.rejected() if capability is not None else {}
         if params.mode == "simplified":
-            graph = simplify(
+            graph = simplify(  # a rejected node stands alone, as a highlighted one does
                 graph,
                 show_constants=params.show_constants,
                 show_reformats=params.show_reformats,
-                highlight=highlight,
+                highlight=[*highlight, *rejected],
             )
         if params.overlay is not None:
             try:
@@ -274,6 +297,8 @@ class RenderGraph(Step):
             graph = overlay.with_errors(graph, errors)
         if highlight:
             graph = overlay.with_highlight(graph, highlight)
+        if capability is not None:
+            graph = overlay.with_unsupported(graph, capability.library, rejected)
         if params.focus is not None:
             try:
                 graph = focus(graph, params.focus.nodes, params.focus.radius)
@@ -301,6 +326,26 @@ class RenderGraph(Step):
             ctx.notice(note)
         ctx.progress(3, 3, "done")
         return {}
+
+
+def _capability(given: str | Path | None, model: Path | None) -> Capability | None:
+    """The parser's verdict on `model`: asked of the named library here, or read from a
+    capability JSON (build-engine's output)."""
+    import json
+
+    from trtflow.trt.capability import Capability
+
+    if given is None or model is None:
+        return None
+    if isinstance(given, Path):
+        try:
+            return Capability.from_document(json.loads(given.read_text(encoding="utf-8")), given)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, InputError) as error:
+            raise ParamError("capability", str(error)) from None
+    from trtflow.trt.api import TensorRT
+    from trtflow.trt.capability import parser_capability
+
+    return parser_capability(TensorRT.load(cast("Library", given)), model)
 
 
 def _overlay_content(path: Path) -> Any:

@@ -49,6 +49,36 @@ class Capability:
             "subgraphs": [{"supported": ok, "nodes": names} for ok, names in self.subgraphs],
         }
 
+    def rejected(self) -> dict[str, str]:
+        """{node name: the parser's reason} for each node it rejects: what render-graph marks."""
+        return {
+            node.node: node.reason or "no reason given"
+            for node in self.nodes
+            if node.status == "unsupported"
+        }
+
+    @classmethod
+    def from_document(cls, document: Any, path: Path) -> Capability:
+        """A capability JSON written by build-engine (`document()`), read back; anything else is an
+        InputError naming the file and what it lacks."""
+        from trtflow.errors import InputError
+
+        try:
+            if document.get("format") != CAPABILITY_FORMAT:
+                raise ValueError(f"format {document.get('format')!r}, not {CAPABILITY_FORMAT}")
+            return cls(
+                str(document["library"]),
+                str(document["model"]),
+                bool(document["supported"]),
+                [NodeSupport(**node) for node in document["nodes"]],
+                [(bool(s["supported"]), list(s["nodes"])) for s in document["subgraphs"]],
+            )
+        except (AttributeError, KeyError, TypeError, ValueError) as error:
+            raise InputError(
+                f"{path} is no capability report ({error}); give build-engine's `capability` "
+                "output, or a library name (tensorrt, tensorrt-rtx, auto)"
+            ) from None
+
     def lines(self) -> list[str]:
         """What `trtflow inspect MODEL --capability` prints."""
         rejected = [node for node in self.nodes if node.status == "unsupported"]

@@ -5,12 +5,18 @@ named-tensor API that TensorRT 8.6, 10 and 11 all have (`set_input_shape`, `set_
 `execute_async_v3`) — the binding-index API is gone in 10 — and cuda-python's runtime for device
 memory and the stream. Device buffers are kept between inferences and grown when a dynamic shape
 needs more, so a run of many samples allocates once.
+
+Debug tensors (TensorRT 10+ and TensorRT-RTX): tensors `build-engine` marked with `mark_debug`
+are read at run time through an `IDebugListener` on the execution context, so intermediate
+tensors are compared without the ONNX being rewritten to expose them as outputs (which would
+change what TensorRT fuses). TensorRT calls the listener during the enqueue with the tensor's
+address, valid only for the call: it is copied to the host there, on the enqueue's stream.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -44,6 +50,76 @@ class CudaCalls:
             return int(stream)
 
 
+DebugTensors = Literal["all"] | tuple[str, ...]
+
+
+def debug_api_missing(trt: TensorRT) -> str | None:
+    """Why `trt` cannot read debug tensors at run time (TensorRT 8.6 has no IDebugListener), or None."""
+    if hasattr(trt.module, "IDebugListener") and hasattr(
+        trt.module.IExecutionContext, "set_debug_listener"
+    ):
+        return None
+    return (
+        f"{trt.name} has no IDebugListener (debug tensors need TensorRT 10 or later, or "
+        "TensorRT-RTX); tap the model with surgeon-insert-tap before build-engine instead"
+    )
+
+
+def _capsule_address(capsule: Any) -> int:
+    """The pointer TensorRT's bindings hand `process_debug_tensor` inside a PyCapsule."""
+    import ctypes
+
+    if isinstance(capsule, int):
+        return capsule
+    get_name, get_pointer = (
+        ctypes.pythonapi.PyCapsule_GetName,
+        ctypes.pythonapi.PyCapsule_GetPointer,
+    )
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    get_pointer.restype = ctypes.c_void_p
+    get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    return int(get_pointer(capsule, get_name(capsule)) or 0)
+
+
+def make_debug_listener(session: EngineSession, sink: dict[str, np.ndarray]) -> Any:
+    """An `IDebugListener` that copies each debug tensor into `sink` under its name (the ONNX
+    tensor's: `mark_debug` keeps the network's tensor names, which the ONNX parser takes from the
+    model). Defined here because its base class exists only once TensorRT is imported; TensorRT
+    requires the base `__init__` to be called explicitly."""
+    module: Any = session.trt.module
+    cuda = session.cuda
+
+    class Listener(module.IDebugListener):
+        def __init__(self) -> None:
+            module.IDebugListener.__init__(self)
+
+        def process_debug_tensor(
+            self, addr: Any, location: Any, type: Any, shape: Any, name: str, stream: int
+        ) -> None:
+            host = np.empty(tuple(int(d) for d in shape), dtype=session.trt.numpy_dtype(type))
+            address = _capsule_address(addr)
+            if host.nbytes and location == module.TensorLocation.HOST:
+                import ctypes
+
+                ctypes.memmove(host.ctypes.data, address, host.nbytes)
+            elif host.nbytes:
+                runtime = cuda.runtime
+                cuda.check(
+                    runtime.cudaMemcpyAsync(
+                        host.ctypes.data,
+                        address,
+                        host.nbytes,
+                        runtime.cudaMemcpyKind.cudaMemcpyDeviceToHost,
+                        stream,
+                    ),
+                    f"copy debug tensor `{name}` from the GPU",
+                )
+                cuda.check(runtime.cudaStreamSynchronize(stream), f"read debug tensor `{name}`")
+            sink[name] = host
+
+    return Listener()
+
+
 class EngineSession:
     """One engine, one execution context, one stream, and device buffers for every I/O tensor."""
 
@@ -53,6 +129,7 @@ class EngineSession:
         serialized: bytes,
         log: TensorRTLog,
         layer_times: LayerTimes | None = None,
+        debug_tensors: DebugTensors = (),
     ):
         self.trt = trt
         self.log = log
@@ -76,6 +153,35 @@ class EngineSession:
         self.inputs = [name for name in names if self.engine.get_tensor_mode(name) == input_mode]
         self.outputs = [name for name in names if name not in self.inputs]
         self._stream = self.cuda.check(self.cuda.runtime.cudaStreamCreate(), "create a stream")
+        self._debug: dict[str, np.ndarray] = {}
+        self._listener: Any = None  # held here: the context does not keep it alive
+        try:
+            self.debug_tensors = self._listen(debug_tensors) if debug_tensors else []
+        except BaseException:
+            self.close()  # the stream is not left behind
+            raise
+
+    def _listen(self, wanted: DebugTensors) -> list[str]:
+        """Set the debug listener and turn on the debug state of `wanted` (or of every debug
+        tensor); returns the names asked for (empty for `all`: the engine says which it has)."""
+        missing = debug_api_missing(self.trt)
+        if missing:
+            raise StepError(missing)
+        self._listener = make_debug_listener(self, self._debug)
+        if not self.context.set_debug_listener(self._listener):
+            raise StepError(f"{self.trt.name} refused the debug listener")
+        if wanted == "all":
+            self.context.set_all_tensors_debug_state(True)
+            return []
+        unmarked = [name for name in wanted if not self.engine.is_debug_tensor(name)]
+        if unmarked:
+            raise StepError(
+                f"{', '.join(unmarked)} is not a debug tensor of this engine: mark it with "
+                "build-engine's `debug_tensors` (or ask for `debug_tensors: all`)"
+            )
+        for name in wanted:
+            self.context.set_tensor_debug_state(name, True)
+        return list(wanted)
 
     def dtype(self, name: str) -> np.dtype:
         return self.trt.numpy_dtype(self.engine.get_tensor_dtype(name))
@@ -133,6 +239,7 @@ class EngineSession:
             self.context.set_tensor_address(name, self._buffer(name, results[name].nbytes))
         if self.layer_times is not None:
             self.layer_times.start_inference()
+        self._debug.clear()
         if not self.context.execute_async_v3(self.cuda.stream_handle(stream)):
             reasons = "; ".join(self.log.errors()) or "no reason given"
             raise StepError(f"TensorRT failed to run the engine: {reasons}")
@@ -144,7 +251,7 @@ class EngineSession:
                 f"copy output `{name}` from the GPU",
             )
         self.cuda.check(runtime.cudaStreamSynchronize(stream), "finish the inference")
-        return results
+        return dict(self._debug) | results
 
     def close(self) -> None:
         for name, (address, _) in self._buffers.items():

@@ -15,7 +15,8 @@ checks profiles, precision flags and constraints, timing-cache reuse and tactic 
 runs the model with ONNX Runtime on the CPU, reading and writing "device" memory through the
 CUDA double. A weakly typed FP16 build rounds the float outputs of every layer not constrained to
 FP32 through float16 (overflow becomes inf, as on a GPU); a strongly typed build runs the model's
-own types.
+own types. From 10.x, tensors marked with `mark_debug` are computed as outputs are (same rounding)
+and handed to the context's `IDebugListener` from "device" memory that lives only for the call.
 """
 
 from __future__ import annotations
@@ -200,6 +201,12 @@ class _Generation:
                 "LayerInformationFormat", ["ONELINE", "JSON"], start=0
             ),
             "TensorIOMode": enum.IntEnum("TensorIOMode", ["NONE", "INPUT", "OUTPUT"], start=0),
+            # debug tensors (IDebugListener) arrived in TensorRT 10.0
+            **(
+                {"TensorLocation": enum.IntEnum("TensorLocation", ["DEVICE", "HOST"], start=0)}
+                if self.major >= 10
+                else {}
+            ),
         }
 
     def namespace(self) -> dict[str, Any]:
@@ -318,6 +325,21 @@ class _Module:
                     'Tried to call pure virtual function "IProfiler::report_layer_time"'
                 )
 
+        class IDebugListener:
+            """10.x on: the user's subclass gets `process_debug_tensor` for each debug tensor
+            whose debug state is on, with the device address as a capsule, valid only during
+            the call."""
+
+            __slots__ = ("_base_initialized", "__dict__")
+
+            def __init__(self) -> None:
+                self._base_initialized = True
+
+            def process_debug_tensor(self, addr, location, type, shape, name, stream):
+                raise RuntimeError(
+                    'Tried to call pure virtual function "IDebugListener::process_debug_tensor"'
+                )
+
         class IHostMemory:
             __slots__ = ("_data",)
 
@@ -426,10 +448,11 @@ class _Module:
                 "_strongly_typed",
                 "_model",
                 "_explicit_batch",
+                "_debug",
             )
 
             def __init__(self, flags: int):
-                self._layers, self._inputs, self._outputs = [], [], []
+                self._layers, self._inputs, self._outputs, self._debug = [], [], [], []
                 self._flags, self._model = flags, None
                 network_flags = n["NetworkDefinitionCreationFlag"]
                 self._explicit_batch = g.major >= 10 or bool(
@@ -461,6 +484,15 @@ class _Module:
                 _expect(tensor, ITensor, "tensor")
                 if tensor in self._outputs:
                     self._outputs.remove(tensor)
+
+        def mark_debug(self, tensor):
+            _expect(tensor, ITensor, "tensor")
+            if tensor not in self._debug:
+                self._debug.append(tensor)
+            return True
+
+        if g.major >= 10:
+            INetworkDefinition.mark_debug = mark_debug
 
         class ParserError:
             __slots__ = ("_node", "_name", "_op", "_desc")
@@ -869,6 +901,10 @@ class _Module:
 
         if g.major < 10:  # the binding-index API was removed in 10.0
             ICudaEngine.num_bindings = property(lambda self: len(self._plan["io"]))
+        else:
+            ICudaEngine.is_debug_tensor = lambda self, name: (
+                name in {t["name"] for t in self._plan["debug"]}
+            )
 
         class IExecutionContext:
             __slots__ = (
@@ -879,10 +915,14 @@ class _Module:
                 "enqueue_emits_profile",
                 "_session",
                 "_output_shapes",
+                "_listener",
+                "_debug_on",
+                "_stream",
             )
 
             def __init__(self, engine):
                 self._engine, self._shapes, self._addresses, self._profiler = engine, {}, {}, None
+                self._listener, self._debug_on, self._stream = None, set(), 0
                 self.enqueue_emits_profile = True
                 self._session = module.session(engine._plan)
                 self._output_shapes = {}
@@ -945,10 +985,37 @@ class _Module:
                     raise DoubleViolation(
                         "execute_async_v3 needs a stream created with cudaStreamCreate"
                     )
+                self._stream = stream_handle
                 return module.execute(self)
 
             def report_to_profiler(self):
                 return True
+
+        def set_debug_listener(self, listener):
+            _expect(listener, IDebugListener, "listener")
+            if not getattr(listener, "_base_initialized", False):
+                raise TypeError("IDebugListener.__init__() must be called when overriding __init__")
+            self._listener = listener
+            return True
+
+        def set_tensor_debug_state(self, name, flag):
+            _expect(name, str, "name")
+            _expect(flag, bool, "flag")
+            if not self._engine.is_debug_tensor(name):
+                return False  # only tensors marked at build time
+            (self._debug_on.add if flag else self._debug_on.discard)(name)
+            return True
+
+        def set_all_tensors_debug_state(self, flag):
+            _expect(flag, bool, "flag")
+            names = {t["name"] for t in self._engine._plan["debug"]}
+            self._debug_on = names if flag else set()
+            return True
+
+        if g.major >= 10:
+            IExecutionContext.set_debug_listener = set_debug_listener
+            IExecutionContext.set_tensor_debug_state = set_tensor_debug_state
+            IExecutionContext.set_all_tensors_debug_state = set_all_tensors_debug_state
 
         class Runtime:
             __slots__ = ("_logger",)
@@ -1001,6 +1068,7 @@ class _Module:
             "EngineInspector": EngineInspector,
             "IHostMemory": IHostMemory,
             "DoubleViolation": DoubleViolation,
+            **({"IDebugListener": IDebugListener} if g.major >= 10 else {}),
         }
 
     # --- building ----------------------------------------------------------------------------------
@@ -1082,6 +1150,7 @@ class _Module:
             {"name": t.name, "mode": "OUTPUT", "dtype": t.dtype.name, "shape": list(t.shape)}
             for t in network._outputs
         ]
+        debug = [{"name": t.name, "dtype": t.dtype.name} for t in network._debug]
         layers = _fused(
             [
                 {
@@ -1113,6 +1182,7 @@ class _Module:
             "optimization_level": config._level,
             "tactic_sources": config._tactics,
             "workspace": config._pools.get(n["MemoryPoolType"].WORKSPACE),
+            "debug": debug,
         }
         import onnx
 
@@ -1120,7 +1190,9 @@ class _Module:
         inferred = onnx.shape_inference.infer_shapes(model).graph
         infos = {v.name: v for v in [*inferred.input, *inferred.value_info, *inferred.output]}
         del model.graph.output[:]
-        for tensor in network._outputs:
+        # debug tensors are computed as outputs are (same rounding), but are no engine I/O
+        shown = {t.name for t in network._outputs}
+        for tensor in [*network._outputs, *(t for t in network._debug if t.name not in shown)]:
             info = infos.get(tensor.name)
             model.graph.output.append(
                 info if info is not None else onnx.helper.make_empty_tensor_value_info(tensor.name)
@@ -1209,15 +1281,34 @@ class _Module:
             i.name: feed[i.name].astype(session_types.get(i.type, np.float32))
             for i in session.get_inputs()
         }
+        plan = context._engine._plan
         engine_types = {
             t["name"]: self.numpy_of(getattr(self.n["DataType"], t["dtype"]))
-            for t in context._engine._plan["io"]
+            for t in [*plan["io"], *plan.get("debug", ())]
         }
         names = [o.name for o in session.get_outputs()]
         return {
             name: np.asarray(value).astype(engine_types[name])
             for name, value in zip(names, session.run(None, converted))
         }
+
+    def emit_debug_tensor(self, context: Any, tensor: dict, value: np.ndarray) -> None:
+        """Call the listener as TensorRT does: the value in device memory that lives only for the
+        call, its location, type, shape, name and the stream of the enqueue."""
+        data = np.ascontiguousarray(value).tobytes()
+        _, address = cuda_double.cudaMalloc(len(data))
+        try:
+            cuda_double.write_device(address, data)
+            context._listener.process_debug_tensor(
+                _capsule(address),
+                self.n["TensorLocation"].DEVICE,
+                getattr(self.n["DataType"], tensor["dtype"]),
+                tuple(value.shape),
+                tensor["name"],
+                context._stream,
+            )
+        finally:
+            cuda_double.cudaFree(address)
 
     def execute(self, context: Any) -> bool:
         plan = context._engine._plan
@@ -1232,16 +1323,31 @@ class _Module:
             feed[tensor["name"]] = np.frombuffer(
                 cuda_double.device_bytes(context._addresses[tensor["name"]], count), dtype=dtype
             ).reshape(shape)
-        for name, value in self.run_session(context, feed).items():
+        computed = self.run_session(context, feed)
+        outputs = {t["name"] for t in plan["io"] if t["mode"] == "OUTPUT"}
+        for name in outputs:
             if name not in context._addresses:
                 return False
             cuda_double.write_device(
-                context._addresses[name], np.ascontiguousarray(value).tobytes()
+                context._addresses[name], np.ascontiguousarray(computed[name]).tobytes()
             )
+        for tensor in plan.get("debug", ()):
+            if context._listener is not None and tensor["name"] in context._debug_on:
+                self.emit_debug_tensor(context, tensor, computed[tensor["name"]])
         if context._profiler is not None:
             for index, layer in enumerate(plan["layers"]):
                 context._profiler.report_layer_time(layer["name"], 0.01 * (index + 1))
         return True
+
+
+def _capsule(address: int) -> Any:
+    """A PyCapsule holding `address`, as TensorRT's bindings hand a debug tensor's buffer."""
+    import ctypes
+
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    return new(address, None, None)
 
 
 FUSED_EPILOGUES = {
