@@ -368,7 +368,7 @@ def _sweep(case: Case, work: Path, outcome: Outcome, original) -> None:
     stage(outcome, "run-runners", lambda: run_step(RunRunners, work / "run", run_params, notices))
     results = _results(work / "run" / "results")
     for runner, error in results.pop("failed").items():
-        outcome.failures.append((f"runner-failed:{runner}", _runner_reason(error)))
+        outcome.failures.append((f"{_runner_category(error)}:{runner}", _runner_reason(error)))
     if "fp32" not in results:
         raise Failed
     fp32 = results["fp32"]
@@ -471,6 +471,21 @@ def _results(folder: Path) -> dict[str, Any]:
         else:
             found[runner] = results.iteration(runner, 0)
     return found
+
+
+def _runner_category(error: str) -> str:
+    """What kind of runner failure a recorded message is (`runners.base.runner_failure` words them)."""
+    if (
+        "data type is not supported" in error
+    ):  # ORT's CPU kernels lack the type (FP16 ScatterND add)
+        return "ort-cpu-lacks-kernel"
+    if "cannot create an ONNX Runtime session" in error:
+        return "runner-model-refused-by-ort"
+    if "failed during inference" in error:
+        return "runner-inference-failed"
+    if re.search(r"failed: [A-Z]\w*(Error|Exception|Interrupt)\b: ", error):
+        return "runner-crash"
+    return "runner-refused"  # a TrtflowError: a clear refusal
 
 
 def _runner_reason(error: str) -> str:
@@ -673,8 +688,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def ours(outcome: Outcome) -> list[tuple[str, str]]:
-    """The failures that are not ONNX Runtime's own (`ort-` categories, confirmed in the check)."""
-    return [(c, d) for c, d in outcome.failures if not c.startswith("ort-")]
+    """The failures that are neither ONNX Runtime's own (`ort-` categories, confirmed in the check)
+    nor a runner's clear refusal (`runner-refused`)."""
+    return [(c, d) for c, d in outcome.failures if not c.startswith(("ort-", "runner-refused"))]
 
 
 def _print_summary(outcomes: list[Outcome], seconds: float) -> None:

@@ -153,3 +153,57 @@ def batchnorm_training() -> onnx.ModelProto:
         ],
         15,
     )
+
+
+def _parsed(text: str) -> onnx.ModelProto:
+    model = onnx.parser.parse_model(text)
+    onnx.checker.check_model(model)
+    return model
+
+
+def attention_and_rms_norm() -> onnx.ModelProto:
+    """Opset 23's Attention and RMSNormalization, ops ONNX Runtime runs through their function
+    bodies: the schema types Attention's V (T2) and RMSNormalization's X (T) apart from the other
+    inputs, the bodies compute them together."""
+    return _parsed(
+        """
+        <ir_version: 10, opset_import: ["" : 23]>
+        attention (float[2,4,24] Q, float[2,6,24] K, float[2,6,24] V, float[24] W) => (float[2,4,24] Y) {
+            A = Attention <kv_num_heads: int = 3, q_num_heads: int = 3> (Q, K, V)
+            Y = RMSNormalization <axis: int = -1> (A, W)
+        }
+        """
+    )
+
+
+def tree_ensemble() -> onnx.ModelProto:
+    """ai.onnx.ml's TreeEnsemble (ONNX's test_ai_onnx_ml_tree_ensemble_set_membership): its split
+    thresholds are FP32 tensors in attributes that must have its input's type."""
+    return _parsed(
+        """
+        <ir_version: 10, opset_import: ["ai.onnx.ml" : 5, "" : 21]>
+        trees (float[6,1] X) => (float[6,4] Y) {
+            Z = ai.onnx.ml.TreeEnsemble <aggregate_function: int = 1, leaf_targetids: ints = [0, 1, 2, 3],
+                leaf_weights: tensor = float[4] leaf_weights {1,10,1000,100},
+                membership_values: tensor = float[8] membership_values {1.2,3.7,8,9,nan,12,7,nan},
+                n_targets: int = 4, nodes_falseleafs: ints = [1, 0, 1], nodes_falsenodeids: ints = [2, 2, 3],
+                nodes_featureids: ints = [0, 0, 0], nodes_modes: tensor = uint8[3] nodes_modes {0,6,6},
+                nodes_splits: tensor = float[3] nodes_splits {11,232344,nan}, nodes_trueleafs: ints = [0, 1, 1],
+                nodes_truenodeids: ints = [1, 0, 1], post_transform: int = 0, tree_roots: ints = [0]> (X)
+            Y = Add (Z, Z)
+        }
+        """
+    )
+
+
+def upsample_opset9() -> onnx.ModelProto:
+    """ONNX's test_upsample_nearest: Upsample, gone after opset 9; FP8 emulation converts the model
+    to opset 19, whose adapter adds unnamed nodes."""
+    return _parsed(
+        """
+        <ir_version: 4, opset_import: ["" : 9]>
+        upsample (float[1,1,2,2] X, float[4] scales) => (float[1,1,4,6] Y) {
+            Y = Upsample <mode: string = "nearest"> (X, scales)
+        }
+        """
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 from conftest import step_value
 from run_compare.recipes import run_recipe
 
@@ -145,3 +146,55 @@ def test_onnx_runtime_writing_into_a_feed_neither_crashes_nor_changes_the_next_r
     results = TensorSet.open(out / "run" / "results")
     np.testing.assert_array_equal(results.load("fp32", 0, "output_mean"), expected)
     assert results.failure("ort_fp16") is None
+
+
+def _runners(trtflow, tmp_path, model: onnx.ModelProto, runners: str, feeds: str):
+    onnx.save(model, str(tmp_path / "model.onnx"))
+    result, out = run_recipe(
+        trtflow,
+        tmp_path,
+        f"""
+        run:
+          uses: run-runners
+          with:
+            model: model.onnx
+            {feeds}
+            runners: {runners}
+        """,
+    )
+    output = result.stdout + result.stderr
+    assert "Traceback" not in output and "internal error" not in output, output
+    return result, TensorSet.open(out / "run" / "results")
+
+
+@pytest.mark.parametrize("build", [models.attention_and_rms_norm, models.tree_ensemble])
+def test_the_lowered_fp16_model_of_function_ops_and_attribute_tensors_opens(
+    trtflow, tmp_path, build
+):
+    """Attention's V and RMSNormalization's X are lowered with the inputs their bodies compute them
+    with; TreeEnsemble, whose attributes must have its input's type, stays FP32."""
+    result, results = _runners(
+        trtflow,
+        tmp_path,
+        build(),
+        "[{name: fp32, backend: onnxruntime}, {name: fp16, backend: onnxruntime, precision: fp16}]",
+        "data: {seed: 1}",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert results.failure("fp16") is None
+
+
+def test_fp8_emulation_converts_an_old_opset_or_says_why_it_cannot(trtflow, tmp_path):
+    np.savez(
+        tmp_path / "feed.npz",
+        X=np.arange(4, dtype=np.float32).reshape(1, 1, 2, 2),
+        scales=np.array([1, 1, 2, 3], np.float32),
+    )
+    fp8 = "[{name: fp32, backend: onnxruntime}, {name: fp8, backend: emulated, precision: fp8}]"
+    result, results = _runners(trtflow, tmp_path, models.upsample_opset9(), fp8, "inputs: feed.npz")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert results.failure("fp8") is None
+    assert results.load("fp8", 0, "Y").shape == (1, 1, 4, 6)
+
+    result, results = _runners(trtflow, tmp_path, models.scan_opset8(), fp8, "data: {seed: 1}")
+    assert "re-export it at opset 19" in (results.failure("fp8") or ""), result.stdout

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trtflow.errors import InputError
+
 if TYPE_CHECKING:
     import onnx
 
@@ -350,8 +352,24 @@ def graph_only_copy(model: onnx.ModelProto) -> tuple[onnx.ModelProto, set[str]]:
     return light, large
 
 
-def at_least_opset(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
-    """`model`, converted to `opset` when its default-domain opset is older (e.g. FP8 Casts need 19).
+def _interface(model: onnx.ModelProto) -> list[tuple[str, int, int | None]]:
+    """(name, element type, rank) of the graph's inputs and outputs."""
+    values = (*model.graph.input, *model.graph.output)
+    return [
+        (
+            v.name,
+            v.type.tensor_type.elem_type,
+            len(v.type.tensor_type.shape.dim) if v.type.tensor_type.HasField("shape") else None,
+        )
+        for v in values
+    ]
+
+
+def at_least_opset(
+    model: onnx.ModelProto, opset: int, purpose: str = "this rewrite"
+) -> onnx.ModelProto:
+    """`model`, converted to `opset` when its default-domain opset is older (e.g. FP8 Casts need 19);
+    an InputError naming `purpose` when onnx's converter cannot, or changes the model's interface.
 
     Given the weights, the converter held five more copies of them (an exported BERT-base's FP8
     emulation peaked at 3.7 GB); it converts the `graph_only_copy`, and the weights are copied once
@@ -364,7 +382,22 @@ def at_least_opset(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
         return model
     graph = model.graph
     light, large = graph_only_copy(model)
-    converted = version_converter.convert_version(light, opset)
+    refusal = (
+        f"{purpose} needs opset {opset} and the model is opset {current}; re-export it at opset "
+        f"{opset} or later"
+    )
+    try:
+        converted = version_converter.convert_version(light, opset)
+    except Exception as error:  # noqa: BLE001 - the converter raises assorted types for ops it cannot adapt
+        raise InputError(
+            f"{refusal} (onnx's version converter fails: {type(error).__name__}: {error})"
+        ) from None
+    changed = _interface(light) != _interface(converted)
+    if changed:  # an adapter changed what the model takes or gives (Scan-8's batch axis)
+        raise InputError(
+            f"{refusal} (onnx's version converter changes its inputs or outputs: "
+            f"{_interface(light)} -> {_interface(converted)})"
+        )
     if not large:
         return converted
     added_inputs = large - {i.name for i in graph.input}

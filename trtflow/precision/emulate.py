@@ -52,6 +52,7 @@ MASK_INPUT = (
 )
 FLOAT = 1  # onnx.TensorProto.FLOAT
 FP8_MIN_OPSET = 19
+FP8_PURPOSE = "FP8 (a Cast to FLOAT8E4M3FN)"
 WHERE_OPSET = 9  # the switchable model selects with Where from here on, with If before
 
 
@@ -123,7 +124,8 @@ def _rewrite(
     name_nodes(model_copy)
     fmt = FORMATS[precision]
     if fmt.name == "fp8":
-        model_copy = at_least_opset(model_copy, FP8_MIN_OPSET)
+        model_copy = at_least_opset(model_copy, FP8_MIN_OPSET, FP8_PURPOSE)
+        name_nodes(model_copy)  # the nodes the converter's adapters added
     sites = _outside(precision_sites(model_copy, precision), model_copy.graph, internal)
     graph = model_copy.graph
     builder = _Builder(fmt, {t.name: t for t in graph.initializer if t.data_type == FLOAT})

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from trtflow.precision.emulate import FP8_MIN_OPSET
+from trtflow.precision.emulate import FP8_MIN_OPSET, FP8_PURPOSE
 from trtflow.precision.graph_additions import GraphAdditions
 from trtflow.precision.sites import node_schema, opset_versions, precision_sites, subgraph_reads
 
@@ -151,7 +151,8 @@ def lower(model: onnx.ModelProto, plan: PrecisionPlan) -> onnx.ModelProto:
     lowered.CopyFrom(model)
     name_nodes(lowered)
     if plan.precision == "fp8":
-        lowered = at_least_opset(lowered, FP8_MIN_OPSET)
+        lowered = at_least_opset(lowered, FP8_MIN_OPSET, FP8_PURPOSE)
+        name_nodes(lowered)  # the nodes the converter's adapters added
     sites = {site.node: site for site in precision_sites(lowered, plan.low)}
     skipped = unlowerable_nodes(lowered)
     low_nodes = {name for name in sites if name not in plan.keep and name not in skipped}

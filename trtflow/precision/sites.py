@@ -13,6 +13,11 @@ and an input must have that type exactly when the schema binds it to the same ty
   to the output's type. An input typed otherwise (`scales: tensor(float)`, `roi: T2`, Pow's `T1`
   exponent, BatchNormalization-15's `T1`/`T2` statistics) stays FP32, a parameter the op reads as
   given — as TensorRT does (it folds BatchNormalization's statistics into FP32 weights);
+- an op defined by a function body (Attention, RMSNormalization) reads every float input its
+  constraints admit in the low type: the body computes them together (`V` in a MatMul with the
+  softmax of `Q`·`K`), whatever separate constraints the schema gives them;
+- a node with FP32 tensors in its attributes (ai.onnx.ml TreeEnsemble's split thresholds, typed
+  like its input) stays FP32: its attributes cannot follow its inputs into the low type;
 - FP8 has no ONNX arithmetic type: an FP8 plan quantizes FP32 tensors (Quantize/Dequantize), so
   "admits the low type" means admits float and the sharing rule alone decides;
 - ops without a schema (custom domains) read and write every float tensor in the low type;
@@ -80,6 +85,11 @@ def low_positions(
     """Positions of the inputs and outputs `node` reads and writes in the low type (see the module docstring)."""
     floats_in = [i for i, name in enumerate(node.input) if name in float_tensors]
     floats_out = [i for i, name in enumerate(node.output) if name in float_tensors]
+    if floats_in and _float_tensor_attributes(node):
+        return (
+            (),
+            (),
+        )  # its FP32 attribute tensors must have its inputs' type (TreeEnsemble's splits)
     if schema is None:
         return tuple(floats_in), tuple(floats_out)
     allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
@@ -95,9 +105,33 @@ def low_positions(
         return LOW_TYPE_NAMES[precision] in allowed.get(type_str, {type_str})
 
     outputs = tuple(i for i in floats_out if admits_low(formal_type(schema.outputs, i)))
+    if outputs and _body_mixes_inputs(node, schema):
+        inputs = tuple(i for i in floats_in if admits_low(formal_type(schema.inputs, i)))
+        return inputs, outputs
     data_constraints = {formal_type(schema.outputs, i) for i in outputs} & set(allowed)
     inputs = tuple(i for i in floats_in if formal_type(schema.inputs, i) in data_constraints)
     return inputs, outputs
+
+
+def _float_tensor_attributes(node: onnx.NodeProto) -> bool:
+    """Whether `node` carries FP32 tensors in its attributes. With float inputs those are typed like
+    them (ai.onnx.ml TreeEnsemble's thresholds): lowering the inputs alone would leave the two types
+    apart. (ConstantOfShape's `value` reads no float: it is the output, which the rewrite converts.)"""
+    return any(
+        attribute.t.data_type == 1 or any(t.data_type == 1 for t in attribute.tensors)
+        for attribute in node.attribute
+    )
+
+
+def _body_mixes_inputs(node: onnx.NodeProto, schema) -> bool:
+    """Whether `node`'s op is defined by a function body that computes its float inputs together
+    although the schema types them apart: Attention's `V` (T2) meets the softmax of `Q`·`K` (T1)
+    in a MatMul, RMSNormalization's `X` (T) its `scale` (V) in a Mul. A low node reads all of them
+    low, or the model is one ONNX Runtime refuses (it runs such ops through their body) and one
+    TensorRT would compute in FP16 anyway."""
+    return node.op_type not in CONVERSION_OPS and bool(
+        schema.has_function or schema.has_context_dependent_function
+    )
 
 
 def precision_sites(model: onnx.ModelProto, precision: PrecisionName) -> list[Site]:
