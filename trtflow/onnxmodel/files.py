@@ -285,6 +285,21 @@ def name_nodes(model: onnx.ModelProto) -> dict[str, str]:
     return renamed
 
 
+def inline_local_functions(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
+    """The model with its local functions (`model.functions`) inlined, and their names; the model
+    as is when it has none. Taps, runners, precision plans and reports work on nodes and tensors
+    of the graph: a function's body is one opaque node to them, so `tensors: all` would tap none
+    of the tensors inside it and bisect-precision could not keep any of its nodes in FP32. ONNX
+    Runtime inlines them the same way when it opens the model, so results do not change. Node
+    and tensor names from a body get a `__N` suffix per call site (onnx.inliner)."""
+    import onnx.inliner
+
+    if not model.functions:
+        return model, []
+    names = [f"{function.domain}.{function.name}" for function in model.functions]
+    return onnx.inliner.inline_local_functions(model), names
+
+
 def with_stable_names(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of `model` in which every node has its stable name (`name_nodes`); `model` is not
     changed, so a model other code reads keeps the names it had."""
