@@ -51,6 +51,16 @@ def test_dynamic_identity_runs_with_its_dims_given(tmp_path):
     assert "Y" in _tensors(out / "run" / "results")
 
 
+def test_an_empty_graph_is_loaded_and_its_taps_say_there_is_nothing_to_tap(tmp_path):
+    result, _ = _run(tmp_path, MODELS / "empty.onnx")
+    assert result.returncode == 2, result.stderr
+    assert "ran model" in result.stdout
+    assert "steps.taps.with.model: the model computes no tensor (its graph has no nodes)" in (
+        result.stderr
+    )
+    assert "select no tensor" not in result.stderr
+
+
 def test_nested_local_function_is_refused_with_what_onnx_runtime_says(tmp_path):
     """No runtime runs Polygraphy's capability example (Einsum at opset 11, Fake ops): `load`
     says so with ONNX Runtime's reason next to the checker's; `check: false` loads and taps it,

@@ -380,6 +380,21 @@ def _interface(model: onnx.ModelProto) -> list[tuple[str, int, int | None]]:
     ]
 
 
+def _same_interface(
+    before: list[tuple[str, int, int | None]], after: list[tuple[str, int, int | None]]
+) -> bool:
+    """Names and element types kept, and ranks too where both sides declare one: the converter
+    infers shapes, so an output declared without a shape may come back with one."""
+    if len(before) != len(after):
+        return False
+    for (name, elem, rank), (name_after, elem_after, rank_after) in zip(before, after):
+        if (name, elem) != (name_after, elem_after):
+            return False
+        if rank is not None and rank_after is not None and rank != rank_after:
+            return False
+    return True
+
+
 def at_least_opset(
     model: onnx.ModelProto, opset: int, purpose: str = "this rewrite"
 ) -> onnx.ModelProto:
@@ -407,7 +422,7 @@ def at_least_opset(
         raise InputError(
             f"{refusal} (onnx's version converter fails: {type(error).__name__}: {error})"
         ) from None
-    changed = _interface(light) != _interface(converted)
+    changed = not _same_interface(_interface(light), _interface(converted))
     if changed:  # an adapter changed what the model takes or gives (Scan-8's batch axis)
         raise InputError(
             f"{refusal} (onnx's version converter changes its inputs or outputs: "
