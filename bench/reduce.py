@@ -1,7 +1,8 @@
 """Repro size and checks of `reduce` against `polygraphy debug reduce` on the same models.
 
-    python bench/reduce.py [--only NAME,...]   (needs `pip install polygraphy`; no TensorRT: checks
-                                                use ONNX Runtime; real models come from PyPI wheels)
+    python bench/reduce.py [--only NAME,...] [--linear] [--cap SECONDS]
+        (needs `pip install polygraphy`; no TensorRT: checks use ONNX Runtime; real models come
+        from PyPI wheels; --linear adds Polygraphy's linear pass after bisect on numeric checks)
 
 Models:
 - `overflow` and `accumulation` (tests/reduce/reduce_models.py): a chain of 60 blocks whose block
