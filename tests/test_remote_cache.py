@@ -394,9 +394,9 @@ def test_a_dead_s3_endpoint_costs_one_failure_said_once(tmp_path, plugin_env):
                 "TRTFLOW_REMOTE_OPTIONS": json.dumps(
                     {
                         "client_kwargs": {"endpoint_url": endpoint.url},
-                        # botocore's own retries off (s3fs still retries 5 times), so that
-                        # the count of connections stays small and says how often the run asked
-                        "config_kwargs": {"retries": {"max_attempts": 1}},
+                        # no botocore retry (max_attempts counts retries; s3fs's own are off
+                        # by default), so the count of connections says how often the run asked
+                        "config_kwargs": {"retries": {"max_attempts": 0}},
                     }
                 ),
             },

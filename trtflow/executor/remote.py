@@ -51,6 +51,21 @@ CONFIG = "config.json"  # in the workspace: {"remotes": {name: url}, "default": 
 CHUNK = 1 << 20  # bytes read and written at a time; progress is reported per chunk
 WORKERS = 16  # blobs moving at once: an object store's cost is its latency per request
 TMP = "tmp"  # on a folder remote: where uploads are written before their rename
+# What an S3 remote gets unless $TRTFLOW_REMOTE_OPTIONS says otherwise. botocore's defaults (60 s
+# connect timeout, 5 attempts) under s3fs's own 5 attempts made an endpoint that accepts
+# connections and never answers cost 413 s before the run's first failure (13 s for one that
+# refuses them). A run that cannot reach its remote stops using it and computes locally, so the
+# first failure should come in seconds: two botocore attempts (standard mode: connection errors,
+# timeouts, throttling) and no second layer of s3fs retries around it. A read timeout is the
+# wait for the next bytes, not for a whole transfer, so large blobs are unaffected.
+S3_DEFAULTS: dict[str, Any] = {
+    "retries": 1,  # s3fs's attempts per call (an attribute of S3FileSystem, set after opening)
+    "config_kwargs": {
+        "connect_timeout": 3,
+        "read_timeout": 5,
+        "retries": {"total_max_attempts": 2, "mode": "standard"},
+    },
+}
 
 Progress = Callable[
     [float, "float | None", str], None
@@ -96,6 +111,29 @@ def save_remotes(workspace_root: Path, remotes: dict[str, str], default: str | N
         if default is not None:
             config["default"] = default
         write_atomically(path, json.dumps(config, indent=1, sort_keys=True))
+
+
+def _merged(defaults: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """`given` over `defaults`, mapping by mapping one level down: a user's `{"config_kwargs":
+    {"read_timeout": 60}}` replaces that one setting and keeps the other defaults, while their
+    `retries` mapping replaces ours whole (botocore reads `total_max_attempts` before
+    `max_attempts`, so a merged mapping would ignore theirs)."""
+    merged = dict(defaults)
+    for name, value in given.items():
+        default = defaults.get(name)
+        if isinstance(default, dict) and isinstance(value, dict):
+            value = {**default, **value}
+        merged[name] = value
+    return merged
+
+
+def _is_s3(url: str) -> bool:
+    return url.split("://", 1)[0].lower() in ("s3", "s3a") if "://" in url else False
+
+
+def backend_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The options a remote's filesystem is opened with: the user's, over S3_DEFAULTS for s3://."""
+    return _merged(S3_DEFAULTS, options) if _is_s3(url) else dict(options)
 
 
 def storage_options() -> dict[str, Any]:
@@ -245,6 +283,14 @@ class RemoteStore:
             raise UsageError(
                 f"remote {url}: the remote cache needs fsspec: pip install 'trtflow[remote]'"
             ) from None
+        options = backend_options(url, options)
+        # s3fs takes its attempts as an attribute, not a keyword (botocore's session would refuse it)
+        attempts = options.pop("retries", None) if _is_s3(url) else None
+        if attempts is not None and (type(attempts) is not int or attempts < 1):
+            raise UsageError(
+                f"remote {url}: retries {attempts!r} in ${OPTIONS_VARIABLE}: give s3fs's attempts "
+                "per call as a whole number of 1 or more"
+            )
         try:
             filesystem, root = fsspec.core.url_to_fs(url, **options)
         except ImportError as error:  # the scheme's package (s3fs, gcsfs, adlfs) is missing
@@ -255,6 +301,8 @@ class RemoteStore:
             raise UsageError(
                 f"remote {url}: {error}; check the URL and ${OPTIONS_VARIABLE}"
             ) from None
+        if attempts is not None:
+            filesystem.retries = attempts
         return cls(url, filesystem, root)
 
     def give_up(self, error: RemoteError, consequence: str) -> None:

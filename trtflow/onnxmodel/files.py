@@ -285,6 +285,21 @@ def name_nodes(model: onnx.ModelProto) -> dict[str, str]:
     return renamed
 
 
+def inline_local_functions(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
+    """The model with its local functions (`model.functions`) inlined, and their names; the model
+    as is when it has none. Taps, runners, precision plans and reports work on nodes and tensors
+    of the graph: a function's body is one opaque node to them, so `tensors: all` would tap none
+    of the tensors inside it and bisect-precision could not keep any of its nodes in FP32. ONNX
+    Runtime inlines them the same way when it opens the model, so results do not change. Node
+    and tensor names from a body get a `__N` suffix per call site (onnx.inliner)."""
+    import onnx.inliner
+
+    if not model.functions:
+        return model, []
+    names = [f"{function.domain}.{function.name}" for function in model.functions]
+    return onnx.inliner.inline_local_functions(model), names
+
+
 def with_stable_names(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of `model` in which every node has its stable name (`name_nodes`); `model` is not
     changed, so a model other code reads keeps the names it had."""
@@ -370,6 +385,21 @@ def _interface(model: onnx.ModelProto) -> list[tuple[str, int, int | None]]:
     ]
 
 
+def _same_interface(
+    before: list[tuple[str, int, int | None]], after: list[tuple[str, int, int | None]]
+) -> bool:
+    """Names and element types kept, and ranks too where both sides declare one: the converter
+    infers shapes, so an output declared without a shape may come back with one."""
+    if len(before) != len(after):
+        return False
+    for (name, elem, rank), (name_after, elem_after, rank_after) in zip(before, after):
+        if (name, elem) != (name_after, elem_after):
+            return False
+        if rank is not None and rank_after is not None and rank != rank_after:
+            return False
+    return True
+
+
 def at_least_opset(
     model: onnx.ModelProto, opset: int, purpose: str = "this rewrite"
 ) -> onnx.ModelProto:
@@ -397,7 +427,7 @@ def at_least_opset(
         raise InputError(
             f"{refusal} (onnx's version converter fails: {type(error).__name__}: {error})"
         ) from None
-    changed = _interface(light) != _interface(converted)
+    changed = not _same_interface(_interface(light), _interface(converted))
     if changed:  # an adapter changed what the model takes or gives (Scan-8's batch axis)
         raise InputError(
             f"{refusal} (onnx's version converter changes its inputs or outputs: "

@@ -41,6 +41,11 @@ class Params(StepParams):
     check: bool | Literal["full"] = Field(
         True, description="Run onnx.checker (`full` adds strict shape checks)."
     )
+    inline_functions: bool = Field(
+        True,
+        description="Inline the model's local functions, so that taps, runners and "
+        "bisect-precision see the nodes inside them (false keeps each call one node).",
+    )
     lint: bool = Field(
         False,
         description="Write `lint`: every onnx.checker, strict shape inference and ONNX Runtime "
@@ -299,7 +304,7 @@ class Load(Step):
         ),
         "kind": value("onnx", "`onnx` or `engine`: what was loaded."),
     }
-    version = 6  # 6: self-check with the runner's session options + one feed; 2: out_of_range entries give the constant's `size`; 3: subgraphs keep their declared types; 5: Q/DQ summary
+    version = 7  # 7: local functions inlined; 6: self-check with the runner's session options + one feed; 2: out_of_range entries give the constant's `size`; 3: subgraphs keep their declared types; 5: Q/DQ summary
     # 4: out_of_range_converters says which converters give ±inf and which clamp
 
     def fingerprint(self, params: Params) -> dict[str, str]:
@@ -327,7 +332,12 @@ class Load(Step):
         import onnx
         from google.protobuf.message import DecodeError
 
-        from trtflow.onnxmodel.files import load_model, name_nodes, refused_external_data
+        from trtflow.onnxmodel.files import (
+            inline_local_functions,
+            load_model,
+            name_nodes,
+            refused_external_data,
+        )
         from trtflow.onnxmodel.lint import node_named, problem_lines
         from trtflow.ort_sessions import session_refusal
 
@@ -393,6 +403,10 @@ class Load(Step):
                         f"load it anyway){every}",
                     ) from None
         ctx.progress(1, 5, "naming nodes")
+        if params.inline_functions:
+            model, inlined = inline_local_functions(model)
+            if inlined:
+                ctx.log(f"inlined the local functions {', '.join(inlined)}")
         renamed = name_nodes(model)
         declared = _declared_types(model)
         if params.shapes:

@@ -91,6 +91,10 @@ class SurgeonInsertTap(Step):
         from trtflow.tensors.taps import mark_outputs, select, subgraph_tensors
 
         model, tensors = load_cataloged(params.model)
+        if not tensors:  # said here: the selectors' message below would blame them
+            raise ParamError(
+                "model", "the model computes no tensor (its graph has no nodes): nothing to tap"
+            )
         if params.tensors == "engine-layers":
             from trtflow.tensors.engine_layers import load_engine_layers
 
