@@ -29,7 +29,8 @@ else generated once from the test case generators (`onnx.backend.test.case.node`
 
     python tools/sweep_node_tests.py                     # every node test (a few minutes)
     python tools/sweep_node_tests.py -k 'cast|loop'      # names matching a regex
-    python tools/sweep_node_tests.py --models /work/helpers/models/*.onnx --no-node-tests
+    python tools/sweep_node_tests.py --models ~/.cache/trtflow-bench/models/*.onnx --no-node-tests
+                                  # real models (bench/real_models.py fetches them there)
     python tools/sweep_node_tests.py --json sweep.json   # every failure, for grouping
 
 Exit status 0 when nothing failed, 1 otherwise.
