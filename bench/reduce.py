@@ -142,9 +142,6 @@ def _real(file: str) -> Callable[[Path], None]:
     return lambda folder: shutil.copyfile(real_model(file), folder / "model.onnx")
 
 
-LINEAR = False  # --linear
-CAP_S = 300.0  # --cap: Polygraphy's seconds per model, after which it is stopped
-
 UNIT = '{seed: 1, iterations: 1, ranges: {"*": [0.5, 1]}}'
 CASES = {
     "overflow (60 blocks, fault in 40)": Case(
@@ -254,9 +251,12 @@ def _polygraphy_check_fails(folder: Path, model: Path, case: Case) -> str:
     return VERDICTS.get(done.returncode, f"no (exit {done.returncode})")
 
 
-def polygraphy(folder: Path, case: Case) -> tuple[int | None, int, float, str]:
+def polygraphy(
+    folder: Path, case: Case, linear: bool, cap_s: float
+) -> tuple[int | None, int, float, str]:
     """(reduced nodes, check calls, seconds, repro fails again) of `polygraphy debug reduce`; no
-    nodes and no verdict when it ran past `CAP_S` (--cap)."""
+    nodes and no verdict when it ran past `cap_s` seconds (--cap); `linear` adds the
+    example's linear pass after bisect to a numeric check too (--linear)."""
     (folder / "count.txt").write_text("")
     if case.check is None:  # the example's two documented passes, its check counted by counted.py
         (folder / "has_mul.py").write_text(HAS_MUL)
@@ -282,7 +282,7 @@ def polygraphy(folder: Path, case: Case) -> tuple[int | None, int, float, str]:
         check = ["--load-inputs", "layerwise.json", "--fail-code", "1", "--check", "python", "check.py", "polygraphy_debug.onnx"]  # fmt: skip
         commands = [["-o", "reduced.onnx", "--mode", "bisect", *check]]
         inputs = ["model.onnx"]
-        if LINEAR:  # the example's refinement: a linear pass over bisect's result
+        if linear:  # the example's refinement: a linear pass over bisect's result
             commands = [["-o", "bisected.onnx", "--mode", "bisect", *check], ["-o", "reduced.onnx", "--mode", "linear", *check]]  # fmt: skip
             inputs = ["model.onnx", "bisected.onnx"]
     environment = _environment(folder, case)
@@ -291,7 +291,7 @@ def polygraphy(folder: Path, case: Case) -> tuple[int | None, int, float, str]:
         subprocess.run(command, cwd=folder, env=environment, check=True, capture_output=True)
     for model, options in zip(inputs, commands):
         command = ["polygraphy", "debug", "reduce", model, *options]
-        left = CAP_S - (time.perf_counter() - started)
+        left = cap_s - (time.perf_counter() - started)
         try:
             subprocess.run(command, cwd=folder, env=environment, check=True, capture_output=True, timeout=max(left, 1))  # fmt: skip
         except subprocess.TimeoutExpired:  # capped: the checks it made so far, no repro
@@ -304,7 +304,6 @@ def polygraphy(folder: Path, case: Case) -> tuple[int | None, int, float, str]:
 
 
 def main() -> None:
-    global LINEAR, CAP_S
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma-separated words of the case names")
     parser.add_argument(
@@ -313,10 +312,9 @@ def main() -> None:
         help="numeric checks too: Polygraphy's linear pass after bisect (as its example does)",
     )
     parser.add_argument(
-        "--cap", type=float, default=CAP_S, help="seconds after which Polygraphy is stopped"
+        "--cap", type=float, default=300.0, help="seconds after which Polygraphy is stopped"
     )
     args = parser.parse_args()
-    LINEAR, CAP_S = args.linear, args.cap
     words = [w for w in args.only.split(",") if w]
     print(
         "| model | tool | repro nodes | checks | of them runs of a subgraph | seconds | repro fails again |\n"
@@ -329,15 +327,17 @@ def main() -> None:
             folder = Path(scratch)
             case.write(folder)
             nodes, checks, trials, seconds, again = ours(folder, case)
-            peer_nodes, peer_checks, peer_seconds, peer_again = polygraphy(folder, case)
-        peer = "polygraphy debug reduce " + ("bisect + linear" if case.check is None or LINEAR else "--mode bisect")  # fmt: skip
+            peer_nodes, peer_checks, peer_seconds, peer_again = polygraphy(
+                folder, case, args.linear, args.cap
+            )
+        peer = "polygraphy debug reduce " + ("bisect + linear" if case.check is None or args.linear else "--mode bisect")  # fmt: skip
         runs = "" if case.check is None else trials  # a command check runs nothing of trtflow's
         print(
             f"| {name} | trtflow reduce | {nodes} | {checks} | {runs} | {seconds:.1f} | {again} |"
         )
         peer_runs = "" if case.check is None else peer_checks
         if peer_nodes is None:  # stopped at the cap: at least that many checks and seconds
-            peer += f" (stopped at the {CAP_S:.0f} s cap)"
+            peer += f" (stopped at the {args.cap:.0f} s cap)"
             peer_checks_text, peer_nodes_text = f">= {peer_checks}", "none"
         else:
             peer_checks_text, peer_nodes_text = str(peer_checks), str(peer_nodes)
