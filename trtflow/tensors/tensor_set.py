@@ -61,7 +61,8 @@ class TensorSetWriter:
     tensors: dict[str, dict] = field(default_factory=dict)  # tensor -> {node, op, topo, ...}
     arrays: list[StoredArray] = field(default_factory=list)
     runners: dict[str, dict] = field(default_factory=dict)
-    _packs: dict[str, zipfile.ZipFile] = field(default_factory=dict)  # the open pack, by file
+    # each runner's open pack: (its file, the archive); one per runner, its latest iteration
+    _packs: dict[str, tuple[str, zipfile.ZipFile]] = field(default_factory=dict)
     _members: dict[str, set[str]] = field(default_factory=dict)  # member names taken, by file
 
     def __post_init__(self) -> None:
@@ -81,7 +82,7 @@ class TensorSetWriter:
             member = f"{stem}_{suffix}.npy"
             suffix += 1
         taken.add(member)
-        offset = write_packed_array(self._pack(relative), member, array)
+        offset = write_packed_array(self._pack(runner, relative), member, array)
         self.arrays.append(
             StoredArray(
                 runner, iteration, tensor, relative, str(array.dtype), list(array.shape), offset
@@ -89,16 +90,18 @@ class TensorSetWriter:
         )
         self.runners.setdefault(runner, {"status": "ok"})
 
-    def _pack(self, relative: str) -> zipfile.ZipFile:
-        """The open pack `relative`; a runner's earlier iteration is finished, so its pack closes."""
-        if relative not in self._packs:
-            runner = relative.rpartition("/")[0]
-            for other in [f for f in self._packs if f.rpartition("/")[0] == runner]:
-                self._packs.pop(other).close()
+    def _pack(self, runner: str, relative: str) -> zipfile.ZipFile:
+        """The open pack `relative` of `runner`; the runner's earlier iteration is finished, so
+        its pack closes."""
+        current = self._packs.get(runner)
+        if current is None or current[0] != relative:
+            if current is not None:
+                current[1].close()
             path = self.folder / relative
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._packs[relative] = zipfile.ZipFile(path, "a" if path.exists() else "w")
-        return self._packs[relative]
+            archive = zipfile.ZipFile(path, "a" if path.exists() else "w")
+            self._packs[runner] = (relative, archive)
+        return self._packs[runner][1]
 
     def add_feed(self, runner: str, iteration: int, feed: dict[str, np.ndarray]) -> None:
         """One feed; its iteration counts even when empty (a model without inputs, a run of saved runners)."""
@@ -112,8 +115,8 @@ class TensorSetWriter:
         self.runners.setdefault(runner, {"status": "ok"}).update(facts)
 
     def close(self) -> TensorSet:
-        for pack in self._packs.values():
-            pack.close()
+        for _, archive in self._packs.values():
+            archive.close()
         self._packs.clear()
         index = {
             "format": FORMAT,
