@@ -301,6 +301,21 @@ MUTANTS: tuple[Mutant, ...] = (
         "highlight=highlight,",
         ("tests/trt/test_rtx_capability.py",),
     ),
+    # round trips: the judge runs a tool's output as stored; the exports take the form tools honour
+    Mutant(
+        "stored emulation: a converted model's FP16 outputs are not stored through FP16",
+        "trtflow/precision/stored.py",
+        "if elem is None or not output:",
+        "if True:",
+        ("tests/roundtrip/test_round_trip.py",),
+    ),
+    Mutant(
+        "round trip: a kept Constant reaches onnxconverter-common as a node",
+        "trtflow/sessions/roundtrip/session.py",
+        'given = exports.tool_input(original, kept, tool == "onnxconverter-common")',
+        "given = exports.tool_input(original, kept, False)",
+        ("tests/roundtrip/test_round_trip.py",),
+    ),
 )
 
 
