@@ -301,6 +301,26 @@ MUTANTS: tuple[Mutant, ...] = (
         "highlight=highlight,",
         ("tests/trt/test_rtx_capability.py",),
     ),
+    # a user's check command ends with its timeout and with the run (issue 31 item 1)
+    Mutant(
+        "check command: only its direct child is killed at the timeout",
+        "trtflow/user_code.py",
+        "_kill_group(process.pid)  # after a timeout, an error or a Ctrl-C: all of it",
+        "process.kill()",
+        (
+            "tests/bisect/test_check_processes.py::"
+            "test_a_check_command_killed_at_its_timeout_takes_its_children_along",
+        ),
+    ),
+    Mutant(
+        "check command: nothing ends its process group when the run is killed",
+        "trtflow/user_code.py",
+        """GROUP_GUARD = 'read _; kill -KILL -"$0"'""",
+        "GROUP_GUARD = 'read _'",
+        (
+            "tests/bisect/test_check_processes.py::test_killing_the_run_ends_the_check_command_and_its_children",
+        ),
+    ),
 )
 
 
