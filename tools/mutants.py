@@ -301,7 +301,18 @@ MUTANTS: tuple[Mutant, ...] = (
         "highlight=highlight,",
         ("tests/trt/test_rtx_capability.py",),
     ),
-    # a user's check command ends with its timeout and with the run (issue 31 item 1)
+    # a user's check command ends with its timeout and with the run (issue 31 item 1); gc beside a live run (item 4)
+    Mutant(
+        "gc: a record temporary renamed while gc looks fails gc",
+        "trtflow/executor/workspace.py",
+        """    try:
+        modified = temporary.stat().st_mtime
+    except FileNotFoundError:
+        return True
+""",
+        "    modified = temporary.stat().st_mtime\n",
+        ("tests/test_live_gc.py::test_gc_beside_a_record_renamed_into_place_while_gc_looks",),
+    ),
     Mutant(
         "check command: only its direct child is killed at the timeout",
         "trtflow/user_code.py",
