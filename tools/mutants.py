@@ -220,6 +220,28 @@ MUTANTS: tuple[Mutant, ...] = (
         "return any(self.iteration_passed) and",
         ("tests/run_compare/test_typed_reports.py",),
     ),
+    # metrics: the reference sets the scale; an infinite value is a value
+    Mutant(
+        "metrics: PSNR's peak is the candidate's max",
+        "trtflow/tensors/metrics/base.py",
+        "peak=float(reference.max()) if reference.size else -math.inf,",
+        "peak=float(candidate.max()) if candidate.size else -math.inf,",
+        ("tests/metrics/test_metrics.py",),
+    ),
+    Mutant(
+        "metrics: SNR's signal is the candidate's power",
+        "trtflow/tensors/metrics/snr.py",
+        "return 10 * math.log10(sums.signal / sums.error)",
+        "return 10 * math.log10(sums.candidate / sums.error)",
+        ("tests/metrics/test_metrics.py",),
+    ),
+    Mutant(
+        "gates: an infinite PSNR/SNR (identical outputs) fails its gate",
+        "trtflow/tensors/gates.py",
+        "return number_from_json(metrics.get(self.metric))",
+        "return metrics.get(self.metric) if isinstance(metrics.get(self.metric), float) else None",
+        ("tests/metrics/test_metrics.py",),
+    ),
     # load
     Mutant(
         "load: the ONNX checker turned off",
@@ -283,8 +305,22 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "tensorrt runner: debug tensors are read but not returned",
         "trtflow/trt/execution.py",
-        "return dict(self._debug) | results",
+        "return self._debug_values() | results",
         "return results",
+        ("tests/trt/test_trt_debug_listener.py",),
+    ),
+    Mutant(
+        "tensorrt runner: a lowered debug tensor (`X::fp16`) is returned under its engine name",
+        "trtflow/trt/execution.py",
+        "values[onnx_name] = value.astype(np.float32)",
+        "values[name] = value",
+        ("tests/trt/test_trt_debug_listener.py",),
+    ),
+    Mutant(
+        "build-engine: an ONNX debug tensor name is not looked up in the lowered model",
+        "trtflow/trt/builder.py",
+        "name: name if name in tensors or lowered is None else lowered_name(name, lowered)",
+        "name: name",
         ("tests/trt/test_trt_debug_listener.py",),
     ),
     Mutant(
