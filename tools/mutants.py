@@ -337,7 +337,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "highlight=highlight,",
         ("tests/trt/test_rtx_capability.py",),
     ),
-    # a user's check command ends with its timeout and with the run (issue 31 item 1); gc beside a live run (item 4)
+    # issue 31: gc beside a live run (item 4); a check command ends with its timeout and the run (1)
     Mutant(
         "gc: a record temporary renamed while gc looks fails gc",
         "trtflow/executor/workspace.py",
