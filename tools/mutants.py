@@ -220,6 +220,28 @@ MUTANTS: tuple[Mutant, ...] = (
         "return any(self.iteration_passed) and",
         ("tests/run_compare/test_typed_reports.py",),
     ),
+    # metrics: the reference sets the scale; an infinite value is a value
+    Mutant(
+        "metrics: PSNR's peak is the candidate's max",
+        "trtflow/tensors/metrics/base.py",
+        "peak=float(reference.max()) if reference.size else -math.inf,",
+        "peak=float(candidate.max()) if candidate.size else -math.inf,",
+        ("tests/metrics/test_metrics.py",),
+    ),
+    Mutant(
+        "metrics: SNR's signal is the candidate's power",
+        "trtflow/tensors/metrics/snr.py",
+        "return 10 * math.log10(sums.signal / sums.error)",
+        "return 10 * math.log10(sums.candidate / sums.error)",
+        ("tests/metrics/test_metrics.py",),
+    ),
+    Mutant(
+        "gates: an infinite PSNR/SNR (identical outputs) fails its gate",
+        "trtflow/tensors/gates.py",
+        "return number_from_json(metrics.get(self.metric))",
+        "return metrics.get(self.metric) if isinstance(metrics.get(self.metric), float) else None",
+        ("tests/metrics/test_metrics.py",),
+    ),
     # load
     Mutant(
         "load: the ONNX checker turned off",
