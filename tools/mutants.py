@@ -331,6 +331,13 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/trt/test_trt_debug_listener.py",),
     ),
     Mutant(
+        "capability: a rejection inside an If branch or local function is not mapped to its top-level node",
+        "trtflow/trt/capability.py",
+        'node, op = nodes[index] if 0 <= index < len(nodes) else ("", "")',
+        'node, op = ("", "")',
+        ("tests/trt/test_rtx_capability_nested.py",),
+    ),
+    Mutant(
         "render-graph: a rejected node may be folded away in the simplified view",
         "trtflow/steps/render_graph.py",
         "highlight=[*highlight, *rejected],",
