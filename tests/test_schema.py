@@ -132,6 +132,8 @@ steps:
     with: {model: m.onnx, mode: detailed, color_by: op, show_shapes: true, highlight: [ln/Pow, "${vars.nodes}"],
            focus: {nodes: "ln/.*", radius: "${vars.radius}"}, title: demo, svg_timeout_s: 1e1}
   engine: {uses: render-graph, with: {engine_graph: graph.json, show_timing: false, show_reformats: true}}
+  cap: {uses: inspect-capability, with: {model: m.onnx, library: tensorrt-rtx}}
+  rejected: {uses: render-graph, with: {model: m.onnx, capability: "${steps.cap.capability}"}}
 """,
 }
 
