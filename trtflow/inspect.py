@@ -25,7 +25,7 @@ import numpy as np
 
 from trtflow.errors import UsageError
 from trtflow.schema.reports import parse_report, report_kind
-from trtflow.sessions.precision_report import BisectReport
+from trtflow.sessions.precision.report import BisectReport
 from trtflow.tensors.array_files import load_archive, load_array
 from trtflow.tensors.compare_report import CompareReport
 from trtflow.tensors.comparison import worst_error
