@@ -283,8 +283,22 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "tensorrt runner: debug tensors are read but not returned",
         "trtflow/trt/execution.py",
-        "return dict(self._debug) | results",
+        "return self._debug_values() | results",
         "return results",
+        ("tests/trt/test_trt_debug_listener.py",),
+    ),
+    Mutant(
+        "tensorrt runner: a lowered debug tensor (`X::fp16`) is returned under its engine name",
+        "trtflow/trt/execution.py",
+        "values[onnx_name] = value.astype(np.float32)",
+        "values[name] = value",
+        ("tests/trt/test_trt_debug_listener.py",),
+    ),
+    Mutant(
+        "build-engine: an ONNX debug tensor name is not looked up in the lowered model",
+        "trtflow/trt/builder.py",
+        "name: name if name in tensors or lowered is None else lowered_name(name, lowered)",
+        "name: name",
         ("tests/trt/test_trt_debug_listener.py",),
     ),
     Mutant(

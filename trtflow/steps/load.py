@@ -65,6 +65,14 @@ def _dtype(value_info) -> str:
     return onnx.helper.tensor_dtype_to_np_dtype(elem_type).name if elem_type else "unknown"
 
 
+class WrittenModelRefused(StepError):
+    """The model `load` wrote is refused where the user's file is accepted; `refusal` says why."""
+
+    def __init__(self, refusal: str, message: str) -> None:
+        super().__init__(message)
+        self.refusal = refusal
+
+
 def _not_a_model(path: Path, detail: str) -> ParamError:
     """The error for a file that is not ONNX at all or was cut short; `check: false` cannot help it."""
     return ParamError(
@@ -230,10 +238,27 @@ def _verify_written(model, model_path: Path, params: Params, declared, inference
             "bisect-precision as `data: {shapes: ...}`)",
         )
     node = re.search(r"Node \((.+?)\)", final)
-    raise StepError(
+    raise WrittenModelRefused(
+        final,
         f"the model `load` wrote from {params.path} is refused{f' at node `{node[1]}`' if node else ''} "
-        f"while the file itself is accepted; this is a bug in trtflow, please report it. {final}"
+        f"while the file itself is accepted; this is a bug in trtflow, please report it. {final}",
     )
+
+
+def _write(model, ctx: StepContext, params: Params):
+    """Name the nodes, pin `shapes`, infer and write `model`, and make sure what was written opens
+    where the user's file does; returns (model, renamed nodes, how inference went)."""
+    from trtflow.onnxmodel.files import name_nodes
+
+    renamed = name_nodes(model)
+    declared = _declared_types(model)
+    if params.shapes:
+        _pin_shapes(model, params.shapes)
+    ctx.progress(2, 5, "inferring shapes")
+    model, inference = _infer_and_save(model, ctx.output_path("model"), ctx, declared)
+    ctx.progress(3, 5, "checking what was written")
+    model, inference = _verify_written(model, ctx.output_path("model"), params, declared, inference)
+    return model, renamed, inference
 
 
 def summarize(model, source: Path, renamed: dict[str, str], inference: str) -> dict[str, Any]:
@@ -335,7 +360,6 @@ class Load(Step):
         from trtflow.onnxmodel.files import (
             inline_local_functions,
             load_model,
-            name_nodes,
             refused_external_data,
         )
         from trtflow.onnxmodel.lint import node_named, problem_lines
@@ -403,20 +427,26 @@ class Load(Step):
                         f"load it anyway){every}",
                     ) from None
         ctx.progress(1, 5, "naming nodes")
+        inlined: list[str] = []
         if params.inline_functions:
-            model, inlined = inline_local_functions(model)
+            kept, (model, inlined) = model, inline_local_functions(model)
+        try:
+            model, renamed, inference = _write(model, ctx, params)
+        except WrittenModelRefused as refused:
+            if not inlined:
+                raise
+            # onnx's inliner is not always right (GraphSurgeon's example 11, tensor-valued
+            # attribute references): the model as the user wrote it is better than none
+            ctx.notice(
+                f"{params.path}: inlining the local functions {', '.join(inlined)} made a model "
+                f"ONNX Runtime or onnx.checker refuses ({refused.refusal[:300]}); loaded with the "
+                "functions kept, as `inline_functions: false` does (taps and precision plans see "
+                "each call as one node)"
+            )
+            model, renamed, inference = _write(kept, ctx, params)
+        else:
             if inlined:
                 ctx.log(f"inlined the local functions {', '.join(inlined)}")
-        renamed = name_nodes(model)
-        declared = _declared_types(model)
-        if params.shapes:
-            _pin_shapes(model, params.shapes)
-        ctx.progress(2, 5, "inferring shapes")
-        model, inference = _infer_and_save(model, ctx.output_path("model"), ctx, declared)
-        ctx.progress(3, 5, "checking what was written")
-        model, inference = _verify_written(
-            model, ctx.output_path("model"), params, declared, inference
-        )
         if inference != "ok":
             ctx.log(f"shape inference {inference}")
         ctx.progress(4, 5, "summarizing")

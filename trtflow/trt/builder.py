@@ -182,33 +182,46 @@ def _parse(
     )
 
 
-def _mark_debug(trt: TensorRT, network: Any, names: tuple[str, ...], log: TensorRTLog) -> None:
+def _mark_debug(
+    trt: TensorRT, network: Any, names: tuple[str, ...], lowered: str | None, log: TensorRTLog
+) -> None:
     """Mark the named ONNX tensors as debug tensors: the builder keeps each one materialized (so
     an IDebugListener can read it at run time) instead of the model being rewritten with extra
-    outputs, which would change what TensorRT fuses."""
+    outputs, which would change what TensorRT fuses. In a build of a lowered model (`lowered`: its
+    precision) a tensor a low-precision node writes exists only as `X::fp16`; that one is marked,
+    and the runner reports it as `X` (`precision.lower.source_name`)."""
     if not names:
         return
     if not hasattr(network, "mark_debug"):
         raise ParamError("debug_tensors", f"{trt.name} has no mark_debug (TensorRT 10 and later)")
+    from trtflow.precision.lower import lowered_name
+
     tensors = {network.get_input(i).name: network.get_input(i) for i in range(network.num_inputs)}
     for index in range(network.num_layers):
         layer = network.get_layer(index)
         for output in range(layer.num_outputs):
             tensor = layer.get_output(output)
             tensors.setdefault(tensor.name, tensor)
-    unknown = [name for name in names if name not in tensors]
+    marked = {
+        name: name if name in tensors or lowered is None else lowered_name(name, lowered)
+        for name in names
+    }
+    unknown = [name for name, found in marked.items() if found not in tensors]
     if unknown:
+        from trtflow.precision.lower import source_name
         from trtflow.schema.problems import did_you_mean
 
-        hints = "".join(did_you_mean(name, list(tensors)) for name in unknown)
+        onnx_names = sorted({source_name(name) for name in tensors})
+        hints = "".join(did_you_mean(name, onnx_names) for name in unknown)
         raise ParamError(
             "debug_tensors",
             f"the network {trt.name} parsed has no tensor {', '.join(unknown)}{hints}",
         )
-    for name in names:
-        if not network.mark_debug(tensors[name]):
-            raise StepError(f"{trt.name} refused to mark `{name}` as a debug tensor")
-    log.note(f"marked {len(names)} debug tensor(s): {', '.join(names)}")
+    for found in marked.values():
+        if not network.mark_debug(tensors[found]):
+            raise StepError(f"{trt.name} refused to mark `{found}` as a debug tensor")
+    shown = [name if found == name else f"{name} (as {found})" for name, found in marked.items()]
+    log.note(f"marked {len(names)} debug tensor(s): {', '.join(shown)}")
 
 
 def _drop_host_outputs(trt: TensorRT, network: Any, log: TensorRTLog) -> None:
@@ -414,7 +427,8 @@ def build_engine(
             save_model(rewritten, model_file)
         network, parser = _parse(trt, builder, logger, model_file, mode, log, model_path.name)
         _drop_host_outputs(trt, network, log)
-        _mark_debug(trt, network, settings.debug_tensors, log)
+        lowered = settings.precision if mode == "strong" and settings.precision != "fp32" else None
+        _mark_debug(trt, network, settings.debug_tensors, lowered, log)
         constrained = (
             _constrain(trt, network, keep, layer_precisions, log) if mode == "weak" else {}
         )
