@@ -197,11 +197,12 @@ class BuildEngine(Step):
         "capability": file(
             ".json",
             "Which ONNX nodes the parser takes (supports_model_v2: per node and per subgraph; "
-            "TensorRT 10+ and TensorRT-RTX).",
+            "TensorRT 10+ and TensorRT-RTX). Written when the build succeeds: for a model the parser "
+            "rejects, the inspect-capability step.",
             optional=True,
         ),
     }
-    version = 2
+    version = 3  # 3: capability names the inner node and call stack of a rejection
     resources = Resources(gpu=1)
 
     def fingerprint(self, params: Params) -> dict[str, str]:

@@ -133,11 +133,15 @@ def _lowered_model(
 
 
 def _nodes_by_index(model_file: Path) -> list[tuple[str, str, str]]:
+    """(name, op, domain) of each top-level node; a call of a local function has no custom domain
+    (its body is what the parser imports)."""
     from trtflow.onnxmodel.files import load_model
 
+    model = load_model(model_file, load_weights=False)
+    functions = {(function.domain, function.name) for function in model.functions}
     return [
-        (node.name, node.op_type, node.domain)
-        for node in load_model(model_file, load_weights=False).graph.node
+        (node.name, node.op_type, "" if (node.domain, node.op_type) in functions else node.domain)
+        for node in model.graph.node
     ]
 
 
@@ -159,26 +163,29 @@ def _parse(
     parser = trt.module.OnnxParser(network, logger)
     if parser.parse_from_file(str(model_file)):
         return network, parser
+    from trtflow.trt.capability import parser_problems
+
     nodes = _nodes_by_index(model_file)
     domains = {name: domain for name, _, domain in nodes}
     problems = []
-    for index in range(parser.num_errors):
-        error = parser.get_error(index)
-        if hasattr(error, "node_name"):  # TensorRT 10 and later
-            name, op = error.node_name(), error.node_operator()
-        else:  # 8.6 names the node only by its index in the graph
-            name, op, _ = nodes[error.node()] if 0 <= error.node() < len(nodes) else ("", "", "")
-        domain = domains.get(name, "")
+    for problem in parser_problems(parser, [(name, op) for name, op, _ in nodes]):
+        op = problem.op
+        domain = domains.get(problem.node, "")
         if domain not in ("", "ai.onnx"):
             op = f"{op}, domain {domain}: a custom op needs a TensorRT plugin"
-        where = f"node `{name}` ({op})" if name else "the model"
-        problems.append(f"{where}: {error.desc()}")
+        where = f"node `{problem.node}` ({op})" if problem.node else "the model"
+        if problem.inner and problem.inner != problem.node:
+            where += f", at `{problem.inner}` ({problem.inner_op})" + (
+                f" in {problem.stack}" if problem.stack else ""
+            )
+        problems.append(f"{where}: {problem.reason}")
     detail = "\n  ".join(problems) or "; ".join(log.errors()) or "no reason given"
     raise ParamError(
         "model",
         f"{trt.name}'s ONNX parser rejects {shown_as}:\n  {detail}\n"
         "replace or remove the node(s) named above (or register a plugin for a custom op) before "
-        "building; onnxruntime runners can still run this model",
+        "building; onnxruntime runners can still run this model; an `inspect-capability` step "
+        "records which nodes the parser takes, for render-graph's `capability`",
     )
 
 
