@@ -44,7 +44,6 @@ from trtflow.sessions.trials import (
     collect_samples,
     fresh_samples,
     journal_of,
-    replayed,
 )
 from trtflow.tensors.inputs import DataSpec
 from trtflow.tensors.judges import Candidate, Judge, JudgeSetting, Verdict
@@ -131,7 +130,6 @@ class ReduceOutcome:
                 else "not shown (the search stopped early)"
             ),
             evaluations=len(self.records),
-            replayed=replayed(self.records),
             samples=self.samples,
             verification=self.verification.as_json() if self.verification else None,
             trials=[
@@ -139,7 +137,6 @@ class ReduceOutcome:
                     region=r.trial["keep"],
                     failed=not r.passed,
                     metrics=r.metrics,
-                    replayed=r.origin != "run",
                 )
                 for r in self.records
             ],
