@@ -15,9 +15,9 @@ from run_compare.recipes import run_recipe
 from trtflow.tensors.comparison import (
     NOTHING_FINITE_IN_BOTH,
     Tolerances,
-    compare_tensor,
     nonfinite_counts,
 )
+from trtflow.tensors.measures import compare_tensor
 
 OVERFLOW = """
 taps: {uses: surgeon-insert-tap, with: {model: model.onnx, tensors: all}}
