@@ -25,7 +25,15 @@ LAYERS: dict[str, set[str]] = {
     "sessions": {"sessions"},
     "steps": {"steps"},
     "executor": {"executor"},
-    "interface": {"__main__", "cli", "display", "doctor", "inspect", "inspect_details"},
+    "interface": {
+        "__main__",
+        "cli",
+        "display",
+        "doctor",
+        "inspect",
+        "inspect_details",
+        "inspect_json",
+    },
 }
 RANK = {unit: rank for rank, units in enumerate(LAYERS.values()) for unit in units}
 
@@ -39,7 +47,15 @@ SIDEWAYS: dict[str, set[str]] = {
     "precision": set(),
     "tensors": {"graph"},  # an engine-layer map is built from the engine graph graph/ reads
     "graph": set(),
-    "interface": {"__main__", "cli", "display", "doctor", "inspect", "inspect_details"},
+    "interface": {
+        "__main__",
+        "cli",
+        "display",
+        "doctor",
+        "inspect",
+        "inspect_details",
+        "inspect_json",
+    },
 }
 
 # Modules of a unit that others may use although the unit as a whole sits higher or sideways.

@@ -23,9 +23,11 @@ BUILTIN: dict[str, str] = {
     "run-runners": "trtflow.steps.run_runners:RunRunners",
     "compare": "trtflow.steps.compare:Compare",
     "build-engine": "trtflow.steps.build_engine:BuildEngine",
+    "inspect-capability": "trtflow.steps.inspect_capability:InspectCapability",
     "render-graph": "trtflow.steps.render_graph:RenderGraph",
     "bisect-precision": "trtflow.steps.bisect_precision:BisectPrecision",
     "reduce": "trtflow.steps.reduce:Reduce",
+    "round-trip": "trtflow.steps.round_trip:RoundTripStep",
 }
 
 

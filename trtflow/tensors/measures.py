@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 from trtflow.lazy import lazy_import
 from trtflow.tensors.comparison import (
     HISTOGRAM_EDGES,
-    METRICS,
     NOTHING_FINITE_IN_BOTH,
     Tolerances,
     _distribution,
@@ -35,6 +34,7 @@ from trtflow.tensors.comparison import (
     new_nonfinite,
     nonfinite_counts,
 )
+from trtflow.tensors.metrics import names as metric_names
 
 if TYPE_CHECKING:
     import numpy as np
@@ -193,7 +193,7 @@ def judge_tensor(tensor: str, measured: dict[str, Any], tolerances: Tolerances) 
         and equal is not None
         and _material_passes(equal, atol, rtol),
         **{key: measured[key] for key in ("new_nonfinite", "abs", "rel", "required", "histogram")},
-        "metrics": metrics if metrics is not None else dict.fromkeys(METRICS),
+        "metrics": metrics if metrics is not None else dict.fromkeys(metric_names("report")),
         **({"reason": NOTHING_FINITE_IN_BOTH} if metrics is None and not passed else {}),
     }
 

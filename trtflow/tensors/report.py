@@ -35,13 +35,13 @@ from trtflow.tensors.compare_report import (
     TensorComparison,
 )
 from trtflow.tensors.comparison import (
-    METRICS,
     NOTHING_FINITE_IN_BOTH,
     Tolerances,
     nonfinite_counts,
 )
 from trtflow.tensors.gates import Gate, gates_for, judged
 from trtflow.tensors.measures import Measurements, judge_tensor, measure_tensor
+from trtflow.tensors.metrics import DEFAULT_REPORTED
 from trtflow.tensors.tensor_set import TensorSet
 
 COMPARE_THREADS = min(
@@ -223,7 +223,7 @@ def build_report(
     tolerances: Tolerances,
     *,
     check_finite: bool = True,
-    metrics: Sequence[str] = METRICS,
+    metrics: Sequence[str] = DEFAULT_REPORTED,
     progress: Callable[[int, int], None] = lambda done, total: None,
     gates: Sequence[Gate] = (),
     fail_fast: bool = False,
