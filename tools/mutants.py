@@ -387,7 +387,30 @@ MUTANTS: tuple[Mutant, ...] = (
         "given = exports.tool_input(original, kept, False)",
         ("tests/roundtrip/test_round_trip.py",),
     ),
-    # issue 31: gc beside a live run (item 4); a check command ends with its timeout and the run (1)
+    # issue 31: files outside a model's folder (item 2), gc beside a live run (4), check commands (1)
+    Mutant(
+        "external data: a model's data outside its folder is hashed for the key",
+        "trtflow/onnxmodel/files.py",
+        """    if refusal:
+        raise InputError(f"{path}: {refusal}")
+""",
+        "",
+        ("tests/test_outside_files.py",),
+    ),
+    Mutant(
+        "external data: a remembered companion outside the folder is read",
+        "trtflow/executor/hashing.py",
+        "if os.path.isabs(name) or not (folder / name).resolve().is_relative_to(folder):",
+        "if False:",
+        ("tests/test_outside_files.py",),
+    ),
+    Mutant(
+        "validate: companions are not asked for",
+        "trtflow/cli/recipes.py",
+        "pipeline = load(recipe, overrides, companions=True)",
+        "pipeline = load(recipe, overrides)",
+        ("tests/test_outside_files.py",),
+    ),
     Mutant(
         "gc: a record temporary renamed while gc looks fails gc",
         "trtflow/executor/workspace.py",
