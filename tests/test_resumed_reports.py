@@ -8,28 +8,14 @@ import json
 import shutil
 from pathlib import Path
 
-from conftest import REPO, step_value
+from conftest import DEMO_SEARCH_STEPS, DEMO_VARS, REPO, step_value
 
-RECIPE = """\
-trtflow: 1
-name: resumed
-vars:
-  data: {seed: 1, iterations: 2, ranges: {"*": [0, 10]}, shapes: {x: [1, 16, 64]}}
-  check: {atol: 1.0e-2, rtol: 1.0e-2, error_stat: median}
-steps:
+RECIPE = (
+    f"trtflow: 1\nname: resumed\n{DEMO_VARS}steps:\n"
+    """\
   model: {uses: load, with: {path: overflow_demo.onnx}}
-  hunt:
-    uses: bisect-precision
-    with: {model: "${steps.model.model}", data: "${vars.data}", precision: fp16, check: "${vars.check}"}
-  region:
-    uses: reduce
-    with:
-      model: ${steps.model.model}
-      data: ${vars.data}
-      reference: {name: fp32, backend: onnxruntime}
-      candidate: {name: fp16, backend: emulated, precision: fp16}
-      check: ${vars.check}
-"""
+""" + DEMO_SEARCH_STEPS
+)
 STEPS = {"bisect-precision": ("hunt", "timings"), "reduce": ("region", "journal")}
 
 
