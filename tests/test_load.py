@@ -322,10 +322,9 @@ def test_a_fifo_or_a_device_is_refused_before_anything_reads_it(trtflow, tmp_pat
     assert "not a regular file" in result.stderr and "Traceback" not in result.stderr, result.stderr
     if special == "fifo-as-external-data":
         assert "ext.weights is not a regular file" in result.stderr, result.stderr
-    else:
-        assert "recipe.yaml:7:" in result.stderr and "steps.model.with.path" in result.stderr, (
-            result.stderr
-        )
+    assert "recipe.yaml:7:" in result.stderr and "steps.model.with.path" in result.stderr, (
+        result.stderr
+    )
 
 
 @pytest.mark.parametrize("variant", ["absolute", "parent", "symlink"])

@@ -25,30 +25,50 @@ def cache_ls(
 
 
 def _print_entries(space) -> None:
-    from rich.table import Table
-    from rich.text import Text
-
-    from trtflow.display import console
-
-    table = Table(show_edge=False, header_style="bold")
-    # the key and the time never wrap (a key is copied whole); names fold to fit 80 columns
-    for column in ("key", "recipe", "step", "uses", "size", "created"):
-        table.add_column(column, overflow="fold", no_wrap=column in ("key", "size", "created"))
+    """One line per entry, columns aligned, whatever the terminal's width: `grep` and `awk` read
+    it, and a key is copied whole (a table fitted to 80 columns folded long recipe and step names
+    over several lines)."""
+    rows = [("key", "recipe", "step", "uses", "size", "created")]
     total = 0
     for entry in space.store.entries():
         size = sum(meta["size"] for meta in entry.manifest.get("files", {}).values())
         total += size
-        row = (
-            entry.key[:12],
-            entry.manifest.get("recipe", "?"),
-            entry.manifest.get("step", "?"),
-            entry.manifest.get("uses", "?"),
-            human_size(size),
-            _minutes(entry.manifest.get("created")),
+        rows.append(
+            (
+                entry.key[:12],
+                str(entry.manifest.get("recipe", "?")),
+                str(entry.manifest.get("step", "?")),
+                str(entry.manifest.get("uses", "?")),
+                human_size(size),
+                _minutes(entry.manifest.get("created")),
+            )
         )
-        table.add_row(*map(Text, row))
-    console.print(table)
-    console.print(f"{space.store.root}: {human_size(total)}")
+    widths = _fitted([max(len(row[column]) for row in rows) for column in range(len(rows[0]))])
+    for row in rows:
+        cells = [cell if len(cell) <= w else cell[: w - 1] + "…" for cell, w in zip(row, widths)]
+        print("  ".join(cell.ljust(w) for cell, w in zip(cells, widths)).rstrip())
+    print(f"{space.store.root}: {human_size(total)}")
+
+
+def _fitted(widths: list[int]) -> list[int]:
+    """Column widths within the terminal's (COLUMNS, or the terminal's size; no limit when
+    piped): the recipe, step and kind columns give up characters, widest first, down to 8 each;
+    the key, size and time never do."""
+    import os
+    import shutil
+    import sys
+
+    limit = os.environ.get("COLUMNS")
+    if limit is None and not sys.stdout.isatty():
+        return widths
+    room = int(limit) if limit and limit.isdigit() else shutil.get_terminal_size().columns
+    widths = list(widths)
+    while sum(widths) + 2 * (len(widths) - 1) > room:
+        widest = max((1, 2, 3), key=lambda column: widths[column])
+        if widths[widest] <= 8:
+            break
+        widths[widest] -= 1
+    return widths
 
 
 def _minutes(created: str | None) -> str:

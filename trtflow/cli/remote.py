@@ -155,7 +155,13 @@ def remote_list(
     with errors_to_exit_codes(False):
         from trtflow.executor.remote import configured_remotes
 
-        remotes, chosen = configured_remotes(cache_workspace(workspace, recipe).root)
+        space = cache_workspace(workspace, recipe)
+        remotes, chosen = configured_remotes(space.root)
+        if not remotes:
+            print(
+                f"no remote cache configured for {space.root}; add one with "
+                "`trtflow remote add NAME URL` (file:///shared/cache, s3://bucket/prefix...)"
+            )
         for name, url in sorted(remotes.items()):
             print(f"{name}\t{url}{'  (default)' if name == chosen else ''}")
 

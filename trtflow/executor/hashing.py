@@ -138,6 +138,12 @@ class StatCache:
                     f"{path} names {name} as part of its content, outside its folder {path.parent}; "
                     "trtflow reads no file outside it: move that file into the folder"
                 )
+            beside = folder / name
+            if beside.exists() and not beside.is_file():  # hashing it for the key would never end
+                raise InputError(
+                    f"{path} names {name} as part of its content, and {beside} is not a regular "
+                    "file (a FIFO, a device or a socket); replace it with the file itself"
+                )
         return found
 
     def digest(self, path: Path, companions: Companions) -> str:

@@ -162,6 +162,17 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _missing(item: Mapping[str, Any], loc: tuple) -> str:
+    """A missing key, or a missing item of a fixed-length list (`ranges: {x: [5]}` lacks its high
+    end: pydantic names the position as if it were a key)."""
+    if isinstance(loc[-1], int) and isinstance(item.get("input"), list):
+        return (
+            f"too few values: item {loc[-1] + 1} is missing, got {_short(item['input'])} "
+            f"(this list takes at least {loc[-1] + 1} values)"
+        )
+    return f"missing required key `{loc[-1]}`"
+
+
 def validation_problems(
     error: ValidationError,
     source: SourceMap,
@@ -189,9 +200,13 @@ def validation_problems(
             identity, message = (loc, kind), f"unknown key `{loc[-1]}`{hint}{expected}"
             problems.setdefault(identity, source.problem(prefix + loc, message, key=True))
         elif kind == "missing":
-            problems.setdefault(
-                (loc, kind), source.problem(prefix + loc[:-1], f"missing required key `{loc[-1]}`")
-            )
+            problems.setdefault((loc, kind), source.problem(prefix + loc[:-1], _missing(item, loc)))
+        elif kind == "union_tag_invalid":
+            field = item["ctx"]["discriminator"].strip("'")
+            choices = [tag.strip(" '") for tag in item["ctx"]["expected_tags"].split(",")]
+            tag = item["ctx"]["tag"]
+            message = f"unknown {field} `{tag}`{did_you_mean(tag, choices)}; {field}s: {', '.join(choices)}"
+            problems.setdefault((loc, kind), source.problem(prefix + loc + (field,), message))
         else:
             text = (
                 "Input should be a mapping of keys to values"
@@ -209,7 +224,7 @@ def validation_problems(
             if earlier is None:
                 problems[(loc, "value")] = source.problem(prefix + loc, text + got)
             elif text not in earlier.message:
-                said = earlier.message.removesuffix(got)
+                said = earlier.message.removesuffix(source.note(prefix + loc)).removesuffix(got)
                 problems[(loc, "value")] = source.problem(
                     prefix + loc, f"{said}; or {text[0].lower()}{text[1:]}{got}"
                 )

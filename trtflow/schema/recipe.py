@@ -17,6 +17,7 @@ import itertools
 import json
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -217,8 +218,24 @@ def _apply_overrides(data: dict, overrides: list[str], source: SourceMap) -> lis
                 break
             target = child
         else:
+            source.overridden[tuple(path)] = f"--set {override}"
+            if path[0] == "vars":
+                for reader in _readers_of(data.get("steps"), path[1], ("steps",)):
+                    source.overridden.setdefault(reader, f"--set {override}")
             target[path[-1]] = value
     return problems
+
+
+def _readers_of(value: Any, var: str, at: tuple) -> Iterator[tuple]:
+    """The paths under `at` whose string value refers to `${vars.VAR...}`."""
+    if isinstance(value, dict):
+        for key, child in value.items():
+            yield from _readers_of(child, var, at + (key,))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            yield from _readers_of(child, var, at + (index,))
+    elif isinstance(value, str) and re.search(rf"\$\{{vars\.{re.escape(var)}[.}}]", value):
+        yield at
 
 
 def _resolve_vars(

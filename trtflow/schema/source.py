@@ -12,6 +12,7 @@ them and stop at a budget far above any hand-written recipe, instead of running 
 
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,9 @@ class SourceMap:
     key_positions: dict[RecipePath, tuple[int, int]] = field(
         default_factory=dict
     )  # of mapping keys
+    overridden: dict[RecipePath, str] = field(default_factory=dict)
+    """Paths whose value a `--set` gave (or that read a var a `--set` gave) -> that `--set`: a
+    problem there says so, since the recipe file at its line shows another value."""
 
     def locate(self, path: RecipePath, *, key: bool = False) -> tuple[int | None, int | None]:
         """The position of `path` (its key when `key`), or of its nearest ancestor that has one."""
@@ -58,10 +62,19 @@ class SourceMap:
                 return None, None
             path = path[:-1]
 
+    def note(self, path: RecipePath) -> str:
+        """` (the value comes from `--set X=Y`)` for a path a `--set` gave; empty otherwise."""
+        given = next((given for at, given in self.overridden.items() if path[: len(at)] == at), "")
+        return f" (the value comes from `{given}`)" if given else ""
+
     def problem(self, path: RecipePath, message: str, *, key: bool = False) -> Problem:
         line, column = self.locate(path, key=key)
         return Problem(
-            message, file=self.file, line=line, column=column, path=format_path(path) or None
+            message + self.note(path),
+            file=self.file,
+            line=line,
+            column=column,
+            path=format_path(path) or None,
         )
 
 
@@ -246,6 +259,15 @@ def read_yaml_file(path: Path) -> tuple[Any, SourceMap]:
     """Read and parse a recipe file, turning I/O problems into recipe errors."""
     display = str(path)
     try:
+        mode = path.stat().st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):  # reading it would never end
+            raise RecipeError(
+                Problem(
+                    "is not a regular file (it is a FIFO, a device or a socket); give the path "
+                    "of a recipe file (.yaml)",
+                    display,
+                )
+            )
         size = path.stat().st_size
         if size > MAX_BYTES and path.is_file():
             raise RecipeError(
