@@ -71,7 +71,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "remote: a download is not checked against its sha256",
-        "trtflow/executor/remote.py",
+        "trtflow/executor/store.py",
         'if digest.hexdigest() != meta["sha256"] or target.stat().st_size != meta["size"]:',
         "if False:",
         (
@@ -80,23 +80,23 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "remote: a push uploads the blobs the remote already has",
-        "trtflow/executor/remote.py",
-        "missing = sorted(blobs) if repair else self._missing(blobs)",
-        "missing = sorted(blobs)",
+        "trtflow/executor/objects.py",
+        "        if key in self.damaged:\n            return [by_digest[digest] for digest in sorted(by_digest)]",
+        "        return [by_digest[digest] for digest in sorted(by_digest)]",
         ("tests/test_remote_cache.py::test_push_delete_the_store_pull_and_verify_is_clean",),
     ),
     Mutant(
         "remote: blobs move one at a time",
-        "trtflow/executor/remote.py",
-        "if len(items) <= 1 or self.workers <= 1:",
+        "trtflow/executor/objects.py",
+        "if len(items) <= 1 or workers <= 1:",
         "if True:",
         ("tests/test_remote_cache.py::test_a_many_file_entry_is_fetched_concurrently",),
     ),
     Mutant(
         "remote: a manifest of the older store format counts as held",
-        "trtflow/executor/remote.py",
-        "return self._manifest(key) is not None",
-        "return self.fs.exists(self._manifest_path(key))",
+        "trtflow/executor/objects.py",
+        "return self.usable(key) is not None",
+        "return self.fs.exists(self.manifest_location(key))",
         (
             "tests/test_remote_cache.py::test_a_remote_entry_of_the_older_store_format_is_pushed_again",
         ),
@@ -104,8 +104,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "run: a remote that failed is asked again",
         "trtflow/executor/remote.py",
-        "    if remote.gone:\n        return None\n    try:\n        return remote.fetch(",
-        "    try:\n        return remote.fetch(",
+        "    if remote.gone:\n        return None\n    try:\n        return fetched(",
+        "    try:\n        return fetched(",
         ("tests/test_remote_cache.py::test_a_dead_s3_endpoint_costs_one_failure_said_once",),
     ),
     Mutant(

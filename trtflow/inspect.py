@@ -226,7 +226,7 @@ def _recipe_outputs(path: Path) -> list[str]:
 
 def _workspace(path: Path) -> list[str]:
     """A workspace (`.trtflow/`): the recipes that ran here, what the store holds, and the rest."""
-    from trtflow.executor.remote import configured_remotes
+    from trtflow.executor.remote_config import configured_remotes
     from trtflow.executor.workspace import Workspace
     from trtflow.memory import human_size
 
