@@ -175,14 +175,14 @@ MUTANTS: tuple[Mutant, ...] = (
     # the precision search session: what "verified on fresh samples" and its keep lists promise
     Mutant(
         "precision search: verification reuses the search's samples (seed offset dropped)",
-        "trtflow/sessions/precision_search.py",
+        "trtflow/sessions/trials.py",
         'return data.model_copy(update={"seed": data.seed + FRESH_SEED_OFFSET})',
         "return data",
         ("tests/bisect/test_bisect_step.py",),
     ),
     Mutant(
         "precision search: AutoCast patterns not anchored (node3 also keeps node30..node39)",
-        "trtflow/sessions/precision_search.py",
+        "trtflow/sessions/precision/outcome.py",
         'patterns = [f"^{re.escape(node)}$" for node in self.kept_nodes()]',
         "patterns = list(self.kept_nodes())",
         ("tests/bisect/test_bisect_step.py",),
@@ -274,7 +274,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "qdq: an op type is excluded when any of its nodes is kept",
-        "trtflow/sessions/precision_search.py",
+        "trtflow/sessions/precision/outcome.py",
         "if all(node in nodes for node in self.setup.every_site if ops[node] == op)",
         "if any(node in nodes for node in self.setup.every_site if ops[node] == op)",
         ("tests/quant/test_qdq_bisect.py",),
@@ -289,14 +289,14 @@ MUTANTS: tuple[Mutant, ...] = (
     # reduce: a region fails on its own, and is minimal
     Mutant(
         "reduce: the boundary is not minimized",
-        "trtflow/sessions/reduce_search.py",
+        "trtflow/sessions/reduce/search.py",
         "while changed and len(region) > 1:",
         "while False:",
         ("tests/reduce",),
     ),
     Mutant(
         "reduce: a region's verdict is not inverted (passing regions are kept)",
-        "trtflow/sessions/reduce_search.py",
+        "trtflow/sessions/reduce/search.py",
         "return not fails_not(region)",
         "return fails_not(region)",
         ("tests/reduce",),
@@ -338,13 +338,79 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/trt/test_rtx_capability_nested.py",),
     ),
     Mutant(
+        "inspect ENGINE: a plan whose header the library finds malformed passes as an engine",
+        "trtflow/trt/plan_file.py",
+        'if "MALFORMED_ENGINE" in problems:',
+        "if False:",
+        ("tests/trt/test_rtx_plans.py",),
+    ),
+    Mutant(
+        "inspect ENGINE: a truncated plan (size in its header) passes as an engine",
+        "trtflow/trt/plan_file.py",
+        "if header is not None and header[1] != len(data):",
+        "if False:",
+        ("tests/trt/test_rtx_plans.py",),
+    ),
+    Mutant(
+        "inspect ENGINE: no driver here is not told from other reasons a plan cannot load",
+        "trtflow/trt/plan_file.py",
+        'if any("cudaError 35" in message for _, message in log.lines):',
+        "if False:",
+        ("tests/trt/test_rtx_plans.py",),
+    ),
+    Mutant(
+        "build-engine: dims of one name given different sizes are not explained",
+        "trtflow/trt/build_errors.py",
+        "if found and (error := _shared_name_error(model_file, found.group(1), shapes, message)):",
+        "if False:",
+        ("tests/trt/test_rtx_plans.py",),
+    ),
+    Mutant(
         "render-graph: a rejected node may be folded away in the simplified view",
         "trtflow/steps/render_graph.py",
         "highlight=[*highlight, *rejected],",
         "highlight=highlight,",
         ("tests/trt/test_rtx_capability.py",),
     ),
-    # issue 31: gc beside a live run (item 4); a check command ends with its timeout and the run (1)
+    # round trips: the judge runs a tool's output as stored; the exports take the form tools honour
+    Mutant(
+        "stored emulation: a converted model's FP16 outputs are not stored through FP16",
+        "trtflow/precision/stored.py",
+        "if elem is None or not output:",
+        "if True:",
+        ("tests/roundtrip/test_round_trip.py",),
+    ),
+    Mutant(
+        "round trip: a kept Constant reaches onnxconverter-common as a node",
+        "trtflow/sessions/roundtrip/session.py",
+        'given = exports.tool_input(original, kept, tool == "onnxconverter-common")',
+        "given = exports.tool_input(original, kept, False)",
+        ("tests/roundtrip/test_round_trip.py",),
+    ),
+    # issue 31: files outside a model's folder (item 2), gc beside a live run (4), check commands (1)
+    Mutant(
+        "external data: a model's data outside its folder is hashed for the key",
+        "trtflow/onnxmodel/files.py",
+        """    if refusal:
+        raise InputError(f"{path}: {refusal}")
+""",
+        "",
+        ("tests/test_outside_files.py",),
+    ),
+    Mutant(
+        "external data: a remembered companion outside the folder is read",
+        "trtflow/executor/hashing.py",
+        "if os.path.isabs(name) or not (folder / name).resolve().is_relative_to(folder):",
+        "if False:",
+        ("tests/test_outside_files.py",),
+    ),
+    Mutant(
+        "validate: companions are not asked for",
+        "trtflow/cli/recipes.py",
+        "pipeline = load(recipe, overrides, companions=True)",
+        "pipeline = load(recipe, overrides)",
+        ("tests/test_outside_files.py",),
+    ),
     Mutant(
         "gc: a record temporary renamed while gc looks fails gc",
         "trtflow/executor/workspace.py",

@@ -1,6 +1,6 @@
 """The one shape of every JSON report a step writes: a typed model that carries its `kind` and its
 `schema_version`, owned by the module that writes it (`CompareReport` in `trtflow.tensors.report`,
-`BisectReport` in `trtflow.sessions.precision_search`).
+`BisectReport` in `trtflow.sessions.precision.report`).
 
 Why: reports have one writer and several readers (the render overlay, engine-layer grouping,
 `inspect`, task metrics). Readers that probed dict keys broke silently whenever the writer moved a
@@ -54,6 +54,20 @@ class Report(BaseModel):
 
     def write(self, path: Path) -> None:
         path.write_text(self.model_dump_json(indent=1))
+
+    def summary_lines(self) -> list[str]:
+        """What `trtflow inspect` prints of a report it has no summary of its own for: each top-level
+        fact that is one value, and the size of each list or mapping. A subclass says more by
+        overriding it; a new report kind is inspected from the day its step writes it."""
+        lines = []
+        for name, value in self.model_dump(exclude={"kind", "schema_version"}).items():
+            if isinstance(value, (list, dict)):
+                lines.append(
+                    f"{name}: {len(value)} {'entries' if isinstance(value, list) else 'keys'}"
+                )
+            else:
+                lines.append(f"{name}: {str(value)[:200]}")
+        return lines
 
 
 def report_kind(content: Any) -> tuple[str, int] | None:

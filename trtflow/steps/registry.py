@@ -27,6 +27,7 @@ BUILTIN: dict[str, str] = {
     "render-graph": "trtflow.steps.render_graph:RenderGraph",
     "bisect-precision": "trtflow.steps.bisect_precision:BisectPrecision",
     "reduce": "trtflow.steps.reduce:Reduce",
+    "round-trip": "trtflow.steps.round_trip:RoundTripStep",
 }
 
 
