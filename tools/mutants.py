@@ -242,6 +242,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "return metrics.get(self.metric) if isinstance(metrics.get(self.metric), float) else None",
         ("tests/metrics/test_metrics.py",),
     ),
+    Mutant(
+        "reports: a field added to a report without a SCHEMA_VERSION bump",
+        "trtflow/tensors/compare_report.py",
+        "    check_finite: bool\n    failed_finite_check: list[str]\n",
+        "    check_finite: bool\n    note: str = ''\n    failed_finite_check: list[str]\n",
+        ("tests/test_report_schemas.py",),
+    ),
     # load
     Mutant(
         "load: the ONNX checker turned off",

@@ -167,8 +167,8 @@ def read_compare_report(
 def errors_from_report(
     report: Any, path: Path, stat: str = "max_abs", runner: str | None = None
 ) -> ErrorOverlay:
-    """`read_compare_report` of a report already read (`render-graph` reads trtflow's own reports
-    through their typed model first, and hands this its JSON)."""
+    """`read_compare_report` of JSON already read: another tool's report, read tolerantly
+    (`render-graph` reads trtflow's own through `trtflow.tensors.compare_overlay`)."""
     from trtflow.schema.problems import did_you_mean
 
     if not isinstance(report, dict):
