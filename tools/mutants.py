@@ -235,6 +235,13 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/run_compare/test_compare_memo.py",),
     ),
     Mutant(
+        "emulate: a low node's read of a kept node's output is not rounded",
+        "trtflow/precision/emulate.py",
+        "reader not in plan.keep and writer in plan.keep for reader, writer in self.reads",
+        "reader not in plan.keep and writer not in plan.keep for reader, writer in self.reads",
+        ("tests/run_compare/test_emulation.py",),
+    ),
+    Mutant(
         "report: a tensor passes when any iteration passes (all -> any)",
         "trtflow/tensors/compare_report.py",
         "return all(self.iteration_passed) and",
