@@ -117,26 +117,7 @@ class PrecisionSearch:
         config = settings.search_runner
         output_names = [o.name for o in setup.model.graph.output]
         judge = self.judges(JudgeSetting(output_names, context.recipe_dir, "check", context.notice))
-        config.check_entry(setup.model, "runner")
-        for caveat in config.plan_notices(settings.precision):
-            context.notice(f"runner `{config.name}`: {caveat}")
-        try:
-            searched = self.plan_runners(
-                config,
-                PlanModel(
-                    setup.model,
-                    Path(settings.model),
-                    settings.precision,
-                    context.state_dir,
-                    context.log,
-                ),
-            )
-        except InputError as error:
-            raise ParamError("runner", str(error)) from None
-        reference_config = config_type(LOWERED_ON_CPU["backend"]).model_validate(LOWERED_ON_CPU)
-        lowered_runner = self.plan_runners(
-            reference_config, PlanModel(setup.model, Path(settings.model), settings.precision)
-        )
+        searched, lowered_runner, same = self._runners(setup, config)
         with ExitStack() as active:
             runner = active.enter_context(activated(searched))
             lowered = active.enter_context(activated(lowered_runner))
@@ -150,16 +131,9 @@ class PrecisionSearch:
             setup_seconds = time.perf_counter() - started - sum(r.seconds for r in trials.records)
             verification = None
             if result.keep is not None:
-                # the lowered model on ONNX Runtime's CPU provider too, unless the search ran exactly that
-                same = config.model_copy(update={"name": reference_config.name}) == reference_config
                 plan = self._plan(result.keep | frozenset(setup.fixed))
-                verification = self.verify(
-                    setup,
-                    judge,
-                    plan,
-                    fp32,
-                    {config.backend: runner, **({} if same else {LOWERED: lowered})},
-                )
+                verifiers = {config.backend: runner, **({} if same else {LOWERED: lowered})}
+                verification = self.verify(setup, judge, plan, fp32, verifiers)
         return SearchOutcome(
             settings,
             setup,
@@ -175,6 +149,27 @@ class PrecisionSearch:
                 "trials": sum(r.seconds for r in trials.records if r.origin == "run"),
             },
         )
+
+    def _runners(self, setup: Setup, config: RunnerConfig) -> tuple[PlanRunner, PlanRunner, bool]:
+        """The search's plan runner, the lowered model's on ONNX Runtime's CPU provider, and whether
+        they are the same (the verification then runs the lowered model once, not twice)."""
+        settings, context = self.settings, self.context
+        config.check_entry(setup.model, "runner")
+        for caveat in config.plan_notices(settings.precision):
+            context.notice(f"runner `{config.name}`: {caveat}")
+        model = PlanModel(
+            setup.model, Path(settings.model), settings.precision, context.state_dir, context.log
+        )
+        try:
+            searched = self.plan_runners(config, model)
+        except InputError as error:
+            raise ParamError("runner", str(error)) from None
+        reference_config = config_type(LOWERED_ON_CPU["backend"]).model_validate(LOWERED_ON_CPU)
+        lowered = self.plan_runners(
+            reference_config, PlanModel(setup.model, Path(settings.model), settings.precision)
+        )
+        same = config.model_copy(update={"name": reference_config.name}) == reference_config
+        return searched, lowered, same
 
     def prepare(self) -> Setup:
         """Load and name the model; find its candidates; say what its opset holds in FP32."""
