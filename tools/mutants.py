@@ -505,6 +505,21 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/bisect/test_check_processes.py::test_killing_the_run_ends_the_check_command_and_its_children",
         ),
     ),
+    # issue 31 item 14: a resumed search writes the report of one that ran through
+    Mutant(
+        "journal: a trial run now keeps its metrics in computed key order (resumed reports differ)",
+        "trtflow/executor/journal.py",
+        "_as_stored(trial), bool(passed), _as_stored(metrics), float(seconds)",
+        "_as_stored(trial), bool(passed), metrics, float(seconds)",
+        ("tests/test_resumed_reports.py",),
+    ),
+    Mutant(
+        "bisect-precision: the report lists only the trials run now, not those the journal answered",
+        "trtflow/sessions/precision/outcome.py",
+        "                for r in self.records\n            ],",
+        '                for r in self.records\n                if r.origin == "run"\n            ],',
+        ("tests/test_resumed_reports.py",),
+    ),
 )
 
 

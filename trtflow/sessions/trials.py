@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -177,6 +177,18 @@ class JournaledTrials:
 def replayed(records: Sequence[JournalRecord]) -> int:
     """How many of `records` were answered by the journal or a replay, not by a trial run now."""
     return sum(record.origin != "run" for record in records)
+
+
+def journal_bookkeeping(records: Sequence[JournalRecord]) -> dict[str, Any]:
+    """Which trials the journal or a replay answered: a fact of this run, like its seconds, so it
+    goes in the step's measurement (the manifest), never in a report a resumed search must write
+    byte for byte as an uninterrupted one."""
+    return {
+        "replayed": replayed(records),
+        "replayed_trials": [
+            index for index, record in enumerate(records) if record.origin != "run"
+        ],
+    }
 
 
 Active = TypeVar("Active", bound=Runner)

@@ -45,7 +45,6 @@ from trtflow.sessions.trials import (
     collect_samples,
     fresh_samples,
     journal_of,
-    replayed,
 )
 from trtflow.tensors.inputs import DataSpec
 from trtflow.tensors.judges import Candidate, Judge, JudgeSetting, Verdict
@@ -132,7 +131,6 @@ class ReduceOutcome:
                 else "not shown (the search stopped early)"
             ),
             evaluations=len(self.records),
-            replayed=replayed(self.records),
             samples=self.samples,
             verification=self.verification.as_json() if self.verification else None,
             trials=[
@@ -140,7 +138,6 @@ class ReduceOutcome:
                     region=r.trial["keep"],
                     failed=not r.passed,
                     metrics=r.metrics,
-                    replayed=r.origin != "run",
                 )
                 for r in self.records
             ],
