@@ -359,7 +359,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "given = exports.tool_input(original, kept, False)",
         ("tests/roundtrip/test_round_trip.py",),
     ),
-    # issue 31: files outside a model's folder (item 2), gc beside a live run (4), check commands (1)
+    # issue 31: files outside a model's folder (2), folders as models (3), gc beside a live run (4),
+    # check commands (1)
     Mutant(
         "external data: a model's data outside its folder is hashed for the key",
         "trtflow/onnxmodel/files.py",
@@ -381,6 +382,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "trtflow/cli/recipes.py",
         "pipeline = load(recipe, overrides, companions=True)",
         "pipeline = load(recipe, overrides)",
+        ("tests/test_outside_files.py",),
+    ),
+    Mutant(
+        "paths: a folder given as a model is hashed before anything refuses it",
+        "trtflow/schema/paths.py",
+        """    if not path.is_dir():
+        return path
+""",
+        "    return path\n",
+        ("tests/test_outside_files.py",),
+    ),
+    Mutant(
+        "hashing: a link back to a folder above it is followed",
+        "trtflow/executor/hashing.py",
+        "elif _identity(status) in above:",
+        "elif False:",
         ("tests/test_outside_files.py",),
     ),
     Mutant(
