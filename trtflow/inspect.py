@@ -165,11 +165,9 @@ def _npy(path: Path) -> list[str]:
 
 
 def _engine(path: Path) -> list[str]:
-    return [
-        f"{path}: TensorRT engine (serialized plan), {path.stat().st_size:,} bytes; valid only for the "
-        "TensorRT version and GPU that built it. Its layers: build-engine's engine_graph.json; draw it with "
-        "render-graph (`engine:`)"
-    ]
+    from trtflow.trt.plan_file import plan_lines
+
+    return plan_lines(path)
 
 
 def _step_output(path: Path) -> list[str]:
