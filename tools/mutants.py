@@ -361,9 +361,23 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "build-engine: dims of one name given different sizes are not explained",
         "trtflow/trt/build_errors.py",
-        "if found and (error := _shared_name_error(model_file, found.group(1), shapes, message)):",
+        "if found and (error := _shared_name_error(model_file, found.group(1), shapes, message, key)):",
         "if False:",
         ("tests/trt/test_rtx_plans.py",),
+    ),
+    Mutant(
+        "tensorrt runner: the first optimization profile serves every feed",
+        "trtflow/trt/execution.py",
+        "if index != self._profile:",
+        "if False:",
+        ("tests/trt/test_trt_profiles.py",),
+    ),
+    Mutant(
+        "build-engine: only the first of several optimization profiles reaches the engine",
+        "trtflow/trt/profiles.py",
+        "for index, shapes in enumerate(profiles or ({},)):",
+        "for index, shapes in enumerate((profiles or ({},))[:1]):",
+        ("tests/trt/test_trt_profiles.py",),
     ),
     Mutant(
         "render-graph: a rejected node may be folded away in the simplified view",
