@@ -214,6 +214,34 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "measures: the frontier fails a point out of either tolerance (and -> or)",
+        "trtflow/tensors/measures.py",
+        "not a <= atol and not r <= rtol for a, r in",
+        "not a <= atol or not r <= rtol for a, r in",
+        ("tests/run_compare/test_compare_memo.py",),
+    ),
+    Mutant(
+        "measures: a NaN checked statistic passes a re-judged tensor",
+        "trtflow/tensors/measures.py",
+        "return bool(abs_stat <= atol or rel_stat <= rtol)  # NaN fails both",
+        "return not bool(abs_stat > atol and rel_stat > rtol)",
+        ("tests/run_compare/test_compare_memo.py",),
+    ),
+    Mutant(
+        "memo: the tolerances enter the memo key (an edit measures again)",
+        "trtflow/executor/keys.py",
+        'params = {k: v for k, v in step_material["params"].items() if k not in judgement}',
+        'params = step_material["params"]',
+        ("tests/run_compare/test_compare_memo.py",),
+    ),
+    Mutant(
+        "emulate: a low node's read of a kept node's output is not rounded",
+        "trtflow/precision/emulate.py",
+        "reader not in plan.keep and writer in plan.keep for reader, writer in self.reads",
+        "reader not in plan.keep and writer not in plan.keep for reader, writer in self.reads",
+        ("tests/run_compare/test_emulation.py",),
+    ),
+    Mutant(
         "report: a tensor passes when any iteration passes (all -> any)",
         "trtflow/tensors/compare_report.py",
         "return all(self.iteration_passed) and",
@@ -300,6 +328,49 @@ MUTANTS: tuple[Mutant, ...] = (
         "return not fails_not(region)",
         "return fails_not(region)",
         ("tests/reduce",),
+    ),
+    # the sessions built directly (tests/sessions): issue "Hardening", item 15
+    Mutant(
+        "reduce: the region is verified on the search's samples (the report still says fresh)",
+        "trtflow/sessions/reduce/search.py",
+        "feeds = self._feeds(graph.model, data, None)",
+        "feeds = self._feeds(graph.model, self.settings.data, None)",
+        ("tests/sessions/test_sessions.py",),
+    ),
+    Mutant(
+        "qdq search: quantized nodes outside `nodes` are dequantized in every trial",
+        "trtflow/sessions/precision/search.py",
+        "self.journal, self.context.progress, evaluate, frozenset(setup.fixed), estimate",
+        "self.journal, self.context.progress, evaluate, setup.every_site - set(setup.candidates), estimate",
+        ("tests/sessions/test_sessions.py",),
+    ),
+    Mutant(
+        "judges: a per-output error_stat is judged elementwise",
+        "trtflow/tensors/comparison.py",
+        'update={"error_stat": self.error_stat[key] if key is not None else "elemwise"}',
+        'update={"error_stat": "elemwise"}',
+        ("tests/sessions/test_sessions.py", "tests/sessions/test_error_stat_cli.py"),
+    ),
+    Mutant(
+        "inputs: what read feeds lack is drawn data.iterations times, not once per feed",
+        "trtflow/tensors/inputs.py",
+        'drawn = generate(data.model_copy(update={"iterations": len(feeds)}), lacking, named=specs)',
+        "drawn = generate(data, lacking, named=specs)",
+        ("tests/run_compare/test_layerwise_draws.py",),
+    ),
+    Mutant(
+        "inputs: every feed gets the same draw of what it lacks",
+        "trtflow/tensors/inputs.py",
+        'drawn = generate(data.model_copy(update={"iterations": len(feeds)}), lacking, named=specs)',
+        'drawn = list(generate(data.model_copy(update={"iterations": 1}), lacking, named=specs)) * len(feeds)',
+        ("tests/run_compare/test_layerwise_draws.py",),
+    ),
+    Mutant(
+        "sessions: a field added to the shared settings changes every journal key",
+        "trtflow/sessions/trials.py",
+        '    inputs: InputPath | None = Field(\n        None,\n        description="Samples from a file',
+        '    seeds: int = 0\n    inputs: InputPath | None = Field(\n        None,\n        description="Samples from a file',
+        ("tests/sessions/test_before_split.py",),
     ),
     # TensorRT debug tensors and capability: what the engine and the parser say reaches the user
     Mutant(
@@ -454,6 +525,21 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             "tests/bisect/test_check_processes.py::test_killing_the_run_ends_the_check_command_and_its_children",
         ),
+    ),
+    # issue 31 item 14: a resumed search writes the report of one that ran through
+    Mutant(
+        "journal: a trial run now keeps its metrics in computed key order (resumed reports differ)",
+        "trtflow/executor/journal.py",
+        "_as_stored(trial), bool(passed), _as_stored(metrics), float(seconds)",
+        "_as_stored(trial), bool(passed), metrics, float(seconds)",
+        ("tests/test_resumed_reports.py",),
+    ),
+    Mutant(
+        "bisect-precision: the report lists only the trials run now, not those the journal answered",
+        "trtflow/sessions/precision/outcome.py",
+        "                for r in self.records\n            ],",
+        '                for r in self.records\n                if r.origin == "run"\n            ],',
+        ("tests/test_resumed_reports.py",),
     ),
 )
 

@@ -56,8 +56,7 @@ def _bisect_report(path: Path, report: BisectReport) -> list[str]:
     lines = [
         f"{path}: bisect-precision report: {report.message}",
         f"  {report.precision} on {report.backend}, mode {report.mode}: {report.candidates} "
-        f"candidate nodes, {report.evaluations} evaluations ({report.replayed} answered from the journal "
-        "or a replay)",
+        f"candidate nodes, {report.evaluations} evaluations",
     ]
     lines += _keep_lines([node.model_dump() for node in report.keep])
     for checked, verdict in (report.final.verdicts if report.final else {}).items():
