@@ -20,11 +20,9 @@ PROFILES = (
 )
 RECIPE = f"""
 trtflow: 1
-name: profiles
+name: multi
 steps:
-  engine:
-    uses: build-engine
-    with: {{model: m.onnx, timing_iterations: 0, profiles: {PROFILES}}}
+  engine: {{uses: build-engine, with: {{model: m.onnx, timing_iterations: 0, profiles: {PROFILES}}}}}
   run:
     uses: run-runners
     with:
@@ -61,14 +59,14 @@ def test_the_runner_picks_the_profile_that_holds_each_feed(trtflow, tmp_path, ge
     _write(tmp_path)
     result = trtflow("run", "recipe.yaml", env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    results = TensorSet.open(tmp_path / "trtflow-out" / "profiles" / "run" / "results")
+    results = TensorSet.open(tmp_path / "trtflow-out" / "multi" / "run" / "results")
     batches = [results.iteration("trt", i)["y"].shape[0] for i in range(3)]
     assert batches == [2, 16, 3]  # profile 0, 1, then 0 again
     for i in range(3):
         x = results.iteration("fp32", i)
         np.testing.assert_allclose(results.iteration("trt", i)["y"], x["y"], rtol=1e-5)
     shown = trtflow(
-        "inspect", tmp_path / "trtflow-out" / "profiles" / "engine" / "engine.engine", env=env
+        "inspect", tmp_path / "trtflow-out" / "multi" / "engine" / "engine.engine", env=env
     )
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert "2 optimization profile(s):" in shown.stdout
