@@ -235,6 +235,13 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/run_compare/test_compare_memo.py",),
     ),
     Mutant(
+        "emulate: a low node's read of a kept node's output is not rounded",
+        "trtflow/precision/emulate.py",
+        "reader not in plan.keep and writer in plan.keep for reader, writer in self.reads",
+        "reader not in plan.keep and writer not in plan.keep for reader, writer in self.reads",
+        ("tests/run_compare/test_emulation.py",),
+    ),
+    Mutant(
         "report: a tensor passes when any iteration passes (all -> any)",
         "trtflow/tensors/compare_report.py",
         "return all(self.iteration_passed) and",
@@ -425,9 +432,23 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "build-engine: dims of one name given different sizes are not explained",
         "trtflow/trt/build_errors.py",
-        "if found and (error := _shared_name_error(model_file, found.group(1), shapes, message)):",
+        "if found and (error := _shared_name_error(model_file, found.group(1), shapes, message, key)):",
         "if False:",
         ("tests/trt/test_rtx_plans.py",),
+    ),
+    Mutant(
+        "tensorrt runner: the first optimization profile serves every feed",
+        "trtflow/trt/execution.py",
+        "if index != self._profile:",
+        "if False:",
+        ("tests/trt/test_trt_profiles.py",),
+    ),
+    Mutant(
+        "build-engine: only the first of several optimization profiles reaches the engine",
+        "trtflow/trt/profiles.py",
+        "for index, shapes in enumerate(profiles or ({},)):",
+        "for index, shapes in enumerate((profiles or ({},))[:1]):",
+        ("tests/trt/test_trt_profiles.py",),
     ),
     Mutant(
         "render-graph: a rejected node may be folded away in the simplified view",
