@@ -439,9 +439,23 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "build-engine: dims of one name given different sizes are not explained",
         "trtflow/trt/build_errors.py",
-        "if found and (error := _shared_name_error(model_file, found.group(1), shapes, message)):",
+        "if found and (error := _shared_name_error(model_file, found.group(1), shapes, message, key)):",
         "if False:",
         ("tests/trt/test_rtx_plans.py",),
+    ),
+    Mutant(
+        "tensorrt runner: the first optimization profile serves every feed",
+        "trtflow/trt/execution.py",
+        "if index != self._profile:",
+        "if False:",
+        ("tests/trt/test_trt_profiles.py",),
+    ),
+    Mutant(
+        "build-engine: only the first of several optimization profiles reaches the engine",
+        "trtflow/trt/profiles.py",
+        "for index, shapes in enumerate(profiles or ({},)):",
+        "for index, shapes in enumerate((profiles or ({},))[:1]):",
+        ("tests/trt/test_trt_profiles.py",),
     ),
     Mutant(
         "render-graph: a rejected node may be folded away in the simplified view",
@@ -465,7 +479,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "given = exports.tool_input(original, kept, False)",
         ("tests/roundtrip/test_round_trip.py",),
     ),
-    # issue 31: files outside a model's folder (item 2), gc beside a live run (4), check commands (1)
+    # issue 31: files outside a model's folder (2), folders as models (3), gc beside a live run (4),
+    # check commands (1)
     Mutant(
         "external data: a model's data outside its folder is hashed for the key",
         "trtflow/onnxmodel/files.py",
@@ -487,6 +502,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "trtflow/cli/recipes.py",
         "pipeline = load(recipe, overrides, companions=True)",
         "pipeline = load(recipe, overrides)",
+        ("tests/test_outside_files.py",),
+    ),
+    Mutant(
+        "paths: a folder given as a model is hashed before anything refuses it",
+        "trtflow/schema/paths.py",
+        """    if not path.is_dir():
+        return path
+""",
+        "    return path\n",
+        ("tests/test_outside_files.py",),
+    ),
+    Mutant(
+        "hashing: a link back to a folder above it is followed",
+        "trtflow/executor/hashing.py",
+        "elif _identity(status) in above:",
+        "elif False:",
         ("tests/test_outside_files.py",),
     ),
     Mutant(
