@@ -39,6 +39,7 @@ from trtflow.sessions.trials import (
     Feed,
     JournaledTrials,
     JournalRecord,
+    Judges,
     SearchContext,
     activated,
     collect_samples,
@@ -144,12 +145,16 @@ class ReduceOutcome:
 
 
 class ReduceSearch:
-    """One reduction of `settings`' model; `run()` does it all."""
+    """One reduction of `settings`' model; `run()` does it all. Its judges come from the
+    settings' check unless `judges` is given (a test's recording judge)."""
 
-    def __init__(self, settings: ReduceSettings, context: SearchContext):
+    def __init__(
+        self, settings: ReduceSettings, context: SearchContext, *, judges: Judges | None = None
+    ):
         self.settings = settings
         self.context = context
         self.journal = journal_of(context, "a reduction")
+        self.make_judge: Judges = judges or settings.check.judge
         self.judges: dict[tuple[str, ...], Judge] = {}
 
     def run(self) -> ReduceOutcome:
@@ -247,7 +252,7 @@ class ReduceSearch:
         key = tuple(outputs)
         if key not in self.judges:
             notice = self.context.notice if not self.judges else (lambda message: None)
-            self.judges[key] = self.settings.check.judge(
+            self.judges[key] = self.make_judge(
                 JudgeSetting(outputs, self.context.recipe_dir, "check", notice)
             )
         return self.judges[key]
