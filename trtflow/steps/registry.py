@@ -28,6 +28,7 @@ BUILTIN: dict[str, str] = {
     "bisect-precision": "trtflow.steps.bisect_precision:BisectPrecision",
     "reduce": "trtflow.steps.reduce:Reduce",
     "round-trip": "trtflow.steps.round_trip:RoundTripStep",
+    "diagnose": "trtflow.steps.diagnose:Diagnose",
 }
 
 
