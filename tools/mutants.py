@@ -175,14 +175,14 @@ MUTANTS: tuple[Mutant, ...] = (
     # the precision search session: what "verified on fresh samples" and its keep lists promise
     Mutant(
         "precision search: verification reuses the search's samples (seed offset dropped)",
-        "trtflow/sessions/precision_search.py",
+        "trtflow/sessions/trials.py",
         'return data.model_copy(update={"seed": data.seed + FRESH_SEED_OFFSET})',
         "return data",
         ("tests/bisect/test_bisect_step.py",),
     ),
     Mutant(
         "precision search: AutoCast patterns not anchored (node3 also keeps node30..node39)",
-        "trtflow/sessions/precision_search.py",
+        "trtflow/sessions/precision/outcome.py",
         'patterns = [f"^{re.escape(node)}$" for node in self.kept_nodes()]',
         "patterns = list(self.kept_nodes())",
         ("tests/bisect/test_bisect_step.py",),
@@ -274,7 +274,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "qdq: an op type is excluded when any of its nodes is kept",
-        "trtflow/sessions/precision_search.py",
+        "trtflow/sessions/precision/outcome.py",
         "if all(node in nodes for node in self.setup.every_site if ops[node] == op)",
         "if any(node in nodes for node in self.setup.every_site if ops[node] == op)",
         ("tests/quant/test_qdq_bisect.py",),
@@ -289,14 +289,14 @@ MUTANTS: tuple[Mutant, ...] = (
     # reduce: a region fails on its own, and is minimal
     Mutant(
         "reduce: the boundary is not minimized",
-        "trtflow/sessions/reduce_search.py",
+        "trtflow/sessions/reduce/search.py",
         "while changed and len(region) > 1:",
         "while False:",
         ("tests/reduce",),
     ),
     Mutant(
         "reduce: a region's verdict is not inverted (passing regions are kept)",
-        "trtflow/sessions/reduce_search.py",
+        "trtflow/sessions/reduce/search.py",
         "return not fails_not(region)",
         "return fails_not(region)",
         ("tests/reduce",),

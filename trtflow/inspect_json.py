@@ -17,7 +17,7 @@ from typing import Any
 from trtflow.errors import UsageError
 from trtflow.inspect import _array_lines, _counts, _quantization_lines, _reading
 from trtflow.schema.reports import parse_report, report_kind
-from trtflow.sessions.precision_report import BisectReport
+from trtflow.sessions.precision.report import BisectReport
 from trtflow.tensors.compare_report import CompareReport
 from trtflow.tensors.comparison import worst_error
 

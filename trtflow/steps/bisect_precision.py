@@ -1,7 +1,7 @@
 """`bisect-precision`: the smallest verified set of nodes that must stay in high precision.
 
 The search itself — candidates, reference, screening, the journaled trials, verification on fresh
-samples — is `trtflow.sessions.precision_search.PrecisionSearch`; this step maps its params to a
+samples — is `trtflow.sessions.precision.search.PrecisionSearch`; this step maps its params to a
 search (they are the search's settings, key for key) and writes what it found. The kept set is
 also written in the terms of the tools users apply it with: ModelOpt AutoCast's
 `--nodes_to_exclude` (anchored, escaped regexes, as AutoCast matches names with `re.match`) and
@@ -16,14 +16,14 @@ from typing import Any, TypeAlias
 from trtflow.onnxmodel.files import EXTERNAL_DATA
 from trtflow.packages import installed_version
 from trtflow.schema.recipe import Resources
-from trtflow.sessions.precision_report import BisectReport
-from trtflow.sessions.precision_search import (
+from trtflow.sessions.precision.outcome import (
     AUTOCAST_PRECISIONS,
     BLOCK_LIST_PRECISIONS,
-    PrecisionSearch,
-    SearchSettings,
     summary_markdown,
 )
+from trtflow.sessions.precision.report import BisectReport
+from trtflow.sessions.precision.search import PrecisionSearch
+from trtflow.sessions.precision.settings import SearchSettings
 from trtflow.steps.base import Step, StepContext, StepParams, file, measurement, value
 
 

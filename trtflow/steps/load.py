@@ -48,8 +48,10 @@ class Params(StepParams):
     )
     lint: bool = Field(
         False,
-        description="Write `lint`: every onnx.checker, strict shape inference and ONNX Runtime "
-        "problem of the model at once, each with its node (or tensor).",
+        description="Write `lint`: every onnx.checker, strict shape inference, graph (duplicate "
+        "names, unused inputs, dead nodes, unbounded data-dependent shapes) and ONNX Runtime "
+        "problem (node by node) of the model at once, each with its node (or tensor); with the "
+        "step's `gate: true`, an error fails the run.",
     )
 
 
@@ -328,8 +330,13 @@ class Load(Step):
             report=LintReport,
         ),
         "kind": value("onnx", "`onnx` or `engine`: what was loaded."),
+        "passed": value(
+            True,
+            "With `lint: true`: whether lint found no error (warnings pass), so `gate: true` fails "
+            "the run (exit 1) as `polygraphy check lint` does; true without lint.",
+        ),
     }
-    version = 7  # 7: local functions inlined; 6: self-check with the runner's session options + one feed; 2: out_of_range entries give the constant's `size`; 3: subgraphs keep their declared types; 5: Q/DQ summary
+    version = 8  # 8: lint node by node, graph problems, `passed`; 7: local functions inlined; 6: self-check with the runner's session options + one feed; 2: out_of_range entries give the constant's `size`; 3: subgraphs keep their declared types; 5: Q/DQ summary
     # 4: out_of_range_converters says which converters give ±inf and which clamp
 
     def fingerprint(self, params: Params) -> dict[str, str]:
@@ -344,7 +351,7 @@ class Load(Step):
                 "bytes": params.path.stat().st_size,
             }
             ctx.output_path("summary").write_text(json.dumps(summary, indent=1))
-            return {"kind": "engine"}
+            return {"kind": "engine", "passed": True}
         if params.path.suffix.lower() != ".onnx":
             raise ParamError(
                 "path",
@@ -453,19 +460,14 @@ class Load(Step):
         summary = summarize(model, params.path, renamed, inference)
         ctx.output_path("summary").write_text(json.dumps(summary, indent=1))
         ctx.progress(5, 5, "done")
-        return {"kind": "onnx"}
+        return {"kind": "onnx", "passed": lint is None or lint.passed}
 
     def _lint(self, ctx: StepContext, params: Params, model) -> LintReport:
-        """Write `lint`: the checker's complaints node by node, then ONNX Runtime's (with the
-        onnxruntime runner's session options; run on a feed only when `shapes` pins the inputs)."""
-        from trtflow.onnxmodel.lint import checker_problems, problem_lines, runtime_problem
-        from trtflow.ort_sessions import session_refusal
+        """Write `lint`: every problem of every lint check (`sessions.lint`), each in the log."""
+        from trtflow.onnxmodel.lint import LintSubject, problem_lines
+        from trtflow.sessions.lint import lint
 
-        problems = checker_problems(model)
-        refusal = session_refusal(params.path, run=bool(params.shapes), shapes=params.shapes)
-        if refusal is not None:
-            problems.append(runtime_problem(refusal))
-        report = LintReport(model=params.path.name, problems=problems)
+        report = lint(LintSubject(model, params.path, params.shapes))
         report.write(ctx.output_path("lint"))
         for line in problem_lines(report):
             ctx.log(f"lint: {line}")

@@ -3,7 +3,7 @@
 `RoundTrip(settings).run(folder)` writes the exports into `folder` (the block list, AutoCast's
 arguments, the quantizer's exclusions, and a prepared copy of the model where a tool needs one,
 `exports.tool_input`), applies them with the real tools (`tools`), and judges each output with the
-check on fresh samples (`verify`): the recipe's data with its seed moved by `FRESH_SEED_OFFSET`,
+check on fresh samples (`verify`): the recipe's data made fresh (`trtflow.sessions.trials.fresh_samples`),
 the seed recorded. Inputs from files have no fresh samples: the report says "search samples".
 """
 
@@ -15,18 +15,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from trtflow.errors import ParamError
 from trtflow.onnxmodel.keep_files import read_keep_file
 from trtflow.schema.paths import InputPath
 from trtflow.sessions.roundtrip import exports, tools, verify
 from trtflow.sessions.roundtrip.report import RoundTripReport, ToolEntry
 from trtflow.sessions.roundtrip.tools import QuantizerSettings, Tool
+from trtflow.sessions.trials import collect_samples, fresh_samples
 from trtflow.tensors.comparison import Tolerances
 from trtflow.tensors.inputs import DataSpec
 from trtflow.tensors.judges import CommandCheck, JudgeSetting
 from trtflow.tensors.task_metrics import MetricCheck
-
-FRESH_SEED_OFFSET = 7919  # as bisect-precision's verification: samples the search never saw
 
 
 class RoundTripSettings(BaseModel):
@@ -127,18 +125,12 @@ class RoundTrip:
 
     def _samples(self, model) -> tuple[list, list, str, int | None]:
         """(calibration samples: the recipe's, fresh samples to judge on, what they are, their seed)."""
-        from trtflow.tensors.inputs import InputSourceError, collect_feeds
-
         settings = self.settings
-        try:
-            given = collect_feeds(model, data=settings.data, inputs=settings.inputs)
-            if settings.inputs is not None:
-                return given, given, "search (inputs came from files: no fresh samples)", None
-            data = settings.data or DataSpec()
-            fresh = data.model_copy(update={"seed": data.seed + FRESH_SEED_OFFSET})
-            return given, collect_feeds(model, data=fresh), "fresh", fresh.seed
-        except InputSourceError as error:
-            raise ParamError(error.param, str(error)) from None
+        given = collect_samples(model, settings.data, settings.inputs)
+        if settings.inputs is not None:
+            return given, given, "search (inputs came from files: no fresh samples)", None
+        fresh = fresh_samples(settings.data)
+        return given, collect_samples(model, fresh, None), "fresh", fresh.seed
 
     def _apply(
         self,
