@@ -2,7 +2,7 @@
 
 Each tool users have gives one piece — a first divergence, a first NaN, a reduced region, a keep
 set — and the pieces disagree. A diagnosis ties them together by measurement (`session.Diagnosis`):
-1. the precision search finds a 1-minimal keep set (`sessions.precision_search`);
+1. the precision search finds a 1-minimal keep set (`sessions.precision`);
 2. the keep set is split into causes, small node sets connected in the graph (`causes`); each is
    established counterfactually on the switchable emulated model with every float tensor tapped
    (`probe`): the outputs with only that set kept, and with every other kept set but not that one;

@@ -29,6 +29,7 @@ class CauseEntry(_Part):
     numbers: dict[str, Any]
     other_mechanisms: list[str]
     damage_alone: float  # output damage (0 none .. 1 destroyed) with only this cause kept
+    damage_without: float  # output damage with every other cause kept but not this one
     removed: float  # of the all-low damage, how much keeping this cause alone removes
     passes_alone: bool
     fails_without: bool

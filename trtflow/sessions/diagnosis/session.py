@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from trtflow.onnxmodel.formats import PlanPrecision
 from trtflow.schema.paths import InputPath
@@ -15,37 +15,27 @@ from trtflow.sessions.diagnosis import mechanisms, repro
 from trtflow.sessions.diagnosis.probe import PlanEffect, Probe, output_damage
 from trtflow.sessions.diagnosis.report import DiagnosisReport, markdown
 from trtflow.sessions.roundtrip.tools import QuantizerSettings, Tool
+from trtflow.sessions.trials import SampleSettings, collect_samples
 from trtflow.tensors.comparison import Tolerances
-from trtflow.tensors.inputs import DataSpec
 from trtflow.tensors.judges import Candidate, CommandCheck
 from trtflow.tensors.task_metrics import MetricCheck
 
 if TYPE_CHECKING:
     import onnx
 
-    from trtflow.sessions.precision_search import SearchContext, SearchOutcome
+    from trtflow.sessions.precision.outcome import SearchOutcome
+    from trtflow.sessions.trials import SearchContext
     from trtflow.tensors.judges import Judge
 
 DIVERGED = 1e-2  # a tensor's relative error past this is a divergence (compare's first bad node)
 PROBE_SAMPLES = 4
 
 
-class DiagnoseSettings(BaseModel):
-    """`diagnose`'s `with:` block."""
+class DiagnoseSettings(SampleSettings):
+    """`diagnose`'s `with:` block (`model`: FP32 for fp16/bf16/fp8, the quantized model for qdq)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    model: InputPath = Field(
-        description="The model: FP32 (fp16/bf16/fp8), or the quantized model (qdq)."
-    )
     precision: PlanPrecision = Field(
         description="fp16, bf16, fp8, or qdq for a model that arrives quantized."
-    )
-    data: DataSpec | None = Field(
-        None, description="Generated samples (the default when no `inputs`)."
-    )
-    inputs: InputPath | None = Field(
-        None, description="Samples from a file (no fresh samples then)."
     )
     check: Tolerances | CommandCheck | MetricCheck = Field(
         description="What the outputs must satisfy, as bisect-precision's `check`."
@@ -75,7 +65,8 @@ class Diagnosis:
         self.context = context
 
     def search(self) -> SearchOutcome:
-        from trtflow.sessions.precision_search import PrecisionSearch, SearchSettings
+        from trtflow.sessions.precision.search import PrecisionSearch
+        from trtflow.sessions.precision.settings import SearchSettings
 
         s = self.settings
         searched = SearchSettings(
@@ -89,7 +80,6 @@ class Diagnosis:
         return PrecisionSearch(searched, self.context).run()
 
     def run(self, folder: Path) -> DiagnosisReport:
-        from trtflow.tensors.inputs import collect_feeds
         from trtflow.tensors.judges import JudgeSetting
 
         s = self.settings
@@ -99,7 +89,7 @@ class Diagnosis:
         searched = [n for n in keep if n not in outcome.setup.fixed]
         outputs = [o.name for o in model.graph.output]
         judge = s.check.judge(JudgeSetting(outputs, self.context.recipe_dir, "check"))
-        feeds = collect_feeds(model, data=s.data, inputs=s.inputs)[:PROBE_SAMPLES]
+        feeds = collect_samples(model, s.data, s.inputs)[:PROBE_SAMPLES]
         fmt_min = _min_normal(s.precision)
         fixed_set = frozenset(outcome.setup.fixed)
         with Probe(model, s.precision, feeds) as probe:
@@ -111,7 +101,8 @@ class Diagnosis:
                 alone = probe.effect(frozenset(group) | fixed_set, tapped=True, min_normal=fmt_min)
                 without = probe.effect(frozenset(keep) - frozenset(group))
                 measured.append((group, alone, without))
-            measured.sort(key=lambda m: (m[1].damage, -len(m[0])))
+            # most damage removed by keeping it alone first; then most damage left without it
+            measured.sort(key=lambda m: (m[1].damage, -m[2].damage, -len(m[0])))
             cause_entries = []
             for rank, (group, alone, without) in enumerate(measured, 1):
                 cause_entries.append(
@@ -173,6 +164,7 @@ class Diagnosis:
             "numbers": _json(main.numbers) if main else {},
             "other_mechanisms": [m.words for m in found[1:4]],
             "damage_alone": alone.damage,
+            "damage_without": without.damage,
             "removed": max(0.0, all_low.damage - alone.damage),
             "passes_alone": _passes(judge, probe, alone),
             "fails_without": not _passes(judge, probe, without),
@@ -246,13 +238,23 @@ class Diagnosis:
             alternative.update(
                 _judge_alternative(alternative, model, precision, judge, probe, fixes)
             )
+        import shlex
+
+        from trtflow.onnxmodel.files import load_model
+        from trtflow.sessions.roundtrip.exports import autocast_arguments, tool_input
+
+        keep = outcome.kept_nodes()
+        original = load_model(self.settings.model)  # the user's file, as their tool reads it
+        converter = tool_input(original, keep, constants_as_initializers=True)
+        autocast = tool_input(original, keep, constants_as_initializers=False)
         return {
-            "keep": outcome.kept_nodes(),
-            "autocast_args": outcome.autocast_arguments()
+            "keep": keep,
+            "autocast_args": shlex.join(autocast_arguments(precision, autocast.names))
             if precision in ("fp16", "bf16")
             else None,
-            "node_block_list": outcome.kept_nodes() if precision == "fp16" else None,
+            "node_block_list": converter.names if precision == "fp16" else None,
             "quantizer_exclusions": outcome.quantizer_exclusions() if precision == "qdq" else None,
+            "notes": list(dict.fromkeys(converter.notes + autocast.notes)),
         }, numeric
 
     def _round_trip(self, outcome: SearchOutcome, folder: Path):
