@@ -313,6 +313,7 @@ def resolve(
         pipeline.recipe.base_dir,
         {path: identity[1] for path, identity in artifacts.items()},
         value_outputs=value_outputs,
+        companions=lambda path: stat_cache.companions(path, step.kind.companions),
     )
     params = pipeline.validate_params(step, params_dict, resolver)
     identities = dict(artifacts)
