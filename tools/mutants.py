@@ -387,6 +387,21 @@ MUTANTS: tuple[Mutant, ...] = (
         "given = exports.tool_input(original, kept, False)",
         ("tests/roundtrip/test_round_trip.py",),
     ),
+    # diagnose: a finding is attached to a cause only when keeping that cause removes it (measured)
+    Mutant(
+        "diagnose: every finding is attached to the first cause, measured or not",
+        "trtflow/sessions/diagnosis/session.py",
+        "if _removed(alone.tensors.get(tensor)):",
+        "if True:",
+        ("tests/diagnosis/test_diagnose.py",),
+    ),
+    Mutant(
+        "diagnose: a float32-min constant is no mask constant",
+        "trtflow/sessions/diagnosis/mechanisms.py",
+        "if abs(extreme) >= MASK_CONSTANT:",
+        "if False:",
+        ("tests/diagnosis/test_diagnose.py",),
+    ),
     # issue 31: files outside a model's folder (item 2), gc beside a live run (4), check commands (1)
     Mutant(
         "external data: a model's data outside its folder is hashed for the key",

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from typing import Any, TypeAlias
 
-from trtflow.packages import installed_version
 from trtflow.schema.recipe import Resources
 from trtflow.sessions.diagnosis.report import DiagnosisReport
 from trtflow.sessions.diagnosis.session import DiagnoseSettings, Diagnosis, write
-from trtflow.sessions.roundtrip.tools import modelopt_version
+from trtflow.sessions.roundtrip.tools import tool_versions
 from trtflow.steps.base import Step, StepContext, StepParams, file, folder, value
 
 
@@ -49,12 +48,7 @@ class Diagnose(Step):
         return Resources()
 
     def fingerprint(self, params: Params) -> dict[str, str]:
-        return {
-            "onnxruntime": installed_version("onnxruntime"),
-            "onnx": installed_version("onnx"),
-            "onnxconverter-common": installed_version("onnxconverter-common"),
-            "modelopt": modelopt_version(),
-        }
+        return tool_versions()
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from trtflow.onnxmodel.files import load_model, name_nodes

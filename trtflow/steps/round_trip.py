@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import Any, TypeAlias
 
-from trtflow.packages import installed_version
 from trtflow.sessions.roundtrip.report import RoundTripReport, round_trip_markdown
 from trtflow.sessions.roundtrip.session import RoundTrip, RoundTripSettings
-from trtflow.sessions.roundtrip.tools import modelopt_version
+from trtflow.sessions.roundtrip.tools import tool_versions
 from trtflow.steps.base import Step, StepContext, StepParams, file, folder, value
 
 
@@ -43,13 +42,7 @@ class RoundTripStep(Step):
     version = 1
 
     def fingerprint(self, params: Params) -> dict[str, str]:
-        return {
-            "onnxruntime": installed_version("onnxruntime"),
-            "onnx": installed_version("onnx"),
-            "onnxconverter-common": installed_version("onnxconverter-common"),
-            "modelopt": modelopt_version(),
-            "tensorrt-rtx": installed_version("tensorrt_rtx_cu13_bindings"),
-        }
+        return tool_versions()
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         report = RoundTrip(params, ctx.recipe_dir).run(ctx.output_path("exports"))

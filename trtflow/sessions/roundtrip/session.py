@@ -146,7 +146,10 @@ class RoundTrip:
         if tool == "tensorrt-rtx":
             if settings.mixed_model is None:
                 return tools.Applied(tool, None, "", "no mixed_model given to build")
-            return tools.tensorrt_rtx(Path(settings.mixed_model), exported / "tensorrt_rtx.engine")
+            shapes = {name: tuple(value.shape) for name, value in calibration[0].items()}
+            return tools.tensorrt_rtx(
+                Path(settings.mixed_model), exported / "tensorrt_rtx.engine", shapes
+            )
         if tool == "onnxruntime-quantizer":
             exclusions = (
                 json.loads(Path(settings.quantizer_exclusions).read_text())

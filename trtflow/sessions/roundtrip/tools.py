@@ -87,6 +87,20 @@ def modelopt_version() -> str:
     return found[-1].name.split("-")[1] if found else "none"
 
 
+def tool_versions() -> dict[str, str]:
+    """The versions of every tool a round trip applies (and onnx/onnxruntime, which judge): they
+    change its verdicts, so they enter the step keys of `round-trip` and `diagnose`."""
+    from trtflow.packages import installed_version
+
+    return {
+        "onnxruntime": installed_version("onnxruntime"),
+        "onnx": installed_version("onnx"),
+        "onnxconverter-common": installed_version("onnxconverter-common"),
+        "modelopt": modelopt_version(),
+        "tensorrt-rtx": installed_version("tensorrt_rtx_cu13_bindings"),
+    }
+
+
 def onnxconverter_common(source: Path, block_list: list[str], output: Path) -> Applied:
     """`convert_float_to_float16(keep_io_types=True, node_block_list=block_list)` on `source`."""
     how = (
@@ -198,13 +212,14 @@ def onnxruntime_quantizer(
     return Applied("onnxruntime-quantizer", output, how)
 
 
-def tensorrt_rtx(mixed: Path, engine: Path) -> Applied:
-    """A strongly typed TensorRT-RTX build of the mixed model; the model is what gets judged (the
-    engine computes in its types and cannot run on a machine without a supported GPU)."""
+def tensorrt_rtx(mixed: Path, engine: Path, shapes: dict[str, tuple[int, ...]]) -> Applied:
+    """A strongly typed TensorRT-RTX build of the mixed model, its dynamic inputs fixed to the samples'
+    `shapes`; the model is what gets judged (the engine computes in its types and cannot run on a
+    machine without a supported GPU)."""
     how = f"TensorRT-RTX strongly typed build of {mixed.name}"
     try:
         from trtflow.trt.api import TensorRT
-        from trtflow.trt.builder import BuildSettings, build_engine
+        from trtflow.trt.builder import BuildSettings, ShapeRange, build_engine
     except ImportError as error:  # pragma: no cover - trtflow's own modules
         return Applied("tensorrt-rtx", None, how, str(error))
     try:
@@ -212,7 +227,8 @@ def tensorrt_rtx(mixed: Path, engine: Path) -> Applied:
     except Exception as error:  # noqa: BLE001 - BackendUnavailable says how to install it
         return Applied("tensorrt-rtx", None, how, f"not installed here: {error}")
     try:
-        built = build_engine(mixed, BuildSettings(typing="strong"), trt=trt)
+        ranges = {name: ShapeRange(shape, shape, shape) for name, shape in shapes.items()}
+        built = build_engine(mixed, BuildSettings(typing="strong", shapes=ranges), trt=trt)
     except Exception as error:  # noqa: BLE001 - a build error is the verdict
         return Applied("tensorrt-rtx", None, how, f"the build failed: {error}")
     engine.write_bytes(built.serialized)
