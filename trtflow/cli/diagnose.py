@@ -44,6 +44,12 @@ def diagnose(
         metavar="FILE",
         help="qdq: the float model the quantized one was made from.",
     ),
+    quantizer: str | None = typer.Option(
+        None,
+        "--quantizer",
+        metavar="YAML",
+        help="qdq: how the float model was quantized ({per_channel, calibration: {...}, ...}).",
+    ),
     recipe: Path | None = typer.Option(
         None,
         "--recipe",
@@ -59,7 +65,7 @@ def diagnose(
     """Why MODEL loses accuracy in a precision: ranked causes, mechanisms, repros, a fix verified through your tools."""
     with errors_to_exit_codes(debug):
         path = recipe or model.parent / f"diagnose-{model.stem}.yaml"
-        text = recipe_text(model, path, precision, data, check, inputs, float_model)
+        text = recipe_text(model, path, precision, data, check, inputs, float_model, quantizer)
         if path.exists() and path.read_text() != text:
             raise UsageError(
                 f"{path} exists with other content (your edits?): run it with `trtflow run {path}`, or give "
@@ -96,8 +102,10 @@ def recipe_text(
     check: str,
     inputs: Path | None,
     float_model: Path | None,
+    quantizer: str | None = None,
 ) -> str:
-    """The recipe, paths relative to its folder; `data`/`check` are YAML the recipe's loader checks."""
+    """The recipe, paths relative to its folder; `data`/`check`/`quantizer` are YAML the recipe's
+    loader checks."""
     import os
 
     import yaml
@@ -117,6 +125,11 @@ def recipe_text(
         step["data"] = parsed_data
     if float_model is not None:
         step["float_model"] = relative(float_model)
+    if quantizer is not None:
+        try:
+            step["quantizer"] = yaml.safe_load(quantizer)
+        except yaml.YAMLError as error:
+            raise UsageError(f"--quantizer: not YAML: {error}") from None
     name = f"diagnose-{model.stem}".replace(" ", "-")
     document = {
         "trtflow": 1,

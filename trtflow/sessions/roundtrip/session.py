@@ -157,6 +157,8 @@ class RoundTrip:
                 else {"nodes_to_exclude": kept}
             )
             (exported / "quantizer_exclusions.json").write_text(json.dumps(exclusions, indent=1))
+            if settings.quantizer.calibration is not None:
+                calibration = collect_samples(original, settings.quantizer.calibration, None)
             return tools.onnxruntime_quantizer(
                 source, exclusions, settings.quantizer, calibration, exported / "quantized.onnx"
             )

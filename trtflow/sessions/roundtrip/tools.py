@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trtflow.tensors.inputs import DataSpec
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -65,6 +67,11 @@ class QuantizerSettings(BaseModel):
     )
     op_types_to_quantize: list[str] | None = Field(
         None, description="Op types quantized (default: ONNX Runtime's)."
+    )
+    calibration: DataSpec | None = Field(
+        None,
+        description="The calibration samples the model was quantized with (default: the recipe's "
+        "samples): the round trip calibrates with the same ones, so only the exclusions differ.",
     )
 
 
