@@ -214,6 +214,27 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "measures: the frontier fails a point out of either tolerance (and -> or)",
+        "trtflow/tensors/measures.py",
+        "not a <= atol and not r <= rtol for a, r in",
+        "not a <= atol or not r <= rtol for a, r in",
+        ("tests/run_compare/test_compare_memo.py",),
+    ),
+    Mutant(
+        "measures: a NaN checked statistic passes a re-judged tensor",
+        "trtflow/tensors/measures.py",
+        "return bool(abs_stat <= atol or rel_stat <= rtol)  # NaN fails both",
+        "return not bool(abs_stat > atol and rel_stat > rtol)",
+        ("tests/run_compare/test_compare_memo.py",),
+    ),
+    Mutant(
+        "memo: the tolerances enter the memo key (an edit measures again)",
+        "trtflow/executor/keys.py",
+        'params = {k: v for k, v in step_material["params"].items() if k not in judgement}',
+        'params = step_material["params"]',
+        ("tests/run_compare/test_compare_memo.py",),
+    ),
+    Mutant(
         "report: a tensor passes when any iteration passes (all -> any)",
         "trtflow/tensors/compare_report.py",
         "return all(self.iteration_passed) and",

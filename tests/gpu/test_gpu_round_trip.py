@@ -122,9 +122,9 @@ steps:
 @pytest.mark.parametrize(
     "make, file, ranges, keep",
     [
-        (overflow_model, "m.onnx", '{"*": [0, 10]}', "${steps.hunt.keep}"),
+        (overflow_model, "m.onnx", '{"*": [0, 10]}', '"${steps.hunt.keep}"'),
         (overflow_model, "m.onnx", '{"*": [0, 10]}', "[]"),
-        (mask_model, "mask.onnx", '{"x": [-1, 1], "mask": [0, 1]}', "${steps.hunt.keep}"),
+        (mask_model, "mask.onnx", '{"x": [-1, 1], "mask": [0, 1]}', '"${steps.hunt.keep}"'),
     ],
 )
 def test_the_converted_file_round_trip_hands_over_gets_the_same_verdict_on_cuda(

@@ -102,10 +102,22 @@ def tool_versions() -> dict[str, str]:
     return {
         "onnxruntime": installed_version("onnxruntime"),
         "onnx": installed_version("onnx"),
-        "onnxconverter-common": installed_version("onnxconverter-common"),
+        "onnxconverter-common": _optional_version("onnxconverter_common", "onnxconverter-common"),
         "modelopt": modelopt_version(),
-        "tensorrt-rtx": installed_version("tensorrt_rtx_cu13_bindings"),
+        "tensorrt-rtx": _optional_version("tensorrt_rtx_bindings", "tensorrt_rtx_cu13_bindings"),
     }
+
+
+def _optional_version(module: str, distribution: str) -> str:
+    """A tool's version for the step key, or "none": a tool missing here is a verdict in the
+    report ("not installed here"), never a reason the step cannot run."""
+    from trtflow.errors import BackendUnavailable
+    from trtflow.packages import installed_version
+
+    try:
+        return installed_version(module, distribution)
+    except BackendUnavailable:
+        return "none"
 
 
 def onnxconverter_common(source: Path, block_list: list[str], output: Path) -> Applied:
