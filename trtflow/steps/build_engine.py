@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trtflow.errors import InputError, ParamError
-from trtflow.schema.paths import InputPath
+from trtflow.schema.paths import InputPath, ModelFile
 from trtflow.schema.recipe import Resources
 from trtflow.steps.base import Step, StepContext, StepParams, file
 
@@ -45,7 +45,7 @@ class ShapeRangeSpec(BaseModel):
 
 
 class Params(StepParams):
-    model: InputPath = Field(
+    model: ModelFile = Field(
         description="The ONNX model; tap it first (surgeon-insert-tap) to compare intermediate tensors."
     )
     precision: PrecisionName = Field(
@@ -62,6 +62,12 @@ class Params(StepParams):
     shapes: dict[str, ShapeRangeSpec | list[int]] | None = Field(
         None,
         description="Optimization profile: {input: {min: [...], opt: [...], max: [...]}}, or {input: dims} for a fixed shape.",
+    )
+    profiles: list[dict[str, ShapeRangeSpec | list[int]]] | None = Field(
+        None,
+        min_length=1,
+        description="Several optimization profiles in one engine: [{input: {min, opt, max}}, ...] "
+        "(instead of `shapes`); the tensorrt runner picks, per feed, the first that holds its shapes.",
     )
     workspace_mb: int | None = Field(
         None, gt=0, description="Workspace memory pool limit in MiB (default: TensorRT's)."
@@ -104,6 +110,14 @@ class Params(StepParams):
         description="Time every layer over this many inferences on generated "
         "inputs, like trtexec --exportProfile (0: no `profile`).",
     )
+
+    @model_validator(mode="after")
+    def _one_way_to_give_shapes(self) -> Params:
+        if self.shapes is not None and self.profiles is not None:
+            raise ValueError(
+                "give `shapes` (one optimization profile) or `profiles` (several), not both"
+            )
+        return self
 
     cosmetic = frozenset(
         {"timing_cache"}
@@ -202,7 +216,8 @@ class BuildEngine(Step):
             optional=True,
         ),
     }
-    version = 3  # 3: capability names the inner node and call stack of a rejection
+    version = 4  # 3: capability names the inner node and call stack of a rejection
+    # 4: engine_graph records the optimization profiles (OptimizationProfiles)
     resources = Resources(gpu=1)
 
     def fingerprint(self, params: Params) -> dict[str, str]:
@@ -223,6 +238,7 @@ class BuildEngine(Step):
             typing=params.typing,
             constraints=params.constraints,
             shapes=_shape_ranges(params.shapes),
+            profiles=tuple(_shape_ranges(profile) for profile in params.profiles or ()),
             workspace_mb=params.workspace_mb,
             tactic_sources=tuple(params.tactic_sources)
             if params.tactic_sources is not None
@@ -285,7 +301,7 @@ class BuildEngine(Step):
                 serialized,
                 params.timing_iterations,
                 log,
-                {name: shape.opt for name, shape in settings.shapes.items()},
+                {name: shape.opt for name, shape in next(iter(settings.all_profiles), {}).items()},
             )
         except BackendUnavailable as error:  # the engine is fine; only its timing needs cuda-python
             log.note(f"no per-layer profile: {error}")
