@@ -258,6 +258,27 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/quant/test_qdq_bisect.py",),
     ),
     Mutant(
+        "qdq: a node reading one pair twice is switched twice (Mul(x, x))",
+        "trtflow/onnxmodel/qdq.py",
+        "read = [by_output[name] for name in dict.fromkeys(node.input) if name in by_output]",
+        "read = [by_output[name] for name in node.input if name in by_output]",
+        ("tests/quant/test_qdq_layouts.py",),
+    ),
+    Mutant(
+        "qdq: dequantizing drops the Relu/Clip the quantizer folded into a pair",
+        "trtflow/onnxmodel/qdq.py",
+        "    if pair.restores is not None:\n        return _restored_activation(model, pair)",
+        "    if False:\n        return _restored_activation(model, pair)",
+        ("tests/quant/test_qdq_reference.py",),
+    ),
+    Mutant(
+        "qdq lint: a non-zero zero point is not said",
+        "trtflow/onnxmodel/qdq_lint.py",
+        'if pair.dtype != "int32" and np.any(pair.zero_point != 0):',
+        'if pair.dtype != "int32" and np.all(pair.zero_point == 12345):',
+        ("tests/quant/test_qdq.py", "tests/quant/test_qdq_reference.py"),
+    ),
+    Mutant(
         "qdq: a pair's error is its mildest sample's",
         "trtflow/onnxmodel/qdq.py",
         "found.append(max(errors, key=lambda error: error.relative_l2))",

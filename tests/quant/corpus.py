@@ -94,11 +94,14 @@ def quantize(
     shape: tuple[int, ...],
     seed: int = 0,
     op_types: list[str] | None = None,
+    defaults: bool = False,
 ) -> onnx.ModelProto:
     """`float_model` through ONNX Runtime's quantize_static: QDQ, symmetric INT8, per-channel;
     only the nodes of `op_types` when given (ModelOpt quantizes a transformer's Conv, MatMul and
     Gemm by default and leaves LayerNorm and Softmax in float: all ops quantized, the PP-OCRv4
-    recognizer loses a fifth of its top-1 characters)."""
+    recognizer loses a fifth of its top-1 characters). `defaults`: with quantize_static's own
+    defaults instead (asymmetric UINT8 activations, Relu/Clip removed, weights and INT32 biases
+    stored quantized, per-tensor), as a user who calls it plainly gets."""
     from onnxruntime.quantization import (
         CalibrationDataReader,
         QuantFormat,
@@ -118,6 +121,9 @@ def quantize(
     with tempfile.TemporaryDirectory() as folder:
         source, target = Path(folder, "float.onnx"), Path(folder, "int8.onnx")
         onnx.save(float_model, source)
+        if defaults:
+            quantize_static(source, target, Reader(), quant_format=QuantFormat.QDQ)
+            return onnx.load(target)
         quantize_static(
             source,
             target,

@@ -3,7 +3,8 @@
 `onnx.checker.check_model` stops at its first complaint and names the node only inside its text;
 a user fixing an exporter wants the whole list, each problem with the node (or tensor) it is about.
 So the checker runs node by node and tensor by tensor over every graph (If/Loop/Scan bodies too),
-strict shape inference adds what it finds, and the step adds ONNX Runtime's refusal, if any.
+strict shape inference adds what it finds, and the step adds ONNX Runtime's refusal, if any, and
+for a quantized model what TensorRT refuses or the quantizer left behind (`qdq_lint.LINT_KINDS`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from trtflow.schema.reports import Report
 if TYPE_CHECKING:
     import onnx
 
-Source = Literal["onnx.checker", "onnx.shape_inference", "onnxruntime"]
+Source = Literal["onnx.checker", "onnx.shape_inference", "onnxruntime", "trtflow.qdq"]
 _NODE = re.compile(r"Node \(([^)]*)\)|Name: (\S+) OpType|node name: ([^)]+)\)|Node\(([^)]+)\)")
 
 

@@ -109,6 +109,8 @@ class BisectPrecision(Step):
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from trtflow.onnxmodel.files import save_model
 
+        if params.precision == "qdq":
+            _say_what_the_reference_is(ctx, params)
         outcome = PrecisionSearch(params, ctx).run()
         plan = outcome.plan
         if plan is not None:
@@ -130,6 +132,17 @@ class BisectPrecision(Step):
         ctx.journal.export(ctx.output_path("replay"))
         ctx.notice(outcome.notice())
         return {"passed": report.passed, "timings": outcome.timings()}
+
+
+def _say_what_the_reference_is(ctx: StepContext, params: Params) -> None:
+    """A notice when the dequantized model (a qdq search's default reference, and what keeping
+    every node gives) is not the float model: the quantizer removed activations."""
+    from trtflow.onnxmodel.files import load_model
+    from trtflow.onnxmodel.qdq_lint import reference_caveat
+
+    caveat = reference_caveat(load_model(params.model))
+    if caveat is not None:
+        ctx.notice(f"quantized model: {caveat}")
 
 
 def _write_json(ctx: StepContext, output: str, content: Any) -> None:

@@ -237,14 +237,14 @@ def _verify_written(model, model_path: Path, params: Params, declared, inference
 
 
 def summarize(model, source: Path, renamed: dict[str, str], inference: str) -> dict[str, Any]:
-    from trtflow.onnxmodel import qdq
+    from trtflow.onnxmodel import qdq_lint
     from trtflow.onnxmodel.files import iter_graphs, weight_bytes
     from trtflow.onnxmodel.formats import FORMATS
     from trtflow.precision.ranges import FP16_CONVERTERS, as_dicts, constant_ranges, lost_values
 
     nodes = [node for graph in iter_graphs(model.graph) for node in graph.node]
     initializers = {i.name for i in model.graph.initializer}
-    quantization = qdq.summary(model)
+    quantization = qdq_lint.summary(model)
     ranges = constant_ranges(model)
     return {
         "format": "onnx",
@@ -304,7 +304,7 @@ class Load(Step):
         ),
         "kind": value("onnx", "`onnx` or `engine`: what was loaded."),
     }
-    version = 7  # 7: local functions inlined; 6: self-check with the runner's session options + one feed; 2: out_of_range entries give the constant's `size`; 3: subgraphs keep their declared types; 5: Q/DQ summary
+    version = 8  # 8: lint lists what TensorRT refuses in a quantized model; 7: local functions inlined; 6: self-check with the runner's session options + one feed; 2: out_of_range entries give the constant's `size`; 3: subgraphs keep their declared types; 5: Q/DQ summary
     # 4: out_of_range_converters says which converters give ±inf and which clamp
 
     def fingerprint(self, params: Params) -> dict[str, str]:
@@ -429,12 +429,14 @@ class Load(Step):
         """Write `lint`: the checker's complaints node by node, then ONNX Runtime's (with the
         onnxruntime runner's session options; run on a feed only when `shapes` pins the inputs)."""
         from trtflow.onnxmodel.lint import checker_problems, problem_lines, runtime_problem
+        from trtflow.onnxmodel.qdq_lint import lint_problems
         from trtflow.ort_sessions import session_refusal
 
         problems = checker_problems(model)
         refusal = session_refusal(params.path, run=bool(params.shapes), shapes=params.shapes)
         if refusal is not None:
             problems.append(runtime_problem(refusal))
+        problems += lint_problems(model)
         report = LintReport(model=params.path.name, problems=problems)
         report.write(ctx.output_path("lint"))
         for line in problem_lines(report):
