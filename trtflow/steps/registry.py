@@ -26,6 +26,7 @@ BUILTIN: dict[str, str] = {
     "render-graph": "trtflow.steps.render_graph:RenderGraph",
     "bisect-precision": "trtflow.steps.bisect_precision:BisectPrecision",
     "reduce": "trtflow.steps.reduce:Reduce",
+    "quantize": "trtflow.steps.quantize:Quantize",
 }
 
 
