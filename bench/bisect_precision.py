@@ -45,7 +45,7 @@ from trtflow.precision.screening import screen  # noqa: E402
 from trtflow.precision.sites import precision_sites  # noqa: E402
 from trtflow.runners.base import PlanModel  # noqa: E402
 from trtflow.runners.emulated import Config as Emulated  # noqa: E402
-from trtflow.sessions.precision_search import fp32_magnitudes  # noqa: E402
+from trtflow.sessions.precision.spaces.float import fp32_magnitudes  # noqa: E402
 from trtflow.tensors.comparison import Tolerances  # noqa: E402
 from trtflow.tensors.judges import check_tolerances  # noqa: E402
 

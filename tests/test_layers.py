@@ -25,7 +25,15 @@ LAYERS: dict[str, set[str]] = {
     "sessions": {"sessions"},
     "steps": {"steps"},
     "executor": {"executor"},
-    "interface": {"__main__", "cli", "display", "doctor", "inspect", "inspect_details"},
+    "interface": {
+        "__main__",
+        "cli",
+        "display",
+        "doctor",
+        "inspect",
+        "inspect_details",
+        "inspect_json",
+    },
 }
 RANK = {unit: rank for rank, units in enumerate(LAYERS.values()) for unit in units}
 
@@ -39,7 +47,15 @@ SIDEWAYS: dict[str, set[str]] = {
     "precision": set(),
     "tensors": {"graph"},  # an engine-layer map is built from the engine graph graph/ reads
     "graph": set(),
-    "interface": {"__main__", "cli", "display", "doctor", "inspect", "inspect_details"},
+    "interface": {
+        "__main__",
+        "cli",
+        "display",
+        "doctor",
+        "inspect",
+        "inspect_details",
+        "inspect_json",
+    },
 }
 
 # Modules of a unit that others may use although the unit as a whole sits higher or sideways.
@@ -174,10 +190,96 @@ def test_the_checker_sees_lazy_and_sideways_imports():
     assert _refusal("trtflow.graph.overlay", "trtflow.steps.base")
     assert _refusal("trtflow.onnxmodel.files", "trtflow.tensors.catalog")
     assert _refusal("trtflow.runners.emulated", "trtflow.precision.emulate") is None
-    assert _refusal("trtflow.sessions.precision_search", "trtflow.steps.base")
-    assert _refusal("trtflow.runners.base", "trtflow.sessions.precision_search")
-    assert _refusal("trtflow.steps.bisect_precision", "trtflow.sessions.precision_search") is None
+    assert _refusal("trtflow.sessions.precision.search", "trtflow.steps.base")
+    assert _refusal("trtflow.runners.base", "trtflow.sessions.precision.search")
+    assert _refusal("trtflow.steps.bisect_precision", "trtflow.sessions.precision.search") is None
     lazy = [
         imported for _, imported in _imports("trtflow.steps.load", MODULES["trtflow.steps.load"])
     ]
     assert "onnx" in lazy  # imported inside a function only
+
+
+# Sessions: each is its own package (or module) of trtflow.sessions; what several share lives in
+# trtflow.sessions.trials, so one session's internals can change without breaking another.
+SESSION_PACKAGES = ("trtflow.sessions.precision", "trtflow.sessions.reduce")
+
+
+def _session(module: str) -> str | None:
+    """The session package (or top-level sessions module) `module` belongs to."""
+    if not module.startswith("trtflow.sessions."):
+        return None
+    return ".".join(module.split(".")[:3])
+
+
+def _private_names(module: str, path: Path) -> list[tuple[int, str]]:
+    """(line, `module.name`) for each `_name` imported from another trtflow module."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        base = node.module or ""
+        if node.level:
+            anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+            base = ".".join(anchor + ([base] if base else []))
+        if base.startswith("trtflow") and base != module:
+            found += [
+                (node.lineno, f"{base}.{alias.name}")
+                for alias in node.names
+                if alias.name.startswith("_") and not alias.name.startswith("__")
+            ]
+    return found
+
+
+def _session_refusal(importer: str, imported: str) -> str | None:
+    """Why one session module may not import `imported`, or None when it may."""
+    source, target = _session(importer), _session(imported)
+    if source is None or target is None or source == target:
+        return None
+    if source in SESSION_PACKAGES and target in SESSION_PACKAGES:
+        return (
+            f"{source} and {target} are separate sessions: what both need belongs in "
+            "trtflow.sessions.trials"
+        )
+    return None
+
+
+SESSION_MODULES = [m for m in MODULES if _session(m) is not None]
+
+
+def test_sessions_share_only_through_trials():
+    violations = [
+        f"{MODULES[module].relative_to(PACKAGE.parent)}:{line}: imports {imported}: {reason}"
+        for module in SESSION_MODULES
+        for line, imported in _imports(module, MODULES[module])
+        if (reason := _session_refusal(module, imported))
+    ]
+    assert violations == [], "\n".join(violations)
+
+
+def test_no_session_imports_a_private_name():
+    """A session's `_private` names are free to change: another session module (or a step) that
+    imports one ties itself to internals (reduce once imported the precision search's `_activated`)."""
+    users = SESSION_MODULES + [m for m in MODULES if _unit(m) == "steps"]
+    violations = [
+        f"{MODULES[module].relative_to(PACKAGE.parent)}:{line}: imports {name}"
+        for module in users
+        for line, name in _private_names(module, MODULES[module])
+        if _session(name.rpartition(".")[0]) is not None
+    ]
+    assert violations == [], "\n".join(violations)
+
+
+def test_the_session_rules_bite(tmp_path):
+    assert _session_refusal("trtflow.sessions.reduce.search", "trtflow.sessions.precision.search")
+    assert _session_refusal("trtflow.sessions.precision.outcome", "trtflow.sessions.reduce.report")
+    assert _session_refusal("trtflow.sessions.reduce.search", "trtflow.sessions.trials") is None
+    assert (
+        _session_refusal("trtflow.sessions.precision.search", "trtflow.sessions.precision.spaces")
+        is None
+    )
+    planted = tmp_path / "search.py"
+    planted.write_text("from trtflow.sessions.trials import _hidden, activated\n")
+    assert _private_names("trtflow.sessions.reduce.search", planted) == [
+        (1, "trtflow.sessions.trials._hidden")
+    ]

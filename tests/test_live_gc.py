@@ -62,3 +62,37 @@ def test_gc_keep_beside_a_live_run_evicts_nothing_it_made(tmp_path, plugin_env):
     assert status.stdout.count("cached") == 3, status.stdout
     after = run_cli("cache", "gc", "--keep", recipe, cwd=tmp_path, env=plugin_env)
     assert "2 entries" in after.stdout, after.stdout  # once the run is over, gc does its job
+
+
+RENAMED_WHILE_LISTED = """
+import os, pathlib
+_rglob = pathlib.Path.rglob
+def rglob(self, pattern, *args, **kwargs):
+    for path in _rglob(self, pattern, *args, **kwargs):
+        if path.name.endswith(".tmp") and path.exists():  # its writer renames it into place now
+            os.replace(path, path.with_name(path.name.rsplit(".", 2)[0]))
+        yield path
+pathlib.Path.rglob = rglob
+"""
+
+
+def test_gc_beside_a_record_renamed_into_place_while_gc_looks(tmp_path, plugin_env):
+    """A live run writes a step record through `<record>.<pid>.tmp` and a rename (issue 31 item 4):
+    the rename landing between gc's listing and its look at the temporary's age made plain
+    `cache gc` fail (1 call in 600 beside a live run). The rename is injected (sitecustomize) at
+    exactly that moment, into the real CLI; the writer is this test's process, so alive."""
+    recipe = write_recipe(tmp_path, RECIPE)
+    workspace = tmp_path / ".trtflow"
+    records = workspace / "records" / "live"
+    records.mkdir(parents=True)
+    temporary = records / f"made.json.{os.getpid()}.tmp"
+    temporary.write_text("{}")
+    spy = tmp_path / "spy"
+    spy.mkdir()
+    (spy / "sitecustomize.py").write_text(RENAMED_WHILE_LISTED)
+    env = {**plugin_env, "PYTHONPATH": os.pathsep.join([str(spy), plugin_env["PYTHONPATH"]])}
+    gc = run_cli("cache", "gc", "--recipe", recipe, cwd=tmp_path, env=env)
+    assert gc.returncode == 0, gc.stderr
+    assert "removed 0 temporary folders" in gc.stdout, gc.stdout
+    assert (records / "made.json").read_text() == "{}"  # the writer's record, untouched
+    assert not temporary.exists()

@@ -4,11 +4,14 @@ ONNX Runtime problem of a model at once (`lint.json`, a LintReport), each with i
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import onnx
 from conftest import write_recipe
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 RECIPE = """
 trtflow: 1
@@ -49,7 +52,7 @@ def test_lint_lists_every_tensor_the_checker_refuses_in_a_model_onnx_runtime_run
     result = _run(trtflow, tmp_path, "shapeless", "false")
     assert result.returncode == 0, result.stdout + result.stderr
     lint = json.loads((tmp_path / "out" / "lint" / "model" / "lint.json").read_text())
-    assert (lint["kind"], lint["schema_version"], lint["passed"]) == ("load-lint", 1, False)
+    assert (lint["kind"], lint["schema_version"], lint["passed"]) == ("load-lint", 2, False)
     assert [(p["source"], p["tensor"]) for p in lint["problems"]] == [
         ("onnx.checker", "y"),
         ("onnx.checker", "mid"),
@@ -110,3 +113,98 @@ steps:
     output = result.stdout + result.stderr
     assert "onnx.checker complains" in output and "Field 'shape' of 'type' is required" in output
     assert "ONNX Runtime runs the model, so it is loaded" in output
+
+
+POLYGRAPHY = Path(sys.executable).parent / "polygraphy"
+
+
+def _save_many_faults(folder: Path) -> Path:
+    """Two Reshapes ONNX Runtime refuses on independent paths, a node reading one of them, a dead
+    Sigmoid and an input nothing reads: ONNX Runtime alone names only the first."""
+    f = TensorProto.FLOAT
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="relu"),
+        helper.make_node("Reshape", ["a", "shape_a"], ["b"], name="bad_reshape1"),
+        helper.make_node("Neg", ["b"], ["c"], name="after_bad1"),
+        helper.make_node("Reshape", ["x", "shape_b"], ["d"], name="bad_reshape2"),
+        helper.make_node("Sigmoid", ["x"], ["dead"], name="dead_sigmoid"),
+        helper.make_node("Add", ["c", "d"], ["y"], name="join"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "faults",
+        [
+            helper.make_tensor_value_info("x", f, [2, 3]),
+            helper.make_tensor_value_info("unused", f, [4]),
+        ],
+        [helper.make_tensor_value_info("y", f, ["n", "m"])],
+        [
+            numpy_helper.from_array(np.array([5, 7], np.int64), "shape_a"),
+            numpy_helper.from_array(np.array([4, 4], np.int64), "shape_b"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = folder / "faults.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+def test_lint_finds_what_polygraphy_check_lint_finds_and_gates(trtflow, tmp_path):
+    """Side by side with `polygraphy check lint` on the same model: every failing node, the unused
+    input and the dead node it reports are in lint.json at the same level; `gate: true` exits 1
+    where Polygraphy exits 1."""
+    model = _save_many_faults(tmp_path)
+    theirs = subprocess.run(
+        [POLYGRAPHY, "check", "lint", model, "-o", tmp_path / "polygraphy.json"],
+        capture_output=True,
+        text=True,
+    )
+    assert theirs.returncode == 1, theirs.stdout + theirs.stderr
+    polygraphy = json.loads((tmp_path / "polygraphy.json").read_text())["lint_entries"]
+    recipe = write_recipe(
+        tmp_path,
+        "trtflow: 1\nname: lint\nsteps:\n"
+        "  model: {uses: load, gate: true, with: {path: faults.onnx, lint: true}}\n",
+    )
+    ours = trtflow("run", recipe, "--out", tmp_path / "out", cwd=tmp_path)
+    assert ours.returncode == 1, ours.stdout + ours.stderr
+    report = json.loads((tmp_path / "out" / "lint" / "model" / "lint.json").read_text())
+    found = {(p["level"], p["node"] or p["tensor"]) for p in report["problems"]}
+    levels = {"exception": "error", "warning": "warning"}
+    for entry in polygraphy:
+        where = entry["nodes"][0] if entry.get("nodes") else entry["message"].split("'")[1]
+        assert (levels[entry["level"]], where) in found, (entry, report)
+    assert {("error", "bad_reshape1"), ("error", "bad_reshape2")} <= found
+    assert ("error", "after_bad1") not in found  # reads a failed node's output: not run, not blamed
+
+
+def test_lint_warnings_do_not_fail_the_gate(trtflow, tmp_path):
+    f = TensorProto.FLOAT
+    graph = helper.make_graph(
+        [
+            helper.make_node("Relu", ["x"], ["y"], name="relu"),
+            helper.make_node("Neg", ["x"], ["dead"], name="dead_neg"),
+        ],
+        "warned",
+        [
+            helper.make_tensor_value_info("x", f, [2]),
+            helper.make_tensor_value_info("spare", f, [2]),
+        ],
+        [helper.make_tensor_value_info("y", f, [2])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, str(tmp_path / "warned.onnx"))
+    recipe = write_recipe(
+        tmp_path,
+        "trtflow: 1\nname: lint\nsteps:\n"
+        "  model: {uses: load, gate: true, with: {path: warned.onnx, lint: true}}\n",
+    )
+    result = trtflow("run", recipe, "--out", tmp_path / "out", "-v", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((tmp_path / "out" / "lint" / "model" / "lint.json").read_text())
+    assert report["passed"] is True
+    assert [(p["level"], p["node"] or p["tensor"]) for p in report["problems"]] == [
+        ("warning", "spare"),
+        ("warning", "dead_neg"),
+    ]

@@ -135,3 +135,26 @@ def test_load_can_keep_local_functions(tmp_path):
         "OuterFunction",
     ]
     assert _tensors(out / "run" / "results") == ["outer_custom_func_output_0"]
+
+
+def test_a_model_onnx_cannot_inline_is_loaded_with_its_functions(tmp_path):
+    """GraphSurgeon's example 11: onnx's inliner breaks its tensor-valued attribute references,
+    so `load` keeps the functions (with a notice) instead of refusing its own output; the loaded
+    model runs and gives what ONNX Runtime gives on the user's file."""
+    import numpy as np
+
+    model = MODELS / "graphsurgeon_local_function.onnx"
+    result, out = _run(tmp_path, model, shapes=", shapes: {input_embeds: [2, 3, 4]}")
+    assert result.returncode == 0, result.stderr
+    assert "bug in trtflow" not in result.stderr
+    assert "loaded with the functions kept" in result.stdout + result.stderr
+    loaded = onnx.load(str(out / "model" / "model.onnx"))
+    assert [f.name for f in loaded.functions] == ["SelfAttention"]
+    results = TensorSet.open(out / "run" / "results")
+    feed = next(TensorSet.open(out / "run" / "inputs").feeds())
+    import onnxruntime as ort
+
+    expected = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, feed)[
+        0
+    ]
+    np.testing.assert_array_equal(results.load("ort", 0, loaded.graph.output[0].name), expected)

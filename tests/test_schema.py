@@ -112,6 +112,14 @@ steps:
     uses: run-runners
     with: {engine: "${steps.engine.engine}", inputs: "${steps.run.inputs}",
            runners: [{name: trt, backend: tensorrt, layer_timing: true}]}
+  proof:
+    uses: round-trip
+    with: {model: m.onnx, precision: fp16, keep: "${steps.hunt@fp16.keep}", mixed_model: "${steps.hunt@fp16.model}",
+           tools: [onnxconverter-common, tensorrt-rtx], data: "${vars.data}", check: {atol: "${vars.atol}"}}
+  requantized:
+    uses: round-trip
+    with: {model: m.onnx, precision: qdq, keep: [ln/Pow], quantizer: {per_channel: true, calibrate_method: entropy},
+           data: {seed: 4}, check: {metric: max_abs_error, max: 1e-1}}
 """,
     "graphs": """
 trtflow: 1
@@ -124,6 +132,8 @@ steps:
     with: {model: m.onnx, mode: detailed, color_by: op, show_shapes: true, highlight: [ln/Pow, "${vars.nodes}"],
            focus: {nodes: "ln/.*", radius: "${vars.radius}"}, title: demo, svg_timeout_s: 1e1}
   engine: {uses: render-graph, with: {engine_graph: graph.json, show_timing: false, show_reformats: true}}
+  cap: {uses: inspect-capability, with: {model: m.onnx, library: tensorrt-rtx}}
+  rejected: {uses: render-graph, with: {model: m.onnx, capability: "${steps.cap.capability}"}}
 """,
 }
 

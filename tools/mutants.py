@@ -175,14 +175,14 @@ MUTANTS: tuple[Mutant, ...] = (
     # the precision search session: what "verified on fresh samples" and its keep lists promise
     Mutant(
         "precision search: verification reuses the search's samples (seed offset dropped)",
-        "trtflow/sessions/precision_search.py",
+        "trtflow/sessions/trials.py",
         'return data.model_copy(update={"seed": data.seed + FRESH_SEED_OFFSET})',
         "return data",
         ("tests/bisect/test_bisect_step.py",),
     ),
     Mutant(
         "precision search: AutoCast patterns not anchored (node3 also keeps node30..node39)",
-        "trtflow/sessions/precision_search.py",
+        "trtflow/sessions/precision/outcome.py",
         'patterns = [f"^{re.escape(node)}$" for node in self.kept_nodes()]',
         "patterns = list(self.kept_nodes())",
         ("tests/bisect/test_bisect_step.py",),
@@ -220,6 +220,28 @@ MUTANTS: tuple[Mutant, ...] = (
         "return any(self.iteration_passed) and",
         ("tests/run_compare/test_typed_reports.py",),
     ),
+    # metrics: the reference sets the scale; an infinite value is a value
+    Mutant(
+        "metrics: PSNR's peak is the candidate's max",
+        "trtflow/tensors/metrics/base.py",
+        "peak=float(reference.max()) if reference.size else -math.inf,",
+        "peak=float(candidate.max()) if candidate.size else -math.inf,",
+        ("tests/metrics/test_metrics.py",),
+    ),
+    Mutant(
+        "metrics: SNR's signal is the candidate's power",
+        "trtflow/tensors/metrics/snr.py",
+        "return 10 * math.log10(sums.signal / sums.error)",
+        "return 10 * math.log10(sums.candidate / sums.error)",
+        ("tests/metrics/test_metrics.py",),
+    ),
+    Mutant(
+        "gates: an infinite PSNR/SNR (identical outputs) fails its gate",
+        "trtflow/tensors/gates.py",
+        "return number_from_json(metrics.get(self.metric))",
+        "return metrics.get(self.metric) if isinstance(metrics.get(self.metric), float) else None",
+        ("tests/metrics/test_metrics.py",),
+    ),
     # load
     Mutant(
         "load: the ONNX checker turned off",
@@ -252,7 +274,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "qdq: an op type is excluded when any of its nodes is kept",
-        "trtflow/sessions/precision_search.py",
+        "trtflow/sessions/precision/outcome.py",
         "if all(node in nodes for node in self.setup.every_site if ops[node] == op)",
         "if any(node in nodes for node in self.setup.every_site if ops[node] == op)",
         ("tests/quant/test_qdq_bisect.py",),
@@ -288,14 +310,14 @@ MUTANTS: tuple[Mutant, ...] = (
     # reduce: a region fails on its own, and is minimal
     Mutant(
         "reduce: the boundary is not minimized",
-        "trtflow/sessions/reduce_search.py",
+        "trtflow/sessions/reduce/search.py",
         "while changed and len(region) > 1:",
         "while False:",
         ("tests/reduce",),
     ),
     Mutant(
         "reduce: a region's verdict is not inverted (passing regions are kept)",
-        "trtflow/sessions/reduce_search.py",
+        "trtflow/sessions/reduce/search.py",
         "return not fails_not(region)",
         "return fails_not(region)",
         ("tests/reduce",),
@@ -304,8 +326,22 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "tensorrt runner: debug tensors are read but not returned",
         "trtflow/trt/execution.py",
-        "return dict(self._debug) | results",
+        "return self._debug_values() | results",
         "return results",
+        ("tests/trt/test_trt_debug_listener.py",),
+    ),
+    Mutant(
+        "tensorrt runner: a lowered debug tensor (`X::fp16`) is returned under its engine name",
+        "trtflow/trt/execution.py",
+        "values[onnx_name] = value.astype(np.float32)",
+        "values[name] = value",
+        ("tests/trt/test_trt_debug_listener.py",),
+    ),
+    Mutant(
+        "build-engine: an ONNX debug tensor name is not looked up in the lowered model",
+        "trtflow/trt/builder.py",
+        "name: name if name in tensors or lowered is None else lowered_name(name, lowered)",
+        "name: name",
         ("tests/trt/test_trt_debug_listener.py",),
     ),
     Mutant(
@@ -316,11 +352,64 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/trt/test_trt_debug_listener.py",),
     ),
     Mutant(
+        "capability: a rejection inside an If branch or local function is not mapped to its top-level node",
+        "trtflow/trt/capability.py",
+        'node, op = nodes[index] if 0 <= index < len(nodes) else ("", "")',
+        'node, op = ("", "")',
+        ("tests/trt/test_rtx_capability_nested.py",),
+    ),
+    Mutant(
         "render-graph: a rejected node may be folded away in the simplified view",
         "trtflow/steps/render_graph.py",
         "highlight=[*highlight, *rejected],",
         "highlight=highlight,",
         ("tests/trt/test_rtx_capability.py",),
+    ),
+    # round trips: the judge runs a tool's output as stored; the exports take the form tools honour
+    Mutant(
+        "stored emulation: a converted model's FP16 outputs are not stored through FP16",
+        "trtflow/precision/stored.py",
+        "if elem is None or not output:",
+        "if True:",
+        ("tests/roundtrip/test_round_trip.py",),
+    ),
+    Mutant(
+        "round trip: a kept Constant reaches onnxconverter-common as a node",
+        "trtflow/sessions/roundtrip/session.py",
+        'given = exports.tool_input(original, kept, tool == "onnxconverter-common")',
+        "given = exports.tool_input(original, kept, False)",
+        ("tests/roundtrip/test_round_trip.py",),
+    ),
+    # issue 31: gc beside a live run (item 4); a check command ends with its timeout and the run (1)
+    Mutant(
+        "gc: a record temporary renamed while gc looks fails gc",
+        "trtflow/executor/workspace.py",
+        """    try:
+        modified = temporary.stat().st_mtime
+    except FileNotFoundError:
+        return True
+""",
+        "    modified = temporary.stat().st_mtime\n",
+        ("tests/test_live_gc.py::test_gc_beside_a_record_renamed_into_place_while_gc_looks",),
+    ),
+    Mutant(
+        "check command: only its direct child is killed at the timeout",
+        "trtflow/user_code.py",
+        "_kill_group(process.pid)  # after a timeout, an error or a Ctrl-C: all of it",
+        "process.kill()",
+        (
+            "tests/bisect/test_check_processes.py::"
+            "test_a_check_command_killed_at_its_timeout_takes_its_children_along",
+        ),
+    ),
+    Mutant(
+        "check command: nothing ends its process group when the run is killed",
+        "trtflow/user_code.py",
+        """GROUP_GUARD = 'read _; kill -KILL -"$0"'""",
+        "GROUP_GUARD = 'read _'",
+        (
+            "tests/bisect/test_check_processes.py::test_killing_the_run_ends_the_check_command_and_its_children",
+        ),
     ),
 )
 

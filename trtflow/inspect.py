@@ -5,7 +5,9 @@ outputs, and every JSON a step writes (compare and bisect reports, keep files, l
 taps, replays, layer profiles) — and the first question is always "what is in this one?".
 `describe` recognizes the kind from the content and summarizes it; arrays are summarized by dtype,
 shape, range and NaN/Inf counts, never printed whole. A step's output folder
-(`trtflow-out/<recipe>/<step>/`, a link to its store entry) is summarized output by output.
+(`trtflow-out/<recipe>/<step>/`, a link to its store entry) is summarized output by output. The
+JSON files steps and Polygraphy write are told apart by `trtflow.inspect_json`; this module holds
+the binary kinds, the folders, and the shared reading of the user's files.
 
 These are the user's files: one that cannot be read (malformed JSON, a truncated model, a pickled
 array — never unpickled) is a usage error naming the file and what is wrong with it.
@@ -19,16 +21,11 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from trtflow.errors import UsageError
-from trtflow.schema.reports import parse_report, report_kind
-from trtflow.sessions.precision_report import BisectReport
 from trtflow.tensors.array_files import load_archive, load_array
-from trtflow.tensors.compare_report import CompareReport
-from trtflow.tensors.comparison import worst_error
 from trtflow.tensors.statistics import TensorStatistics
 
 MOST_COMMON = 8  # op and layer types listed by count
@@ -155,247 +152,6 @@ def _tensor_set(path: Path) -> list[str]:
     return lines
 
 
-def _has(data: Any, *keys: str) -> bool:
-    return isinstance(data, dict) and set(keys) <= set(data)
-
-
-def _polygraphy_inputs(path: Path, data: list) -> list[str]:
-    lines = [f"{path}: Polygraphy inputs, {len(data)} feeds"]
-    for name, array in (data[0] if data else {}).items():
-        lines += _array_lines(name, array)
-    return lines
-
-
-def _polygraphy_results(path: Path, data: dict) -> list[str]:
-    lines = [f"{path}: Polygraphy RunResults"]
-    for runner, iterations in data["runs"]:
-        lines.append(f"runner {runner}: {len(iterations)} iterations")
-        for name, array in (iterations[0]["outputs"] if iterations else {}).items():
-            lines += _array_lines(name, array)
-    return lines
-
-
-def _compare_report(path: Path, report: CompareReport) -> list[str]:
-    from trtflow.tensors.report import terminal_lines
-
-    return [f"{path}: compare report"] + [f"  {line}" for line in terminal_lines(report)]
-
-
-def _keep_lines(nodes: list[dict]) -> list[str]:
-    return [f"  keep {node.get('name')} ({node.get('op')}): {node.get('reason')}" for node in nodes]
-
-
-def _bisect_report(path: Path, report: BisectReport) -> list[str]:
-    lines = [
-        f"{path}: bisect-precision report: {report.message}",
-        f"  {report.precision} on {report.backend}, mode {report.mode}: {report.candidates} "
-        f"candidate nodes, {report.evaluations} evaluations ({report.replayed} answered from the journal "
-        "or a replay)",
-    ]
-    lines += _keep_lines([node.model_dump() for node in report.keep])
-    for checked, verdict in (report.final.verdicts if report.final else {}).items():
-        if verdict.passed is not None:
-            lines.append(
-                f"  verified ({checked}): {'passed' if verdict.passed else 'FAILED'}, worst "
-                f"{worst_error(verdict.model_dump())}"
-            )
-    return lines
-
-
-REPORTS: dict[str, Callable[[Path, Any], list[str]]] = {
-    CompareReport.KIND: lambda path, content: _compare_report(
-        path, parse_report(content, path, CompareReport)
-    ),
-    BisectReport.KIND: lambda path, content: _bisect_report(
-        path, parse_report(content, path, BisectReport)
-    ),
-}
-"""Typed reports, by `kind`: each is read through its model (an older schema is a clear error)."""
-
-
-def _typed_report(path: Path, content: Any) -> list[str]:
-    kind, _ = report_kind(content) or ("", 0)
-    if kind not in REPORTS:
-        raise UsageError(f"{path}: a `{kind}` report, which this trtflow does not know")
-    return REPORTS[kind](path, content)
-
-
-def _untyped_report(path: Path, content: Any) -> list[str]:
-    """A compare or bisect-precision report written before reports carried their kind."""
-    raise UsageError(
-        f"{path}: a compare or bisect-precision report from before trtflow's reports were typed (it has "
-        "no `kind`/`schema_version`): re-run the step that wrote it (`trtflow run` recomputes it, "
-        "since the report's schema is part of the step key) and inspect the new report"
-    )
-
-
-def _keep_file(path: Path, data: dict) -> list[str]:
-    message = data.get("message") or f"{len(data['nodes'])} nodes"
-    return [f"{path}: keep file ({data.get('precision')}): {message}"] + _keep_lines(data["nodes"])
-
-
-def _load_summary(path: Path, data: dict) -> list[str]:
-    if data.get("format") != "onnx":
-        return [
-            f"{path}: load summary of {data.get('file')}: {data.get('format')}, {data.get('bytes')} bytes"
-        ]
-    opsets = ", ".join(
-        f"{domain} {version}" for domain, version in (data.get("opset") or {}).items()
-    )
-    weights = data.get("weights") or {}
-    lines = [
-        f"{path}: load summary of {data.get('file')}: ONNX model, {data.get('nodes')} nodes, opset {opsets}, "
-        f"{weights.get('initializers')} initializers ({weights.get('bytes', 0) / 1e6:.1f} MB)",
-        f"  ops: {_counts(data.get('op_histogram') or {}, 'op types')}",
-    ]
-    lines += [
-        f"  input {i['name']}: {i.get('dtype')} {i.get('shape')}" for i in data.get("inputs", [])
-    ]
-    lines += [
-        f"  output {o['name']}: {o.get('dtype')} {o.get('shape')}" for o in data.get("outputs", [])
-    ]
-    lines.append(f"  shape inference: {data.get('shape_inference')}")
-    lines += _quantization_lines(data.get("quantization"))
-    for precision, lost in (data.get("out_of_range") or {}).items():
-        if lost:
-            names = ", ".join(str(entry.get("tensor")) for entry in lost[:5])
-            lines.append(
-                f"  constants out of {precision} range: {len(lost)} ({names}{', ...' if len(lost) > 5 else ''})"
-            )
-    return lines
-
-
-def _taps(path: Path, data: dict) -> list[str]:
-    lines = [f"{path}: taps, {len(data['taps'])} tensors marked as outputs"]
-    lines += [
-        f"  {tap['tensor']}: {tap.get('op')} node {tap.get('node')} (topo {tap.get('topo')}), "
-        f"{tap.get('dtype')} {tap.get('shape')}"
-        for tap in data["taps"][:20]
-    ]
-    if len(data["taps"]) > 20:
-        lines.append(f"  ... {len(data['taps']) - 20} more")
-    if data["not_tapped"]:
-        lines.append(f"  not tapped: {len(data['not_tapped'])} (inside If/Loop/Scan bodies)")
-    return lines
-
-
-def _replay(path: Path, data: dict) -> list[str]:
-    return [
-        f"{path}: trtflow replay of step `{data.get('step')}` ({data.get('uses')}), "
-        f"{len(data.get('trials') or [])} trials"
-    ]
-
-
-def _layer_profile(path: Path, data: list) -> list[str]:
-    layers = data[1:]
-    lines = [
-        f"{path}: layer profile (trtexec --exportProfile layout), {data[0]['count']} inferences, "
-        f"{len(layers)} layers; slowest:"
-    ]
-    slowest = sorted(layers, key=lambda layer: -float(layer.get("averageMs", 0)))[:10]
-    return lines + [
-        f"  {layer.get('name')}: {float(layer.get('averageMs', 0)):.4f} ms "
-        f"({float(layer.get('percentage', 0)):.1f}%)"
-        for layer in slowest
-    ]
-
-
-def _graph_summary(path: Path, data: dict) -> list[str]:
-    lines = [
-        f"{path}: render-graph summary of {data.get('name')}: {data.get('nodes')} nodes drawn "
-        f"({data.get('source_nodes')} in the {data.get('source')} graph), files {', '.join(data.get('files') or [])}"
-    ]
-    return lines + [f"  note: {note}" for note in data.get("notes") or []]
-
-
-def _layer_precisions(path: Path, data: dict) -> list[str]:
-    counts = Counter(data.values())
-    return [
-        f"{path}: layer precisions, {len(data)} layers: "
-        + ", ".join(f"{precision} {count}" for precision, count in counts.most_common())
-    ]
-
-
-def _engine_graph(path: Path, data: dict) -> list[str]:
-    layers = [layer for layer in data["Layers"] if isinstance(layer, dict)]
-    kinds = Counter(layer.get("LayerType", "?") for layer in layers)
-    return [
-        f"{path}: TensorRT engine graph (inspector JSON), {len(data['Layers'])} layers",
-        f"  layer types: {_counts(kinds, 'layer types')}",
-    ]
-
-
-def _is_layer_precisions(data: Any) -> bool:
-    from trtflow.onnxmodel.formats import FORMATS
-
-    return (
-        isinstance(data, dict)
-        and bool(data)
-        and all(isinstance(value, str) and value in {"fp32", *FORMATS} for value in data.values())
-    )
-
-
-def _is_profile(data: Any) -> bool:
-    return (
-        isinstance(data, list)
-        and bool(data)
-        and isinstance(data[0], dict)
-        and set(data[0]) == {"count"}
-    )
-
-
-def _manifest(path: Path, data: dict) -> list[str]:
-    """A store entry's `manifest.json`: the entry it describes (its folder) is what to summarize."""
-    if path.parent.is_dir() and path.name == "manifest.json":
-        return _step_output(path.parent)
-    return [
-        f"{path}: trtflow step manifest of `{data.get('step')}` ({data.get('uses')}) of recipe "
-        f"`{data.get('recipe')}`, made {data.get('created')}; outputs: {', '.join(data['outputs'])}"
-    ]
-
-
-JSON_KINDS: list[tuple[Callable[[Any], bool], Callable[[Path, Any], list[str]]]] = [
-    (lambda data: _has(data, "outputs", "files", "step", "uses"), _manifest),
-    (_is_profile, _layer_profile),
-    (
-        lambda data: isinstance(data, list) and all(isinstance(feed, dict) for feed in data),
-        _polygraphy_inputs,
-    ),
-    (lambda data: _has(data, "runs"), _polygraphy_results),
-    (lambda data: report_kind(data) is not None, _typed_report),
-    (
-        lambda data: (
-            _has(data, "first_nonfinite", "first_divergence", "tensors")
-            or _has(data, "keep", "trials", "candidates")
-        ),
-        _untyped_report,
-    ),
-    (lambda data: _has(data, "nodes", "precision") and isinstance(data["nodes"], list), _keep_file),
-    (lambda data: _has(data, "format", "file"), _load_summary),
-    (lambda data: _has(data, "taps", "not_tapped"), _taps),
-    (lambda data: _has(data, "trtflow_replay", "trials"), _replay),
-    (lambda data: _has(data, "source_nodes", "files"), _graph_summary),
-    (lambda data: _has(data, "Layers"), _engine_graph),
-    (_is_layer_precisions, _layer_precisions),
-]
-"""(recognizes, summarizes) per JSON kind, most specific first: a layer profile is also a list of dicts."""
-
-
-def _json(path: Path) -> list[str]:
-    from trtflow.tensors import polygraphy_json
-
-    with _reading(path, "JSON file"):
-        data = polygraphy_json.read(path)  # plain JSON decodes as itself
-    for recognizes, summarize in JSON_KINDS:
-        if recognizes(data):
-            return summarize(path, data)
-    raise UsageError(
-        f"{path}: a JSON file trtflow does not know (it reads Polygraphy inputs/outputs, compare and "
-        "bisect-precision reports, keep files, layer precisions, load summaries, taps, replays, "
-        "layer profiles, engine graphs and render-graph summaries)"
-    )
-
-
 def _npz(path: Path) -> list[str]:
     arrays = load_archive(path)
     lines = [f"{path}: .npz, {len(arrays)} arrays"]
@@ -514,9 +270,11 @@ def _summarizer(path: Path) -> Callable[[Path], list[str]] | None:
         if any((step / MANIFEST).is_file() for step in path.iterdir()):
             return _recipe_outputs
         return None
+    from trtflow.inspect_json import describe_json
+
     return {
         ".onnx": _model,
-        ".json": _json,
+        ".json": describe_json,
         ".npz": _npz,
         ".npy": _npy,
         **dict.fromkeys(ENGINE_SUFFIXES, _engine),
@@ -524,8 +282,8 @@ def _summarizer(path: Path) -> Callable[[Path], list[str]] | None:
 
 
 def describe(path: Path) -> list[str]:
-    """Summary lines for a model, engine, tensor set, step output folder, any JSON of `JSON_KINDS`,
-    .npz or .npy."""
+    """Summary lines for a model, engine, tensor set, step output folder, any JSON of
+    `trtflow.inspect_json.JSON_KINDS`, .npz or .npy."""
     if not path.exists():
         raise UsageError(f"{path}: no such file or folder")
     summarize = _summarizer(path)

@@ -9,12 +9,20 @@ the whole run silently with the loader's exit code, and an exception read as a b
 `UserFunction.load(script, name, role)` imports the script (its folder on `sys.path` meanwhile, so it can
 import the modules next to it, as Polygraphy's `--data-loader-script` allows); calling the
 `UserFunction`, or iterating what it returned with `iterate`, turns a failure into `UserCodeError`.
+
+A user's command (`check: {command: [...]}`) is user code too, and often heavy (an evaluation
+holding a GPU): `run_command` runs it in a process group of its own that ends with its timeout and
+with the run, however the run ends, so neither the command nor anything it started outlives them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import linecache
+import os
+import signal
+import subprocess
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Iterator
@@ -138,3 +146,57 @@ def _failures(script: Path, what: str, default_line: int | None = None) -> Itera
         raise UserCodeError(
             f"{what}: it {_what_failed(error)}\n  at {_location(script, line)}"
         ) from error
+
+
+GROUP_GUARD = 'read _; kill -KILL -"$0"'
+"""The guard of a command's process group: it waits on a pipe only the run holds, which closes when
+the run ends in any way (SIGKILL included, where no handler of ours runs), then kills the group."""
+
+
+def run_command(
+    argv: list[str], *, cwd: Path | None, env: dict[str, str], timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """Run a user's command, capturing its text output, and end its whole process group after it:
+    at `timeout` (raising `subprocess.TimeoutExpired`), on an error of ours, and when the run
+    ends. Killing only the direct child, as `subprocess.run` does, leaves the processes it started
+    running (re-parented to PID 1) holding GPUs and files.
+
+    The command leads a session of its own, so a Ctrl-C at the terminal reaches the run only (its
+    handler exits at once) and the guard, in another session, kills the group as the run's pipe
+    closes. Linux's PR_SET_PDEATHSIG could not do this: it kills the leader alone."""
+    process = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    guard = subprocess.Popen(
+        ["sh", "-c", GROUP_GUARD, str(process.pid)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        with process:  # on leaving, the pipes close and the leader is reaped
+            try:
+                stdout, stderr = process.communicate(timeout=timeout)
+            finally:
+                _kill_group(process.pid)  # after a timeout, an error or a Ctrl-C: all of it
+    finally:
+        guard.kill()  # before its pipe closes: the group is gone, and its number may be reused
+        guard.wait()
+        assert guard.stdin is not None
+        guard.stdin.close()
+    return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+
+
+def _kill_group(group: int) -> None:
+    """Kill what is left of the process group `group` (nothing, when the command and its children
+    have all exited)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signal.SIGKILL)

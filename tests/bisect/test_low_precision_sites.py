@@ -279,7 +279,7 @@ def test_the_search_session_reads_its_weights_from_file_and_judges_as_emulate_do
     from trtflow.onnxmodel import files as onnx_files
     from trtflow.runners.base import PlanModel
     from trtflow.runners.emulated import Config
-    from trtflow.sessions.precision_search import fp32_magnitudes
+    from trtflow.sessions.precision.spaces.float import fp32_magnitudes
 
     monkeypatch.setattr(onnx_files, "EXTERNAL_DATA_THRESHOLD", 0)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

@@ -13,7 +13,7 @@ from trtflow.onnxmodel.formats import FORMATS
 from trtflow.precision.plan import PrecisionPlan
 from trtflow.precision.screening import screen
 from trtflow.precision.sites import precision_sites
-from trtflow.sessions.precision_search import fp32_magnitudes
+from trtflow.sessions.precision.spaces.float import fp32_magnitudes
 
 
 def run(model, feed):

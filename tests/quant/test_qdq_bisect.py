@@ -12,7 +12,7 @@ import onnx
 import pytest
 
 from trtflow.onnxmodel.qdq import pairs
-from trtflow.sessions.precision_search import FRESH_SEED_OFFSET
+from trtflow.sessions.trials import FRESH_SEED_OFFSET
 
 from .corpus import run_recipe
 

@@ -384,3 +384,46 @@ def test_a_damaged_inputs_file_is_a_recipe_error_naming_the_file_and_what_is_wro
         trtflow, tmp_path, f"inputs: {name}, runners: [{{name: fp32, backend: onnxruntime}}]", 2
     )
     assert f"steps.run.with.inputs: {tmp_path / name}{says}" in output, output
+
+
+def _two_input_model(folder, first: str, second: str) -> None:
+    save(
+        make_model(
+            [helper.make_node("Add", [first, second], ["z"])],
+            [float_input(first, [2, 3]), float_input(second, [2, 3])],
+            [float_input("z", [2, 3])],
+        ),
+        folder / "model.onnx",
+    )
+
+
+def test_a_feed_named_like_an_input_but_for_case_feeds_that_input(trtflow, tmp_path):
+    """`X` in the file is the model's `x`: the user's values reach the runner (with a notice),
+    not values `data:` drew for an input the file seemed to lack."""
+    _two_input_model(tmp_path, "x", "y")
+    given = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.savez(tmp_path / "feeds.npz", X=given)
+    output = failing_run(
+        trtflow,
+        tmp_path,
+        "inputs: feeds.npz, data: {seed: 1}, runners: [{name: ort, backend: onnxruntime}]",
+        0,
+    )
+    assert "`X` as the model's input `x`" in output
+    inputs = TensorSet.open(tmp_path / "out" / "t" / "run" / "inputs")
+    np.testing.assert_array_equal(inputs.load("inputs", 0, "x"), given)
+
+
+def test_a_feed_name_matching_several_inputs_but_for_case_is_refused(trtflow, tmp_path):
+    _two_input_model(tmp_path, "input", "Input")
+    np.savez(tmp_path / "feeds.npz", INPUT=np.zeros((2, 3), np.float32))
+    output = failing_run(
+        trtflow,
+        tmp_path,
+        "inputs: feeds.npz, data: {seed: 1}, runners: [{name: ort, backend: onnxruntime}]",
+        2,
+    )
+    assert "steps.run.with.inputs" in output
+    assert (
+        "`INPUT` matches the model's inputs ['Input', 'input'] only when case is ignored" in output
+    )

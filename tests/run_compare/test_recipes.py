@@ -497,3 +497,53 @@ def test_summary_shows_the_statistic_the_verdict_checked(
     required = next(t["required"] for t in report["tensors"] if t["tensor"] == "y")
     assert shown.split(" | ")[5:7] == [f"{required['atol']:.3g}", f"{required['rtol']:.3g}"]
     assert 0 < required["atol"] < math.inf
+
+
+def test_extract_takes_explicit_types_as_polygraphy_extract_does(trtflow, tmp_path):
+    """`inputs: {name: {shape, dtype}}` pins the cut's types: the same model as `polygraphy surgeon
+    extract --inputs scaled:[2,64]:float32 --outputs std:float32` in its inputs and outputs."""
+    import onnx
+
+    save(layer_norm_overflow(), tmp_path / "model.onnx")
+    theirs = tmp_path / "polygraphy.onnx"
+    polygraphy = subprocess.run(
+        [Path(sys.executable).parent / "polygraphy", "surgeon", "extract", tmp_path / "model.onnx"]
+        + ["--inputs", "scaled:[2,64]:float32", "--outputs", "std:float32", "-o", theirs],
+        capture_output=True,
+        text=True,
+    )
+    assert polygraphy.returncode == 0, polygraphy.stdout + polygraphy.stderr
+    steps = """
+    cut:
+      uses: surgeon-extract
+      with: {model: model.onnx, inputs: {scaled: {shape: [2, 64], dtype: float32}}, outputs: {std: {dtype: float32}}}
+    run:
+      uses: run-runners
+      with: {model: "${steps.cut.model}", data: {seed: 1}, runners: [{name: fp32, backend: onnxruntime}]}
+    """
+    result, out = run_recipe(trtflow, tmp_path, steps)
+    assert result.returncode == 0, result.stdout + result.stderr
+    ours, reference = (onnx.load(str(path)) for path in (out / "cut" / "model.onnx", theirs))
+    for field in ("input", "output"):
+        assert [
+            (
+                v.name,
+                v.type.tensor_type.elem_type,
+                [d.dim_value or d.dim_param for d in v.type.tensor_type.shape.dim],
+            )
+            for v in getattr(ours.graph, field)
+        ] == [
+            (
+                v.name,
+                v.type.tensor_type.elem_type,
+                [d.dim_value or d.dim_param for d in v.type.tensor_type.shape.dim],
+            )
+            for v in getattr(reference.graph, field)
+        ], field
+    assert sorted(n.op_type for n in ours.graph.node) == sorted(
+        n.op_type for n in reference.graph.node
+    )
+    bad = run_recipe(
+        trtflow, tmp_path, steps.replace("dtype: float32}}, outputs", "dtype: floot32}}, outputs")
+    )[0]
+    assert bad.returncode == 2 and "`floot32` is no dtype ONNX knows" in bad.stderr, bad.stderr

@@ -11,7 +11,11 @@ import numpy as np
 import pytest
 from conftest import REPO
 
-from trtflow.tensors.task_metrics import cosine, max_abs_error, top1_agreement
+from trtflow.tensors.metrics import metric
+
+cosine, max_abs_error, top1_agreement = (
+    metric(name).judged for name in ("cosine", "max_abs_error", "top1_agreement")
+)
 
 PIPELINES = REPO / "pipelines"
 DEMO = PIPELINES / "models" / "overflow_demo.onnx"

@@ -48,7 +48,7 @@ def test_inspect_capability_names_the_node_the_parser_rejects(trtflow, tmp_path)
     text = " ".join((result.stdout + result.stderr).split())
     assert result.returncode == 0, text
     assert "TensorRT-RTX 1.7.1.116's ONNX parser rejects 1 of 5 nodes" in text, text
-    assert 'frob (Frobnicate): creator && "Plugin not found' in text, text
+    assert 'node operator call stack reason frob Frobnicate - creator && "Plugin not found' in text
     assert "2 subgraph(s) around them: first..second (2 nodes); third..fourth (2 nodes)" in text
 
 

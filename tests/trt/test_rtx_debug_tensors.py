@@ -94,3 +94,59 @@ def test_the_runners_listener_subclasses_the_real_idebuglistener(tmp_path):
         0,
     )
     np.testing.assert_array_equal(sink["ln.mean"], value)
+
+
+CLASSIFIER = REPO / "tests" / "quant" / "models" / "ch_ppocr_mobile_v2.0_cls_infer.onnx"
+
+
+def test_fp16_and_mixed_builds_of_a_real_model_mark_debug_tensors_by_onnx_name(trtflow, tmp_path):
+    """PP-OCR's classifier in FP16 and mixed precision: the lowered model names what low nodes
+    write `X::fp16`; the ONNX names mark those (and, in the mixed build, the kept nodes' own
+    tensors), and each marked build's plan differs from the unmarked one."""
+    keep = tmp_path / "keep.json"
+    keep.write_text(
+        '{"nodes": [{"name": "Relu@0", "op": "Relu", "reason": "kept"},'
+        ' {"name": "Conv@2", "op": "Conv", "reason": "kept"}]}'
+    )
+
+    def build(precision: str, debug: str, extra: str = "") -> str:
+        return (
+            "    uses: build-engine\n    with:\n      library: tensorrt-rtx\n"
+            "      model: ${steps.model.model}\n"
+            f"      precision: {precision}\n      timing_iterations: 0\n{extra}"
+            + (f"      debug_tensors: {debug}\n" if debug else "")
+        )
+
+    mixed = f"      keep: {keep}\n"
+    recipe = tmp_path / "cls.yaml"
+    recipe.write_text(
+        "trtflow: 1\nname: cls\nsteps:\n"
+        f"  model:\n    uses: load\n    with: {{path: {CLASSIFIER}, shapes: {{x: [1, 3, 48, 192]}}}}\n"
+        f"  fp16:\n{build('fp16', '[relu_0.tmp_0, hardswish_0.tmp_0]')}"
+        f"  fp16_plain:\n{build('fp16', '')}"
+        f"  mixed:\n{build('fp16', '[relu_0.tmp_0, depthwise_conv2d_0.tmp_0, hardswish_0.tmp_0]', mixed)}"
+        f"  mixed_plain:\n{build('fp16', '', mixed)}",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    result = trtflow("run", recipe, "--workspace", tmp_path / "ws", "--out", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    def log(step: str) -> str:
+        return (out / "cls" / step / "build_log.txt").read_text()
+
+    def plan(step: str) -> bytes:
+        return (out / "cls" / step / "engine.engine").read_bytes()
+
+    assert (
+        "marked 2 debug tensor(s): relu_0.tmp_0 (as relu_0.tmp_0::fp16), "
+        "hardswish_0.tmp_0 (as hardswish_0.tmp_0::fp16)" in log("fp16")
+    ), log("fp16")
+    assert (
+        "marked 3 debug tensor(s): relu_0.tmp_0, depthwise_conv2d_0.tmp_0, "
+        "hardswish_0.tmp_0 (as hardswish_0.tmp_0::fp16)" in log("mixed")
+    ), log("mixed")
+    assert plan("fp16") != plan("fp16_plain") and plan("mixed") != plan("mixed_plain")
+    trt = TensorRT.load("tensorrt-rtx")
+    assert header_problems(trt, plan("fp16")) == header_problems(trt, plan("mixed")) == []
+    assert b"relu_0.tmp_0::fp16" in plan("fp16") and b"relu_0.tmp_0::fp16" not in plan("mixed")

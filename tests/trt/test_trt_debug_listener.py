@@ -135,3 +135,30 @@ def test_the_listener_reads_each_marked_tensor_from_device_memory(use_double, tm
     with pytest.raises(StepError, match="t2 is not a debug tensor of this engine: mark it"):
         unmarked.activate()
     assert importlib.import_module("cuda_double").allocations() == {}
+
+
+@pytest.mark.parametrize(("generation", "typing"), [("11.x", "auto"), ("10.x", "strong")])
+def test_a_strongly_typed_fp16_build_marks_and_returns_debug_tensors_by_onnx_name(
+    trtflow, tmp_path, generation, typing
+):
+    """A strongly typed FP16 build parses the lowered model, where the low nodes' tensors are
+    `t1::fp16`, `t2::fp16`: build-engine marks those for the ONNX names, and the runner returns
+    them as `t1`, `t2` in FP32, so compare pairs them with ONNX Runtime's tensors."""
+    overflow_model(tmp_path / "m.onnx")
+    recipe = tmp_path / "recipe.yaml"
+    text = RECIPE.replace("PRECISION", f"fp16, typing: {typing}").replace("DEBUG", "[t1, t2]")
+    recipe.write_text(text)
+    result = trtflow("run", recipe, env=double_env(GENERATIONS[generation]), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    log = (tmp_path / "trtflow-out" / "listen" / "engine" / "build_log.txt").read_text()
+    assert "marked 2 debug tensor(s): t1 (as t1::fp16), t2 (as t2::fp16)" in log, log
+    results = TensorSet.open(tmp_path / "trtflow-out" / "listen" / "run" / "results")
+    trt = results.iteration("trt", 0)
+    assert set(trt) == {"y", "t1", "t2"}
+    assert trt["t1"].dtype == np.float32 and trt["t2"].dtype == np.float32
+    x = results.iteration("fp32", 0)
+    np.testing.assert_allclose(trt["t1"], x["t1"], rtol=1e-3)  # the FP16 value, widened
+    assert np.isinf(trt["t2"]).any() and np.isfinite(x["t2"]).all()
+    report = _report(tmp_path)
+    assert report["runners"]["trt"]["missing"] == []
+    assert report["first_nonfinite"]["tensor"] == "t2", report["first_nonfinite"]

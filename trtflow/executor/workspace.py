@@ -216,6 +216,9 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def _writer_alive(temporary: Path) -> bool:
+    """Whether the process that writes `temporary` may still rename it into place. A live writer
+    may do so at any moment, between gc's listing and this look included: a temporary gone by
+    now was renamed (or removed) by its writer, and is no leftover."""
     try:
         pid = int(temporary.suffixes[-2].lstrip("."))
         os.kill(pid, 0)
@@ -223,5 +226,9 @@ def _writer_alive(temporary: Path) -> bool:
         return False
     except PermissionError:
         return True
+    try:
+        modified = temporary.stat().st_mtime
+    except FileNotFoundError:
+        return True
     # a day-old temporary is abandoned whatever its pid says, since pids get reused
-    return pid != os.getpid() and time.time() - temporary.stat().st_mtime < 86400
+    return pid != os.getpid() and time.time() - modified < 86400

@@ -1,15 +1,21 @@
-"""`load`'s lint report: every problem onnx.checker and ONNX Runtime find in a model, at once.
+"""`load`'s lint report: every problem onnx.checker, the graph and ONNX Runtime show in a model, at once.
 
 `onnx.checker.check_model` stops at its first complaint and names the node only inside its text;
-a user fixing an exporter wants the whole list, each problem with the node (or tensor) it is about.
-So the checker runs node by node and tensor by tensor over every graph (If/Loop/Scan bodies too),
-strict shape inference adds what it finds, and the step adds ONNX Runtime's refusal, if any, and
-for a quantized model what TensorRT refuses or the quantizer left behind (`qdq_lint.LINT_KINDS`).
+a user fixing an exporter wants the whole list, each problem with the node (or tensor) it is about,
+as `polygraphy check lint` gives it. So the checker runs node by node and tensor by tensor over
+every graph (If/Loop/Scan bodies too), strict shape inference adds what it finds, the graph's
+structure adds duplicate node names, inputs no output depends on, dead nodes and tensors whose size
+depends on data with no bound (`unbounded_dds_problems`), and `sessions/lint.py` adds ONNX
+Runtime's refusals node by node. Each check is one function of a `LintSubject`; `sessions/lint.py`
+holds the list, so a new kind of check (quantized models) is one more function there.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import BaseModel, computed_field
@@ -19,14 +25,17 @@ from trtflow.schema.reports import Report
 if TYPE_CHECKING:
     import onnx
 
-Source = Literal["onnx.checker", "onnx.shape_inference", "onnxruntime", "trtflow.qdq"]
+Source = Literal["onnx.checker", "onnx.shape_inference", "onnxruntime", "graph", "trtflow.qdq"]
+Level = Literal["error", "warning"]
 _NODE = re.compile(r"Node \(([^)]*)\)|Name: (\S+) OpType|node name: ([^)]+)\)|Node\(([^)]+)\)")
 
 
 class LintProblem(BaseModel):
-    """One complaint: who made it, about which node (or tensor, when no node), and its text."""
+    """One complaint: who made it, how bad (an `error` fails the lint, a `warning` does not, as
+    Polygraphy's exceptions and warnings), about which node (or tensor, when no node), its text."""
 
     source: Source
+    level: Level = "error"
     node: str | None = None
     op_type: str | None = None
     tensor: str | None = None
@@ -38,7 +47,7 @@ class LintReport(Report):
     """What `load` with `lint: true` writes (`lint.json`)."""
 
     KIND: ClassVar[str] = "load-lint"
-    SCHEMA_VERSION: ClassVar[int] = 1
+    SCHEMA_VERSION: ClassVar[int] = 2  # 2: problems have a level; graph problems
 
     model: str
     problems: list[LintProblem]
@@ -46,7 +55,21 @@ class LintReport(Report):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def passed(self) -> bool:
-        return not self.problems
+        """No problem of level `error` (warnings, such as dead nodes, do not fail a lint)."""
+        return not any(problem.level == "error" for problem in self.problems)
+
+
+@dataclass(frozen=True)
+class LintSubject:
+    """What every lint check reads: the model as the user wrote it, its file, the pinned input dims."""
+
+    model: onnx.ModelProto
+    path: Path
+    shapes: Mapping[str, Sequence[int]] | None = None
+
+
+LintCheck = Callable[[LintSubject], list[LintProblem]]
+"""One kind of check; `sessions/lint.py` runs them all in order."""
 
 
 def node_named(message: str) -> str | None:
@@ -55,11 +78,12 @@ def node_named(message: str) -> str | None:
     return next((group for group in found.groups() if group), None) if found else None
 
 
-def checker_problems(model: onnx.ModelProto) -> list[LintProblem]:
+def checker_problems(subject: LintSubject) -> list[LintProblem]:
     """Every node and tensor onnx.checker refuses, in every graph, then strict shape inference's
     complaint and the whole-model check's, where they say something the parts did not."""
     import onnx
 
+    model = subject.model
     from trtflow.onnxmodel.files import iter_graphs
 
     context = onnx.checker.C.CheckerContext()
@@ -111,6 +135,98 @@ def checker_problems(model: onnx.ModelProto) -> list[LintProblem]:
     return problems
 
 
+def node_reads(node: onnx.NodeProto) -> set[str]:
+    """What `node` reads: its inputs and the outer-scope values its subgraphs read."""
+    from trtflow.onnxmodel.files import iter_graphs
+
+    names = set(node.input)
+    for attribute in node.attribute:
+        subgraphs = [attribute.g] if attribute.HasField("g") else []
+        for subgraph in [*subgraphs, *attribute.graphs]:
+            graphs = list(iter_graphs(subgraph))
+            inner = {name for graph in graphs for inner in graph.node for name in inner.output}
+            inner |= {v.name for graph in graphs for v in (*graph.input, *graph.initializer)}
+            names |= {
+                name for graph in graphs for each in graph.node for name in each.input
+            } - inner
+    return names - {""}
+
+
+def graph_problems(subject: LintSubject) -> list[LintProblem]:
+    """Duplicate node names (an error, as Polygraphy says: nodes are named by them everywhere), then
+    the inputs no output depends on and the dead nodes (warnings: harmless, but worth removing)."""
+    from collections import Counter
+
+    graph = subject.model.graph
+    problems = [
+        LintProblem(
+            source="graph",
+            node=name,
+            message=f"{count} nodes are named `{name}`; node names must be unique (taps, precision "
+            "plans and TensorRT's layer names tell nodes apart by them)",
+        )
+        for name, count in Counter(node.name for node in graph.node if node.name).items()
+        if count > 1
+    ]
+    producers = {output: node for node in graph.node for output in node.output if output}
+    live_tensors: set[str] = set()
+    live_nodes: set[int] = set()
+    pending = [output.name for output in graph.output]
+    while pending:
+        name = pending.pop()
+        if name in live_tensors:
+            continue
+        live_tensors.add(name)
+        producer = producers.get(name)
+        if producer is not None and id(producer) not in live_nodes:
+            live_nodes.add(id(producer))
+            pending.extend(node_reads(producer))
+    initializers = {tensor.name for tensor in graph.initializer}
+    problems += [
+        LintProblem(
+            source="graph",
+            level="warning",
+            tensor=value.name,
+            message=f"input `{value.name}` does not affect any output; it can be removed",
+        )
+        for value in graph.input
+        if value.name not in initializers and value.name not in live_tensors
+    ]
+    problems += [
+        LintProblem(
+            source="graph",
+            level="warning",
+            node=node.name or None,
+            op_type=node.op_type,
+            tensor=None if node.name else next(iter(node.output), None),
+            message="does not affect any output; it can be removed",
+        )
+        for node in graph.node
+        if id(node) not in live_nodes
+    ]
+    return problems
+
+
+def unbounded_dds_problems(subject: LintSubject) -> list[LintProblem]:
+    """Tensors whose runtime value sets a size with no upper bound (`onnxmodel.dds`), as warnings:
+    ONNX Runtime runs them, TensorRT needs a bound (surgeon-sanitize's `unbounded_dds_upper_bound`)."""
+    from trtflow.onnxmodel.dds import unbounded_dds
+
+    return [
+        LintProblem(
+            source="graph",
+            level="warning",
+            node=found.node or None,
+            op_type=found.op_type,
+            tensor=found.tensor,
+            message=f"`{found.tensor}` sets the output size of this {found.op_type} at run time "
+            "with no upper bound (unbounded data-dependent shape); bound it with surgeon-sanitize's "
+            "`unbounded_dds_upper_bound`",
+        )
+        for found in unbounded_dds(subject.model)
+    ]
+
+
 def runtime_problem(message: str) -> LintProblem:
     """ONNX Runtime's refusal as a problem, with the node it names."""
     return LintProblem(source="onnxruntime", node=node_named(message), message=message)
@@ -131,7 +247,8 @@ def problem_lines(report: LintReport, limit: int = 10) -> list[str]:
             if problem.tensor
             else "model"
         )
-        lines.append(f"{problem.source} at {where}: {problem.message}")
+        level = "warning: " if problem.level == "warning" else ""
+        lines.append(f"{level}{problem.source} at {where}: {problem.message}")
     if len(report.problems) > limit:
         lines.append(f"... and {len(report.problems) - limit} more in lint.json")
     return lines

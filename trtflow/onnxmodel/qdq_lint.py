@@ -34,9 +34,15 @@ if TYPE_CHECKING:
 else:
     np = lazy_import("numpy")
 
-# The flags TensorRT refuses or that make the dequantized model differ from the float one: `load`'s
-# lint lists them as problems; the others are accuracy hints in the summary.
-LINT_KINDS = frozenset({"zero-point-nonzero", "activation-removed", "pair-unread", "scale-invalid"})
+# The flags `load`'s lint lists as problems, by level: errors TensorRT refuses the model for,
+# warnings the quantizer left behind (the dequantized model is not the float one; a dead pair).
+# The others are accuracy hints in the summary.
+LINT_KINDS: dict[str, Literal["error", "warning"]] = {
+    "zero-point-nonzero": "error",
+    "scale-invalid": "error",
+    "activation-removed": "warning",
+    "pair-unread": "warning",
+}
 _FLOAT32_TINY = 1.1754944e-38  # the smallest normal float32: a smaller scale is denormal
 # Ops whose inputs are combined elementwise or stacked: a different scale on each quantized input
 # means a requantization TensorRT cannot fuse away, and the finer scale's precision is lost.

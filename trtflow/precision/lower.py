@@ -38,6 +38,22 @@ if TYPE_CHECKING:
     from trtflow.precision.plan import PrecisionPlan
 
 FLOAT = 1
+LOWERED_PRECISIONS = ("fp16", "bf16", "fp8")
+
+
+def lowered_name(tensor: str, precision: str) -> str:
+    """The name a lowered model gives the low version of the FP32 tensor `tensor`."""
+    return f"{tensor}::{precision}"
+
+
+def source_name(name: str) -> str:
+    """The ONNX tensor a lowered model's tensor stands for: `X` for `X::fp16` (`lowered_name`'s
+    inverse), `name` itself for every other tensor. Engines built from a lowered model carry these
+    names, so whatever reads their tensors (debug tensors) reports them under the ONNX name."""
+    base, separator, suffix = name.rpartition("::")
+    return base if separator and base and suffix in LOWERED_PRECISIONS else name
+
+
 DTYPE_ATTRIBUTE_OPS = {
     "EyeLike",
     "RandomNormal",
@@ -77,7 +93,7 @@ class _Lowering(GraphAdditions):
         return self.fmt.name
 
     def low_name(self, tensor: str) -> str:
-        return f"{tensor}::{self.precision}"
+        return lowered_name(tensor, self.precision)
 
     def stored(self, values: np.ndarray) -> np.ndarray:
         """FP32 values as an array of the low type (FP8 saturates, as its Cast and TensorRT do)."""

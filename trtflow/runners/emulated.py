@@ -10,6 +10,12 @@ other inputs. A name the model lacks is an error, not a silently ignored typo.
 fusion-aware: it predicts the engine being shipped rather than a node-by-node FP16 model
 (`trtflow.precision.fusion`). Without it, nothing changes.
 
+A model that arrives already converted (its float weights stored in FP16/BF16: onnxconverter-common's
+or AutoCast's output, bisect-precision's mixed `model`) is run as stored
+(`trtflow.precision.stored.emulate_stored`): each op computes in FP32 and every tensor the file
+types FP16/BF16 is stored through that type, as a GPU does. Its types are its plan, so `keep`
+has nothing to choose there, and `precision` must be the type it stores.
+
 The session runs the graph op by op (`EMULATION_SESSION_OPTIONS`): fusions would compute kept
 regions differently from the switchable model `bisect-precision` judges plans with, and a fused
 kernel is not what the ONNX graph says.
@@ -24,7 +30,7 @@ peaked at 3.9 GB, then 2.2 GB).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -102,8 +108,21 @@ class Config(RunnerConfig):
         return frozenset(self.keep) if isinstance(self.keep, list) else read_keep_file(self.keep)
 
     def check_model(self, model: onnx.ModelProto | None) -> None:
+        from trtflow.precision.stored import stored_precision
+
         if model is None:
             return
+        stored = stored_precision(model) if self.precision != "qdq" else None
+        if stored is not None and (self.keep or self.engine_graph is not None):
+            raise InputError(
+                f"the model is already converted (its weights are stored in {stored}): it runs as "
+                "stored, so `keep` and `engine_graph` have nothing to choose; give them with the FP32 model"
+            )
+        if stored is not None and stored != self.precision:
+            raise InputError(
+                f"the model stores its weights in {stored}, not in {self.precision}: say "
+                f"`precision: {stored}` (a converted model runs in the type it stores)"
+            )
         if self.engine_graph is not None:
             self.engine_layers(model)
         names = node_names(model)
@@ -127,7 +146,7 @@ class Config(RunnerConfig):
         from trtflow.precision.plan import PrecisionPlan
 
         plan = PrecisionPlan(self.precision, self.kept_nodes())
-        transform = plan.emulate
+        transform = plan.emulate if self.precision == "qdq" else _as_stored_or(plan.emulate)
         if self.engine_graph is not None:
 
             def transform(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -151,6 +170,13 @@ class Config(RunnerConfig):
 
         if model is None or self.precision == "qdq":  # Q/DQ pairs say their own types
             return []
+        from trtflow.precision.stored import stored_precision
+
+        if stored_precision(model) is not None:
+            return [
+                f"the model arrives converted to {self.precision}: run as stored (each op in FP32, "
+                f"every {self.precision} tensor stored in {self.precision})"
+            ]
         held = held_by_opset(model, self.precision)
         return [held.describe()] if held is not None else []
 
@@ -166,6 +192,16 @@ class Config(RunnerConfig):
                 "which nodes stay FP32 (bisect-precision's `nodes: {exclude: ...}` narrows them)"
             )
         return SwitchableRunner(self.name, subject)
+
+
+def _as_stored_or(transform: Callable[[onnx.ModelProto], onnx.ModelProto]):
+    """`transform` for an FP32 model; a converted model emulated as stored (its types are its plan)."""
+    from trtflow.precision.stored import emulate_stored, stored_precision
+
+    def chosen(model: onnx.ModelProto) -> onnx.ModelProto:
+        return emulate_stored(model) if stored_precision(model) is not None else transform(model)
+
+    return chosen
 
 
 class SwitchableRunner:

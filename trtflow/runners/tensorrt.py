@@ -9,7 +9,8 @@ runner's `missing` tensors.
 With `debug_tensors` the runner taps the engine instead: the tensors build-engine marked with its
 `debug_tensors` are read through TensorRT's `IDebugListener` (TensorRT 10+, TensorRT-RTX) and
 returned under their ONNX names next to the engine's outputs, so the engine keeps its fusions and
-`compare` lines them up with an onnxruntime run of the tapped model.
+`compare` lines them up with an onnxruntime run of the tapped model. An FP16/BF16 build of the
+lowered model holds a low node's tensor `X` as `X::fp16`: it is returned as `X`, in FP32.
 With `layer_timing: true` every layer is timed through TensorRT's `IProfiler`; `layer_profile()`
 returns the times in trtexec's `--exportProfile` layout (the Runner protocol's optional profile),
 which `run-runners` writes as its `profiles` output for `render-graph`.
@@ -76,7 +77,8 @@ class Config(RunnerConfig):
         None,
         description="Read the engine's debug tensors (marked by build-engine's `debug_tensors`) "
         "through TensorRT's IDebugListener and return them with the outputs, under their ONNX "
-        "names: `all`, or the names to read. Needs TensorRT 10+ or TensorRT-RTX.",
+        "names (a lowered FP16/BF16 tensor `X::fp16` as `X`, widened to FP32): `all`, or the "
+        "names to read. Needs TensorRT 10+ or TensorRT-RTX.",
     )
 
     _engine_is_an_engine = field_validator("engine")(refuse_onnx_engine)

@@ -1,6 +1,6 @@
 """The one shape of every JSON report a step writes: a typed model that carries its `kind` and its
 `schema_version`, owned by the module that writes it (`CompareReport` in `trtflow.tensors.report`,
-`BisectReport` in `trtflow.sessions.precision_search`).
+`BisectReport` in `trtflow.sessions.precision.report`).
 
 Why: reports have one writer and several readers (the render overlay, engine-layer grouping,
 `inspect`, task metrics). Readers that probed dict keys broke silently whenever the writer moved a

@@ -1,7 +1,7 @@
 """`bisect-precision`: the smallest verified set of nodes that must stay in high precision.
 
 The search itself — candidates, reference, screening, the journaled trials, verification on fresh
-samples — is `trtflow.sessions.precision_search.PrecisionSearch`; this step maps its params to a
+samples — is `trtflow.sessions.precision.search.PrecisionSearch`; this step maps its params to a
 search (they are the search's settings, key for key) and writes what it found. The kept set is
 also written in the terms of the tools users apply it with: ModelOpt AutoCast's
 `--nodes_to_exclude` (anchored, escaped regexes, as AutoCast matches names with `re.match`) and
@@ -16,14 +16,14 @@ from typing import Any, TypeAlias
 from trtflow.onnxmodel.files import EXTERNAL_DATA
 from trtflow.packages import installed_version
 from trtflow.schema.recipe import Resources
-from trtflow.sessions.precision_report import BisectReport
-from trtflow.sessions.precision_search import (
+from trtflow.sessions.precision.outcome import (
     AUTOCAST_PRECISIONS,
     BLOCK_LIST_PRECISIONS,
-    PrecisionSearch,
-    SearchSettings,
     summary_markdown,
 )
+from trtflow.sessions.precision.report import BisectReport
+from trtflow.sessions.precision.search import PrecisionSearch
+from trtflow.sessions.precision.settings import SearchSettings
 from trtflow.steps.base import Step, StepContext, StepParams, file, measurement, value
 
 
@@ -58,9 +58,12 @@ class BisectPrecision(Step):
         ),
         "quantizer_exclusions": file(
             ".json",
-            "precision qdq: the nodes dequantized (to FP32) in the quantizer's terms, {dequantized_to, "
-            "nodes_to_exclude, op_types_to_exclude, modelopt_args}: ModelOpt's `python -m modelopt.onnx.quantization` "
-            "flags and ONNX Runtime's `quantize_static(nodes_to_exclude=...)`, to re-quantize with them.",
+            "precision qdq: the nodes dequantized (to FP32) in each quantizer's terms, {dequantized_to, "
+            "nodes_to_exclude, op_types_to_exclude, modelopt_nodes_to_exclude, modelopt_args, entries: "
+            "[{node, op, quantizers, reason}]}: ONNX Runtime's `quantize_static(nodes_to_exclude=...)` "
+            "(the kept nodes, their pairs' producers and other readers: it attaches a pair to the "
+            "producer) and ModelOpt's `python -m modelopt.onnx.quantization` flags; the `quantize` "
+            "step takes the file as its `nodes_to_exclude`.",
             optional=True,
         ),
         "autocast_args": file(
@@ -89,10 +92,11 @@ class BisectPrecision(Step):
             "in the entry's manifest, not in the report, so the same search writes the same files.",
         ),
     }
-    version = 5  # 2: parameters typed apart from the data (Resize scales...) stay FP32; commands run in the recipe folder;
+    version = 6  # 2: parameters typed apart from the data (Resize scales...) stay FP32; commands run in the recipe folder;
     # 3: the report says which nodes the opset holds in FP32 (`held_by_opset`);
     # 4: a weight that flushes a stray value to zero is no suspect (a clean CNN is answered in one trial)
     # 5: the verification's seed in the report; AutoCast and onnxconverter-common keep lists
+    # 6: quantizer_exclusions: ONNX Runtime's list adds producers and co-readers, each entry with why
     journaled = True
 
     def needs(self, params: Params) -> Resources:
@@ -109,7 +113,7 @@ class BisectPrecision(Step):
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from trtflow.onnxmodel.files import save_model
 
-        if params.precision == "qdq":
+        if params.precision == "qdq" and params.reference_model is None:
             _say_what_the_reference_is(ctx, params)
         outcome = PrecisionSearch(params, ctx).run()
         plan = outcome.plan

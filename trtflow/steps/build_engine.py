@@ -80,7 +80,9 @@ class Params(StepParams):
         None,
         description="ONNX tensor names to mark as debug tensors (INetworkDefinition.mark_debug, "
         "TensorRT 10+ and TensorRT-RTX): the engine keeps them readable by an IDebugListener "
-        "without the ONNX being rewritten to expose them as outputs.",
+        "without the ONNX being rewritten to expose them as outputs. In FP16/BF16 builds of the "
+        "lowered model, a tensor a low-precision node writes is marked as its `X::fp16` version "
+        "and the tensorrt runner returns it as `X`, in FP32.",
     )
     library: Literal["tensorrt", "tensorrt-rtx", "auto"] = Field(
         "tensorrt",
@@ -195,11 +197,12 @@ class BuildEngine(Step):
         "capability": file(
             ".json",
             "Which ONNX nodes the parser takes (supports_model_v2: per node and per subgraph; "
-            "TensorRT 10+ and TensorRT-RTX).",
+            "TensorRT 10+ and TensorRT-RTX). Written when the build succeeds: for a model the parser "
+            "rejects, the inspect-capability step.",
             optional=True,
         ),
     }
-    version = 2
+    version = 3  # 3: capability names the inner node and call stack of a rejection
     resources = Resources(gpu=1)
 
     def fingerprint(self, params: Params) -> dict[str, str]:

@@ -14,7 +14,7 @@ cosine, a user's metric), judged per candidate over the iterations; they join `p
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pydantic import Field, model_validator
 
@@ -26,7 +26,13 @@ from trtflow.steps.base import Step, StepContext, StepParams, file, folder, valu
 from trtflow.tensors.compare_report import CompareReport, PairQuantization, TaskMetricResult
 from trtflow.tensors.comparison import Tolerances
 from trtflow.tensors.gates import Gate
+from trtflow.tensors.metrics import DEFAULT_REPORTED, choice, listed
 from trtflow.tensors.task_metrics import MetricCheck
+
+if TYPE_CHECKING:
+    ReportMetric = str
+else:
+    ReportMetric = choice("report")
 
 
 class Params(Tolerances, StepParams):
@@ -35,9 +41,9 @@ class Params(Tolerances, StepParams):
     candidates: list[str] | None = Field(
         None, description="Runners to check (default: all others)."
     )
-    metrics: list[Literal["cosine", "l2", "psnr", "snr"]] = Field(
-        ["cosine", "l2", "psnr", "snr"],
-        description="Similarity metrics reported per tensor (they do not gate), over "
+    metrics: list[ReportMetric] = Field(
+        list(DEFAULT_REPORTED),
+        description=f"Similarity metrics reported per tensor ({listed('report')}; they do not gate), over "
         "the positions finite in both runners; null where there is none.",
     )
     check_finite: bool = Field(
@@ -50,15 +56,15 @@ class Params(Tolerances, StepParams):
     task_metrics: list[MetricCheck] = Field(
         default_factory=list,
         exclude_if=lambda checks: not checks,  # recipes without them keep their step key
-        description="Checks in the task's own terms, each {metric: top1_agreement | cosine | max_abs_error | script.py:function, "
+        description=f"Checks in the task's own terms, each {{metric: {listed('check')} or script.py:function, "
         "min, max, tensors}: the metric's mean over iterations, per candidate runner, must be within "
         "[min, max]; their verdicts join `passed`.",
     )
     gates: list[Gate] = Field(
         default_factory=list,
         exclude_if=lambda gates: not gates,  # recipes without them keep their step key
-        description="Bounds on a metric per tensor or glob, each {metric: cosine | l2 | psnr | snr | "
-        "topk_indices, tensors: [names or globs], min, max, k}: every iteration of every tensor named "
+        description=f"Bounds on a metric per tensor or glob, each {{metric: {listed('gate')}, "
+        "tensors: [names or globs], min, max, k}: every iteration of every tensor named "
         "must be within [min, max]; a tensor passes only when its tolerances and its gates hold.",
     )
     fail_fast: bool = Field(
@@ -129,11 +135,13 @@ class Compare(Step):
             "returned NaN/Inf).",
         ),
     }
-    version = 4  # covers what the report's schema (in the key by itself) does not: the same fields
+    version = 5  # covers what the report's schema (in the key by itself) does not: the same fields
     # computed differently, and the Markdown summary.
     # 2: infinities in both runners mismatch unless infinities_compare_equal (Polygraphy's default)
     # 3: failed tensors that differ only by ±inf both runners hold are counted and told
     # 4: check_finite; every runner's NaN/Inf; counts summed over iterations; null metrics over nothing finite
+    # 5: PSNR's peak is the reference's max (1 where not positive) and SNR of a zero reference is
+    #    -inf, as Polygraphy's; an infinite PSNR/SNR (identical tensors) passes a gate
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         return {"numpy": installed_version("numpy")}

@@ -48,8 +48,10 @@ class Params(StepParams):
     )
     lint: bool = Field(
         False,
-        description="Write `lint`: every onnx.checker, strict shape inference and ONNX Runtime "
-        "problem of the model at once, each with its node (or tensor).",
+        description="Write `lint`: every onnx.checker, strict shape inference, graph (duplicate "
+        "names, unused inputs, dead nodes, unbounded data-dependent shapes) and ONNX Runtime "
+        "problem (node by node) of the model at once, each with its node (or tensor); with the "
+        "step's `gate: true`, an error fails the run.",
     )
 
 
@@ -63,6 +65,14 @@ def _dtype(value_info) -> str:
 
     elem_type = value_info.type.tensor_type.elem_type
     return onnx.helper.tensor_dtype_to_np_dtype(elem_type).name if elem_type else "unknown"
+
+
+class WrittenModelRefused(StepError):
+    """The model `load` wrote is refused where the user's file is accepted; `refusal` says why."""
+
+    def __init__(self, refusal: str, message: str) -> None:
+        super().__init__(message)
+        self.refusal = refusal
 
 
 def _not_a_model(path: Path, detail: str) -> ParamError:
@@ -230,10 +240,27 @@ def _verify_written(model, model_path: Path, params: Params, declared, inference
             "bisect-precision as `data: {shapes: ...}`)",
         )
     node = re.search(r"Node \((.+?)\)", final)
-    raise StepError(
+    raise WrittenModelRefused(
+        final,
         f"the model `load` wrote from {params.path} is refused{f' at node `{node[1]}`' if node else ''} "
-        f"while the file itself is accepted; this is a bug in trtflow, please report it. {final}"
+        f"while the file itself is accepted; this is a bug in trtflow, please report it. {final}",
     )
+
+
+def _write(model, ctx: StepContext, params: Params):
+    """Name the nodes, pin `shapes`, infer and write `model`, and make sure what was written opens
+    where the user's file does; returns (model, renamed nodes, how inference went)."""
+    from trtflow.onnxmodel.files import name_nodes
+
+    renamed = name_nodes(model)
+    declared = _declared_types(model)
+    if params.shapes:
+        _pin_shapes(model, params.shapes)
+    ctx.progress(2, 5, "inferring shapes")
+    model, inference = _infer_and_save(model, ctx.output_path("model"), ctx, declared)
+    ctx.progress(3, 5, "checking what was written")
+    model, inference = _verify_written(model, ctx.output_path("model"), params, declared, inference)
+    return model, renamed, inference
 
 
 def summarize(model, source: Path, renamed: dict[str, str], inference: str) -> dict[str, Any]:
@@ -303,8 +330,13 @@ class Load(Step):
             report=LintReport,
         ),
         "kind": value("onnx", "`onnx` or `engine`: what was loaded."),
+        "passed": value(
+            True,
+            "With `lint: true`: whether lint found no error (warnings pass), so `gate: true` fails "
+            "the run (exit 1) as `polygraphy check lint` does; true without lint.",
+        ),
     }
-    version = 8  # 8: lint lists what TensorRT refuses in a quantized model; 7: local functions inlined; 6: self-check with the runner's session options + one feed; 2: out_of_range entries give the constant's `size`; 3: subgraphs keep their declared types; 5: Q/DQ summary
+    version = 9  # 9: lint lists what TensorRT refuses in a quantized model (qdq_lint); 8: lint node by node, graph problems, `passed`; 7: local functions inlined; 6: self-check with the runner's session options + one feed; 2: out_of_range entries give the constant's `size`; 3: subgraphs keep their declared types; 5: Q/DQ summary
     # 4: out_of_range_converters says which converters give ±inf and which clamp
 
     def fingerprint(self, params: Params) -> dict[str, str]:
@@ -319,7 +351,7 @@ class Load(Step):
                 "bytes": params.path.stat().st_size,
             }
             ctx.output_path("summary").write_text(json.dumps(summary, indent=1))
-            return {"kind": "engine"}
+            return {"kind": "engine", "passed": True}
         if params.path.suffix.lower() != ".onnx":
             raise ParamError(
                 "path",
@@ -335,7 +367,6 @@ class Load(Step):
         from trtflow.onnxmodel.files import (
             inline_local_functions,
             load_model,
-            name_nodes,
             refused_external_data,
         )
         from trtflow.onnxmodel.lint import node_named, problem_lines
@@ -403,41 +434,40 @@ class Load(Step):
                         f"load it anyway){every}",
                     ) from None
         ctx.progress(1, 5, "naming nodes")
+        inlined: list[str] = []
         if params.inline_functions:
-            model, inlined = inline_local_functions(model)
+            kept, (model, inlined) = model, inline_local_functions(model)
+        try:
+            model, renamed, inference = _write(model, ctx, params)
+        except WrittenModelRefused as refused:
+            if not inlined:
+                raise
+            # onnx's inliner is not always right (GraphSurgeon's example 11, tensor-valued
+            # attribute references): the model as the user wrote it is better than none
+            ctx.notice(
+                f"{params.path}: inlining the local functions {', '.join(inlined)} made a model "
+                f"ONNX Runtime or onnx.checker refuses ({refused.refusal[:300]}); loaded with the "
+                "functions kept, as `inline_functions: false` does (taps and precision plans see "
+                "each call as one node)"
+            )
+            model, renamed, inference = _write(kept, ctx, params)
+        else:
             if inlined:
                 ctx.log(f"inlined the local functions {', '.join(inlined)}")
-        renamed = name_nodes(model)
-        declared = _declared_types(model)
-        if params.shapes:
-            _pin_shapes(model, params.shapes)
-        ctx.progress(2, 5, "inferring shapes")
-        model, inference = _infer_and_save(model, ctx.output_path("model"), ctx, declared)
-        ctx.progress(3, 5, "checking what was written")
-        model, inference = _verify_written(
-            model, ctx.output_path("model"), params, declared, inference
-        )
         if inference != "ok":
             ctx.log(f"shape inference {inference}")
         ctx.progress(4, 5, "summarizing")
         summary = summarize(model, params.path, renamed, inference)
         ctx.output_path("summary").write_text(json.dumps(summary, indent=1))
         ctx.progress(5, 5, "done")
-        return {"kind": "onnx"}
+        return {"kind": "onnx", "passed": lint is None or lint.passed}
 
     def _lint(self, ctx: StepContext, params: Params, model) -> LintReport:
-        """Write `lint`: the checker's complaints node by node, then ONNX Runtime's (with the
-        onnxruntime runner's session options; run on a feed only when `shapes` pins the inputs)."""
-        from trtflow.onnxmodel.lint import checker_problems, problem_lines, runtime_problem
-        from trtflow.onnxmodel.qdq_lint import lint_problems
-        from trtflow.ort_sessions import session_refusal
+        """Write `lint`: every problem of every lint check (`sessions.lint`), each in the log."""
+        from trtflow.onnxmodel.lint import LintSubject, problem_lines
+        from trtflow.sessions.lint import lint
 
-        problems = checker_problems(model)
-        refusal = session_refusal(params.path, run=bool(params.shapes), shapes=params.shapes)
-        if refusal is not None:
-            problems.append(runtime_problem(refusal))
-        problems += lint_problems(model)
-        report = LintReport(model=params.path.name, problems=problems)
+        report = lint(LintSubject(model, params.path, params.shapes))
         report.write(ctx.output_path("lint"))
         for line in problem_lines(report):
             ctx.log(f"lint: {line}")

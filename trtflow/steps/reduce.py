@@ -1,7 +1,7 @@
 """`reduce`: cut the smallest region of a model that fails a check on its own into a standalone repro.
 
 The search — tapped runs, screening, the journaled region trials, 1-minimization, verification on
-fresh samples — is `trtflow.sessions.reduce_search.ReduceSearch`; this step maps its params to a
+fresh samples — is `trtflow.sessions.reduce.search.ReduceSearch`; this step maps its params to a
 search and writes the repro folder: the region as `model.onnx`, its inputs (the reference run's
 tensors) as `inputs.json` (Polygraphy JSON, `polygraphy run --load-inputs`) and `inputs/NNNNN.npz`,
 the reference's outputs as `golden.json` and `golden/NNNNN.npz`, and `recipe.yaml`, which runs both
@@ -17,12 +17,9 @@ from trtflow.lazy import lazy_import
 from trtflow.packages import installed_version
 from trtflow.runners.base import most_needed
 from trtflow.schema.recipe import Resources
-from trtflow.sessions.reduce_search import (
-    ReduceReport,
-    ReduceSearch,
-    ReduceSettings,
-    repro_recipe,
-)
+from trtflow.sessions.reduce.report import ReduceReport
+from trtflow.sessions.reduce.search import ReduceSearch
+from trtflow.sessions.reduce.settings import ReduceSettings, repro_recipe
 from trtflow.steps.base import Step, StepContext, StepParams, file, folder, value
 from trtflow.tensors.judges import CommandCheck
 

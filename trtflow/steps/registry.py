@@ -23,10 +23,12 @@ BUILTIN: dict[str, str] = {
     "run-runners": "trtflow.steps.run_runners:RunRunners",
     "compare": "trtflow.steps.compare:Compare",
     "build-engine": "trtflow.steps.build_engine:BuildEngine",
+    "inspect-capability": "trtflow.steps.inspect_capability:InspectCapability",
     "render-graph": "trtflow.steps.render_graph:RenderGraph",
     "bisect-precision": "trtflow.steps.bisect_precision:BisectPrecision",
     "reduce": "trtflow.steps.reduce:Reduce",
     "quantize": "trtflow.steps.quantize:Quantize",
+    "round-trip": "trtflow.steps.round_trip:RoundTripStep",
 }
 
 

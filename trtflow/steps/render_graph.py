@@ -98,7 +98,8 @@ class Params(StepParams):
         None,
         description="Mark the nodes TensorRT's ONNX parser rejects (red border, the parser's reason in "
         "tooltips): a library (`tensorrt`, `tensorrt-rtx`, `auto`) to ask its parser about `model` "
-        "here (no GPU needed), or a capability JSON (build-engine's `capability` output).",
+        "here (no GPU needed), or a capability JSON (inspect-capability's `capability`, which a "
+        "rejected model still gets, or build-engine's).",
     )
     focus: Focus | None = Field(
         None,
@@ -221,13 +222,14 @@ class RenderGraph(Step):
             "graph.html / graph.svg / graph.dot as asked, and summary.json (what was drawn)."
         )
     }
-    version = 9  # 3: overlay notes tell tensors of hidden constant/shape nodes from unknown ones
+    version = 10  # 3: overlay notes tell tensors of hidden constant/shape nodes from unknown ones
     # 4: titles name the overlay's runners; rings drawn as clusters; highlighted nodes never folded; no-dot notes
     # 5: nodes reading Q/DQ pairs are drawn in the pairs' type (INT8, FP8), Q/DQ nodes say what they quantize
     # 6: the HTML viewer groups nodes by name scope and lays out opened groups itself
     # 7: edges between groups enter and leave through ports, routed around the boxes inside
     # 8: dims ONNX shape inference made up (`unk__12`) are drawn `?`
     # 9: `capability` marks the nodes TensorRT's parser rejects
+    # 10: a rejection inside an If branch or local function names the inner node and its call stack
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         facts = {"onnx": installed_version("onnx")} if params.model is not None else {}
@@ -330,7 +332,7 @@ class RenderGraph(Step):
 
 def _capability(given: str | Path | None, model: Path | None) -> Capability | None:
     """The parser's verdict on `model`: asked of the named library here, or read from a
-    capability JSON (build-engine's output)."""
+    capability JSON (inspect-capability's or build-engine's output)."""
     import json
 
     from trtflow.trt.capability import Capability

@@ -26,10 +26,39 @@ if TYPE_CHECKING:
     import onnx
 
 
+class TensorType(StepParams):
+    """A cut tensor's type given by the user (`polygraphy surgeon extract --inputs name:shape:dtype`),
+    for a tensor whose type inference cannot give, or to pin its dims; what is left out is inferred."""
+
+    shape: list[int | str] | None = Field(
+        None, description="Its dims (a string keeps a dim dynamic under that name)."
+    )
+    dtype: str | None = Field(None, description="Its numpy dtype name: float32, float16, int64...")
+
+
 class Params(StepParams):
     model: InputPath = Field(description="The ONNX model to cut.")
-    inputs: list[str] = Field(description="Tensors that become the inputs of the extracted model.")
-    outputs: list[str] = Field(min_length=1, description="Tensors that become its outputs.")
+    inputs: list[str] | dict[str, TensorType] = Field(
+        description="Tensors that become the inputs of the extracted model: names (typed by "
+        "inference), or {name: {shape, dtype}}."
+    )
+    outputs: list[str] | dict[str, TensorType] = Field(
+        min_length=1,
+        description="Tensors that become its outputs: names, or {name: {shape, dtype}}.",
+    )
+
+
+def _elem_type(param: str, name: str, dtype: str) -> int:
+    """The ONNX element type of a numpy dtype name; ParamError naming the tensor when there is none."""
+    import numpy as np
+    from onnx import helper
+
+    try:
+        return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    except (TypeError, KeyError):
+        raise ParamError(
+            param, f"`{name}`: `{dtype}` is no dtype ONNX knows (float32, float16, int64...)"
+        ) from None
 
 
 def outer_reads(graph: onnx.GraphProto) -> list[str]:
@@ -67,6 +96,7 @@ class SurgeonExtract(Step):
         from trtflow.onnxmodel.files import save_model
 
         model, tensors = load_cataloged(params.model)
+        given: dict[str, TensorType] = {}
         for param in ("inputs", "outputs"):
             for name in getattr(params, param):
                 if name not in tensors:
@@ -74,27 +104,36 @@ class SurgeonExtract(Step):
                         param,
                         f"the model has no tensor `{name}`{did_you_mean(name, list(tensors))}",
                     )
-        untyped = [name for name in params.inputs if not tensors[name].elem_type]
+            if isinstance(getattr(params, param), dict):
+                given.update(getattr(params, param))
+        untyped = [
+            name
+            for name in params.inputs
+            if not tensors[name].elem_type and (name not in given or given[name].dtype is None)
+        ]
         if untyped:
             raise ParamError(
                 "inputs",
-                f"cannot infer the dtype of {untyped}; run `load` first so shapes are inferred",
+                f"cannot infer the dtype of {untyped}; run `load` first so shapes are inferred, "
+                "or give it: `inputs: {name: {dtype: float32, shape: [...]}}`",
             )
         from onnx import helper
 
         extractor = Extractor(model)
-        for name in (
-            *params.inputs,
-            *params.outputs,
-        ):  # types from our inference (onnx's Extractor infers none)
-            if name not in extractor.value_infos:
-                info = tensors[name]
-                shape = list(info.shape) if info.shape is not None else None
-                extractor.value_infos[name] = helper.make_tensor_value_info(
-                    name, info.elem_type, shape
-                )
+        for param in ("inputs", "outputs"):
+            for name in getattr(
+                params, param
+            ):  # types from our inference (onnx's Extractor infers none)
+                if name in extractor.value_infos and name not in given:
+                    continue
+                info, typed = tensors[name], given.get(name, TensorType())
+                shape: list[int | str | None] | None = (
+                    list(typed.shape) if typed.shape is not None else None
+                ) or (list(info.shape) if info.shape is not None else None)
+                elem_type = _elem_type(param, name, typed.dtype) if typed.dtype else info.elem_type
+                extractor.value_infos[name] = helper.make_tensor_value_info(name, elem_type, shape)
         try:
-            extracted = extractor.extract_model(params.inputs, params.outputs)
+            extracted = extractor.extract_model(list(params.inputs), list(params.outputs))
         except Exception as error:  # noqa: BLE001 - onnx raises assorted errors for impossible cuts
             raise ParamError(
                 "inputs", f"cannot cut between {params.inputs} and {params.outputs}: {error}"

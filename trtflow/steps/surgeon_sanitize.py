@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from pydantic import Field
+from pydantic import Field, PositiveInt
 
 from trtflow.errors import InputError, ParamError, StepError
 from trtflow.onnxmodel.files import EXTERNAL_DATA
@@ -84,11 +84,31 @@ class Params(StepParams):
         description="Do not fold a tensor larger than this (e.g. a Tile or Expand of a weight that "
         "would bloat the model); no limit when unset.",
     )
+    unbounded_dds_upper_bound: PositiveInt | dict[str, PositiveInt] | None = Field(
+        None,
+        description="Bound the tensors whose run-time value sets a size with no upper bound (the "
+        "summary's `unbounded_dds`) with `Min(tensor, bound)`: one bound for all, or {tensor: "
+        "bound} (`polygraphy surgeon sanitize --set-unbounded-dds-upper-bound`).",
+    )
     script: ScriptSpec | None = Field(
         None,
         description="`file.py:function` (relative to the recipe's folder): called with the `gs.Graph` after "
         "folding, before cleanup and sorting; returns None (edited in place) or a new `gs.Graph`.",
     )
+
+
+def _bounded(
+    model: onnx.ModelProto, bounds: int | dict[str, int] | None
+) -> tuple[onnx.ModelProto, dict[str, int]]:
+    """`model` with its unbounded DDS tensors bounded (`onnxmodel.dds`), and the bounds set."""
+    from trtflow.onnxmodel.dds import bound_dds
+
+    if bounds is None:
+        return model, {}
+    try:
+        return bound_dds(model, bounds)
+    except ValueError as error:
+        raise ParamError("unbounded_dds_upper_bound", str(error)) from None
 
 
 def _nodes(graph: gs.Graph) -> list[gs.Node]:
@@ -373,7 +393,7 @@ class SurgeonSanitize(Step):
             "Nodes before and after, nodes folded and cleaned up, ops removed, names given.",
         ),
     }
-    version = 2  # 2: graph outputs keep (re-inferred) shapes after override_shapes or a script
+    version = 3  # 3: the summary lists unbounded DDS tensors and the bounds set; 2: graph outputs keep (re-inferred) shapes after override_shapes or a script
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         return {
@@ -386,6 +406,7 @@ class SurgeonSanitize(Step):
         from google.protobuf.message import DecodeError
         from onnx.external_data_helper import uses_external_data
 
+        from trtflow.onnxmodel.dds import unbounded_dds
         from trtflow.onnxmodel.files import load_model, name_nodes, refused_external_data
 
         ctx.progress(0, 5, "reading")
@@ -437,6 +458,7 @@ class SurgeonSanitize(Step):
         except Exception as error:  # noqa: BLE001 - GraphSurgeon raises assorted types for a graph it cannot export
             raise StepError(f"cannot export the sanitized graph to ONNX: {error}") from None
         del graph
+        model, bounds = _bounded(model, params.unbounded_dds_upper_bound)
         named = name_nodes(model)
         _write_model(model, folder, ctx.output_path("model"))
         after = sum(1 for _ in _iter_nodes(model))
@@ -444,11 +466,13 @@ class SurgeonSanitize(Step):
             "nodes": {"before": before, "after": after},
             "folded_nodes": folded,
             "fold_passes": passes,
-            "cleaned_up_nodes": after_script - after if params.cleanup else 0,
+            "cleaned_up_nodes": after_script - after + len(bounds) if params.cleanup else 0,
             "ops_removed": dict(
                 sorted((ops_before - Counter(node.op_type for node in _iter_nodes(model))).items())
             ),
             "overridden_shapes": params.override_shapes or {},
+            "unbounded_dds": [found.tensor for found in unbounded_dds(model)],
+            "upper_bounds": bounds,
             "shape_inference": inference,
             "named_nodes": named,
         }

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from trtflow.lazy import lazy_import
+from trtflow.tensors.metrics import described as described_metrics
+from trtflow.tensors.metrics import names as metric_names
 from trtflow.tensors.name_globs import RULE, matching_key
 
 if TYPE_CHECKING:
@@ -252,12 +254,6 @@ def worst(values: list[float]) -> float | None:
 
 
 REPORTED_QUANTILES = {"median": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
-METRICS = (
-    "cosine",
-    "l2",
-    "psnr",
-    "snr",
-)  # similarity metrics per tensor; null where nothing is finite in both
 NOTHING_FINITE_IN_BOTH = "nothing finite in both runners"  # why a tensor without metrics failed
 
 
@@ -318,43 +314,10 @@ def _where_finite(values: np.ndarray) -> np.ndarray:
 
 
 def _metrics(reference: np.ndarray, candidate: np.ndarray) -> dict | None:
-    """Similarity metrics over the positions where both tensors are finite; None when there is no such
-    position: over no values cosine, l2 and psnr are undefined, and reading them as "no error" would
-    call a tensor that is Inf everywhere a perfect match."""
-    ref = reference.astype(np.float64).ravel()
-    cand = candidate.astype(np.float64).ravel()
-    both = np.isfinite(ref) & np.isfinite(cand)
-    if not both.all():  # copying out the finite positions costs as much as the metrics themselves
-        ref, cand = ref[both], cand[both]
-    if not ref.size:
-        return None
-    error = ref - cand
-    error_energy = dot(error, error)
-    signal_energy = dot(ref, ref)
-    norms = math.sqrt(signal_energy) * math.sqrt(dot(cand, cand))
-    peak = float(np.abs(ref).max())
-    mse = error_energy / ref.size
-    with np.errstate(divide="ignore"):
-        return {
-            "cosine": json_number(
-                dot(ref, cand) / norms if norms else (1.0 if error_energy == 0 else 0.0)
-            ),
-            "l2": json_number(math.sqrt(error_energy)),
-            "psnr": json_number(
-                20 * math.log10(peak / math.sqrt(mse)) if mse and peak else math.inf
-            ),
-            "snr": json_number(
-                10 * math.log10(signal_energy / error_energy)
-                if error_energy and signal_energy
-                else math.inf
-            ),
-        }
-
-
-def dot(a: np.ndarray, b: np.ndarray) -> float:
-    """A dot product in numpy's own loop, not BLAS: OpenBLAS leaves its threads spinning after each
-    call, which took the second core from the tensors `compare` checks in parallel (2x slower)."""
-    return float(np.einsum("i,i->", a, b))
+    """Every `report` metric (`trtflow.tensors.metrics`) over the positions finite in both tensors,
+    JSON-ready; None when there is no such position."""
+    found = described_metrics(reference, candidate)
+    return None if found is None else {name: json_number(v) for name, v in found.items()}
 
 
 def nonfinite_counts(values: np.ndarray) -> dict[str, int]:
@@ -440,6 +403,6 @@ def compare_tensor(
             "edges": [json_number(e) for e in HISTOGRAM_EDGES],
             "counts": [int(c) for c in histogram],
         },
-        "metrics": metrics if metrics is not None else dict.fromkeys(METRICS),
+        "metrics": metrics if metrics is not None else dict.fromkeys(metric_names("report")),
         **({"reason": NOTHING_FINITE_IN_BOTH} if metrics is None and not passed else {}),
     }

@@ -8,24 +8,27 @@ only when its tolerances and all its gates hold. The metrics are `compare`'s own
 `psnr`, `snr`, over the positions finite in both runners; null where there is none, which fails the
 gate) and `topk_indices`: the fraction of rows (every position but the last axis) whose `k` largest
 values sit at the same indices in the same order — Polygraphy's `indices` comparison as a rate.
+Each metric is defined in `trtflow.tensors.metrics`. An infinite value is a value: identical tensors
+have PSNR and SNR +inf, which passes any `min` (as in Polygraphy).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from trtflow.lazy import lazy_import
+from trtflow.tensors.comparison import json_number, number_from_json
+from trtflow.tensors.metrics import choice, listed
+from trtflow.tensors.metrics import metric as metric_named
 from trtflow.tensors.name_globs import matching_key
 
 if TYPE_CHECKING:
     import numpy as np
-else:
-    np = lazy_import("numpy")
 
-GateMetric = Literal["cosine", "l2", "psnr", "snr", "topk_indices"]
-LOWER_IS_BETTER = frozenset({"l2"})  # an error; the others are similarities
+    GateMetric = str
+else:
+    GateMetric = choice("gate")
 
 
 class Gate(BaseModel):
@@ -33,7 +36,7 @@ class Gate(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    metric: GateMetric = Field(description="cosine, l2, psnr, snr or topk_indices.")
+    metric: GateMetric = Field(description=f"{listed('gate')} (trtflow.tensors.metrics).")
     tensors: list[str] = Field(["*"], min_length=1, description="Tensor names or globs.")
     min: float | None = Field(None, description="The lowest value that passes.")
     max: float | None = Field(None, description="The highest value that passes.")
@@ -56,22 +59,9 @@ class Gate(BaseModel):
 
     def value(self, reference: np.ndarray, candidate: np.ndarray, metrics: dict) -> float | None:
         """This gate's metric for one iteration: compare's own metrics, or the top-k agreement."""
-        if self.metric != "topk_indices":
-            found = metrics.get(self.metric)
-            return float(found) if isinstance(found, (int, float)) else None
-        return topk_agreement(reference, candidate, self.k)
-
-
-def topk_agreement(reference: np.ndarray, candidate: np.ndarray, k: int) -> float:
-    """The fraction of rows whose `k` largest values are at the same indices in the same order
-    (stable order among ties; NaN sorts last in both)."""
-    want = np.atleast_1d(np.asarray(reference, dtype=np.float64))
-    got = np.atleast_1d(np.asarray(candidate, dtype=np.float64))
-    k = min(k, want.shape[-1])
-    top_want = np.argsort(-want, axis=-1, kind="stable")[..., :k]
-    top_got = np.argsort(-got, axis=-1, kind="stable")[..., :k]
-    agreeing = np.all(top_want == top_got, axis=-1)
-    return float(agreeing.mean()) if agreeing.size else 1.0
+        if self.metric == "topk_indices":
+            return metric_named("topk_indices", k=self.k).value(reference, candidate)
+        return number_from_json(metrics.get(self.metric))  # "inf" is a value, null is none
 
 
 def gates_for(gates: list[Gate], tensor: str) -> dict[str, Gate]:
@@ -106,17 +96,16 @@ def judged(gate: Gate, values: list[float | None]) -> dict:
             "passed": True,
         }
     failing = [i for i, v in enumerate(values) if not gate.within(v)]
-    numbers = [(v if v is not None and v == v else None) for v in values]
     if failing:
         worst_iteration = failing[0]
-    else:
-        pick = max if gate.metric in LOWER_IS_BETTER else min
-        worst_iteration = pick(range(len(values)), key=lambda i: numbers[i] or 0.0)
+    else:  # every value is a number here: a missing or NaN one fails
+        pick = min if metric_named(gate.metric).higher_is_better else max
+        worst_iteration = pick(range(len(values)), key=lambda i: values[i] or 0.0)
     worst = values[worst_iteration]
     return {
         "min": gate.min,
         "max": gate.max,
-        "worst": None if worst is None or worst != worst else worst,
+        "worst": None if worst is None or worst != worst else json_number(worst),
         "worst_iteration": worst_iteration,
         "passed": not failing,
     }

@@ -35,6 +35,7 @@ from trtflow.lazy import lazy_import
 from trtflow.onnxmodel.catalog import declared_shape
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
+from trtflow.tensors.feed_names import match_case
 from trtflow.tensors.name_globs import RULE, matching_key
 
 if TYPE_CHECKING:
@@ -461,9 +462,11 @@ def fit_feeds(
     extra_inputs: ExtraInputs,
     notice: Callable[[str], None],
 ) -> list[Feed]:
-    """Read feeds fitted to the model: tensors it does not take dropped (with one note), inputs the
+    """Read feeds fitted to the model: names differing from its inputs only in case matched
+    (`feed_names`), tensors it does not take dropped (with one note), inputs the
     feeds lack drawn from `data` (one draw per feed, the same seed whatever else the feeds hold)."""
     wanted = [spec.name for spec in specs]
+    feeds = match_case(feeds, wanted, notice)
     dropped: dict[str, None] = {}
     if extra_inputs == "ignore":
         for feed in feeds:

@@ -38,6 +38,7 @@ from trtflow.lazy import lazy_import
 from trtflow.schema.paths import InputPath
 from trtflow.tensors.comparison import Tolerances, json_number, new_nonfinite, worst_error
 from trtflow.tensors.task_metrics import LoadedMetric, MetricCheck, describe
+from trtflow.user_code import run_command
 
 if TYPE_CHECKING:
     import numpy as np
@@ -69,8 +70,9 @@ class CommandCheck(BaseModel):
         3600,
         gt=0,
         description=(
-            "Seconds one run of the command may take; a command still running then is killed and the step fails "
-            "(a hung check would otherwise stall the search forever)."
+            "Seconds one run of the command may take; a command still running then is killed, with every process "
+            "it started, and the step fails (a hung check would otherwise stall the search forever). The command "
+            "and its processes also end with the run, however it ends."
         ),
     )
     files: list[InputPath] = Field(
@@ -324,14 +326,7 @@ def check_command(
             "TRTFLOW_KEEP": str(root / "keep.json"),
         }
         try:
-            finished = subprocess.run(
-                check.command,
-                cwd=cwd,
-                env=environment,
-                capture_output=True,
-                text=True,
-                timeout=check.timeout_s,
-            )
+            finished = run_command(check.command, cwd=cwd, env=environment, timeout=check.timeout_s)
         except OSError as error:
             raise ParamError(
                 "check", f"cannot run the check command {check.command[0]!r}: {error}"

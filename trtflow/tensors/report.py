@@ -34,13 +34,13 @@ from trtflow.tensors.compare_report import (
     TensorComparison,
 )
 from trtflow.tensors.comparison import (
-    METRICS,
     NOTHING_FINITE_IN_BOTH,
     Tolerances,
     compare_tensor,
     nonfinite_counts,
 )
 from trtflow.tensors.gates import Gate, gates_for, judged
+from trtflow.tensors.metrics import DEFAULT_REPORTED
 from trtflow.tensors.tensor_set import TensorSet
 
 COMPARE_THREADS = min(
@@ -201,7 +201,7 @@ def build_report(
     tolerances: Tolerances,
     *,
     check_finite: bool = True,
-    metrics: Sequence[str] = METRICS,
+    metrics: Sequence[str] = DEFAULT_REPORTED,
     progress: Callable[[int, int], None] = lambda done, total: None,
     gates: Sequence[Gate] = (),
     fail_fast: bool = False,

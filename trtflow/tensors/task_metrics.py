@@ -17,15 +17,11 @@ Semantics, one rule for both steps:
   reported;
 - a selected tensor the candidate lacks, or returns in another shape, makes that sample NaN (the
   check fails) without calling the metric.
-Built-ins, which need no script: `top1_agreement` (the fraction of rows — every position but the
-last axis — whose argmax over the last axis agrees, over every selected tensor; a row where the
-candidate holds NaN/Inf disagrees: an overflowed logit is no answer) and `cosine` (cosine similarity
-of all selected tensors flattened together; a candidate holding any NaN/Inf scores 0 — unlike
-`compare`'s report-only cosine, which skips non-finite positions — so an overflow never passes)
-and `max_abs_error` (the largest |candidate - reference| over every selected tensor, inf where the
-candidate holds NaN/Inf; with `max:` its mean over samples is a tolerance on the typical sample,
-where atol judges the worst one — what a quantized model, whose every sample drifts a little,
-needs).
+Built-ins, which need no script, are the `check` metrics of `trtflow.tensors.metrics` (one module
+each): `top1_agreement` (a row where the candidate holds NaN/Inf disagrees), `cosine`, `l2`,
+`relative_l2`, `psnr`, `snr` and `max_abs_error`, each of all selected tensors flattened together,
+where a candidate holding any NaN/Inf scores the metric's worst value — unlike `compare`'s
+per-tensor metrics, which describe the positions finite in both — so an overflow never passes.
 A user script is called through `trtflow.user_code`, so its failures name the script and line;
 its path is an `InputPath`, so its content is part of the step key.
 """
@@ -35,29 +31,32 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trtflow.errors import InputError, ParamError
 from trtflow.lazy import lazy_import
-from trtflow.tensors.comparison import dot, json_number
+from trtflow.tensors.comparison import json_number
 from trtflow.tensors.inputs import LoaderSpec
+from trtflow.tensors.metrics import choice, listed, metric
 from trtflow.tensors.name_globs import matching_key
 
 if TYPE_CHECKING:
     import numpy as np
 
     from trtflow.user_code import UserFunction
+
+    BuiltinMetric = str
 else:
     np = lazy_import("numpy")
+    BuiltinMetric = choice("check")
 
 if TYPE_CHECKING:
     from trtflow.tensors.judges import Judge, JudgeSetting
     from trtflow.tensors.tensor_set import TensorSet
 
 Arrays = dict[str, "np.ndarray"]
-BuiltinMetric = Literal["top1_agreement", "cosine", "max_abs_error"]
 METRIC_CONTRACT = "a metric returns one number (a float or int) per sample"
 
 
@@ -77,8 +76,8 @@ class MetricCheck(BaseModel):
 
     metric: BuiltinMetric | MetricScript = Field(
         description=(
-            "top1_agreement (fraction of rows whose argmax over the last axis agrees), cosine (of all selected tensors "
-            "flattened; 0 when the candidate holds NaN/Inf), or `script.py:function` called per sample as "
+            f"{listed('check')} (trtflow.tensors.metrics: of all selected tensors flattened; a candidate holding "
+            "NaN/Inf scores the metric's worst value), or `script.py:function` called per sample as "
             "function(reference, candidate) with {tensor: array} dicts, returning a number (its content is part of the "
             "step's key)."
         )
@@ -133,60 +132,6 @@ class MetricCheck(BaseModel):
         )
 
 
-def top1_agreement(reference: Arrays, candidate: Arrays) -> float:
-    """The fraction of rows (every position but the last axis, over all tensors) whose argmax over the last
-    axis agrees; a row where the candidate holds NaN/Inf disagrees."""
-    agreeing = rows = 0
-    for tensor, want in reference.items():
-        want, got = np.atleast_1d(want), np.atleast_1d(candidate[tensor])
-        finite = np.isfinite(got).all(axis=-1) if np.issubdtype(got.dtype, np.floating) else True
-        agreeing += int(((np.argmax(want, axis=-1) == np.argmax(got, axis=-1)) & finite).sum())
-        rows += int(np.prod(want.shape[:-1], dtype=np.int64))
-    return agreeing / rows if rows else 1.0
-
-
-def cosine(reference: Arrays, candidate: Arrays) -> float:
-    """Cosine similarity of all tensors flattened together; 0 when the candidate holds NaN/Inf. Two all-zero
-    outputs are identical (1), one all-zero output against another is not (0)."""
-    want = (
-        np.concatenate([np.ravel(reference[t]).astype(np.float64) for t in reference])
-        if reference
-        else np.zeros(0)
-    )
-    got = (
-        np.concatenate([np.ravel(candidate[t]).astype(np.float64) for t in reference])
-        if reference
-        else np.zeros(0)
-    )
-    if not np.isfinite(got).all():
-        return 0.0
-    norms = math.sqrt(dot(want, want)) * math.sqrt(dot(got, got))
-    if not norms:
-        return 1.0 if not (want.any() or got.any()) else 0.0
-    return dot(want, got) / norms
-
-
-def max_abs_error(reference: Arrays, candidate: Arrays) -> float:
-    """The largest absolute difference over all tensors; inf when the candidate holds NaN/Inf."""
-    largest = 0.0
-    for tensor, want in reference.items():
-        difference = np.abs(
-            np.asarray(candidate[tensor], np.float64) - np.asarray(want, np.float64)
-        )
-        if difference.size:
-            largest = max(
-                largest, float(difference.max()) if np.isfinite(difference).all() else math.inf
-            )
-    return largest
-
-
-BUILTINS: dict[str, Callable[[Arrays, Arrays], float]] = {
-    "top1_agreement": top1_agreement,
-    "cosine": cosine,
-    "max_abs_error": max_abs_error,
-}
-
-
 @dataclass(frozen=True)
 class LoadedMetric:
     """A `MetricCheck` with its function loaded and its tensors chosen: judges the samples of one candidate."""
@@ -217,7 +162,7 @@ class LoadedMetric:
             if check.tensors is None or matching_key(check.tensors, name) is not None
         ]
         if isinstance(check.metric, str):
-            return cls(check, BUILTINS[check.metric], tensors)
+            return cls(check, metric(check.metric).judged, tensors)
         try:
             return cls(
                 check,

@@ -133,11 +133,15 @@ def _lowered_model(
 
 
 def _nodes_by_index(model_file: Path) -> list[tuple[str, str, str]]:
+    """(name, op, domain) of each top-level node; a call of a local function has no custom domain
+    (its body is what the parser imports)."""
     from trtflow.onnxmodel.files import load_model
 
+    model = load_model(model_file, load_weights=False)
+    functions = {(function.domain, function.name) for function in model.functions}
     return [
-        (node.name, node.op_type, node.domain)
-        for node in load_model(model_file, load_weights=False).graph.node
+        (node.name, node.op_type, "" if (node.domain, node.op_type) in functions else node.domain)
+        for node in model.graph.node
     ]
 
 
@@ -159,56 +163,72 @@ def _parse(
     parser = trt.module.OnnxParser(network, logger)
     if parser.parse_from_file(str(model_file)):
         return network, parser
+    from trtflow.trt.capability import parser_problems
+
     nodes = _nodes_by_index(model_file)
     domains = {name: domain for name, _, domain in nodes}
     problems = []
-    for index in range(parser.num_errors):
-        error = parser.get_error(index)
-        if hasattr(error, "node_name"):  # TensorRT 10 and later
-            name, op = error.node_name(), error.node_operator()
-        else:  # 8.6 names the node only by its index in the graph
-            name, op, _ = nodes[error.node()] if 0 <= error.node() < len(nodes) else ("", "", "")
-        domain = domains.get(name, "")
+    for problem in parser_problems(parser, [(name, op) for name, op, _ in nodes]):
+        op = problem.op
+        domain = domains.get(problem.node, "")
         if domain not in ("", "ai.onnx"):
             op = f"{op}, domain {domain}: a custom op needs a TensorRT plugin"
-        where = f"node `{name}` ({op})" if name else "the model"
-        problems.append(f"{where}: {error.desc()}")
+        where = f"node `{problem.node}` ({op})" if problem.node else "the model"
+        if problem.inner and problem.inner != problem.node:
+            where += f", at `{problem.inner}` ({problem.inner_op})" + (
+                f" in {problem.stack}" if problem.stack else ""
+            )
+        problems.append(f"{where}: {problem.reason}")
     detail = "\n  ".join(problems) or "; ".join(log.errors()) or "no reason given"
     raise ParamError(
         "model",
         f"{trt.name}'s ONNX parser rejects {shown_as}:\n  {detail}\n"
         "replace or remove the node(s) named above (or register a plugin for a custom op) before "
-        "building; onnxruntime runners can still run this model",
+        "building; onnxruntime runners can still run this model; an `inspect-capability` step "
+        "records which nodes the parser takes, for render-graph's `capability`",
     )
 
 
-def _mark_debug(trt: TensorRT, network: Any, names: tuple[str, ...], log: TensorRTLog) -> None:
+def _mark_debug(
+    trt: TensorRT, network: Any, names: tuple[str, ...], lowered: str | None, log: TensorRTLog
+) -> None:
     """Mark the named ONNX tensors as debug tensors: the builder keeps each one materialized (so
     an IDebugListener can read it at run time) instead of the model being rewritten with extra
-    outputs, which would change what TensorRT fuses."""
+    outputs, which would change what TensorRT fuses. In a build of a lowered model (`lowered`: its
+    precision) a tensor a low-precision node writes exists only as `X::fp16`; that one is marked,
+    and the runner reports it as `X` (`precision.lower.source_name`)."""
     if not names:
         return
     if not hasattr(network, "mark_debug"):
         raise ParamError("debug_tensors", f"{trt.name} has no mark_debug (TensorRT 10 and later)")
+    from trtflow.precision.lower import lowered_name
+
     tensors = {network.get_input(i).name: network.get_input(i) for i in range(network.num_inputs)}
     for index in range(network.num_layers):
         layer = network.get_layer(index)
         for output in range(layer.num_outputs):
             tensor = layer.get_output(output)
             tensors.setdefault(tensor.name, tensor)
-    unknown = [name for name in names if name not in tensors]
+    marked = {
+        name: name if name in tensors or lowered is None else lowered_name(name, lowered)
+        for name in names
+    }
+    unknown = [name for name, found in marked.items() if found not in tensors]
     if unknown:
+        from trtflow.precision.lower import source_name
         from trtflow.schema.problems import did_you_mean
 
-        hints = "".join(did_you_mean(name, list(tensors)) for name in unknown)
+        onnx_names = sorted({source_name(name) for name in tensors})
+        hints = "".join(did_you_mean(name, onnx_names) for name in unknown)
         raise ParamError(
             "debug_tensors",
             f"the network {trt.name} parsed has no tensor {', '.join(unknown)}{hints}",
         )
-    for name in names:
-        if not network.mark_debug(tensors[name]):
-            raise StepError(f"{trt.name} refused to mark `{name}` as a debug tensor")
-    log.note(f"marked {len(names)} debug tensor(s): {', '.join(names)}")
+    for found in marked.values():
+        if not network.mark_debug(tensors[found]):
+            raise StepError(f"{trt.name} refused to mark `{found}` as a debug tensor")
+    shown = [name if found == name else f"{name} (as {found})" for name, found in marked.items()]
+    log.note(f"marked {len(names)} debug tensor(s): {', '.join(shown)}")
 
 
 def _drop_host_outputs(trt: TensorRT, network: Any, log: TensorRTLog) -> None:
@@ -414,7 +434,8 @@ def build_engine(
             save_model(rewritten, model_file)
         network, parser = _parse(trt, builder, logger, model_file, mode, log, model_path.name)
         _drop_host_outputs(trt, network, log)
-        _mark_debug(trt, network, settings.debug_tensors, log)
+        lowered = settings.precision if mode == "strong" and settings.precision != "fp32" else None
+        _mark_debug(trt, network, settings.debug_tensors, lowered, log)
         constrained = (
             _constrain(trt, network, keep, layer_precisions, log) if mode == "weak" else {}
         )

@@ -7,6 +7,12 @@ library's per-subgraph verdict is kept as it says it: when the model as a whole 
 TensorRT-RTX 1.7 marks every subgraph unsupported too, so nodes there are "unconfirmed", not
 "supported". The node names are trtflow's stable names (`onnxmodel.files.name_nodes`), as in
 engine layers and keep sets.
+
+A node inside an If branch or a local function is reported by the parser under its own name, with
+`error.node()` the index of the top-level node that holds it and `local_function_stack()` the
+path down to it (`branch (If) -> then (then_branch)`); the rejection is mapped to that top-level
+node — the one a graph draws and a user replaces — with the inner node and the call stack kept
+beside the reason, as Polygraphy's `inspect capability` shows them.
 """
 
 from __future__ import annotations
@@ -29,6 +35,58 @@ class NodeSupport:
     op: str
     status: Status
     reason: str = ""
+    inner: str = ""  # the node inside this one (If branch, local function) the parser rejects
+    inner_op: str = ""
+    stack: str = ""  # the parser's call stack down to `inner`: "branch (If) -> then (then_branch)"
+
+    def where(self) -> str:
+        """`inner_frob (Frobnicate) in branch (If) -> then (then_branch)`; empty for a flat node."""
+        if not self.inner or self.inner == self.node:
+            return ""
+        return f"{self.inner} ({self.inner_op})" + (f" in {self.stack}" if self.stack else "")
+
+    def explained(self) -> str:
+        """The parser's reason, after the inner node it is about."""
+        reason = self.reason or "no reason given"
+        return f"{self.where()}: {reason}" if self.where() else reason
+
+
+@dataclass(frozen=True)
+class ParserProblem:
+    """One parser error, mapped to the top-level node that holds the node it is about."""
+
+    index: int  # the top-level node's index; -1 when the parser names none
+    node: str  # the top-level node's name
+    op: str
+    inner: str  # the node the parser names (itself, or one inside `node`)
+    inner_op: str
+    stack: str
+    reason: str
+
+
+def parser_problems(parser: Any, nodes: list[tuple[str, str]]) -> list[ParserProblem]:
+    """The parser's errors, each at its top-level node (`nodes`: (name, op) in graph order).
+    TensorRT 8.6 gives only the index; 10+ and TensorRT-RTX also the inner node and its stack."""
+    problems = []
+    for number in range(parser.num_errors):
+        error = parser.get_error(number)
+        index = int(error.node())
+        node, op = nodes[index] if 0 <= index < len(nodes) else ("", "")
+        inner, inner_op = (
+            (error.node_name(), error.node_operator())
+            if hasattr(error, "node_name")
+            else (node, op)
+        )
+        stack = (
+            " -> ".join(str(frame) for frame in error.local_function_stack())
+            if hasattr(error, "local_function_stack")
+            else ""
+        )
+        if not node:  # no index: the error names a top-level node, or none
+            node, op = inner, inner_op
+            index = next((i for i, (name, _) in enumerate(nodes) if name == inner and inner), -1)
+        problems.append(ParserProblem(index, node, op, inner, inner_op, stack, error.desc()))
+    return problems
 
 
 @dataclass(frozen=True)
@@ -50,12 +108,9 @@ class Capability:
         }
 
     def rejected(self) -> dict[str, str]:
-        """{node name: the parser's reason} for each node it rejects: what render-graph marks."""
-        return {
-            node.node: node.reason or "no reason given"
-            for node in self.nodes
-            if node.status == "unsupported"
-        }
+        """{node name: the parser's reason (after the inner node it is about)} for each node it
+        rejects: what render-graph marks."""
+        return {node.node: node.explained() for node in self.nodes if node.status == "unsupported"}
 
     @classmethod
     def from_document(cls, document: Any, path: Path) -> Capability:
@@ -87,10 +142,7 @@ class Capability:
             if self.supported
             else f"{self.library}'s ONNX parser rejects {len(rejected)} of {len(self.nodes)} nodes"
         )
-        lines = [head]
-        lines += [
-            f"  {node.node} ({node.op}): {node.reason or 'no reason given'}" for node in rejected
-        ]
+        lines = [head, *_table(rejected)]
         if not self.supported:
             lines.append(
                 f"  {len(self.subgraphs)} subgraph(s) around them: "
@@ -101,6 +153,24 @@ class Capability:
                 )
             )
         return lines
+
+
+def _table(rejected: list[NodeSupport]) -> list[str]:
+    """The rejected nodes as Polygraphy's `inspect capability` summary lists them: node (the
+    top-level one), operator, the call stack and inner node where the parser looked inside it,
+    and the reason."""
+    if not rejected:
+        return []
+    rows = [("node", "operator", "call stack", "reason")]
+    rows += [
+        (node.node, node.op, node.where() or "-", node.reason or "no reason given")
+        for node in rejected
+    ]
+    widths = [max(len(row[column]) for row in rows) for column in range(3)]
+    return [
+        "  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3]
+        for row in rows
+    ]
 
 
 def supports_capability(trt: TensorRT) -> bool:
@@ -124,11 +194,9 @@ def parser_capability(trt: TensorRT, model_path: Path) -> Capability:
     network = builder.create_network(trt.network_flags(trt.resolve_typing("auto")))
     parser = trt.module.OnnxParser(network, logger)
     supported = bool(parser.supports_model_v2(model.SerializeToString(), str(model_path)))
-    reasons: dict[str, str] = {}
-    for index in range(parser.num_errors):
-        error = parser.get_error(index)
-        name = error.node_name() if hasattr(error, "node_name") else ""
-        reasons.setdefault(name, error.desc())
+    problems = {
+        problem.index: problem for problem in reversed(parser_problems(parser, nodes))
+    }  # the first error of each node
     subgraphs: list[tuple[bool, list[str]]] = []
     verdict: dict[int, bool] = {}
     for index in range(parser.num_subgraphs):
@@ -136,15 +204,24 @@ def parser_capability(trt: TensorRT, model_path: Path) -> Capability:
         members = [int(i) for i in parser.get_subgraph_nodes(index)]
         subgraphs.append((ok, [nodes[i][0] for i in members]))
         verdict.update(dict.fromkeys(members, ok))
-    support = [
-        NodeSupport(
-            name,
-            op,
-            "supported"
-            if supported or verdict.get(i)
-            else ("unconfirmed" if i in verdict else "unsupported"),
-            "" if i in verdict or supported else reasons.get(name, ""),
-        )
-        for i, (name, op) in enumerate(nodes)
-    ]
+    support = []
+    for i, (name, op) in enumerate(nodes):
+        if supported or verdict.get(i):
+            support.append(NodeSupport(name, op, "supported"))
+        elif i in verdict:
+            support.append(NodeSupport(name, op, "unconfirmed"))
+        elif (problem := problems.get(i)) is not None:
+            support.append(
+                NodeSupport(
+                    name,
+                    op,
+                    "unsupported",
+                    problem.reason,
+                    problem.inner if problem.inner != name else "",
+                    problem.inner_op if problem.inner != name else "",
+                    problem.stack,
+                )
+            )
+        else:
+            support.append(NodeSupport(name, op, "unsupported"))
     return Capability(trt.name, model_path.name, supported, support, subgraphs)

@@ -163,7 +163,9 @@ class EngineSession:
 
     def _listen(self, wanted: DebugTensors) -> list[str]:
         """Set the debug listener and turn on the debug state of `wanted` (or of every debug
-        tensor); returns the names asked for (empty for `all`: the engine says which it has)."""
+        tensor); returns the names asked for (empty for `all`: the engine says which it has).
+        A wanted ONNX name the engine marked only in its lowered form (`X::fp16`, an FP16 build of
+        the lowered model) is read from that tensor."""
         missing = debug_api_missing(self.trt)
         if missing:
             raise StepError(missing)
@@ -173,15 +175,36 @@ class EngineSession:
         if wanted == "all":
             self.context.set_all_tensors_debug_state(True)
             return []
-        unmarked = [name for name in wanted if not self.engine.is_debug_tensor(name)]
+        marked = {name: self._debug_tensor(name) for name in wanted}
+        unmarked = [name for name, found in marked.items() if found is None]
         if unmarked:
             raise StepError(
                 f"{', '.join(unmarked)} is not a debug tensor of this engine: mark it with "
                 "build-engine's `debug_tensors` (or ask for `debug_tensors: all`)"
             )
-        for name in wanted:
-            self.context.set_tensor_debug_state(name, True)
+        for found in marked.values():
+            self.context.set_tensor_debug_state(found, True)
         return list(wanted)
+
+    def _debug_tensor(self, name: str) -> str | None:
+        """The engine's debug tensor for the ONNX tensor `name`: itself, or its lowered version."""
+        from trtflow.precision.lower import LOWERED_PRECISIONS, lowered_name
+
+        candidates = [name] + [lowered_name(name, low) for low in LOWERED_PRECISIONS]
+        return next((found for found in candidates if self.engine.is_debug_tensor(found)), None)
+
+    def _debug_values(self) -> dict[str, np.ndarray]:
+        """The debug tensors of the last inference under their ONNX names: a lowered tensor
+        (`X::fp16`) as `X`, in FP32, as ONNX Runtime computes `X` (the value is the engine's,
+        widened exactly); where the engine also marked `X` itself, that one stands."""
+        from trtflow.precision.lower import source_name
+
+        values = {name: value for name, value in self._debug.items() if source_name(name) == name}
+        for name, value in self._debug.items():
+            onnx_name = source_name(name)
+            if onnx_name != name and onnx_name not in values:
+                values[onnx_name] = value.astype(np.float32)
+        return values
 
     def dtype(self, name: str) -> np.dtype:
         return self.trt.numpy_dtype(self.engine.get_tensor_dtype(name))
@@ -251,7 +274,7 @@ class EngineSession:
                 f"copy output `{name}` from the GPU",
             )
         self.cuda.check(runtime.cudaStreamSynchronize(stream), "finish the inference")
-        return dict(self._debug) | results
+        return self._debug_values() | results
 
     def close(self) -> None:
         for name, (address, _) in self._buffers.items():

@@ -16,10 +16,11 @@ region that fails so fails by itself.
    (a bisection for the smallest failing tail); then the region's boundary is 1-minimized: the
    answer is minimal in the sense that removing any one boundary node (one reading only tensors
    from outside the region, or one whose outputs nothing in the region reads) makes it pass.
-   Every trial goes through the step's journal (`JournaledTrials`, keyed by the region's nodes), so
-   a killed run resumes without repeating finished trials; `max_trials` bounds them.
-4. Verification: the region again on fresh samples (the recipe's seed plus `FRESH_SEED_OFFSET`, fed
-   by a fresh tapped reference run) must still fail.
+   Every trial goes through the step's journal (`trtflow.sessions.trials.JournaledTrials`, keyed
+   by the region's nodes), so a killed run resumes without repeating finished trials;
+   `max_trials` bounds them.
+4. Verification: the region again on fresh samples (`trtflow.sessions.trials.fresh_samples`), fed
+   by a fresh tapped reference run, must still fail.
 """
 
 from __future__ import annotations
@@ -29,215 +30,33 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from trtflow.errors import ParamError
-from trtflow.lazy import lazy_import
-from trtflow.runners.registry import runner_entry
-from trtflow.schema.paths import InputPath
-from trtflow.schema.reports import Report
-from trtflow.sessions.precision_search import (
-    FRESH_SEED_OFFSET,
+from trtflow.sessions.reduce.region_graph import RegionGraph
+from trtflow.sessions.reduce.report import ReduceReport, ReduceTrial, RegionNode
+from trtflow.sessions.reduce.settings import ReduceSettings
+from trtflow.sessions.trials import (
+    Feed,
     JournaledTrials,
+    JournalRecord,
     SearchContext,
-    TrialJournal,
-    _activated,
+    activated,
+    collect_samples,
+    fresh_samples,
+    journal_of,
+    replayed,
 )
-from trtflow.tensors.comparison import Tolerances
 from trtflow.tensors.inputs import DataSpec
-from trtflow.tensors.judges import Candidate, CommandCheck, Judge, JudgeSetting, Verdict
-from trtflow.tensors.task_metrics import MetricCheck
+from trtflow.tensors.judges import Candidate, Judge, JudgeSetting, Verdict
 
 if TYPE_CHECKING:
-    import numpy as np
     import onnx
 
-    from trtflow.onnxmodel.catalog import TensorInfo
     from trtflow.runners.base import RunnerConfig
-else:
-    np = lazy_import("numpy")
-
-Feed = dict[str, "np.ndarray"]
-
-
-class ReduceSettings(BaseModel):
-    """What a reduction is asked: the `reduce` step's `with:` block, key for key."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    model: InputPath = Field(description="The ONNX model that fails the check.")
-    data: DataSpec | None = Field(
-        None, description="Generated samples (the default when no `inputs`)."
-    )
-    inputs: InputPath | None = Field(
-        None,
-        description="Samples from a file: .npz, folder of .npy/.npz, tensor set, Polygraphy JSON.",
-    )
-    reference: runner_entry() = Field(  # type: ignore[valid-type]  # a runtime union
-        description="The runner whose tensors are the truth and feed every region, a run-runners entry, "
-        "e.g. {name: fp32, backend: onnxruntime}."
-    )
-    candidate: runner_entry() = Field(  # type: ignore[valid-type]  # a runtime union
-        description="The runner that fails, a run-runners entry, e.g. {name: half, backend: emulated, "
-        "precision: fp16}."
-    )
-    check: Tolerances | CommandCheck | MetricCheck = Field(
-        description="compare's tolerance block (atol, rtol, error_stat...), {command: [argv]} (exit 0 = "
-        "pass), or a task metric {metric, min, max}, applied to the outputs of each region."
-    )
-    max_trials: int | None = Field(
-        None, ge=1, description="Stop the search after this many trials (region runs)."
-    )
-
-    @model_validator(mode="after")
-    def _valid(self) -> ReduceSettings:
-        if self.data is not None and self.inputs is not None:
-            raise ValueError("give one input source, not data and inputs")
-        if self.reference.name == self.candidate.name:
-            raise ValueError(
-                f"the reference and the candidate are both named `{self.reference.name}`: name them apart"
-            )
-        if isinstance(self.check, MetricCheck) and self.check.tensors is not None:
-            raise ValueError(
-                "check.tensors: reduce judges each region by the tensors it computes, and a region "
-                "cut out of the model computes none of the tensors a metric is limited to; leave "
-                "`tensors` out (the metric then judges every output of each region)"
-            )
-        for role in ("reference", "candidate"):
-            config = getattr(self, role)
-            if config.isolate:
-                raise ValueError(f"reduce runs `{role}` in process: `isolate` is for run-runners")
-            if config.reads != "onnx":
-                raise ValueError(
-                    f"`{role}` ({config.backend}) does not run an ONNX model, and reduce runs regions "
-                    "cut out of one: use a runner that reads ONNX (onnxruntime, emulated, tensorrt)"
-                )
-        return self
-
-
-class RegionNode(BaseModel):
-    name: str
-    op: str
-
-
-class ReduceTrial(BaseModel):
-    region: list[str]
-    failed: bool
-    metrics: dict
-    replayed: bool
-
-
-class ReduceReport(Report):
-    """What `reduce` found: the region, why it is minimal, how many checks it took, the verification."""
-
-    KIND = "reduce"
-    SCHEMA_VERSION = 1
-
-    found: bool
-    complete: bool
-    message: str
-    nodes: int  # nodes in the model
-    first_failing: str | None  # the first node whose tapped outputs fail (screening)
-    screening_checks: int  # checks of tapped tensors, no runs
-    region: list[RegionNode]
-    region_inputs: list[str]
-    region_outputs: list[str]
-    minimal: str
-    evaluations: int  # trials: regions run by both runners
-    replayed: int  # of them answered by the journal
-    samples: int
-    verification: dict | None
-    trials: list[ReduceTrial]
 
 
 @dataclass(frozen=True)
-class Graph:
-    """The model with its nodes in topological order and who reads what."""
-
-    model: onnx.ModelProto
-    tensors: dict[str, TensorInfo]
-    order: list[str]  # node names
-    ops: dict[str, str]
-    reads: dict[str, list[str]]  # node -> tensors it reads that are not weights
-    writes: dict[str, list[str]]  # node -> tensors it computes
-    producer: dict[str, str]  # tensor -> node
-    graph_outputs: frozenset[str]
-
-    @classmethod
-    def of(cls, model: onnx.ModelProto, tensors: dict[str, TensorInfo]) -> Graph:
-        weights = {t.name for t in model.graph.initializer}
-        nodes = list(model.graph.node)
-        return cls(
-            model,
-            tensors,
-            [n.name for n in nodes],
-            {n.name: n.op_type for n in nodes},
-            {n.name: [t for t in dict.fromkeys(n.input) if t and t not in weights] for n in nodes},
-            {n.name: [t for t in n.output if t] for n in nodes},
-            {t: n.name for n in nodes for t in n.output if t},
-            frozenset(o.name for o in model.graph.output),
-        )
-
-    def boundary(self, region: frozenset[str]) -> tuple[list[str], list[str]]:
-        """A region's inputs (tensors it reads that it does not compute) and outputs (tensors it
-        computes that nothing in it reads, and graph outputs), in graph order."""
-        nodes = [n for n in self.order if n in region]
-        made = {t for n in nodes for t in self.writes[n]}
-        read = {t for n in nodes for t in self.reads[n]}
-        inputs = list(dict.fromkeys(t for n in nodes for t in self.reads[n] if t not in made))
-        outputs = [
-            t for n in nodes for t in self.writes[n] if t not in read or t in self.graph_outputs
-        ]
-        return inputs, outputs
-
-    def removable(self, region: frozenset[str]) -> list[str]:
-        """Boundary nodes: those reading nothing the region computes, or computing nothing it reads."""
-        made = {t for n in region for t in self.writes[n]}
-        read = {t for n in region for t in self.reads[n]}
-        return [
-            n
-            for n in self.order
-            if n in region
-            and (
-                not any(t in made for t in self.reads[n])
-                or not any(t in read for t in self.writes[n])
-            )
-        ]
-
-    def ancestors(self, node: str) -> list[str]:
-        """`node` and every node it depends on, in graph order."""
-        found, stack = {node}, [node]
-        while stack:
-            for tensor in self.reads[stack.pop()]:
-                parent = self.producer.get(tensor)
-                if parent is not None and parent not in found:
-                    found.add(parent)
-                    stack.append(parent)
-        return [n for n in self.order if n in found]
-
-    def extract(self, region: frozenset[str]) -> onnx.ModelProto:
-        """The region as a standalone model (onnx's Extractor, typed from the catalog)."""
-        from onnx import helper
-        from onnx.utils import Extractor
-
-        inputs, outputs = self.boundary(region)
-        extractor = Extractor(self.model)
-        for name in (*inputs, *outputs):  # types from our inference (onnx's Extractor infers none)
-            if name not in extractor.value_infos:
-                info = self.tensors[name]
-                shape = list(info.shape) if info.shape is not None else None
-                extractor.value_infos[name] = helper.make_tensor_value_info(
-                    name, info.elem_type, shape
-                )
-        extracted = extractor.extract_model(inputs, outputs)
-        extracted.graph.name = "reduced"
-        return extracted
-
-
-@dataclass(frozen=True)
-class Verification:
+class RegionVerification:
     samples: str
     count: int
     seed: int | None
@@ -259,16 +78,16 @@ class ReduceOutcome:
     """What a reduction found: the step writes the repro folder and the report from it."""
 
     settings: ReduceSettings
-    graph: Graph
+    graph: RegionGraph
     region: frozenset[str] | None
     complete: bool
     first_failing: str | None
     screening_checks: int
-    records: list
+    records: list[JournalRecord]
     samples: int
     feeds: list[Feed]
     tapped_reference: list[Feed]
-    verification: Verification | None
+    verification: RegionVerification | None
     message: str
 
     @property
@@ -312,7 +131,7 @@ class ReduceOutcome:
                 else "not shown (the search stopped early)"
             ),
             evaluations=len(self.records),
-            replayed=sum(r.origin != "run" for r in self.records),
+            replayed=replayed(self.records),
             samples=self.samples,
             verification=self.verification.as_json() if self.verification else None,
             trials=[
@@ -331,11 +150,9 @@ class ReduceSearch:
     """One reduction of `settings`' model; `run()` does it all."""
 
     def __init__(self, settings: ReduceSettings, context: SearchContext):
-        if context.journal is None:
-            raise TypeError("a reduction needs a journal")
         self.settings = settings
         self.context = context
-        self.journal: TrialJournal = context.journal
+        self.journal = journal_of(context, "a reduction")
         self.judges: dict[tuple[str, ...], Judge] = {}
 
     def run(self) -> ReduceOutcome:
@@ -343,7 +160,7 @@ class ReduceSearch:
 
         settings = self.settings
         model, tensors = load_cataloged(settings.model)
-        graph = Graph.of(model, tensors)
+        graph = RegionGraph.of(model, tensors)
         for key in ("reference", "candidate"):
             getattr(settings, key).check_entry(model, key)
         with tempfile.TemporaryDirectory(prefix="trtflow-reduce-") as scratch:
@@ -383,10 +200,10 @@ class ReduceSearch:
 
     def _message(
         self,
-        graph: Graph,
+        graph: RegionGraph,
         region: frozenset[str] | None,
         complete: bool,
-        verification: Verification | None,
+        verification: RegionVerification | None,
     ) -> str:
         if region is None:
             return (
@@ -404,12 +221,7 @@ class ReduceSearch:
         return text
 
     def _feeds(self, model: onnx.ModelProto, data: DataSpec | None, inputs: Path | None):
-        from trtflow.tensors.inputs import InputSourceError, collect_feeds
-
-        try:
-            return collect_feeds(model, data=data, inputs=inputs, notice=self.context.notice)
-        except InputSourceError as error:
-            raise ParamError(error.param, str(error)) from None
+        return collect_samples(model, data, inputs, self.context.notice)
 
     def _run(self, model: onnx.ModelProto, config: RunnerConfig, feeds: Sequence[Feed]):
         """`config`'s runner on `model` (saved to the scratch folder) over `feeds`."""
@@ -418,10 +230,12 @@ class ReduceSearch:
         path = self.scratch / f"{config.name}.onnx"
         save_model(model, path)
         with ExitStack() as active:
-            runner = active.enter_context(_activated(config.create(path, None)))
+            runner = active.enter_context(activated(config.create(path, None)))
             return [runner.infer(feed) for feed in feeds]
 
-    def _tapped(self, graph: Graph, config: RunnerConfig, feeds: Sequence[Feed]) -> list[Feed]:
+    def _tapped(
+        self, graph: RegionGraph, config: RunnerConfig, feeds: Sequence[Feed]
+    ) -> list[Feed]:
         """Every computed tensor of `config`'s run, with the feeds."""
         import onnx
 
@@ -442,7 +256,7 @@ class ReduceSearch:
         return self.judges[key]
 
     def _first_failing(
-        self, graph: Graph, reference: list[Feed], candidate: list[Feed], feeds: list[Feed]
+        self, graph: RegionGraph, reference: list[Feed], candidate: list[Feed], feeds: list[Feed]
     ) -> tuple[str | None, int]:
         """The first node (graph order) whose tapped outputs fail, found by bisection over the
         monotone "some tensor of the first k nodes fails"; and the number of checks it took."""
@@ -475,7 +289,7 @@ class ReduceSearch:
                 low = middle
         return graph.order[high - 1], checks
 
-    def _verdict(self, graph: Graph, region: frozenset[str], tapped: list[Feed]) -> Verdict:
+    def _verdict(self, graph: RegionGraph, region: frozenset[str], tapped: list[Feed]) -> Verdict:
         """Both runners on the region cut out, fed the reference's tensors; the check on its outputs."""
         model = graph.extract(region)
         inputs, outputs = graph.boundary(region)
@@ -485,7 +299,7 @@ class ReduceSearch:
         return self._judge(outputs).verdict(Candidate(feeds, reference, produced, lambda: model))
 
     def _reduce(
-        self, graph: Graph, first: str, fails_not: Callable[[frozenset[str]], bool]
+        self, graph: RegionGraph, first: str, fails_not: Callable[[frozenset[str]], bool]
     ) -> tuple[frozenset[str] | None, bool]:
         """The smallest failing region around `first`: alone, else the shortest failing tail of its
         ancestors, then 1-minimized; `fails_not(region)` is a journaled trial (True: it passes).
@@ -536,46 +350,19 @@ class ReduceSearch:
         return region, True
 
     def verification_data(self) -> DataSpec | None:
-        """The recipe's data with its seed moved by FRESH_SEED_OFFSET; None for inputs from files."""
+        """The recipe's data, fresh (`fresh_samples`); None for inputs from files."""
         if self.settings.inputs is not None:
             return None
-        data = self.settings.data or DataSpec()
-        return data.model_copy(update={"seed": data.seed + FRESH_SEED_OFFSET})
+        return fresh_samples(self.settings.data)
 
-    def _verify(self, graph: Graph, region: frozenset[str]) -> Verification:
+    def _verify(self, graph: RegionGraph, region: frozenset[str]) -> RegionVerification:
         """The region on samples the search never saw, fed a fresh tapped reference run."""
         data = self.verification_data()
         if data is None:
-            return Verification("search (inputs came from files)", 0, None, True, {})
+            return RegionVerification("search (inputs came from files)", 0, None, True, {})
         feeds = self._feeds(graph.model, data, None)
         tapped = self._tapped(graph, self.settings.reference, feeds)
         verdict = self._verdict(graph, region, tapped)
-        return Verification("fresh", len(feeds), data.seed, not verdict.passed, verdict.metrics)
-
-
-def repro_recipe(settings: ReduceSettings, name: str = "repro") -> dict[str, Any]:
-    """The recipe that reproduces the failure in one `trtflow run` in the repro folder: both runners
-    on the region fed `inputs.json`, then `compare` (gated) with the same check."""
-    runners = [
-        {"name": c.name, "backend": c.backend, **c.model_dump(mode="json", exclude_defaults=True)}
-        for c in (settings.reference, settings.candidate)
-    ]
-    compare: dict[str, Any] = {
-        "results": "${steps.run.results}",
-        "reference": settings.reference.name,
-        "candidates": [settings.candidate.name],
-    }
-    check = settings.check
-    if isinstance(check, Tolerances):
-        compare.update(check.model_dump(mode="json", exclude_defaults=True))
-    elif isinstance(check, MetricCheck):  # the metric alone gates: no tolerance, no finiteness rule
-        compare["task_metrics"] = [check.model_dump(mode="json", exclude_defaults=True)]
-        compare.update({"atol": float("inf"), "check_finite": False})
-    steps: dict[str, Any] = {
-        "run": {
-            "uses": "run-runners",
-            "with": {"model": "model.onnx", "inputs": "inputs.json", "runners": runners},
-        },
-        "check": {"uses": "compare", "gate": True, "with": compare},
-    }
-    return {"trtflow": 1, "name": name, "steps": steps}
+        return RegionVerification(
+            "fresh", len(feeds), data.seed, not verdict.passed, verdict.metrics
+        )
