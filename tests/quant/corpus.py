@@ -274,18 +274,26 @@ PIPELINE_MODEL = (
     / "models"
     / "ppocr_cls_int8_miscalibrated.onnx"
 )
+LOOP_MODEL = PIPELINE_MODEL.with_name("ppocrv4_svtr_outlier.onnx")
 
 
 def main() -> None:
     """Write `pipelines/quantized.yaml`'s model: the real classifier quantized, its Conv@25 input
-    calibrated on a range 50x too small (`python -m tests.quant.corpus`)."""
+    calibrated on a range 50x too small; and `pipelines/int8-loop.yaml`'s: the SVTR blocks in
+    float with an outlier channel (`python -m tests.quant.corpus`)."""
     from trtflow.onnxmodel.files import name_nodes
+
+    from .outliers import plant_outlier
 
     model = quantize(prepared(CLS, CLS_SHAPE), CLS_SHAPE)
     name_nodes(model)
     plant_activation_range(model, "Conv@25", 50)
     onnx.save(model, PIPELINE_MODEL)
-    print(PIPELINE_MODEL)
+    svtr = prepared(SVTR, SVTR_SHAPE)
+    name_nodes(svtr)
+    print("outlier read by", plant_outlier(svtr))
+    onnx.save(svtr, LOOP_MODEL)
+    print(PIPELINE_MODEL, LOOP_MODEL)
 
 
 if __name__ == "__main__":

@@ -76,3 +76,35 @@ steps:
     report = json.loads((tmp_path / "out" / "q" / "diff" / "report.json").read_text())
     measured = {entry["source"] for entry in report["quantization"]}
     assert "relu_3.tmp_0" in measured, "pairs measured on the float model's own tensors"
+
+
+def test_bisect_precision_judges_against_the_float_model(trtflow, tmp_path, cls_default_models):
+    """The same search judged against the dequantized model (the default, with a notice saying it
+    is not the float model) and against the float model itself (`reference_model`): the quantized
+    weights are off the float ones, so the same quantized model is measured further away."""
+    found = {}
+    for label, extra in (
+        ("dequantized", ""),
+        ("float", f"reference_model: {cls_default_models['float']}"),
+    ):
+        text = f"""trtflow: 1
+name: q
+steps:
+  hunt:
+    uses: bisect-precision
+    with:
+      model: {cls_default_models["int8"]}
+      precision: qdq
+      data: {{seed: 1, iterations: 4, ranges: {{'*': [-1, 1]}}}}
+      check: {{metric: max_abs_error, max: 0.3}}
+      {extra}
+"""
+        folder = tmp_path / label
+        folder.mkdir()
+        done = run_recipe(trtflow, folder, text)
+        assert done.returncode == 0, done.stderr
+        report = json.loads((folder / "out" / "q" / "hunt" / "report.json").read_text())
+        found[label] = (done.stdout + done.stderr, report["final"]["emulated"]["value"])
+    (said, dequantized), (quiet, float_value) = found["dequantized"], found["float"]
+    assert "reference_model" in said and "reference_model" not in quiet
+    assert float_value > dequantized + 0.02, (float_value, dequantized)  # 0.118 vs 0.070
