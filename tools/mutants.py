@@ -214,6 +214,27 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "measures: the frontier fails a point out of either tolerance (and -> or)",
+        "trtflow/tensors/measures.py",
+        "not a <= atol and not r <= rtol for a, r in",
+        "not a <= atol or not r <= rtol for a, r in",
+        ("tests/run_compare/test_compare_memo.py",),
+    ),
+    Mutant(
+        "measures: a NaN checked statistic passes a re-judged tensor",
+        "trtflow/tensors/measures.py",
+        "return bool(abs_stat <= atol or rel_stat <= rtol)  # NaN fails both",
+        "return not bool(abs_stat > atol and rel_stat > rtol)",
+        ("tests/run_compare/test_compare_memo.py",),
+    ),
+    Mutant(
+        "memo: the tolerances enter the memo key (an edit measures again)",
+        "trtflow/executor/keys.py",
+        'params = {k: v for k, v in step_material["params"].items() if k not in judgement}',
+        'params = step_material["params"]',
+        ("tests/run_compare/test_compare_memo.py",),
+    ),
+    Mutant(
         "report: a tensor passes when any iteration passes (all -> any)",
         "trtflow/tensors/compare_report.py",
         "return all(self.iteration_passed) and",
@@ -387,6 +408,34 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/trt/test_rtx_capability_nested.py",),
     ),
     Mutant(
+        "inspect ENGINE: a plan whose header the library finds malformed passes as an engine",
+        "trtflow/trt/plan_file.py",
+        'if "MALFORMED_ENGINE" in problems:',
+        "if False:",
+        ("tests/trt/test_rtx_plans.py",),
+    ),
+    Mutant(
+        "inspect ENGINE: a truncated plan (size in its header) passes as an engine",
+        "trtflow/trt/plan_file.py",
+        "if header is not None and header[1] != len(data):",
+        "if False:",
+        ("tests/trt/test_rtx_plans.py",),
+    ),
+    Mutant(
+        "inspect ENGINE: no driver here is not told from other reasons a plan cannot load",
+        "trtflow/trt/plan_file.py",
+        'if any("cudaError 35" in message for _, message in log.lines):',
+        "if False:",
+        ("tests/trt/test_rtx_plans.py",),
+    ),
+    Mutant(
+        "build-engine: dims of one name given different sizes are not explained",
+        "trtflow/trt/build_errors.py",
+        "if found and (error := _shared_name_error(model_file, found.group(1), shapes, message)):",
+        "if False:",
+        ("tests/trt/test_rtx_plans.py",),
+    ),
+    Mutant(
         "render-graph: a rejected node may be folded away in the simplified view",
         "trtflow/steps/render_graph.py",
         "highlight=[*highlight, *rejected],",
@@ -408,7 +457,30 @@ MUTANTS: tuple[Mutant, ...] = (
         "given = exports.tool_input(original, kept, False)",
         ("tests/roundtrip/test_round_trip.py",),
     ),
-    # issue 31: gc beside a live run (item 4); a check command ends with its timeout and the run (1)
+    # issue 31: files outside a model's folder (item 2), gc beside a live run (4), check commands (1)
+    Mutant(
+        "external data: a model's data outside its folder is hashed for the key",
+        "trtflow/onnxmodel/files.py",
+        """    if refusal:
+        raise InputError(f"{path}: {refusal}")
+""",
+        "",
+        ("tests/test_outside_files.py",),
+    ),
+    Mutant(
+        "external data: a remembered companion outside the folder is read",
+        "trtflow/executor/hashing.py",
+        "if os.path.isabs(name) or not (folder / name).resolve().is_relative_to(folder):",
+        "if False:",
+        ("tests/test_outside_files.py",),
+    ),
+    Mutant(
+        "validate: companions are not asked for",
+        "trtflow/cli/recipes.py",
+        "pipeline = load(recipe, overrides, companions=True)",
+        "pipeline = load(recipe, overrides)",
+        ("tests/test_outside_files.py",),
+    ),
     Mutant(
         "gc: a record temporary renamed while gc looks fails gc",
         "trtflow/executor/workspace.py",

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trtflow.errors import UsageError
+from trtflow.errors import InputError, UsageError
 from trtflow.tensors.array_files import load_archive, load_array
 from trtflow.tensors.statistics import TensorStatistics
 
@@ -165,11 +165,9 @@ def _npy(path: Path) -> list[str]:
 
 
 def _engine(path: Path) -> list[str]:
-    return [
-        f"{path}: TensorRT engine (serialized plan), {path.stat().st_size:,} bytes; valid only for the "
-        "TensorRT version and GPU that built it. Its layers: build-engine's engine_graph.json; draw it with "
-        "render-graph (`engine:`)"
-    ]
+    from trtflow.trt.plan_file import plan_lines
+
+    return plan_lines(path)
 
 
 def _step_output(path: Path) -> list[str]:
@@ -197,8 +195,13 @@ def _step_output(path: Path) -> list[str]:
             )
             lines.append(f"  {name}: {output['path']} ({output['kind']}, {size} bytes)")
         else:
+            try:
+                described = summarize(member)
+            except (UsageError, InputError) as error:  # one unreadable output hides not the rest
+                lines.append(f"  {name}: {output['path']} (not summarized: {error})")
+                continue
             lines.append(f"  {name}:")
-            lines += [f"    {line}" for line in summarize(member)]
+            lines += [f"    {line}" for line in described]
     return lines
 
 

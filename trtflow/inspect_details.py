@@ -90,26 +90,29 @@ def _engine_graph_layers(path: Path) -> list[Layer]:
 
 
 def _engine_file_layers(path: Path) -> list[Layer]:
-    """The engine's layers through the engine inspector of TensorRT (or TensorRT-RTX where only it
-    is installed); the engine must load on this machine."""
+    """The engine's layers through the engine inspector of the library that wrote it (TensorRT, or
+    TensorRT-RTX); where this machine cannot load it, from the inspector JSON build-engine wrote
+    next to it (the summary line says which and why)."""
     from trtflow.graph.layers import engine_layers
     from trtflow.trt.api import TensorRT
-    from trtflow.trt.inspector import engine_information, header_problems
+    from trtflow.trt.inspector import engine_information
+    from trtflow.trt.plan_file import check_plan, layer_file, read_layer_file
 
     fallback = (
         "inspect build-engine's engine_graph.json (or trtexec --exportLayerInfo=graph.json "
         "--profilingVerbosity=detailed) with --layers instead"
     )
+    serialized = path.read_bytes()
+    check = check_plan(path, serialized)
+    if check.unloadable:
+        layers = layer_file(path)
+        if layers is None:
+            raise UsageError(f"{path}: cannot be loaded here: {check.unloadable}; {fallback}")
+        return engine_layers(read_layer_file(layers))
     try:
         trt = TensorRT.load("auto")
     except BackendUnavailable as error:
         raise BackendUnavailable(f"{path}: {error}; or {fallback}") from None
-    serialized = path.read_bytes()
-    problems = header_problems(trt, serialized)
-    if problems:
-        raise UsageError(
-            f"{path}: not an engine {trt.name} can load ({', '.join(problems)}); {fallback}"
-        )
     runtime = trt.module.Runtime(trt.module.Logger(trt.module.Logger.ERROR))
     try:
         return engine_layers(engine_information(trt, runtime, serialized))

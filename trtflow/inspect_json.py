@@ -16,7 +16,7 @@ from typing import Any
 
 from trtflow.errors import UsageError
 from trtflow.inspect import _array_lines, _counts, _quantization_lines, _reading
-from trtflow.schema.reports import parse_report, report_kind
+from trtflow.schema.reports import Report, parse_report, report_kind
 from trtflow.sessions.precision.report import BisectReport
 from trtflow.tensors.compare_report import CompareReport
 from trtflow.tensors.comparison import worst_error
@@ -80,11 +80,27 @@ REPORTS: dict[str, Callable[[Path, Any], list[str]]] = {
 """Typed reports, by `kind`: each is read through its model (an older schema is a clear error)."""
 
 
+def _step_reports() -> dict[str, type[Report]]:
+    """Every report kind a registered step kind writes, by `kind` (its outputs declare them)."""
+    from trtflow.steps import registry
+
+    return {
+        output.report.KIND: output.report
+        for name in registry.kinds()
+        for output in registry.get(name).outputs.values()
+        if output.report is not None
+    }
+
+
 def _typed_report(path: Path, content: Any) -> list[str]:
     kind, _ = report_kind(content) or ("", 0)
-    if kind not in REPORTS:
+    if kind in REPORTS:
+        return REPORTS[kind](path, content)
+    model = _step_reports().get(kind)
+    if model is None:
         raise UsageError(f"{path}: a `{kind}` report, which this trtflow does not know")
-    return REPORTS[kind](path, content)
+    report = parse_report(content, path, model)
+    return [f"{path}: {kind} report"] + [f"  {line}" for line in report.summary_lines()]
 
 
 def _untyped_report(path: Path, content: Any) -> list[str]:
@@ -129,6 +145,35 @@ def _load_summary(path: Path, data: dict) -> list[str]:
             lines.append(
                 f"  constants out of {precision} range: {len(lost)} ({names}{', ...' if len(lost) > 5 else ''})"
             )
+    return lines
+
+
+def _capability(path: Path, data: dict) -> list[str]:
+    from trtflow.trt.capability import Capability
+
+    lines = Capability.from_document(data, path).lines()
+    return [f"{path}: {lines[0]}"] + lines[1:]
+
+
+def _node_names(path: Path, data: list) -> list[str]:
+    """A list of node names: bisect-precision's `node_block_list` for onnxconverter-common."""
+    shown = ", ".join(data[:10]) + (", ..." if len(data) > 10 else "")
+    return [f"{path}: {len(data)} node names (a node_block_list for onnxconverter-common): {shown}"]
+
+
+def _sanitize_summary(path: Path, data: dict) -> list[str]:
+    nodes = data["nodes"]
+    lines = [
+        f"{path}: surgeon-sanitize summary: {nodes.get('before')} -> {nodes.get('after')} nodes, "
+        f"{data.get('folded_nodes')} folded in {data.get('fold_passes')} passes, "
+        f"{data.get('cleaned_up_nodes')} cleaned up",
+        f"  ops removed: {_counts(data.get('ops_removed') or {}, 'op types')}",
+        f"  shape inference: {data.get('shape_inference')}",
+    ]
+    if data.get("unbounded_dds") or data.get("upper_bounds"):
+        lines.append(
+            f"  unbounded DDS tensors: {data.get('unbounded_dds')}; bounds set: {data.get('upper_bounds')}"
+        )
     return lines
 
 
@@ -241,6 +286,12 @@ JSON_KINDS: list[tuple[Callable[[Any], bool], Callable[[Path, Any], list[str]]]]
     ),
     (lambda data: _has(data, "nodes", "precision") and isinstance(data["nodes"], list), _keep_file),
     (lambda data: _has(data, "format", "file"), _load_summary),
+    (lambda data: _has(data, "library", "supported", "nodes"), _capability),
+    (lambda data: _has(data, "nodes", "folded_nodes", "fold_passes"), _sanitize_summary),
+    (
+        lambda data: isinstance(data, list) and all(isinstance(name, str) for name in data),
+        _node_names,
+    ),
     (lambda data: _has(data, "taps", "not_tapped"), _taps),
     (lambda data: _has(data, "trtflow_replay", "trials"), _replay),
     (lambda data: _has(data, "source_nodes", "files"), _graph_summary),
@@ -260,7 +311,7 @@ def describe_json(path: Path) -> list[str]:
         if recognizes(data):
             return summarize(path, data)
     raise UsageError(
-        f"{path}: a JSON file trtflow does not know (it reads Polygraphy inputs/outputs, compare and "
-        "bisect-precision reports, keep files, layer precisions, load summaries, taps, replays, "
-        "layer profiles, engine graphs and render-graph summaries)"
+        f"{path}: a JSON file trtflow does not know (it reads Polygraphy inputs/outputs, every "
+        "step's reports, keep files, node lists, layer precisions, load and sanitize summaries, "
+        "taps, replays, capability, layer profiles, engine graphs and render-graph summaries)"
     )

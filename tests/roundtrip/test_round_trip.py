@@ -167,3 +167,19 @@ def test_autocast_round_trip(trtflow, tmp_path):
     assert entry["applied"] is True and entry["passed"] is True
     arguments = (tmp_path / "out" / "trip" / "proof" / "exports" / "autocast_args.txt").read_text()
     assert "'^mask_min$'" in arguments
+
+
+def test_the_step_key_of_a_machine_without_an_optional_tool_is_computed(monkeypatch):
+    """A tool missing here is a verdict in the report, not a step that cannot start: the
+    fingerprint names it "none" (found on the H200, which has no TensorRT-RTX)."""
+    from trtflow.errors import BackendUnavailable
+    from trtflow.steps import round_trip
+
+    def missing(module: str, *distributions: str) -> str:
+        if module.startswith("tensorrt"):
+            raise BackendUnavailable(f"`{module}` is not installed")
+        return "1.0"
+
+    monkeypatch.setattr(round_trip, "installed_version", missing)
+    params = round_trip.Params(model="m.onnx", precision="fp16", keep=[], check={"atol": 0.01})
+    assert round_trip.RoundTripStep().fingerprint(params)["tensorrt-rtx"] == "none"

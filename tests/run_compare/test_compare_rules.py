@@ -10,7 +10,8 @@ from onnx import helper, numpy_helper
 
 from run_compare.models import float_input, make_model, mlp_chain, save
 from run_compare.recipes import run_recipe
-from trtflow.tensors.comparison import Tolerances, compare_tensor
+from trtflow.tensors.comparison import Tolerances
+from trtflow.tensors.measures import compare_tensor
 
 
 def test_per_glob_tolerances_mean_the_same_in_any_key_order(trtflow, tmp_path):

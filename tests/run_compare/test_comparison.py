@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from trtflow.tensors import polygraphy_json
-from trtflow.tensors.comparison import HISTOGRAM_EDGES, Tolerances, compare_tensor, error_histogram
+from trtflow.tensors.comparison import HISTOGRAM_EDGES, Tolerances, error_histogram
+from trtflow.tensors.measures import compare_tensor
 from trtflow.tensors.tensor_set import TensorSet, TensorSetWriter
 
 REFERENCE = np.array([1.0, 100.0, 0.0, 5.0], np.float32)

@@ -159,11 +159,9 @@ def test_inspect_model_gives_output_types_and_lists_at_most_twenty(trtflow, tmp_
 def test_inspect_engines_and_cut_op_lists(trtflow, tmp_path):
     from onnx import TensorProto, helper
 
-    (tmp_path / "model.plan").write_bytes(b"\0" * 1234)
+    (tmp_path / "model.plan").write_bytes(b"\0" * 1234)  # no plan: its header says so
     engine = trtflow("inspect", tmp_path / "model.plan", cwd=tmp_path)
-    assert (
-        engine.returncode == 0 and "TensorRT engine (serialized plan), 1,234 bytes" in engine.stdout
-    )
+    assert engine.returncode == 2 and "model.plan: a damaged engine" in engine.stderr
     kinds = [
         "Relu",
         "Relu",

@@ -16,9 +16,9 @@ from trtflow.tensors import metrics
 from trtflow.tensors.comparison import (
     NOTHING_FINITE_IN_BOTH,
     Tolerances,
-    compare_tensor,
     nonfinite_counts,
 )
+from trtflow.tensors.measures import compare_tensor
 
 OVERFLOW = """
 taps: {uses: surgeon-insert-tap, with: {model: model.onnx, tensors: all}}

@@ -35,16 +35,21 @@ def test_engine_layers_come_from_the_engine_inspector(trtflow, tmp_path, generat
     assert engine.returncode == 0, engine.stdout + engine.stderr
     graph = trtflow("inspect", folder / "engine_graph.json", "--layers", "--attrs", cwd=tmp_path)
     assert graph.returncode == 0, graph.stdout + graph.stderr
-    listed = engine.stdout.splitlines()[1:]  # after the summary line of the engine file
+    summary = engine.stdout.splitlines()
+    assert "layers from engine_graph.json next to it" in summary[1], summary[:3]
+    listed = summary[2:]  # after the summary lines of the engine file
     assert listed == graph.stdout.splitlines()[2:]  # after the engine graph's two summary lines
     assert listed[0].endswith(" layers:") and any(line.startswith("  in  ") for line in listed)
 
 
-def test_an_engine_the_library_cannot_load_is_a_usage_error(trtflow, tmp_path):
+@pytest.mark.parametrize("layers", [(), ("--layers",)], ids=["summary", "layers"])
+def test_a_damaged_plan_is_said_damaged(trtflow, tmp_path, layers):
+    """With or without --layers: the header is checked always (TensorRT-RTX, no GPU needed)."""
     pytest.importorskip("tensorrt_rtx_bindings", reason="pip install 'trtflow[tensorrt-rtx]'")
     bogus = tmp_path / "model.engine"
     bogus.write_bytes(b"not a plan" * 100)
-    refused = trtflow("inspect", bogus, "--layers", cwd=tmp_path)
+    refused = trtflow("inspect", bogus, *layers, cwd=tmp_path)
+    text = " ".join(refused.stderr.split())
     assert refused.returncode == 2, refused.stdout + refused.stderr
-    assert "not an engine TensorRT" in refused.stderr  # -RTX here, where only it installs
-    assert "inspect build-engine's engine_graph.json" in refused.stderr
+    assert "a damaged engine: no TensorRT or TensorRT-RTX plan" in text, text
+    assert "header malformed" in text and "cudaError" not in text, text

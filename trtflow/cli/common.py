@@ -94,10 +94,10 @@ def _disk_full(error: Exception) -> bool:
     return type(error).__name__ == "OperationalError" and "disk is full" in str(error)  # SQLite
 
 
-def load(recipe: Path, overrides: list[str]):
+def load(recipe: Path, overrides: list[str], *, companions: bool = False):
     from trtflow.executor.pipeline import load_pipeline
 
-    return load_pipeline(recipe, overrides)
+    return load_pipeline(recipe, overrides, companions=companions)
 
 
 def workspace_of(recipe: Path, workspace: Path | None):

@@ -116,7 +116,7 @@ def validate(
 ) -> None:
     """Check a recipe without running it: syntax, step kinds, references, params, cycles."""
     with errors_to_exit_codes(debug):
-        pipeline = load(recipe, overrides)
+        pipeline = load(recipe, overrides, companions=True)
         print(f"{recipe}: ok ({len(pipeline.steps)} steps: {', '.join(pipeline.order)})")
 
 

@@ -109,6 +109,7 @@ def _in_use(
         names.add(pipeline.recipe.name)
         statuses = pipeline_status(pipeline, space)
         used.update(s.key for s in statuses if s.state == "cached" and s.key)
+        used.update(s.memo_key for s in statuses if s.memo_key)  # a re-judged step reads it
         journals.update(s.journal_key for s in statuses if s.journal_key)
     if force:
         return used, journals, []

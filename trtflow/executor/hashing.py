@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from trtflow.errors import UsageError
+from trtflow.errors import InputError, UsageError
 
 _CHUNK = 1 << 20
 
@@ -125,12 +125,28 @@ class StatCache:
                 raise  # a full disk only means hashing this file again next time
         return digest, found or []
 
+    def companions(self, path: Path, companions: Companions) -> list[str]:
+        """The companions of the user file `path` (found when it changed, remembered otherwise),
+        each checked to lie in its folder before anything reads it: a step's reader declares them
+        from the file's content, and a model naming `../../etc/passwd` as its external data must
+        not make a run hash (read) that file."""
+        found = self._file(path, companions)[1]
+        folder = path.parent.resolve()
+        for name in found:
+            if os.path.isabs(name) or not (folder / name).resolve().is_relative_to(folder):
+                raise InputError(
+                    f"{path} names {name} as part of its content, outside its folder {path.parent}; "
+                    "trtflow reads no file outside it: move that file into the folder"
+                )
+        return found
+
     def digest(self, path: Path, companions: Companions) -> str:
         """Content digest of a user file or folder, hashing only what changed since last time; a
         file's digest covers the `companions` beside it."""
         if path.is_dir():
             return combine({name: self._file(path / name)[0] for name in list_files(path)})
-        digest, found = self._file(path, companions)
+        digest = self._file(path, companions)[0]
+        found = self.companions(path, companions)
         if not found:
             return digest
         parts = {path.name: digest}

@@ -23,7 +23,8 @@ entries are found by key wherever they are checked out, never by the path they h
 `KeyWalk` is the one walk over a pipeline that `run`, `status` and `replay export` share.
 
 The journal of a long step is keyed by the same material minus its search budget, and a replay
-is checked against the material minus budget and machine facts (`replay_identity`).
+is checked against the material minus budget and machine facts (`replay_identity`); the memo of
+a memoized step by the material minus its judgement params (`memo_key`).
 """
 
 from __future__ import annotations
@@ -101,6 +102,15 @@ def journal_key(step_material: dict, search_budget: frozenset[str]) -> str:
     params = {k: v for k, v in step_material["params"].items() if k not in search_budget}
     kept = {k: v for k, v in step_material.items() if k not in ("labels", "reports")}
     return _digest({**kept, "params": params})
+
+
+def memo_key(step_material: dict, judgement: frozenset[str]) -> str:
+    """The memo's identity: the step's material without the params that only judge (and without
+    report schemas, which shape the report, not the measurements); marked so it never equals a
+    step key."""
+    params = {k: v for k, v in step_material["params"].items() if k not in judgement}
+    kept = {k: v for k, v in step_material.items() if k not in ("labels", "reports")}
+    return _digest({**kept, "params": params, "memo": 1})
 
 
 def replay_identity(step_material: dict, search_budget: frozenset[str]) -> dict:
@@ -313,6 +323,7 @@ def resolve(
         pipeline.recipe.base_dir,
         {path: identity[1] for path, identity in artifacts.items()},
         value_outputs=value_outputs,
+        companions=lambda path: stat_cache.companions(path, step.kind.companions),
     )
     params = pipeline.validate_params(step, params_dict, resolver)
     identities = dict(artifacts)

@@ -93,12 +93,15 @@ def _bind(recipe: Recipe, name: str, referrer: RecipeStep) -> str:
     )
 
 
-def load_pipeline(recipe_file: Path, overrides: list[str]) -> Pipeline:
-    """The pipeline of a recipe file with `--set` overrides applied: what every command starts from."""
-    return build_pipeline(load_recipe(recipe_file, overrides))
+def load_pipeline(recipe_file: Path, overrides: list[str], *, companions: bool = False) -> Pipeline:
+    """The pipeline of a recipe file with `--set` overrides applied: what every command starts from.
+    `companions`: also ask every user file for the files beside it its step reads (`validate`,
+    which computes no keys; `run` and `status` ask when keying, through the stat cache that spares
+    them parsing a model that did not change)."""
+    return build_pipeline(load_recipe(recipe_file, overrides), companions=companions)
 
 
-def build_pipeline(recipe: Recipe) -> Pipeline:
+def build_pipeline(recipe: Recipe, *, companions: bool = False) -> Pipeline:
     """Check everything that can be known before running; raise every problem, the recipe's own too."""
     source = recipe.source
     problems: list[Problem] = list(recipe.problems)
@@ -199,16 +202,20 @@ def build_pipeline(recipe: Recipe) -> Pipeline:
     pipeline = Pipeline(recipe, planned, dag, [] if cycle else dag.order())
     for planned_step in planned.values():
         if planned_step.id not in broken:
-            problems.extend(p for p in _param_problems(pipeline, planned_step) if p not in problems)
+            problems.extend(
+                p for p in _param_problems(pipeline, planned_step, companions) if p not in problems
+            )
     if problems:
         raise RecipeError(problems)
     return pipeline
 
 
-def _param_problems(pipeline: Pipeline, step: PlannedStep) -> list[Problem]:
+def _param_problems(pipeline: Pipeline, step: PlannedStep, companions: bool) -> list[Problem]:
     """Validate a step's params with stand-ins for outputs that do not exist yet: a value output's
     example value, or the reference text for a path (which `InputPath` does not look for on disk)."""
-    resolver = PathResolver(pipeline.recipe.base_dir)
+    resolver = PathResolver(
+        pipeline.recipe.base_dir, companions=step.kind.companions if companions else None
+    )
 
     def placeholder(step_id: str, output: str) -> Any:
         declared = pipeline.steps[step_id].kind.outputs[output]

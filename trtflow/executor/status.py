@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trtflow.errors import TrtflowError
-from trtflow.executor.keys import KeyWalk, Prepared, describe_changes, journal_key
+from trtflow.executor.keys import KeyWalk, Prepared, describe_changes, journal_key, memo_key
 from trtflow.executor.pipeline import Pipeline
 from trtflow.executor.resources import UNKEYABLE_HERE, keyable_here
 from trtflow.executor.store import Entry
@@ -29,6 +29,7 @@ class StepStatus:
     reasons: list[str] = field(default_factory=list)
     key: str | None = None
     journal_key: str | None = None  # for journaled steps whose key is known: the journal they use
+    memo_key: str | None = None  # for memoized steps whose key is known: the memo they read
     prepared: Prepared | None = None  # the step's params and material, when its key is known here
 
 
@@ -107,7 +108,8 @@ def _step_status(
         ]
     else:
         state, reasons = "never run", []
-    return StepStatus(step_id, uses, state, reasons, prepared.key, journal, prepared), entry
+    memo = memo_key(prepared.material, step.kind.Params.judgement) if step.kind.memoized else None
+    return StepStatus(step_id, uses, state, reasons, prepared.key, journal, memo, prepared), entry
 
 
 def note_other_links(statuses: list[StepStatus], workspace: Workspace, recipe_file: Path) -> None:

@@ -27,6 +27,7 @@ from trtflow.errors import StepError
 from trtflow.executor import keys
 from trtflow.executor.journal import FileJournal, load_replay
 from trtflow.executor.keys import Prepared, Resolved
+from trtflow.executor.memos import StoreMemo
 from trtflow.executor.remote import (
     JournalMirror,
     Progress,
@@ -162,6 +163,16 @@ def compute_step(
             return entry, False
         work_dir = store.begin(prepared.key)
         journal = _open_journal(task, prepared, workspace, remote) if kind.journaled else None
+        memo = (
+            StoreMemo(
+                store,
+                keys.memo_key(prepared.material, kind.Params.judgement),
+                {"uses": f"{kind.kind} (memo)", "step": step_id, "recipe": task.recipe_name},
+                task.force,
+            )
+            if kind.memoized
+            else None
+        )
         started = time.monotonic()
         notices: list[str] = []
         incomplete: list[str] = []
@@ -171,6 +182,7 @@ def compute_step(
                 work_dir=work_dir,
                 outputs=kind.outputs,
                 journal=journal,
+                memo=memo,
                 state_root=workspace.state_root,
                 recipe_dir=task.recipe_dir,
                 progress=progress_of(events, step_id),
@@ -190,7 +202,10 @@ def compute_step(
             }
             if incomplete:
                 info["incomplete"] = "; ".join(incomplete)
-            return store.commit(prepared.key, work_dir, kind.outputs, values, info), True
+            entry = store.commit(prepared.key, work_dir, kind.outputs, values, info)
+            if memo:
+                memo.keep()
+            return entry, True
         except MissingOutput as error:
             store.discard(work_dir)
             raise StepError(
@@ -202,6 +217,8 @@ def compute_step(
         finally:
             if journal:
                 journal.close()
+            if memo:
+                memo.discard()
 
 
 def entry_here(task: StepTask, entry: Entry, progress: Progress) -> Entry:

@@ -105,7 +105,7 @@ _ATTRIBUTE_TENSOR, _ATTRIBUTE_GRAPH, _ATTRIBUTE_TENSORS, _ATTRIBUTE_GRAPHS, _ATT
     22,
 )
 _SPARSE_VALUES, _SPARSE_INDICES = 1, 2
-_TENSOR_EXTERNAL_DATA = 13
+_TENSOR_NAME, _TENSOR_EXTERNAL_DATA = 8, 13
 _ENTRY_KEY, _ENTRY_VALUE = 1, 2
 
 
@@ -142,8 +142,9 @@ def _fields(buffer: memoryview) -> Iterator[tuple[int, memoryview | None]]:
             raise ValueError(f"unsupported protobuf wire type {wire_type}")
 
 
-def _locations_in(message: memoryview, kind: str, found: set[str]) -> None:
-    """Collect external-data locations below a message of `kind` (model/graph/function/node/...)."""
+def _locations_in(message: memoryview, kind: str, found: dict[str, str]) -> None:
+    """Collect {external-data location: the first tensor keeping its bytes there} below a message
+    of `kind` (model/graph/function/node/...)."""
     children = {
         "model": {_MODEL_GRAPH: "graph", _MODEL_FUNCTIONS: "function"},
         "graph": {
@@ -161,86 +162,93 @@ def _locations_in(message: memoryview, kind: str, found: set[str]) -> None:
             _ATTRIBUTE_SPARSE: "sparse",
         },
         "sparse": {_SPARSE_VALUES: "tensor", _SPARSE_INDICES: "tensor"},
-        "tensor": {_TENSOR_EXTERNAL_DATA: "entry"},
     }[kind]
     for number, payload in _fields(message):
         child = children.get(number)
         if payload is None or child is None:
             continue
-        if child == "entry":
-            entry = {
-                n: bytes(p).decode("utf-8", "replace") for n, p in _fields(payload) if p is not None
-            }
-            if entry.get(_ENTRY_KEY) == "location" and _ENTRY_VALUE in entry:
-                found.add(entry[_ENTRY_VALUE])
+        if child == "tensor":
+            _tensor_location(payload, found)
         else:
             _locations_in(payload, child, found)
+
+
+def _tensor_location(tensor: memoryview, found: dict[str, str]) -> None:
+    """Add the location of a TensorProto's external data, if it has one, with the tensor's name (a
+    writer may put the name after the data's entries: the fields are read first)."""
+    fields = [(number, payload) for number, payload in _fields(tensor) if payload is not None]
+    name = next((_text(p) for n, p in fields if n == _TENSOR_NAME), "")
+    for number, payload in fields:
+        if number == _TENSOR_EXTERNAL_DATA:
+            entry = {n: _text(p) for n, p in _fields(payload) if p is not None}
+            if entry.get(_ENTRY_KEY) == "location" and _ENTRY_VALUE in entry:
+                found.setdefault(entry[_ENTRY_VALUE], name)
+
+
+def _text(payload: memoryview) -> str:
+    return bytes(payload).decode("utf-8", "replace")
+
+
+def _external_data(path: Path) -> dict[str, str]:
+    """{location: the first tensor keeping its bytes there} of the ONNX model at `path`, read from
+    the protobuf wire format directly (memory-mapped, skipping weight bytes): importing onnx costs
+    a second, and `trtflow status` must not pay it."""
+    import mmap
+
+    found: dict[str, str] = {}
+    with open(path, "rb") as handle:
+        if handle.seek(0, 2) == 0:
+            return found
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)
+            try:
+                _locations_in(view, "model", found)
+            finally:
+                view.release()
+    return found
 
 
 def external_data_files(path: Path) -> list[str]:
     """The files (relative to the model's folder) that hold an ONNX model's external weights.
 
     They are part of the model: a step reading `model.onnx` must re-run when `model.onnx.data`
-    changes, so content digests of ONNX files include them. This reads the protobuf wire format
-    directly (memory-mapped, skipping weight bytes) because importing onnx costs a second and
-    `trtflow status` must not pay it."""
-    import mmap
-
-    with open(path, "rb") as handle:
-        if handle.seek(0, 2) == 0:
-            return []
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            view = memoryview(mapped)
-            found: set[str] = set()
-            try:
-                _locations_in(view, "model", found)
-            finally:
-                view.release()
-    return sorted(found)
+    changes, so content digests of ONNX files include them."""
+    return sorted(_external_data(path))
 
 
 def external_data_beside(path: Path) -> list[str]:
     """`external_data_files` of an ONNX model; nothing for any other file, or for a file that is not
-    a readable model (the step reading it says what is wrong, with the step named)."""
+    a readable model (the step reading it says what is wrong, with the step named). A location
+    onnx would refuse is refused here (`InputError`), before the step key would hash its file."""
     if path.suffix.lower() != ".onnx":
         return []
     try:
-        return external_data_files(path)
+        found = _external_data(path)
     except Exception:  # noqa: BLE001 - any parse failure: the reader reports it
         return []
-
-
-def _external_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
-    """Tensors whose bytes live in another file: initializers and Constant values, subgraphs included."""
-    from onnx.external_data_helper import uses_external_data
-
-    for graph in iter_graphs(model.graph):
-        constants = (
-            attribute.t
-            for node in graph.node
-            for attribute in node.attribute
-            if attribute.HasField("t")
-        )
-        yield from (
-            tensor for tensor in (*graph.initializer, *constants) if uses_external_data(tensor)
-        )
+    refusal = _refusal(path, found)
+    if refusal:
+        raise InputError(f"{path}: {refusal}")
+    return sorted(found)
 
 
 def refused_external_data(path: Path) -> str | None:
     """Which tensor of the model at `path` onnx refuses to read, where from and why, in the user's
-    terms; None when every location is acceptable.
+    terms; None when every location is acceptable."""
+    return _refusal(path, _external_data(path))
+
+
+def _refusal(path: Path, locations: dict[str, str]) -> str | None:
+    """Why onnx refuses one of `locations` ({location: tensor}) of the model at `path`, or None.
 
     onnx reads external data only from regular files inside the model's own folder, so that a
     downloaded model cannot make it read any file on the machine; its own message names neither
-    the rule nor the way out."""
+    the rule nor the way out. Nothing here opens a data file: a model must not make trtflow read
+    one either (hashing it for the step key)."""
     import os
 
-    import onnx
-    from onnx.external_data_helper import ExternalDataInfo
-
     folder = path.parent.absolute()
-    for tensor in _external_tensors(onnx.load(str(path), load_external_data=False)):
-        location = ExternalDataInfo(tensor).location
+    for location, tensor in locations.items():
         data_file = folder / location
         if os.path.isabs(location):
             why = "is an absolute path"
@@ -253,7 +261,7 @@ def refused_external_data(path: Path) -> str | None:
         else:
             continue
         return (
-            f"tensor `{tensor.name}` keeps its weights in `{location}`, which {why}; onnx reads external "
+            f"tensor `{tensor}` keeps its weights in `{location}`, which {why}; onnx reads external "
             f"data only from files inside the model's folder ({folder}) so that a model cannot read other "
             "files. Copy the data file into that folder (a real file, not a link) and save the model again "
             "with that location"

@@ -58,6 +58,12 @@ class LintReport(Report):
         """No problem of level `error` (warnings, such as dead nodes, do not fail a lint)."""
         return not any(problem.level == "error" for problem in self.problems)
 
+    def summary_lines(self) -> list[str]:
+        errors = sum(problem.level == "error" for problem in self.problems)
+        verdict = "passed" if self.passed else "FAILED"
+        counts = f"{errors} error(s), {len(self.problems) - errors} warning(s)"
+        return [f"{self.model}: {verdict}, {counts}", *problem_lines(self)]
+
 
 @dataclass(frozen=True)
 class LintSubject:

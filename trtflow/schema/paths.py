@@ -6,6 +6,10 @@ records whether it is an artifact of an earlier step (identified by its store di
 file (identified by hashing its content). The executor then replaces each recorded path in the
 params by that identity when it computes the step key, so moving a project or renaming a model
 file does not invalidate the cache, while editing the file does.
+
+A user file's `companions` (the files beside it its reader declares: a model's external data) are
+asked for while the params validate, so a file that names one it must not (outside its folder) is a
+recipe problem located at its param, raised before anything hashes or opens that companion.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -29,6 +34,9 @@ class PathResolver:
     value_outputs: dict[str, str] = field(
         default_factory=dict
     )  # str(value) -> the reference that gave it
+    companions: Callable[[Path], object] | None = None
+    """Asked for each user file; raises `InputError` (a ValueError) for a file naming a companion
+    it must not. None: not asked (loading a recipe for `run` or `status`, which ask when keying)."""
 
     def resolve(self, value: Path) -> Path:
         text = str(value)
@@ -50,6 +58,8 @@ class PathResolver:
                 or f"file not found: {resolved} (relative paths start at the recipe's folder {self.base_dir})"
             )
         _refuse_special_file(resolved)
+        if self.companions is not None and resolved.is_file():
+            self.companions(resolved)
         self.user_files.add(resolved_text)
         return resolved
 

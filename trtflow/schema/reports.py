@@ -55,6 +55,20 @@ class Report(BaseModel):
     def write(self, path: Path) -> None:
         path.write_text(self.model_dump_json(indent=1))
 
+    def summary_lines(self) -> list[str]:
+        """What `trtflow inspect` prints of a report it has no summary of its own for: each top-level
+        fact that is one value, and the size of each list or mapping. A subclass says more by
+        overriding it; a new report kind is inspected from the day its step writes it."""
+        lines = []
+        for name, value in self.model_dump(exclude={"kind", "schema_version"}).items():
+            if isinstance(value, (list, dict)):
+                lines.append(
+                    f"{name}: {len(value)} {'entries' if isinstance(value, list) else 'keys'}"
+                )
+            else:
+                lines.append(f"{name}: {str(value)[:200]}")
+        return lines
+
 
 def report_kind(content: Any) -> tuple[str, int] | None:
     """A report's `(kind, schema_version)`, or None for JSON that is no typed trtflow report."""

@@ -37,6 +37,11 @@ class StepParams(BaseModel):
     """Params that bound a search but not what one trial computes (`max_trials`, `replay`); left out
     of the journal's identity so raising the budget resumes the same journal instead of restarting."""
 
+    judgement: ClassVar[frozenset[str]] = frozenset()
+    """Params that only judge what the step measured (`compare`'s atol/rtol); left out of the memo's
+    identity (`Step.memoized`), so editing one re-judges the kept measurements instead of measuring
+    again."""
+
 
 @dataclass(frozen=True)
 class Output:
@@ -109,6 +114,17 @@ class TrialRecord:
     origin: Literal["journal", "replay", "run"] = "run"  # where this answer came from
 
 
+class Memo(Protocol):
+    """What a `memoized` step measured on an earlier run with the same params but its `judgement`
+    ones: a folder the executor keeps as a content-addressed store entry of its own (the step never
+    sees the store). The step reads `earlier()`, and writes a whole new memo into `folder()` when it
+    measured more; the executor keeps that folder only when the step succeeds."""
+
+    def earlier(self) -> Path | None: ...
+
+    def folder(self) -> Path: ...
+
+
 class Journal(Protocol):
     """Append-only trial log of one step; answers trials finished by an earlier, interrupted run."""
 
@@ -129,6 +145,7 @@ class StepContext:
     work_dir: Path  # becomes the store entry; write file outputs here
     outputs: dict[str, Output]
     journal: Journal | None = None  # set for steps with `journaled = True`
+    memo: Memo | None = None  # set for steps with `memoized = True`
     state_root: Path | None = None  # workspace folder for state that outlives runs (timing caches)
     recipe_dir: Path | None = None  # where the recipe lives: the working folder for user commands
     progress: Callable[[float, float | None, str], None] = lambda done, total, note: None
@@ -162,6 +179,8 @@ class Step:
     outputs: ClassVar[dict[str, Output]] = {}
     version: ClassVar[int] = 1
     journaled: ClassVar[bool] = False
+    memoized: ClassVar[bool] = False
+    """Gets `ctx.memo`: measurements kept across runs that differ in `Params.judgement` only."""
     resources: ClassVar[Resources] = Resources()
     """What the step needs from the machine that runs it; a recipe's `resources:` adds to it."""
 

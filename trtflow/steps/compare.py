@@ -9,6 +9,10 @@ TensorRT layer (`trtflow.tensors.engine_layers`). A candidate runner that failed
 fails the check); a reference that failed leaves nothing to check against, and fails the step.
 `task_metrics` add checks in the task's own terms (`trtflow.tensors.task_metrics`: top-1 agreement,
 cosine, a user's metric), judged per candidate over the iterations; they join `passed`.
+
+What the tolerances do not change (error statistics, quantiles, histograms, metrics, NaN/Inf) is
+measured once per results folder and kept in the step's memo (`Step.memoized`, keyed by every param
+but atol and rtol): `--set atol=...` re-judges it without reading a tensor.
 """
 
 from __future__ import annotations
@@ -109,6 +113,7 @@ class Params(Tolerances, StepParams):
         return self
 
     cosmetic = frozenset({"gate"})
+    judgement = frozenset({"atol", "rtol"})  # an edit re-judges the memo's measurements
 
 
 class Compare(Step):
@@ -117,6 +122,7 @@ class Compare(Step):
     kind = "compare"
     summary = "Check runners against a reference per tensor (Polygraphy's abs-or-rel rule); name the first bad node."
     Params: TypeAlias = Params
+    memoized = True  # the measurements (`tensors.measures.Measurements`) outlive a tolerance edit
     outputs = {
         "report": file(
             ".json",
@@ -148,6 +154,7 @@ class Compare(Step):
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from trtflow.tensors.gates import unmatched_patterns
+        from trtflow.tensors.measures import Measurements
         from trtflow.tensors.plots import draw_worst, require_matplotlib
         from trtflow.tensors.report import (
             build_report,
@@ -207,6 +214,7 @@ class Compare(Step):
         task_metrics = judge_results(
             params.task_metrics, results, params.reference, candidates, "task_metrics"
         )
+        measured = Measurements.read(ctx.memo.earlier() if ctx.memo else None)
         report = build_report(
             results,
             params.reference,
@@ -217,7 +225,10 @@ class Compare(Step):
             progress=lambda done, total: ctx.progress(done, total, "tensors"),
             gates=params.gates,
             fail_fast=params.fail_fast,
+            measured=measured,
         )
+        if ctx.memo is not None and measured.added:
+            measured.write(ctx.memo.folder())
         report.task_metrics = [TaskMetricResult.model_validate(r) for r in task_metrics]
         if params.quantized_model is not None:
             report.quantization = _quantization(

@@ -24,7 +24,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from trtflow.lazy import lazy_import
 from trtflow.tensors.metrics import described as described_metrics
-from trtflow.tensors.metrics import names as metric_names
 from trtflow.tensors.name_globs import RULE, matching_key
 
 if TYPE_CHECKING:
@@ -339,70 +338,3 @@ def new_nonfinite(reference: np.ndarray, candidate: np.ndarray) -> int:
     return int(
         (~np.isfinite(candidate) & np.isfinite(np.asarray(reference, dtype=np.float64))).sum()
     )
-
-
-def _passes_with_equal_infinities(
-    tensor: str, reference: np.ndarray, candidate: np.ndarray, tolerances: Tolerances
-) -> bool:
-    """Whether a failed tensor fails only because both runners hold the same ±inf (a GPT-2 causal mask
-    filled with -inf, identical in every runner): worth telling, since Polygraphy's default rule calls
-    it a mismatch and `infinities_compare_equal` is the way out."""
-    if (
-        tolerances.infinities_compare_equal
-        or not np.issubdtype(reference.dtype, np.floating)
-        or not np.isinf(reference).any()
-    ):
-        return False
-    return tolerances.model_copy(update={"infinities_compare_equal": True}).passes(
-        tensor, reference, candidate
-    )
-
-
-def compare_tensor(
-    tensor: str, reference: np.ndarray, candidate: np.ndarray, tolerances: Tolerances
-) -> dict:
-    """Everything `compare` reports about one tensor of one iteration (JSON-ready). Where no position is
-    finite in both runners the similarity metrics are null, and a failed tensor's `reason` says so."""
-    reference, candidate = np.asarray(reference), np.asarray(candidate)
-    tolerances = tolerances.resolved(tensor)
-    atol, rtol = tolerances.for_tensor(tensor)
-    base = {
-        "atol": atol,
-        "rtol": rtol,
-        "shape": list(reference.shape),
-        "nonfinite": {
-            "reference": nonfinite_counts(reference),
-            "candidate": nonfinite_counts(candidate),
-        },
-    }
-    if reference.shape != candidate.shape:
-        return {
-            **base,
-            "passed": False,
-            "new_nonfinite": 0,
-            "error": f"shape {list(candidate.shape)} differs from the reference's {list(reference.shape)}",
-        }
-    absolute, relative = tolerances.errors(reference, candidate)
-    histogram = error_histogram(absolute).tolist() if absolute.size else []
-    (abs_distribution, abs_checked), (rel_distribution, rel_checked) = (
-        _distribution(absolute, reference.shape, tolerances),
-        _distribution(relative, reference.shape, tolerances),
-    )
-    passed = tolerances.verdict(tensor, absolute, relative, (abs_checked, rel_checked))
-    metrics = _metrics(reference, candidate) if not by_equality(reference.dtype) else {}
-    return {
-        **base,
-        "passed": passed,
-        "only_shared_infinities": not passed
-        and _passes_with_equal_infinities(tensor, reference, candidate, tolerances),
-        "new_nonfinite": new_nonfinite(reference, candidate),
-        "abs": abs_distribution,
-        "rel": rel_distribution,
-        "required": {"atol": json_number(abs_checked), "rtol": json_number(rel_checked)},
-        "histogram": {
-            "edges": [json_number(e) for e in HISTOGRAM_EDGES],
-            "counts": [int(c) for c in histogram],
-        },
-        "metrics": metrics if metrics is not None else dict.fromkeys(metric_names("report")),
-        **({"reason": NOTHING_FINITE_IN_BOTH} if metrics is None and not passed else {}),
-    }

@@ -2,7 +2,8 @@
 where in the graph things first went wrong.
 
 For every candidate runner and every tensor both it and the reference produced, each iteration is
-checked with `comparison.compare_tensor` (a tensor passes when every iteration passes; the worst
+measured once (`measures.measure_tensor`, kept in `Measurements`, compare's memo) and judged by the
+tolerances (`measures.judge_tensor`; a tensor passes when every iteration passes; the worst
 iteration's statistics are reported; NaN/Inf counts, here and everywhere in the report, are summed
 over all iterations). Walking tensors in topological order then gives:
 - `first_nonfinite`: the first tensor where a candidate produced NaN/Inf where the reference is
@@ -36,10 +37,10 @@ from trtflow.tensors.compare_report import (
 from trtflow.tensors.comparison import (
     NOTHING_FINITE_IN_BOTH,
     Tolerances,
-    compare_tensor,
     nonfinite_counts,
 )
 from trtflow.tensors.gates import Gate, gates_for, judged
+from trtflow.tensors.measures import Measurements, judge_tensor, measure_tensor
 from trtflow.tensors.metrics import DEFAULT_REPORTED
 from trtflow.tensors.tensor_set import TensorSet
 
@@ -78,9 +79,12 @@ def _summed(counts: Iterable[dict[str, int]]) -> dict[str, int]:
     return {kind: sum(c[kind] for c in counts) for kind in ("nan", "inf")}
 
 
-def runner_nonfinite(results: TensorSet, runner: str) -> dict:
+def runner_nonfinite(results: TensorSet, runner: str, measured: Measurements | None = None) -> dict:
     """The NaN and Inf one runner returned over all its iterations and tensors, how many tensors hold
-    any, and the first of them in graph order (`{tensor, node, op, topo, runner}`, or None)."""
+    any, and the first of them in graph order (`{tensor, node, op, topo, runner}`, or None); from
+    `measured` when it has them, else counted (and kept there)."""
+    if measured is not None and runner in measured.nonfinite:
+        return measured.nonfinite[runner]
     iterations = results.iterations(runner)
     names = results.tensor_names(runner)
 
@@ -93,11 +97,15 @@ def runner_nonfinite(results: TensorSet, runner: str) -> dict:
             for tensor, counts in zip(names, pool.map(counted, names))
             if counts["nan"] or counts["inf"]
         ]
-    return {
+    found = {
         **_summed(counts for _, counts in holding),
         "tensors": len(holding),
         "first": _locate(holding[0][0], runner, results) if holding else None,
     }
+    if measured is not None:
+        measured.nonfinite[runner] = found
+        measured.added = True
+    return found
 
 
 def compare_runner(
@@ -108,10 +116,14 @@ def compare_runner(
     progress: Callable[[int, int], None] = lambda done, total: None,
     gates: Sequence[Gate] = (),
     fail_fast: bool = False,
+    measured: Measurements | None = None,
 ) -> tuple[RunnerComparison, list[TensorComparison]]:
     """One candidate against the reference: its summary (firsts, growth), and its per-tensor results
     in topological order. `gates` add bounds on metrics (`trtflow.tensors.gates`); with `fail_fast`
-    the comparison stops at the first failing tensor (later ones are counted `unchecked`)."""
+    the comparison stops at the first failing tensor (later ones are counted `unchecked`). Tensors
+    `measured` holds are only judged; the others are measured and added to it."""
+    measured = measured if measured is not None else Measurements()
+    known = measured.tensors.setdefault(candidate, {})
     reference_tensors = results.tensor_names(reference)
     candidate_tensors = set(results.tensor_names(candidate))
     common = [t for t in reference_tensors if t in candidate_tensors]
@@ -119,18 +131,28 @@ def compare_runner(
     tensors: list[TensorComparison] = []
     first_nonfinite = first_divergence = None
 
-    def every_iteration(tensor: str) -> tuple[list[dict], dict[str, dict]]:
-        applying = gates_for(list(gates), tensor)
-        per_iteration: list[dict] = []
-        values: dict[str, list[float | None]] = {metric: [] for metric in applying}
+    def measure(tensor: str, applying: dict[str, Gate]) -> list[dict]:
+        records = []
         for i in range(iterations):
             want, got = results.load(reference, i, tensor), results.load(candidate, i, tensor)
-            compared = compare_tensor(tensor, want, got, tolerances)
-            per_iteration.append(compared)
-            for metric, gate in applying.items():
-                shaped = "error" not in compared  # a reshaped tensor already fails
-                value = gate.value(want, got, compared.get("metrics", {})) if shaped else None
-                values[metric].append(value)
+            record = measure_tensor(tensor, want, got, tolerances)
+            shaped = "error" not in record  # a reshaped tensor already fails
+            record["gates"] = {
+                metric: gate.value(want, got, judge_tensor(tensor, record, tolerances)["metrics"])
+                if shaped
+                else None
+                for metric, gate in applying.items()
+            }
+            records.append(record)
+        known[tensor] = records
+        measured.added = True
+        return records
+
+    def every_iteration(tensor: str) -> tuple[list[dict], dict[str, dict]]:
+        applying = gates_for(list(gates), tensor)
+        records = known.get(tensor) or measure(tensor, applying)
+        per_iteration = [judge_tensor(tensor, record, tolerances) for record in records]
+        values = {metric: [r["gates"][metric] for r in records] for metric in applying}
         return per_iteration, {m: judged(applying[m], v) for m, v in values.items()}
 
     pool = ThreadPoolExecutor(COMPARE_THREADS)
@@ -205,10 +227,12 @@ def build_report(
     progress: Callable[[int, int], None] = lambda done, total: None,
     gates: Sequence[Gate] = (),
     fail_fast: bool = False,
+    measured: Measurements | None = None,
 ) -> CompareReport:
     """The whole `compare` report, with the similarity `metrics` asked for. Failed candidates
     fail it, and with `check_finite` so does a runner holding NaN, or ±inf unless `infinities_compare_equal`;
-    a failed reference is an error the caller raises before calling this."""
+    a failed reference is an error the caller raises before calling this. What `measured` holds is
+    judged, not measured again; what it lacks is measured and added."""
     runners: dict[str, RunnerComparison] = {}
     failed_runners: dict[str, str] = {}
     per_runner: list[TensorComparison] = []
@@ -225,6 +249,7 @@ def build_report(
             functools.partial(_candidate_progress, progress, position, len(candidates)),
             gates,
             fail_fast,
+            measured,
         )
         per_runner += tensors
     ordered = sorted(
@@ -233,7 +258,9 @@ def build_report(
     )
     for tensor in ordered:
         tensor.metrics = {name: value for name, value in tensor.metrics.items() if name in metrics}
-    nonfinite = {runner: runner_nonfinite(results, runner) for runner in [reference, *runners]}
+    nonfinite = {
+        runner: runner_nonfinite(results, runner, measured) for runner in [reference, *runners]
+    }
     failed_finite_check = [
         runner
         for runner, found in nonfinite.items()

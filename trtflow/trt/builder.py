@@ -446,22 +446,36 @@ def build_engine(
         fallback_graph = network_information(network) if trt.rtx else None
         del parser  # only now: the network's weights live in the parser
     if serialized is None:
-        reasons = "\n  ".join(log.errors()) or "TensorRT gave no reason; see the build log"
-        raise StepError(f"{trt.name} could not build the engine:\n  {reasons}")
+        from trtflow.trt.build_errors import build_failure
+
+        raise build_failure(trt.name, model_path, settings.shapes, log.errors())
     if timing_cache is not None:
         timing_cache.save()
     data = bytes(serialized)
-    runtime = trt.module.Runtime(logger)
-    loads_here = True
-    try:
-        graph = engine_information(trt, runtime, data)
-    except StepError:
-        if fallback_graph is None:
-            raise
-        # TensorRT-RTX builds without a GPU but loads engines only on the GPUs it supports
-        log.note(
-            f"{trt.name} cannot load the engine on this machine (no supported GPU); engine_graph "
-            "lists the network's layers before fusion"
-        )
-        graph, loads_here = fallback_graph, False
+    graph, loads_here = _engine_graph(trt, logger, data, fallback_graph, log)
     return BuiltEngine(data, graph, mode, constrained, loads_here)
+
+
+def _engine_graph(
+    trt: TensorRT, logger: Any, data: bytes, fallback_graph: dict | None, log: TensorRTLog
+) -> tuple[dict, bool]:
+    """The inspector's JSON of the built engine, and whether it loads here. TensorRT-RTX builds
+    without a GPU but loads engines only on the GPUs it supports: where it cannot (asked first, so
+    a failed load's CUDA errors do not fill the log), the network's layers before fusion."""
+    why = ""
+    if fallback_graph is not None:
+        from trtflow.trt.plan_file import unloadable_here
+
+        why = unloadable_here(trt, data)
+    if not why or fallback_graph is None:
+        try:
+            return engine_information(trt, trt.module.Runtime(logger), data), True
+        except StepError as error:
+            if fallback_graph is None:
+                raise
+            why = str(error)
+    log.note(
+        f"{trt.name} cannot load the engine on this machine ({why}); engine_graph lists the "
+        "network's layers before fusion"
+    )
+    return fallback_graph, False

@@ -73,9 +73,12 @@ def header_problems(trt: TensorRT, serialized: bytes) -> list[str]:
     plan this library wrote); TensorRT-RTX's `Runtime.get_engine_validity`, `MALFORMED_ENGINE` for
     a file that is no plan of its own. Reads only the header, because on a machine without a driver
     the whole plan is always "invalid" for the missing GPU, and keeps only the plan's own faults."""
-    runtime = trt.module.Runtime(trt.module.Logger(trt.module.Logger.ERROR))
-    if not hasattr(runtime, "get_engine_validity"):
+    from trtflow.trt.log import TensorRTLog, make_logger
+
+    if not hasattr(trt.module.Runtime, "get_engine_validity"):
         return []
+    # a logger of ours: without a driver the check logs a fatal cudaError 35 the user need not see
+    runtime = trt.module.Runtime(make_logger(trt.module, TensorRTLog()))
     header = bytearray(serialized[: int(runtime.engine_header_size)])
     _, diagnostics = runtime.get_engine_validity(header)
     flags = trt.module.EngineInvalidityDiagnostics.__members__
