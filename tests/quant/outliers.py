@@ -35,7 +35,12 @@ def _producer_scales(model: onnx.ModelProto, node: onnx.NodeProto) -> list[tuple
         return [(node.input[1], -1)]
     if node.op_type == "Mul":
         scale = _const(model, node.input[1])
-        if scale is not None and len(scale.dims) == 1 and scale.dims[0] > 1:
+        if (
+            scale is not None
+            and scale.dims
+            and scale.dims[-1] > 1
+            and np.prod(scale.dims) == scale.dims[-1]
+        ):
             return [(node.input[1], -1)]
     return None
 
