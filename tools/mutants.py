@@ -451,6 +451,20 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/trt/test_trt_profiles.py",),
     ),
     Mutant(
+        "build-engine: tf32: false leaves TF32 on",
+        "trtflow/trt/builder.py",
+        "elif settings.tf32 is False:",
+        "elif False:",
+        ("tests/trt/test_trt_build_options.py",),
+    ),
+    Mutant(
+        "build-engine: a timing_cache path is ignored for the workspace's cache",
+        "trtflow/steps/build_engine.py",
+        "    if given is True:",
+        "    if given:",
+        ("tests/trt/test_trt_build_options.py",),
+    ),
+    Mutant(
         "render-graph: a rejected node may be folded away in the simplified view",
         "trtflow/steps/render_graph.py",
         "highlight=[*highlight, *rejected],",
