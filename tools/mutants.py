@@ -71,7 +71,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "remote: a download is not checked against its sha256",
-        "trtflow/executor/remote.py",
+        "trtflow/executor/store.py",
         'if digest.hexdigest() != meta["sha256"] or target.stat().st_size != meta["size"]:',
         "if False:",
         (
@@ -80,23 +80,23 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "remote: a push uploads the blobs the remote already has",
-        "trtflow/executor/remote.py",
-        "missing = sorted(blobs) if repair else self._missing(blobs)",
-        "missing = sorted(blobs)",
+        "trtflow/executor/objects.py",
+        "        if key in self.damaged:\n            return [by_digest[digest] for digest in sorted(by_digest)]",
+        "        return [by_digest[digest] for digest in sorted(by_digest)]",
         ("tests/test_remote_cache.py::test_push_delete_the_store_pull_and_verify_is_clean",),
     ),
     Mutant(
         "remote: blobs move one at a time",
-        "trtflow/executor/remote.py",
-        "if len(items) <= 1 or self.workers <= 1:",
+        "trtflow/executor/objects.py",
+        "if len(items) <= 1 or workers <= 1:",
         "if True:",
         ("tests/test_remote_cache.py::test_a_many_file_entry_is_fetched_concurrently",),
     ),
     Mutant(
         "remote: a manifest of the older store format counts as held",
-        "trtflow/executor/remote.py",
-        "return self._manifest(key) is not None",
-        "return self.fs.exists(self._manifest_path(key))",
+        "trtflow/executor/objects.py",
+        "return self.usable(key) is not None",
+        "return self.fs.exists(self.manifest_location(key))",
         (
             "tests/test_remote_cache.py::test_a_remote_entry_of_the_older_store_format_is_pushed_again",
         ),
@@ -104,8 +104,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "run: a remote that failed is asked again",
         "trtflow/executor/remote.py",
-        "    if remote.gone:\n        return None\n    try:\n        return remote.fetch(",
-        "    try:\n        return remote.fetch(",
+        "    if remote.gone:\n        return None\n    try:\n        return fetched(",
+        "    try:\n        return fetched(",
         ("tests/test_remote_cache.py::test_a_dead_s3_endpoint_costs_one_failure_said_once",),
     ),
     Mutant(
@@ -269,6 +269,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "return number_from_json(metrics.get(self.metric))",
         "return metrics.get(self.metric) if isinstance(metrics.get(self.metric), float) else None",
         ("tests/metrics/test_metrics.py",),
+    ),
+    Mutant(
+        "reports: a field added to a report without a SCHEMA_VERSION bump",
+        "trtflow/tensors/compare_report.py",
+        "    check_finite: bool\n    failed_finite_check: list[str]\n",
+        "    check_finite: bool\n    note: str = ''\n    failed_finite_check: list[str]\n",
+        ("tests/test_report_schemas.py",),
     ),
     # load
     Mutant(
@@ -486,7 +493,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "given = exports.tool_input(original, kept, False)",
         ("tests/roundtrip/test_round_trip.py",),
     ),
-    # issue 31: files outside a model's folder (item 2), gc beside a live run (4), check commands (1)
+    # issue 31: files outside a model's folder (2), folders as models (3), gc beside a live run (4),
+    # check commands (1)
     Mutant(
         "external data: a model's data outside its folder is hashed for the key",
         "trtflow/onnxmodel/files.py",
@@ -508,6 +516,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "trtflow/cli/recipes.py",
         "pipeline = load(recipe, overrides, companions=True)",
         "pipeline = load(recipe, overrides)",
+        ("tests/test_outside_files.py",),
+    ),
+    Mutant(
+        "paths: a folder given as a model is hashed before anything refuses it",
+        "trtflow/schema/paths.py",
+        """    if not path.is_dir():
+        return path
+""",
+        "    return path\n",
+        ("tests/test_outside_files.py",),
+    ),
+    Mutant(
+        "hashing: a link back to a folder above it is followed",
+        "trtflow/executor/hashing.py",
+        "elif _identity(status) in above:",
+        "elif False:",
         ("tests/test_outside_files.py",),
     ),
     Mutant(

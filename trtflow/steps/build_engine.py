@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trtflow.errors import InputError, ParamError
-from trtflow.schema.paths import InputPath
+from trtflow.schema.paths import InputPath, ModelFile
 from trtflow.schema.recipe import Resources
 from trtflow.steps.base import Step, StepContext, StepParams, file
 
@@ -45,7 +45,7 @@ class ShapeRangeSpec(BaseModel):
 
 
 class Params(StepParams):
-    model: InputPath = Field(
+    model: ModelFile = Field(
         description="The ONNX model; tap it first (surgeon-insert-tap) to compare intermediate tensors."
     )
     precision: PrecisionName = Field(
