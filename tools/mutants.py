@@ -277,6 +277,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "    check_finite: bool\n    note: str = ''\n    failed_finite_check: list[str]\n",
         ("tests/test_report_schemas.py",),
     ),
+    Mutant(
+        "overlay: a typed compare report's absolute errors are not read",
+        "trtflow/tensors/compare_overlay.py",
+        'for side, distribution in (("abs", tensor.abs), ("rel", tensor.rel))',
+        'for side, distribution in (("rel", tensor.rel),)',
+        (
+            "tests/graph/test_render_graph_step.py::test_fp16_overlay_recipe_draws_errors_and_kept_nodes",
+        ),
+    ),
     # load
     Mutant(
         "load: the ONNX checker turned off",
