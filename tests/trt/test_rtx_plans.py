@@ -48,11 +48,14 @@ def test_inspect_says_why_a_sound_plan_cannot_load_here_and_lists_its_layers(trt
     gpu = _gpu_capability(_gpu())  # CUDA's answer, else nvidia-smi's
     if gpu is None:  # this CPU machine: no driver at all
         assert "cannot load the engine on this machine (no NVIDIA GPU driver here" in log, log
-        assert "cannot be loaded here: no NVIDIA GPU driver here" in text, text
+        assert "TensorRT-RTX 1.7.1.116 cannot load it here: no NVIDIA GPU driver here" in text, text
     elif gpu[1] not in TensorRT.load("tensorrt-rtx").compute_capabilities:  # an H200 (9.0)
-        assert "cannot be loaded here: this GPU's compute capability is not one" in text, text
+        assert (
+            "TensorRT-RTX 1.7.1.116 cannot load it here: this GPU's compute capability is not one"
+            in text
+        ), text
     else:  # an RTX GPU loads it
-        assert "cannot be loaded here" not in text, text
+        assert "cannot load it here" not in text, text
     assert "not built by another" not in text and "rebuild it" not in text, text
     assert "layers from engine_graph.json next to it (written at build time" in text, text
     listed = [line for line in text.splitlines() if line.startswith("layer ")]
