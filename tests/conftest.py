@@ -86,3 +86,27 @@ def step_value(folder: Path, name: str):
     import json
 
     return json.loads((folder / "manifest.json").read_text())["outputs"][name]["value"]
+
+
+DEMO_VARS = """\
+vars:
+  data: {seed: 1, iterations: 2, ranges: {"*": [0, 10]}, shapes: {x: [1, 16, 64]}}
+  check: {atol: 1.0e-2, rtol: 1.0e-2, error_stat: median}
+"""
+"""The `vars` DEMO_SEARCH_STEPS reads: two samples of the demo model's input, the quickstart's check."""
+
+DEMO_SEARCH_STEPS = """\
+  hunt:
+    uses: bisect-precision
+    with: {model: "${steps.model.model}", data: "${vars.data}", precision: fp16, check: "${vars.check}"}
+  region:
+    uses: reduce
+    with:
+      model: ${steps.model.model}
+      data: ${vars.data}
+      reference: {name: fp32, backend: onnxruntime}
+      candidate: {name: fp16, backend: emulated, precision: fp16}
+      check: ${vars.check}
+"""
+"""bisect-precision (`hunt`) and reduce (`region`) of a `model` step loading the demo model
+(pipelines/models/overflow_demo.onnx), for recipes whose `vars` give `data` and `check`."""

@@ -71,7 +71,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "remote: a download is not checked against its sha256",
-        "trtflow/executor/remote.py",
+        "trtflow/executor/store.py",
         'if digest.hexdigest() != meta["sha256"] or target.stat().st_size != meta["size"]:',
         "if False:",
         (
@@ -80,23 +80,23 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "remote: a push uploads the blobs the remote already has",
-        "trtflow/executor/remote.py",
-        "missing = sorted(blobs) if repair else self._missing(blobs)",
-        "missing = sorted(blobs)",
+        "trtflow/executor/objects.py",
+        "        if key in self.damaged:\n            return [by_digest[digest] for digest in sorted(by_digest)]",
+        "        return [by_digest[digest] for digest in sorted(by_digest)]",
         ("tests/test_remote_cache.py::test_push_delete_the_store_pull_and_verify_is_clean",),
     ),
     Mutant(
         "remote: blobs move one at a time",
-        "trtflow/executor/remote.py",
-        "if len(items) <= 1 or self.workers <= 1:",
+        "trtflow/executor/objects.py",
+        "if len(items) <= 1 or workers <= 1:",
         "if True:",
         ("tests/test_remote_cache.py::test_a_many_file_entry_is_fetched_concurrently",),
     ),
     Mutant(
         "remote: a manifest of the older store format counts as held",
-        "trtflow/executor/remote.py",
-        "return self._manifest(key) is not None",
-        "return self.fs.exists(self._manifest_path(key))",
+        "trtflow/executor/objects.py",
+        "return self.usable(key) is not None",
+        "return self.fs.exists(self.manifest_location(key))",
         (
             "tests/test_remote_cache.py::test_a_remote_entry_of_the_older_store_format_is_pushed_again",
         ),
@@ -104,8 +104,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "run: a remote that failed is asked again",
         "trtflow/executor/remote.py",
-        "    if remote.gone:\n        return None\n    try:\n        return remote.fetch(",
-        "    try:\n        return remote.fetch(",
+        "    if remote.gone:\n        return None\n    try:\n        return fetched(",
+        "    try:\n        return fetched(",
         ("tests/test_remote_cache.py::test_a_dead_s3_endpoint_costs_one_failure_said_once",),
     ),
     Mutant(
@@ -235,6 +235,13 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/run_compare/test_compare_memo.py",),
     ),
     Mutant(
+        "emulate: a low node's read of a kept node's output is not rounded",
+        "trtflow/precision/emulate.py",
+        "reader not in plan.keep and writer in plan.keep for reader, writer in self.reads",
+        "reader not in plan.keep and writer not in plan.keep for reader, writer in self.reads",
+        ("tests/run_compare/test_emulation.py",),
+    ),
+    Mutant(
         "report: a tensor passes when any iteration passes (all -> any)",
         "trtflow/tensors/compare_report.py",
         "return all(self.iteration_passed) and",
@@ -262,6 +269,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "return number_from_json(metrics.get(self.metric))",
         "return metrics.get(self.metric) if isinstance(metrics.get(self.metric), float) else None",
         ("tests/metrics/test_metrics.py",),
+    ),
+    Mutant(
+        "reports: a field added to a report without a SCHEMA_VERSION bump",
+        "trtflow/tensors/compare_report.py",
+        "    check_finite: bool\n    failed_finite_check: list[str]\n",
+        "    check_finite: bool\n    note: str = ''\n    failed_finite_check: list[str]\n",
+        ("tests/test_report_schemas.py",),
+    ),
+    Mutant(
+        "overlay: a typed compare report's absolute errors are not read",
+        "trtflow/tensors/compare_overlay.py",
+        'for side, distribution in (("abs", tensor.abs), ("rel", tensor.rel))',
+        'for side, distribution in (("rel", tensor.rel),)',
+        (
+            "tests/graph/test_render_graph_step.py::test_fp16_overlay_recipe_draws_errors_and_kept_nodes",
+        ),
     ),
     # load
     Mutant(
@@ -371,6 +394,49 @@ MUTANTS: tuple[Mutant, ...] = (
         "return fails_not(region)",
         ("tests/reduce",),
     ),
+    # the sessions built directly (tests/sessions): issue "Hardening", item 15
+    Mutant(
+        "reduce: the region is verified on the search's samples (the report still says fresh)",
+        "trtflow/sessions/reduce/search.py",
+        "feeds = self._feeds(graph.model, data, None)",
+        "feeds = self._feeds(graph.model, self.settings.data, None)",
+        ("tests/sessions/test_sessions.py",),
+    ),
+    Mutant(
+        "qdq search: quantized nodes outside `nodes` are dequantized in every trial",
+        "trtflow/sessions/precision/search.py",
+        "self.journal, self.context.progress, evaluate, frozenset(setup.fixed), estimate",
+        "self.journal, self.context.progress, evaluate, setup.every_site - set(setup.candidates), estimate",
+        ("tests/sessions/test_sessions.py",),
+    ),
+    Mutant(
+        "judges: a per-output error_stat is judged elementwise",
+        "trtflow/tensors/comparison.py",
+        'update={"error_stat": self.error_stat[key] if key is not None else "elemwise"}',
+        'update={"error_stat": "elemwise"}',
+        ("tests/sessions/test_sessions.py", "tests/sessions/test_error_stat_cli.py"),
+    ),
+    Mutant(
+        "inputs: what read feeds lack is drawn data.iterations times, not once per feed",
+        "trtflow/tensors/inputs.py",
+        'drawn = generate(data.model_copy(update={"iterations": len(feeds)}), lacking, named=specs)',
+        "drawn = generate(data, lacking, named=specs)",
+        ("tests/run_compare/test_layerwise_draws.py",),
+    ),
+    Mutant(
+        "inputs: every feed gets the same draw of what it lacks",
+        "trtflow/tensors/inputs.py",
+        'drawn = generate(data.model_copy(update={"iterations": len(feeds)}), lacking, named=specs)',
+        'drawn = list(generate(data.model_copy(update={"iterations": 1}), lacking, named=specs)) * len(feeds)',
+        ("tests/run_compare/test_layerwise_draws.py",),
+    ),
+    Mutant(
+        "sessions: a field added to the shared settings changes every journal key",
+        "trtflow/sessions/trials.py",
+        '    inputs: InputPath | None = Field(\n        None,\n        description="Samples from a file',
+        '    seeds: int = 0\n    inputs: InputPath | None = Field(\n        None,\n        description="Samples from a file',
+        ("tests/sessions/test_before_split.py",),
+    ),
     # TensorRT debug tensors and capability: what the engine and the parser say reaches the user
     Mutant(
         "tensorrt runner: debug tensors are read but not returned",
@@ -431,9 +497,37 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "build-engine: dims of one name given different sizes are not explained",
         "trtflow/trt/build_errors.py",
-        "if found and (error := _shared_name_error(model_file, found.group(1), shapes, message)):",
+        "if found and (error := _shared_name_error(model_file, found.group(1), shapes, message, key)):",
         "if False:",
         ("tests/trt/test_rtx_plans.py",),
+    ),
+    Mutant(
+        "tensorrt runner: the first optimization profile serves every feed",
+        "trtflow/trt/execution.py",
+        "if index != self._profile:",
+        "if False:",
+        ("tests/trt/test_trt_profiles.py",),
+    ),
+    Mutant(
+        "build-engine: only the first of several optimization profiles reaches the engine",
+        "trtflow/trt/profiles.py",
+        "for index, shapes in enumerate(profiles or ({},)):",
+        "for index, shapes in enumerate((profiles or ({},))[:1]):",
+        ("tests/trt/test_trt_profiles.py",),
+    ),
+    Mutant(
+        "build-engine: tf32: false leaves TF32 on",
+        "trtflow/trt/builder.py",
+        "elif settings.tf32 is False:",
+        "elif False:",
+        ("tests/trt/test_trt_build_options.py",),
+    ),
+    Mutant(
+        "build-engine: a timing_cache path is ignored for the workspace's cache",
+        "trtflow/steps/build_engine.py",
+        "    if given is True:",
+        "    if given:",
+        ("tests/trt/test_trt_build_options.py",),
     ),
     Mutant(
         "render-graph: a rejected node may be folded away in the simplified view",
@@ -457,7 +551,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "given = exports.tool_input(original, kept, False)",
         ("tests/roundtrip/test_round_trip.py",),
     ),
-    # issue 31: files outside a model's folder (item 2), gc beside a live run (4), check commands (1)
+    # issue 31: files outside a model's folder (2), folders as models (3), gc beside a live run (4),
+    # check commands (1)
     Mutant(
         "external data: a model's data outside its folder is hashed for the key",
         "trtflow/onnxmodel/files.py",
@@ -479,6 +574,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "trtflow/cli/recipes.py",
         "pipeline = load(recipe, overrides, companions=True)",
         "pipeline = load(recipe, overrides)",
+        ("tests/test_outside_files.py",),
+    ),
+    Mutant(
+        "paths: a folder given as a model is hashed before anything refuses it",
+        "trtflow/schema/paths.py",
+        """    if not path.is_dir():
+        return path
+""",
+        "    return path\n",
+        ("tests/test_outside_files.py",),
+    ),
+    Mutant(
+        "hashing: a link back to a folder above it is followed",
+        "trtflow/executor/hashing.py",
+        "elif _identity(status) in above:",
+        "elif False:",
         ("tests/test_outside_files.py",),
     ),
     Mutant(
@@ -510,6 +621,21 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             "tests/bisect/test_check_processes.py::test_killing_the_run_ends_the_check_command_and_its_children",
         ),
+    ),
+    # issue 31 item 14: a resumed search writes the report of one that ran through
+    Mutant(
+        "journal: a trial run now keeps its metrics in computed key order (resumed reports differ)",
+        "trtflow/executor/journal.py",
+        "_as_stored(trial), bool(passed), _as_stored(metrics), float(seconds)",
+        "_as_stored(trial), bool(passed), metrics, float(seconds)",
+        ("tests/test_resumed_reports.py",),
+    ),
+    Mutant(
+        "bisect-precision: the report lists only the trials run now, not those the journal answered",
+        "trtflow/sessions/precision/outcome.py",
+        "                for r in self.records\n            ],",
+        '                for r in self.records\n                if r.origin == "run"\n            ],',
+        ("tests/test_resumed_reports.py",),
     ),
 )
 

@@ -9,7 +9,7 @@ import shutil
 import textwrap
 
 import pytest
-from conftest import REPO
+from conftest import DEMO_SEARCH_STEPS, DEMO_VARS, REPO
 
 from trtflow.steps import registry
 
@@ -17,13 +17,9 @@ pytest.importorskip(
     "tensorrt_rtx_bindings", reason="TensorRT-RTX is not installed (pip install 'trtflow[test]')"
 )
 
-RECIPE = """\
-trtflow: 1
-name: every
-vars:
-  data: {seed: 1, iterations: 2, ranges: {"*": [0, 10]}, shapes: {x: [1, 16, 64]}}
-  check: {atol: 1.0e-2, rtol: 1.0e-2, error_stat: median}
-steps:
+RECIPE = (
+    f"trtflow: 1\nname: every\n{DEMO_VARS}steps:\n"
+    """\
   model: {uses: load, with: {path: overflow_demo.onnx, lint: true}}
   clean: {uses: surgeon-sanitize, with: {model: "${steps.model.model}", unbounded_dds_upper_bound: 100}}
   cut: {uses: surgeon-extract, with: {model: "${steps.model.model}", inputs: [x], outputs: [y]}}
@@ -35,17 +31,9 @@ steps:
       data: ${vars.data}
       runners: [{name: fp32, backend: onnxruntime}, {name: fp16, backend: emulated, precision: fp16}]
   diff: {uses: compare, with: {results: "${steps.run.results}", reference: fp32, atol: 1.0e-2, rtol: 1.0e-2}}
-  hunt:
-    uses: bisect-precision
-    with: {model: "${steps.model.model}", data: "${vars.data}", precision: fp16, check: "${vars.check}"}
-  region:
-    uses: reduce
-    with:
-      model: ${steps.model.model}
-      data: ${vars.data}
-      reference: {name: fp32, backend: onnxruntime}
-      candidate: {name: fp16, backend: emulated, precision: fp16}
-      check: ${vars.check}
+"""
+    + DEMO_SEARCH_STEPS
+    + """\
   proof:
     uses: round-trip
     with:
@@ -65,6 +53,7 @@ steps:
       shapes: {x: {min: [1, 16, 64], opt: [1, 16, 64], max: [1, 16, 64]}}
   capability: {uses: inspect-capability, with: {model: "${steps.model.model}", library: tensorrt-rtx}}
 """
+)
 
 
 def test_every_step_folder_inspects(trtflow, tmp_path):

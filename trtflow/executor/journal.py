@@ -92,7 +92,11 @@ class FileJournal:
             return self._records.get(_trial_key(trial))
 
     def append(self, trial: dict, passed: bool, metrics: dict, seconds: float) -> TrialRecord:
-        record = TrialRecord(trial, bool(passed), metrics, float(seconds), "run")
+        # the record as a resumed run reads it back (keys sorted, JSON types): a report built from
+        # records is then the same bytes whether a trial ran now or the journal answered it
+        record = TrialRecord(
+            _as_stored(trial), bool(passed), _as_stored(metrics), float(seconds), "run"
+        )
         with (
             self._lock
         ):  # held while the copy goes up, so an older copy never overwrites a newer one
@@ -114,6 +118,11 @@ class FileJournal:
 
     def close(self) -> None:
         self._handle.close()
+
+
+def _as_stored(content: dict) -> dict:
+    """`content` as the journal's JSON lines hold it."""
+    return json.loads(json.dumps(content, sort_keys=True))
 
 
 def _row(record: TrialRecord) -> dict:

@@ -14,6 +14,7 @@ loop is `JournaledTrials`, used by both sessions; what they search differs and s
   verify on the samples it searched with.
 - `collect_samples`: the feeds of a source, its errors as recipe errors naming the param.
 - `JournaledTrials`: each candidate answered by the journal, a replay, or a real trial.
+- `Judges`: where a session's judges come from (its settings' `check.judge`; a test's recorder).
 - `activated`: a runner active inside a `with`, deactivated whatever happens (scratch files go).
 - `SearchContext`, `TrialJournal`, `JournalRecord`: what a session needs from where it runs (a
   step's `StepContext` and its journal are one; tests pass in-memory fakes).
@@ -25,23 +26,25 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trtflow.errors import ParamError
 from trtflow.runners.base import Runner
-from trtflow.schema.paths import InputPath
+from trtflow.schema.paths import InputPath, ModelFile
 from trtflow.tensors.inputs import DataSpec
 
 if TYPE_CHECKING:
     import numpy as np
     import onnx
 
-    from trtflow.tensors.judges import Verdict
+    from trtflow.tensors.judges import Judge, JudgeSetting, Verdict
 
 Feed = dict[str, "np.ndarray"]
 FRESH_SEED_OFFSET = 7919  # fresh samples for a verification: the recipe's seed plus this
+# Where a session's judges come from: its check's own `judge` (a test passes a recording one).
+Judges = Callable[["JudgeSetting"], "Judge"]
 
 
 class SampleSettings(BaseModel):
@@ -49,7 +52,7 @@ class SampleSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model: InputPath = Field(description="The ONNX model to search.")
+    model: ModelFile = Field(description="The ONNX model to search.")
     data: DataSpec | None = Field(
         None, description="Generated samples (the default when no `inputs`)."
     )
@@ -174,6 +177,18 @@ class JournaledTrials:
 def replayed(records: Sequence[JournalRecord]) -> int:
     """How many of `records` were answered by the journal or a replay, not by a trial run now."""
     return sum(record.origin != "run" for record in records)
+
+
+def journal_bookkeeping(records: Sequence[JournalRecord]) -> dict[str, Any]:
+    """Which trials the journal or a replay answered: a fact of this run, like its seconds, so it
+    goes in the step's measurement (the manifest), never in a report a resumed search must write
+    byte for byte as an uninterrupted one."""
+    return {
+        "replayed": replayed(records),
+        "replayed_trials": [
+            index for index, record in enumerate(records) if record.origin != "run"
+        ],
+    }
 
 
 Active = TypeVar("Active", bound=Runner)

@@ -48,7 +48,7 @@ class BisectPrecision(Step):
         ),
         "report": file(
             ".json",
-            "Screening, every trial {plan, passed, metrics, replayed}, the final metrics "
+            "Screening, every trial {plan, passed, metrics}, the final metrics "
             "and the seed of the verification samples.",
             report=BisectReport,
         ),
@@ -87,9 +87,17 @@ class BisectPrecision(Step):
             True, "A plan was found and passed again on the verification samples (gate on it)."
         ),
         "timings": measurement(
-            {"setup": 0.5, "trials": 2.0, "per_trial": 0.02, "trial_seconds": [0.02]},
-            "Seconds spent: setup, trials (run, not replayed), per trial, each trial's. A measurement: "
-            "in the entry's manifest, not in the report, so the same search writes the same files.",
+            {
+                "setup": 0.5,
+                "trials": 2.0,
+                "per_trial": 0.02,
+                "trial_seconds": [0.02],
+                "replayed": 0,
+                "replayed_trials": [],
+            },
+            "Seconds spent: setup, trials (run, not replayed), per trial, each trial's; how many "
+            "trials the journal or a replay answered, and which. A measurement: in the entry's "
+            "manifest, not in the report, so the same search writes the same files, resumed or not.",
         ),
     }
     version = 6  # 2: parameters typed apart from the data (Resize scales...) stay FP32; commands run in the recipe folder;

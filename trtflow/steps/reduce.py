@@ -20,7 +20,8 @@ from trtflow.schema.recipe import Resources
 from trtflow.sessions.reduce.report import ReduceReport
 from trtflow.sessions.reduce.search import ReduceSearch
 from trtflow.sessions.reduce.settings import ReduceSettings, repro_recipe
-from trtflow.steps.base import Step, StepContext, StepParams, file, folder, value
+from trtflow.sessions.trials import journal_bookkeeping
+from trtflow.steps.base import Step, StepContext, StepParams, file, folder, measurement, value
 from trtflow.tensors.judges import CommandCheck
 
 np = lazy_import("numpy")
@@ -51,8 +52,13 @@ class Reduce(Step):
             True,
             "A region was found and fails again on fresh samples.",
         ),
+        "journal": measurement(
+            {"replayed": 0, "replayed_trials": []},
+            "How many trials the journal answered, and which (by index in the report's `trials`). "
+            "A measurement: in the entry's manifest, so a resumed reduction writes the same report.",
+        ),
     }
-    version = 1
+    version = 1  # kept for the `journal` measurement: the report schema in the key re-runs the step, and a bump would orphan journals (their identity holds it)
     journaled = True
 
     def needs(self, params: Params) -> Resources:
@@ -97,7 +103,7 @@ class Reduce(Step):
         report.write(ctx.output_path("report"))
         ctx.output_path("summary").write_text(summary_markdown(report))
         ctx.notice(report.message)
-        return {"reproduced": outcome.reproduced}
+        return {"reproduced": outcome.reproduced, "journal": journal_bookkeeping(outcome.records)}
 
 
 def summary_markdown(report: ReduceReport) -> str:
@@ -105,8 +111,8 @@ def summary_markdown(report: ReduceReport) -> str:
     lines = [
         "# reduce",
         "",
-        f"**{report.message}** — {report.evaluations} trial(s) ({report.replayed} answered by the "
-        f"journal) after {report.screening_checks} screening check(s) over {report.nodes} node(s).",
+        f"**{report.message}** — {report.evaluations} trial(s) after {report.screening_checks} "
+        f"screening check(s) over {report.nodes} node(s).",
         "",
     ]
     if report.region:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from trtflow.sessions.precision.report import BisectReport
 from trtflow.sessions.precision.settings import SearchSettings
 from trtflow.sessions.precision.spaces import LoweringOrder, Setup
-from trtflow.sessions.trials import JournalRecord, replayed
+from trtflow.sessions.trials import JournalRecord, journal_bookkeeping, replayed
 from trtflow.tensors.judges import Judge
 
 if TYPE_CHECKING:
@@ -114,7 +114,6 @@ class SearchOutcome:
 
     def report(self) -> BisectReport:
         settings, setup, result = self.settings, self.setup, self.result
-        answered = replayed(self.records)
         content = {
             "found": result.keep is not None,
             "complete": result.complete,
@@ -129,7 +128,6 @@ class SearchOutcome:
             "held_by_opset": setup.held.as_json() if setup.held is not None else None,
             "held_by_opset_note": (setup.held.describe() if setup.held is not None else None),
             "evaluations": result.evaluations,
-            "replayed": answered,
             "keep": self.keep_entries(),
             "screening": self.screening.as_json(),
             "final": self.verification.as_json() if self.verification is not None else None,
@@ -141,7 +139,6 @@ class SearchOutcome:
                     },
                     "passed": r.passed,
                     "metrics": r.metrics,
-                    "replayed": r.origin != "run",
                 }
                 for r in self.records
             ],
@@ -149,8 +146,9 @@ class SearchOutcome:
         return BisectReport.model_validate(content)
 
     def timings(self) -> dict:
-        """How long the search took: measured, so never in its report (the same search writes the
-        same report); the step publishes it as its `timings` measurement."""
+        """How long the search took and which trials the journal or a replay answered: facts of this
+        run, so never in its report (the same search writes the same report, resumed or not); the
+        step publishes them as its `timings` measurement."""
         ran = self.result.evaluations - replayed(self.records)
         trials = self.seconds["trials"]
         return {
@@ -158,6 +156,7 @@ class SearchOutcome:
             "trials": round(trials, 4),
             "per_trial": round(trials / max(1, ran), 6),
             "trial_seconds": [round(r.seconds, 6) for r in self.records],
+            **journal_bookkeeping(self.records),
         }
 
     def notice(self) -> str:
@@ -225,7 +224,7 @@ def summary_markdown(report: BisectReport) -> str:
         f"# bisect-precision: {report.precision} on {report.backend} ({report.mode})",
         "",
         f"**{report.message}** — {report.evaluations} trial(s) over {report.candidates} "
-        f"candidate node(s) ({report.replayed} answered by the journal or a replay).",
+        "candidate node(s).",
         "",
     ]
     if report.keep:

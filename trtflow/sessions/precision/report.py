@@ -66,20 +66,20 @@ class TrialPlan(_Part):
 
 
 class TrialEntry(_Part):
-    """One trial of the search: the plan tried, its verdict and metrics, and where the answer came
-    from (`replayed`: the journal or a replay)."""
+    """One trial of the search: the plan tried, its verdict and metrics. Whether the journal or a
+    replay answered it is bookkeeping of this run, in the step's `timings` measurement: a resumed
+    search writes the same report as one that ran through."""
 
     plan: TrialPlan
     passed: bool
     metrics: dict[str, Any]
-    replayed: bool
 
 
 class BisectReport(Report):
     """Everything a precision search did: its settings, the answer and evidence, every trial."""
 
     KIND: ClassVar[str] = "bisect-precision"
-    SCHEMA_VERSION: ClassVar[int] = 2  # 2: no seconds (the step's `timings` measurement holds them)
+    SCHEMA_VERSION: ClassVar[int] = 3  # 3: no `replayed` (in `timings`); 2: no seconds (`timings`)
 
     found: bool
     complete: bool
@@ -94,7 +94,6 @@ class BisectReport(Report):
     held_by_opset: dict[str, Any] | None = None
     held_by_opset_note: str | None = None
     evaluations: int
-    replayed: int
     keep: list[KeptNode]
     screening: dict[str, Any]
     final: FinalVerification | None = None
@@ -105,3 +104,22 @@ class BisectReport(Report):
     def passed(self) -> bool:
         """A plan was found and passed again on the verification samples."""
         return self.found and self.final is not None and self.final.passed
+
+    def summary_lines(self) -> list[str]:
+        """`trtflow inspect`'s lines: the answer, the search's size, each kept node and the
+        verification's worst error."""
+        from trtflow.tensors.comparison import worst_error
+
+        lines = [
+            self.message,
+            f"{self.precision} on {self.backend}, mode {self.mode}: {self.candidates} "
+            f"candidate nodes, {self.evaluations} evaluations",
+        ]
+        lines += [f"keep {node.name} ({node.op}): {node.reason}" for node in self.keep]
+        for checked, verdict in (self.final.verdicts if self.final else {}).items():
+            if verdict.passed is not None:
+                lines.append(
+                    f"verified ({checked}): {'passed' if verdict.passed else 'FAILED'}, worst "
+                    f"{worst_error(verdict.model_dump())}"
+                )
+        return lines

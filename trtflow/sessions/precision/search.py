@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trtflow.errors import InputError, ParamError
-from trtflow.runners.base import PlanModel, PlanRunner
+from trtflow.runners.base import PlanModel, PlanRunner, RunnerConfig
 from trtflow.runners.registry import config_type
 from trtflow.sessions.precision.outcome import PlanVerification, SearchOutcome
 from trtflow.sessions.precision.settings import ReferenceResults, SearchSettings
@@ -45,6 +45,7 @@ from trtflow.sessions.precision.spaces.qdq import QdqSpace
 from trtflow.sessions.trials import (
     Feed,
     JournaledTrials,
+    Judges,
     SearchContext,
     activated,
     collect_samples,
@@ -79,14 +80,35 @@ def plan_space(settings: SearchSettings) -> PlanSpace:
     return QdqSpace(settings) if precision == "qdq" else FloatSpace(settings, precision)
 
 
-class PrecisionSearch:
-    """One search of `settings`' model; `run()` does it all and returns the outcome."""
+PlanRunners = Callable[[RunnerConfig, PlanModel], PlanRunner]
 
-    def __init__(self, settings: SearchSettings, context: SearchContext):
+
+def _entry_plan_runner(config: RunnerConfig, model: PlanModel) -> PlanRunner:
+    """The plan runner a runner entry makes (the default of `PrecisionSearch.plan_runners`)."""
+    return config.plan_runner(model)
+
+
+class PrecisionSearch:
+    """One search of `settings`' model; `run()` does it all and returns the outcome.
+
+    The judge and the plan runners come from the settings (`check.judge`, each runner entry's
+    `plan_runner`) unless `judges` / `plan_runners` are given: the protocols they meet are all the
+    search relies on, so a test drives it with a recording judge and a plan runner in memory."""
+
+    def __init__(
+        self,
+        settings: SearchSettings,
+        context: SearchContext,
+        *,
+        judges: Judges | None = None,
+        plan_runners: PlanRunners | None = None,
+    ):
         self.settings = settings
         self.context = context
         self.journal = journal_of(context, "a precision search")
         self.space = plan_space(settings)
+        self.judges: Judges = judges or settings.check.judge
+        self.plan_runners: PlanRunners = plan_runners or _entry_plan_runner
 
     def run(self) -> SearchOutcome:
         settings, context = self.settings, self.context
@@ -94,28 +116,8 @@ class PrecisionSearch:
         setup = self.prepare()
         config = settings.search_runner
         output_names = [o.name for o in setup.model.graph.output]
-        judge = settings.check.judge(
-            JudgeSetting(output_names, context.recipe_dir, "check", context.notice)
-        )
-        config.check_entry(setup.model, "runner")
-        for caveat in config.plan_notices(settings.precision):
-            context.notice(f"runner `{config.name}`: {caveat}")
-        try:
-            searched = config.plan_runner(
-                PlanModel(
-                    setup.model,
-                    Path(settings.model),
-                    settings.precision,
-                    context.state_dir,
-                    context.log,
-                )
-            )
-        except InputError as error:
-            raise ParamError("runner", str(error)) from None
-        reference_config = config_type(LOWERED_ON_CPU["backend"]).model_validate(LOWERED_ON_CPU)
-        lowered_runner = reference_config.plan_runner(
-            PlanModel(setup.model, Path(settings.model), settings.precision)
-        )
+        judge = self.judges(JudgeSetting(output_names, context.recipe_dir, "check", context.notice))
+        searched, lowered_runner, same = self._runners(setup, config)
         with ExitStack() as active:
             runner = active.enter_context(activated(searched))
             lowered = active.enter_context(activated(lowered_runner))
@@ -129,16 +131,9 @@ class PrecisionSearch:
             setup_seconds = time.perf_counter() - started - sum(r.seconds for r in trials.records)
             verification = None
             if result.keep is not None:
-                # the lowered model on ONNX Runtime's CPU provider too, unless the search ran exactly that
-                same = config.model_copy(update={"name": reference_config.name}) == reference_config
                 plan = self._plan(result.keep | frozenset(setup.fixed))
-                verification = self.verify(
-                    setup,
-                    judge,
-                    plan,
-                    fp32,
-                    {config.backend: runner, **({} if same else {LOWERED: lowered})},
-                )
+                verifiers = {config.backend: runner, **({} if same else {LOWERED: lowered})}
+                verification = self.verify(setup, judge, plan, fp32, verifiers)
         return SearchOutcome(
             settings,
             setup,
@@ -154,6 +149,27 @@ class PrecisionSearch:
                 "trials": sum(r.seconds for r in trials.records if r.origin == "run"),
             },
         )
+
+    def _runners(self, setup: Setup, config: RunnerConfig) -> tuple[PlanRunner, PlanRunner, bool]:
+        """The search's plan runner, the lowered model's on ONNX Runtime's CPU provider, and whether
+        they are the same (the verification then runs the lowered model once, not twice)."""
+        settings, context = self.settings, self.context
+        config.check_entry(setup.model, "runner")
+        for caveat in config.plan_notices(settings.precision):
+            context.notice(f"runner `{config.name}`: {caveat}")
+        model = PlanModel(
+            setup.model, Path(settings.model), settings.precision, context.state_dir, context.log
+        )
+        try:
+            searched = self.plan_runners(config, model)
+        except InputError as error:
+            raise ParamError("runner", str(error)) from None
+        reference_config = config_type(LOWERED_ON_CPU["backend"]).model_validate(LOWERED_ON_CPU)
+        lowered = self.plan_runners(
+            reference_config, PlanModel(setup.model, Path(settings.model), settings.precision)
+        )
+        same = config.model_copy(update={"name": reference_config.name}) == reference_config
+        return searched, lowered, same
 
     def prepare(self) -> Setup:
         """Load and name the model; find its candidates; say what its opset holds in FP32."""

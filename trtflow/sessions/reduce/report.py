@@ -17,14 +17,13 @@ class ReduceTrial(BaseModel):
     region: list[str]
     failed: bool
     metrics: dict
-    replayed: bool
 
 
 class ReduceReport(Report):
     """What `reduce` found: the region, why it is minimal, how many checks it took, the verification."""
 
     KIND = "reduce"
-    SCHEMA_VERSION = 1
+    SCHEMA_VERSION = 2  # 2: which trials the journal answered is in the `journal` measurement
 
     found: bool
     complete: bool
@@ -37,7 +36,6 @@ class ReduceReport(Report):
     region_outputs: list[str]
     minimal: str
     evaluations: int  # trials: regions run by both runners
-    replayed: int  # of them answered by the journal
     samples: int
     verification: dict | None
     trials: list[ReduceTrial]

@@ -39,12 +39,12 @@ from trtflow.sessions.trials import (
     Feed,
     JournaledTrials,
     JournalRecord,
+    Judges,
     SearchContext,
     activated,
     collect_samples,
     fresh_samples,
     journal_of,
-    replayed,
 )
 from trtflow.tensors.inputs import DataSpec
 from trtflow.tensors.judges import Candidate, Judge, JudgeSetting, Verdict
@@ -131,7 +131,6 @@ class ReduceOutcome:
                 else "not shown (the search stopped early)"
             ),
             evaluations=len(self.records),
-            replayed=replayed(self.records),
             samples=self.samples,
             verification=self.verification.as_json() if self.verification else None,
             trials=[
@@ -139,7 +138,6 @@ class ReduceOutcome:
                     region=r.trial["keep"],
                     failed=not r.passed,
                     metrics=r.metrics,
-                    replayed=r.origin != "run",
                 )
                 for r in self.records
             ],
@@ -147,12 +145,16 @@ class ReduceOutcome:
 
 
 class ReduceSearch:
-    """One reduction of `settings`' model; `run()` does it all."""
+    """One reduction of `settings`' model; `run()` does it all. Its judges come from the
+    settings' check unless `judges` is given (a test's recording judge)."""
 
-    def __init__(self, settings: ReduceSettings, context: SearchContext):
+    def __init__(
+        self, settings: ReduceSettings, context: SearchContext, *, judges: Judges | None = None
+    ):
         self.settings = settings
         self.context = context
         self.journal = journal_of(context, "a reduction")
+        self.make_judge: Judges = judges or settings.check.judge
         self.judges: dict[tuple[str, ...], Judge] = {}
 
     def run(self) -> ReduceOutcome:
@@ -250,7 +252,7 @@ class ReduceSearch:
         key = tuple(outputs)
         if key not in self.judges:
             notice = self.context.notice if not self.judges else (lambda message: None)
-            self.judges[key] = self.settings.check.judge(
+            self.judges[key] = self.make_judge(
                 JudgeSetting(outputs, self.context.recipe_dir, "check", notice)
             )
         return self.judges[key]
