@@ -80,7 +80,8 @@ def executor_comparison(jobs: int = 2, seeds: int = 16) -> None:
 
 def transfer_seconds(url: str) -> float:
     """Seconds to read every blob of the remote once: the floor of any download."""
-    from trtflow.executor.remote import RemoteStore, storage_options
+    from trtflow.executor.remote import RemoteStore
+    from trtflow.executor.remote_config import storage_options
 
     remote = RemoteStore.open(url, storage_options())
     started = time.perf_counter()

@@ -26,7 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trtflow.executor.remote import WORKERS, RemoteStore
+from trtflow.executor.objects import WORKERS, transfer
+from trtflow.executor.remote import RemoteStore
 from trtflow.executor.store import Store
 from trtflow.steps.base import folder
 
@@ -101,7 +102,7 @@ def main() -> None:
             key = _entry(home, args.files, args.kb)
             remote = RemoteStore("s3://bench/cache", fs, "bench/cache", workers=args.workers)
             started = time.perf_counter()
-            remote.push(home.lookup(key))  # type: ignore[arg-type]
+            transfer(home, remote, [key])
             print(f"push ({args.workers} at a time): {time.perf_counter() - started:.1f} s")
             walls: dict[str, list[float]] = {"sequential": [], "concurrent": []}
             for round_ in range(args.repeat):
@@ -111,7 +112,7 @@ def main() -> None:
                     reader = RemoteStore("s3://bench/cache", distant, "bench/cache", workers)
                     started = time.perf_counter()
                     with store.lock(key):
-                        assert reader.fetch(key, store) is not None
+                        assert transfer(reader, store, [key]).moved.get(key) is not None
                     walls[name].append(time.perf_counter() - started)
             for name, times in walls.items():
                 print(

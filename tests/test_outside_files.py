@@ -129,3 +129,54 @@ def test_a_remembered_companion_outside_the_folder_is_refused_unread(trtflow, tm
     assert f"{model} names ../secret.bin as part of its content, outside its folder" in (
         result.stderr
     )
+
+
+@pytest.mark.parametrize("command", ["validate", "status", "run"])
+def test_a_folder_given_as_the_model_is_refused_before_it_is_hashed(trtflow, tmp_path, command):
+    """`load.path: models` (a folder, or `.`, or a var naming one) was hashed in full, every file
+    read, before `load` said it wanted a file: over 120 s for `/usr/share`."""
+    model = model_with_weights_in(tmp_path / "models", "model.onnx.data")
+    (tmp_path / "models" / "model.onnx.data").write_bytes(np.ones(4, np.float32).tobytes())
+    recipe = write_recipe(tmp_path, RECIPE.replace("MODEL", "models"))
+    with opens_of(model) as events:
+        result = trtflow(command, recipe, cwd=tmp_path)
+    assert events == [], f"`trtflow {command}` read {model}"
+    said = result.stderr  # a recipe problem, for every command: nothing is keyed
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "recipe.yaml:7:" in said and "steps.model.with.path" in said, said
+    assert f"{tmp_path / 'models'} is a folder, not a model file" in said, said
+    assert "give the file itself: it holds model.onnx" in said, said
+
+
+def test_a_big_folder_given_as_the_model_is_refused_at_once(trtflow, tmp_path):
+    recipe = write_recipe(tmp_path, RECIPE.replace("MODEL", "/usr/share"))
+    started = time.monotonic()
+    result = trtflow("run", recipe, cwd=tmp_path, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "/usr/share is a folder, not a model file" in result.stderr
+    assert time.monotonic() - started < 20
+
+
+LOOPED = """
+trtflow: 1
+name: looped
+steps:
+  diff:
+    uses: compare
+    with: {results: results, reference: onnxruntime}
+"""
+
+
+@pytest.mark.parametrize("loop", ["to-a-parent", "to-itself"])
+def test_a_symlink_loop_in_a_folder_is_refused_with_its_place(trtflow, tmp_path, loop):
+    """A link back to a folder above it made the walk list the folder over and over (each level
+    hashed again) until the kernel's link limit; a link to itself ended in a generic exit 3."""
+    (tmp_path / "results" / "runs").mkdir(parents=True)
+    (tmp_path / "results" / "index.json").write_text("{}")
+    link = tmp_path / "results" / "runs" / "back"
+    link.symlink_to(".." if loop == "to-a-parent" else "back")
+    recipe = write_recipe(tmp_path, LOOPED)
+    result = trtflow("run", recipe, cwd=tmp_path, timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "internal error" not in result.stderr and "Traceback" not in result.stderr
+    assert f"symlink loop: {link} leads back" in result.stderr, result.stderr

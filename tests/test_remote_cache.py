@@ -651,7 +651,9 @@ def test_a_many_file_entry_is_fetched_concurrently(tmp_path):
     """Each blob is a request: an entry of 200 files is fetched many blobs at a time, not one by one."""
     import fsspec
 
-    from trtflow.executor.remote import WORKERS, RemoteStore
+    from trtflow.executor.gc import verify_store
+    from trtflow.executor.objects import WORKERS, transfer
+    from trtflow.executor.remote import RemoteStore
     from trtflow.executor.store import Store
     from trtflow.steps.base import folder
 
@@ -664,11 +666,11 @@ def test_a_many_file_entry_is_fetched_concurrently(tmp_path):
     home.commit(key, work_dir, {"many": folder("files")}, {}, {"step": "many"})
     url = (tmp_path / "shared").as_uri()
     fs, root = fsspec.core.url_to_fs(url)
-    RemoteStore(url, fs, root).push(home.lookup(key))
+    transfer(home, RemoteStore(url, fs, root), [key])
 
     watched = _Watched(fs)
     there = Store(tmp_path / "there")
     with there.lock(key):
-        fetched = RemoteStore(url, watched, root).fetch(key, there)
+        fetched = transfer(RemoteStore(url, watched, root), there, [key]).moved.get(key)
     assert fetched is not None and watched.most == WORKERS > 1
-    assert there.verify_all().damaged == [] and len(list(there.blob_digests())) == 200
+    assert verify_store(there).damaged == [] and len(list(there.blob_digests())) == 200

@@ -1,5 +1,5 @@
 """An S3 remote that is down costs seconds, not botocore's minutes: trtflow opens S3 remotes with
-short timeouts and few attempts (remote.S3_DEFAULTS) that the user's $TRTFLOW_REMOTE_OPTIONS
+short timeouts and few attempts (remote_config.S3_DEFAULTS) that the user's $TRTFLOW_REMOTE_OPTIONS
 override — through `trtflow run` against an endpoint that refuses connections and one that
 accepts them and never answers (bench/dead_remote.py measures both)."""
 

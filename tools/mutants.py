@@ -71,7 +71,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "remote: a download is not checked against its sha256",
-        "trtflow/executor/remote.py",
+        "trtflow/executor/store.py",
         'if digest.hexdigest() != meta["sha256"] or target.stat().st_size != meta["size"]:',
         "if False:",
         (
@@ -80,23 +80,23 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "remote: a push uploads the blobs the remote already has",
-        "trtflow/executor/remote.py",
-        "missing = sorted(blobs) if repair else self._missing(blobs)",
-        "missing = sorted(blobs)",
+        "trtflow/executor/objects.py",
+        "        if key in self.damaged:\n            return [by_digest[digest] for digest in sorted(by_digest)]",
+        "        return [by_digest[digest] for digest in sorted(by_digest)]",
         ("tests/test_remote_cache.py::test_push_delete_the_store_pull_and_verify_is_clean",),
     ),
     Mutant(
         "remote: blobs move one at a time",
-        "trtflow/executor/remote.py",
-        "if len(items) <= 1 or self.workers <= 1:",
+        "trtflow/executor/objects.py",
+        "if len(items) <= 1 or workers <= 1:",
         "if True:",
         ("tests/test_remote_cache.py::test_a_many_file_entry_is_fetched_concurrently",),
     ),
     Mutant(
         "remote: a manifest of the older store format counts as held",
-        "trtflow/executor/remote.py",
-        "return self._manifest(key) is not None",
-        "return self.fs.exists(self._manifest_path(key))",
+        "trtflow/executor/objects.py",
+        "return self.usable(key) is not None",
+        "return self.fs.exists(self.manifest_location(key))",
         (
             "tests/test_remote_cache.py::test_a_remote_entry_of_the_older_store_format_is_pushed_again",
         ),
@@ -104,8 +104,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "run: a remote that failed is asked again",
         "trtflow/executor/remote.py",
-        "    if remote.gone:\n        return None\n    try:\n        return remote.fetch(",
-        "    try:\n        return remote.fetch(",
+        "    if remote.gone:\n        return None\n    try:\n        return fetched(",
+        "    try:\n        return fetched(",
         ("tests/test_remote_cache.py::test_a_dead_s3_endpoint_costs_one_failure_said_once",),
     ),
     Mutant(
@@ -235,6 +235,13 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/run_compare/test_compare_memo.py",),
     ),
     Mutant(
+        "emulate: a low node's read of a kept node's output is not rounded",
+        "trtflow/precision/emulate.py",
+        "reader not in plan.keep and writer in plan.keep for reader, writer in self.reads",
+        "reader not in plan.keep and writer not in plan.keep for reader, writer in self.reads",
+        ("tests/run_compare/test_emulation.py",),
+    ),
+    Mutant(
         "report: a tensor passes when any iteration passes (all -> any)",
         "trtflow/tensors/compare_report.py",
         "return all(self.iteration_passed) and",
@@ -262,6 +269,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "return number_from_json(metrics.get(self.metric))",
         "return metrics.get(self.metric) if isinstance(metrics.get(self.metric), float) else None",
         ("tests/metrics/test_metrics.py",),
+    ),
+    Mutant(
+        "reports: a field added to a report without a SCHEMA_VERSION bump",
+        "trtflow/tensors/compare_report.py",
+        "    check_finite: bool\n    failed_finite_check: list[str]\n",
+        "    check_finite: bool\n    note: str = ''\n    failed_finite_check: list[str]\n",
+        ("tests/test_report_schemas.py",),
+    ),
+    Mutant(
+        "overlay: a typed compare report's absolute errors are not read",
+        "trtflow/tensors/compare_overlay.py",
+        'for side, distribution in (("abs", tensor.abs), ("rel", tensor.rel))',
+        'for side, distribution in (("rel", tensor.rel),)',
+        (
+            "tests/graph/test_render_graph_step.py::test_fp16_overlay_recipe_draws_errors_and_kept_nodes",
+        ),
     ),
     # load
     Mutant(
@@ -425,9 +448,37 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "build-engine: dims of one name given different sizes are not explained",
         "trtflow/trt/build_errors.py",
-        "if found and (error := _shared_name_error(model_file, found.group(1), shapes, message)):",
+        "if found and (error := _shared_name_error(model_file, found.group(1), shapes, message, key)):",
         "if False:",
         ("tests/trt/test_rtx_plans.py",),
+    ),
+    Mutant(
+        "tensorrt runner: the first optimization profile serves every feed",
+        "trtflow/trt/execution.py",
+        "if index != self._profile:",
+        "if False:",
+        ("tests/trt/test_trt_profiles.py",),
+    ),
+    Mutant(
+        "build-engine: only the first of several optimization profiles reaches the engine",
+        "trtflow/trt/profiles.py",
+        "for index, shapes in enumerate(profiles or ({},)):",
+        "for index, shapes in enumerate((profiles or ({},))[:1]):",
+        ("tests/trt/test_trt_profiles.py",),
+    ),
+    Mutant(
+        "build-engine: tf32: false leaves TF32 on",
+        "trtflow/trt/builder.py",
+        "elif settings.tf32 is False:",
+        "elif False:",
+        ("tests/trt/test_trt_build_options.py",),
+    ),
+    Mutant(
+        "build-engine: a timing_cache path is ignored for the workspace's cache",
+        "trtflow/steps/build_engine.py",
+        "    if given is True:",
+        "    if given:",
+        ("tests/trt/test_trt_build_options.py",),
     ),
     Mutant(
         "render-graph: a rejected node may be folded away in the simplified view",
@@ -451,7 +502,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "given = exports.tool_input(original, kept, False)",
         ("tests/roundtrip/test_round_trip.py",),
     ),
-    # issue 31: files outside a model's folder (item 2), gc beside a live run (4), check commands (1)
+    # issue 31: files outside a model's folder (2), folders as models (3), gc beside a live run (4),
+    # check commands (1)
     Mutant(
         "external data: a model's data outside its folder is hashed for the key",
         "trtflow/onnxmodel/files.py",
@@ -473,6 +525,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "trtflow/cli/recipes.py",
         "pipeline = load(recipe, overrides, companions=True)",
         "pipeline = load(recipe, overrides)",
+        ("tests/test_outside_files.py",),
+    ),
+    Mutant(
+        "paths: a folder given as a model is hashed before anything refuses it",
+        "trtflow/schema/paths.py",
+        """    if not path.is_dir():
+        return path
+""",
+        "    return path\n",
+        ("tests/test_outside_files.py",),
+    ),
+    Mutant(
+        "hashing: a link back to a folder above it is followed",
+        "trtflow/executor/hashing.py",
+        "elif _identity(status) in above:",
+        "elif False:",
         ("tests/test_outside_files.py",),
     ),
     Mutant(

@@ -71,7 +71,7 @@ def _model(path: Path) -> list[str]:
     from google.protobuf.message import DecodeError
 
     from trtflow.onnxmodel.files import iter_graphs, load_model
-    from trtflow.tensors.inputs import model_inputs, non_tensor_inputs
+    from trtflow.tensors.model_inputs import model_inputs, non_tensor_inputs
 
     with _reading(path, "ONNX model", DecodeError):
         model = load_model(path, load_weights=False)
@@ -124,7 +124,7 @@ def _spec_line(spec) -> str:
 
 
 def _output_line(value) -> str:
-    from trtflow.tensors.inputs import type_text, value_spec
+    from trtflow.tensors.model_inputs import type_text, value_spec
 
     if value.type.HasField("tensor_type") and value.type.tensor_type.elem_type:
         return _spec_line(value_spec(value))
@@ -229,7 +229,7 @@ def _recipe_outputs(path: Path) -> list[str]:
 
 def _workspace(path: Path) -> list[str]:
     """A workspace (`.trtflow/`): the recipes that ran here, what the store holds, and the rest."""
-    from trtflow.executor.remote import configured_remotes
+    from trtflow.executor.remote_config import configured_remotes
     from trtflow.executor.workspace import Workspace
     from trtflow.memory import human_size
 

@@ -17,9 +17,6 @@ from typing import Any
 from trtflow.errors import UsageError
 from trtflow.inspect import _array_lines, _counts, _quantization_lines, _reading
 from trtflow.schema.reports import Report, parse_report, report_kind
-from trtflow.sessions.precision.report import BisectReport
-from trtflow.tensors.compare_report import CompareReport
-from trtflow.tensors.comparison import worst_error
 
 
 def _has(data: Any, *keys: str) -> bool:
@@ -42,64 +39,28 @@ def _polygraphy_results(path: Path, data: dict) -> list[str]:
     return lines
 
 
-def _compare_report(path: Path, report: CompareReport) -> list[str]:
-    from trtflow.tensors.report import terminal_lines
-
-    return [f"{path}: compare report"] + [f"  {line}" for line in terminal_lines(report)]
-
-
 def _keep_lines(nodes: list[dict]) -> list[str]:
     return [f"  keep {node.get('name')} ({node.get('op')}): {node.get('reason')}" for node in nodes]
 
 
-def _bisect_report(path: Path, report: BisectReport) -> list[str]:
-    lines = [
-        f"{path}: bisect-precision report: {report.message}",
-        f"  {report.precision} on {report.backend}, mode {report.mode}: {report.candidates} "
-        f"candidate nodes, {report.evaluations} evaluations",
-    ]
-    lines += _keep_lines([node.model_dump() for node in report.keep])
-    for checked, verdict in (report.final.verdicts if report.final else {}).items():
-        if verdict.passed is not None:
-            lines.append(
-                f"  verified ({checked}): {'passed' if verdict.passed else 'FAILED'}, worst "
-                f"{worst_error(verdict.model_dump())}"
-            )
-    return lines
-
-
-REPORTS: dict[str, Callable[[Path, Any], list[str]]] = {
-    CompareReport.KIND: lambda path, content: _compare_report(
-        path, parse_report(content, path, CompareReport)
-    ),
-    BisectReport.KIND: lambda path, content: _bisect_report(
-        path, parse_report(content, path, BisectReport)
-    ),
-}
-"""Typed reports, by `kind`: each is read through its model (an older schema is a clear error)."""
-
-
-def _step_reports() -> dict[str, type[Report]]:
-    """Every report kind a registered step kind writes, by `kind` (its outputs declare them)."""
-    from trtflow.steps import registry
-
-    return {
-        output.report.KIND: output.report
-        for name in registry.kinds()
-        for output in registry.get(name).outputs.values()
-        if output.report is not None
-    }
-
-
 def _typed_report(path: Path, content: Any) -> list[str]:
+    """A typed report, read through the model its `kind` names (an older schema is a clear error)."""
     kind, _ = report_kind(content) or ("", 0)
-    if kind in REPORTS:
-        return REPORTS[kind](path, content)
-    model = _step_reports().get(kind)
+    model = report_models().get(kind)
     if model is None:
         raise UsageError(f"{path}: a `{kind}` report, which this trtflow does not know")
     report = parse_report(content, path, model)
     return [f"{path}: {kind} report"] + [f"  {line}" for line in report.summary_lines()]
+
+
+def report_models() -> dict[str, type[Report]]:
+    """Every report kind a step of this trtflow writes (plugins' included), by kind: importing the
+    steps imports the modules whose `Report` subclasses register themselves."""
+    from trtflow.steps import registry
+
+    for kind in registry.kinds():
+        registry.get(kind)
+    return Report.registered()
 
 
 def _untyped_report(path: Path, content: Any) -> list[str]:

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from trtflow.graph.dot import to_dot
 from trtflow.graph.from_onnx import graph_from_model
-from trtflow.graph.model import Graph
+from trtflow.graph.model import NetworkGraph
 from trtflow.graph.simplify import simplify
 from trtflow.graph.style import Style, View
 
 from .models import conv_block
 
 
-def is_acyclic(graph: Graph) -> bool:
+def is_acyclic(graph: NetworkGraph) -> bool:
     successors = graph.successors()
     state: dict[str, int] = {}
 

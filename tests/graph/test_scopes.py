@@ -10,7 +10,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from trtflow.graph.from_engine import graph_from_layer_info
-from trtflow.graph.model import Graph
+from trtflow.graph.model import NetworkGraph
 from trtflow.graph.render import write_graph
 from trtflow.graph.scopes import MAX_CHILDREN, Scopes, name_scope
 from trtflow.graph.style import OTHER_COLOR, PRECISION_COLORS, View
@@ -135,7 +135,7 @@ def test_a_flat_graph_is_split_into_runs_no_group_too_large(tmp_path):
     onnx.save(model, str(tmp_path / "flat.onnx"))
     from trtflow.graph.from_onnx import load_onnx
 
-    graph: Graph = load_onnx(tmp_path / "flat.onnx")
+    graph: NetworkGraph = load_onnx(tmp_path / "flat.onnx")
     write_graph(graph, View(mode="detailed"), ["html"], tmp_path)
     data = viewer_data(tmp_path / "graph.html")
     assert all(len(g["nodes"]) + len(g["groups"]) <= MAX_CHILDREN for g in data["groups"])

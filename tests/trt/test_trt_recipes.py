@@ -63,7 +63,11 @@ def test_seed_pipeline_finds_fixes_and_draws_the_fp16_overflow(trtflow, tmp_path
     )  # what broke is what the search keeps
     assert _read(out, "tensorrt-fp16", "verified", "report.json")["passed"] is True
     graph = _read(out, "tensorrt-fp16", "fixed", "engine_graph.json")
-    assert set(graph) == {"Layers", "I/O Tensors" if generation == "11.x" else "Bindings"}
+    io = "I/O Tensors" if generation == "11.x" else "Bindings"
+    assert set(graph) == {"Layers", io, "OptimizationProfiles"}  # the last one is trtflow's
+    assert graph["OptimizationProfiles"] == [
+        {"x": {"min": [1, 16, 64], "opt": [1, 16, 64], "max": [8, 16, 64]}}
+    ]
     profile = _read(out, "tensorrt-fp16", "fixed", "profile.json")
     assert profile[0] == {"count": 10} and len(profile) > 1
     build_log = (out / "tensorrt-fp16" / "fixed" / "build_log.txt").read_text()

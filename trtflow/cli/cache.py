@@ -61,8 +61,10 @@ def cache_verify(
 ) -> None:
     """Check every entry against its manifest and every blob against its sha256; remove damaged ones
     so the next run recomputes them (exit 1 if any)."""
+    from trtflow.executor.gc import verify_store
+
     with errors_to_exit_codes(False):
-        verified = cache_workspace(workspace, recipe).store.verify_all()
+        verified = verify_store(cache_workspace(workspace, recipe).store)
         for entry, problems in verified.damaged:
             print(
                 f"damaged {entry.key[:12]} ({entry.manifest.get('step', '?')}): {'; '.join(problems)} — removed"

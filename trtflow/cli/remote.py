@@ -134,7 +134,7 @@ def remote_add(
 ) -> None:
     """Keep a remote cache under NAME in the workspace."""
     with errors_to_exit_codes(False):
-        from trtflow.executor.remote import configured_remotes, save_remotes
+        from trtflow.executor.remote_config import configured_remotes, save_remotes
 
         if "://" not in url:
             raise UsageError(
@@ -153,7 +153,7 @@ def remote_list(
 ) -> None:
     """The workspace's remote caches; the default one is marked."""
     with errors_to_exit_codes(False):
-        from trtflow.executor.remote import configured_remotes
+        from trtflow.executor.remote_config import configured_remotes
 
         remotes, chosen = configured_remotes(cache_workspace(workspace, recipe).root)
         for name, url in sorted(remotes.items()):
@@ -167,7 +167,7 @@ def remote_remove(
 ) -> None:
     """Forget a remote (its data stays where it is)."""
     with errors_to_exit_codes(False):
-        from trtflow.executor.remote import configured_remotes, save_remotes
+        from trtflow.executor.remote_config import configured_remotes, save_remotes
 
         space = cache_workspace(workspace, recipe)
         remotes, chosen = configured_remotes(space.root)

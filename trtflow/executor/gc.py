@@ -1,5 +1,5 @@
-"""`trtflow cache gc`: what a workspace may lose, decided here so the CLI only parses and prints
-(`cache verify` is `Store.verify_all`).
+"""`trtflow cache gc` and `cache verify`: what a workspace may lose, decided here so the CLI only
+parses and prints, and how the local store removes it without harming a live writer.
 
 gc always removes leftovers of killed runs (temporary folders, trash, day-old lock files), blobs
 no entry uses, entries of an older store format and output links to entries that are gone. With `--keep RECIPE` it also removes every entry that the
@@ -8,13 +8,19 @@ current state of the recipes recorded in this workspace does not use (`_in_use`)
 
 from __future__ import annotations
 
+import os
+import secrets
+import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from trtflow.errors import TrtflowError, UsageError
+from trtflow.executor.hashing import file_digest
 from trtflow.executor.links import broken_links
 from trtflow.executor.pipeline import load_pipeline
 from trtflow.executor.status import pipeline_status
+from trtflow.executor.store import Entry, Store
 from trtflow.executor.workspace import Workspace
 
 KEEP_RUN_RECORDS = 200  # `cache gc` keeps this many of the newest run records
@@ -66,7 +72,7 @@ def _collect(space: Workspace, keep: list[Path], force: bool, dry_run: bool) -> 
         doomed,
     )
     removed = {
-        **space.store.collect_garbage(used, dry_run),
+        **collect_store(space.store, used, dry_run),
         **space.prune_records(KEEP_RUN_RECORDS, journals, dry_run),
     }
     removed["links"] = [str(link) for link in links]
@@ -126,3 +132,211 @@ def _in_use(
         "with --keep) so gc knows what they use, or give --force to remove them"
     )
     return used | set(unknown), None, [note]
+
+
+# -- the local store's side: verifying and collecting without harming a live writer ----------
+
+
+def verify_entry(store: Store, entry: Entry, blobs: BlobCheck | None = None) -> list[str]:
+    """What is wrong with an entry's files (empty when whole). A file that is its blob's hard
+    link is as good as the blob (`blobs` hashes each blob once for the whole store); a copy
+    or a private file is re-hashed."""
+    if not entry.manifest:
+        return ["no readable manifest (or one of an older store format)"]
+    blobs = blobs or BlobCheck(store)
+    problems = []
+    for name, meta in entry.manifest["files"].items():
+        path = entry.path / name
+        if not path.is_file():
+            problems.append(f"{name}: missing")
+        elif path.stat().st_size != meta["size"]:
+            problems.append(f"{name}: size {path.stat().st_size}, expected {meta['size']}")
+        elif _is_blob(store, path, meta):
+            if problem := blobs.problem(meta["sha256"]):
+                problems.append(f"{name}: {problem}")
+        elif file_digest(path) != meta["sha256"]:
+            problems.append(f"{name}: content changed (sha256 mismatch)")
+        elif not meta.get("private") and blobs.problem(meta["sha256"]):
+            blobs.repair(meta["sha256"], path)  # a sound copy replaces a missing or bad blob
+    return problems
+
+
+def verify_store(store: Store) -> Verified:
+    """`cache verify`: every entry against its manifest and blobs, every blob against its
+    digest. Damaged entries and blobs are removed, so the next run recomputes (or pulls) them."""
+    blobs = BlobCheck(store)
+    verified = Verified()
+    for entry in store.entries():
+        verified.entries += 1
+        if problems := verify_entry(store, entry, blobs):
+            verified.damaged.append((entry, problems))
+            with store.lock(entry.key):
+                store.evict(entry.key)
+    verified.damaged_blobs = blobs.damaged()
+    verified.blobs = len(blobs.found)
+    for digest in verified.damaged_blobs:
+        _collect_blob(store, store.blob_path(digest), force=True)
+    return verified
+
+
+def _is_blob(store: Store, path: Path, meta: dict) -> bool:
+    try:
+        return not meta.get("private") and os.path.samefile(path, store.blob_path(meta["sha256"]))
+    except OSError:
+        return False
+
+
+def referenced_blobs(store: Store) -> set[str]:
+    """The digests the manifests of this store name (private files aside)."""
+    return {
+        meta["sha256"]
+        for entry in store.entries()
+        for meta in entry.manifest.get("files", {}).values()
+        if not meta.get("private")
+    }
+
+
+def collect_store(
+    store: Store, keep: set[str] | None, dry_run: bool = False
+) -> dict[str, list[str]]:
+    """Remove abandoned temp folders, entries of an older store format, blobs no entry uses and,
+    when `keep` is given, every entry not in it; returns what was removed (with `dry_run`, what
+    would be), per kind."""
+    removed: dict[str, list[str]] = {"tmp": [], "entries": [], "locks": [], "blobs": []}
+    if store.locks.is_dir():  # a lock file can only go once nobody uses it; a day's age says so
+        for lock_file in store.locks.glob("*.lock"):
+            if (
+                time.time() - lock_file.stat().st_mtime > 86400
+                and not store.entry_path(lock_file.stem).exists()
+            ):
+                removed["locks"].append(str(lock_file))
+                if not dry_run:
+                    lock_file.unlink(missing_ok=True)
+    for folder in (store.tmp, store.trash):
+        if folder.is_dir():
+            for path in folder.iterdir():
+                if folder == store.trash or not _owner_alive(path):
+                    removed["tmp"].append(str(path))
+                    if not dry_run:
+                        shutil.rmtree(path, ignore_errors=True)
+    for entry in list(store.entries()):
+        unused = keep is not None and entry.key not in keep
+        if not (unused or not entry.manifest):
+            continue
+        removed["entries"].append(
+            f"{entry.key[:12]} ({entry.manifest.get('recipe', '?')} {entry.manifest.get('step', '?')})"
+            if entry.manifest
+            else f"{entry.key[:12]} (no manifest of this store format)"
+        )
+        if not dry_run:
+            with store.lock(entry.key):
+                if unused or not store.manifest(entry.key):
+                    store.evict(entry.key)
+    removed["blobs"] = _collect_blobs(store, dry_run)
+    return removed
+
+
+def _collect_blobs(store: Store, dry_run: bool) -> list[str]:
+    """Remove the blobs no entry names and nothing links to (a commit in progress links its
+    files to their blobs before its manifest exists, so the link count speaks for it)."""
+    used = referenced_blobs(store)
+    removed = []
+    for digest in list(store.blob_digests()):
+        blob = store.blob_path(digest)
+        try:
+            if digest in used or blob.stat().st_nlink > 1:
+                continue
+            size = blob.stat().st_size
+        except FileNotFoundError:
+            continue
+        if dry_run or _collect_blob(store, blob):
+            removed.append(f"{digest[:12]} ({size} bytes)")
+    for shard in store.blobs.iterdir() if store.blobs.is_dir() else ():
+        for leftover in shard.glob("*.new") if shard.is_dir() else ():
+            if time.time() - leftover.stat().st_mtime > 3600 and not dry_run:
+                leftover.unlink(missing_ok=True)
+    return removed
+
+
+def _collect_blob(store: Store, blob: Path, force: bool = False) -> bool:
+    """Take `blob` out of readers' view (a rename), then delete it unless a commit linked to it
+    just before (and it is not damaged, `force`): then it goes back. A commit that finds it
+    gone makes the blob again."""
+    store.trash.mkdir(parents=True, exist_ok=True)
+    aside = store.trash / f"blob-{blob.name}-{secrets.token_hex(4)}"
+    try:
+        os.rename(blob, aside)
+    except FileNotFoundError:
+        return False
+    if aside.stat().st_nlink > 1 and not force:
+        try:
+            os.link(aside, blob)
+        except FileExistsError:
+            pass
+        aside.unlink()
+        return False
+    aside.unlink()
+    return True
+
+
+@dataclass
+class Verified:
+    """What `verify_store` found (and removed)."""
+
+    entries: int = 0
+    damaged: list[tuple[Entry, list[str]]] = field(default_factory=list)
+    blobs: int = 0
+    damaged_blobs: list[str] = field(default_factory=list)
+
+
+class BlobCheck:
+    """Each blob of a store hashed at most once, against the digest it is named by."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.found: dict[str, str | None] = {}
+
+    def problem(self, digest: str) -> str | None:
+        """What is wrong with the blob `digest` (None when its bytes hash to its name)."""
+        if digest not in self.found:
+            blob = self.store.blob_path(digest)
+            if not blob.is_file():
+                self.found[digest] = "its blob is missing"
+            elif file_digest(blob) != digest:
+                self.found[digest] = "content changed (sha256 mismatch)"
+            else:
+                self.found[digest] = None
+        return self.found[digest]
+
+    def repair(self, digest: str, sound: Path) -> None:
+        """Make the file `sound`, which hashes to `digest`, the blob `digest`."""
+        blob = self.store.blob_path(digest)
+        try:
+            blob.parent.mkdir(parents=True, exist_ok=True)
+            self.store.replace_blob(sound, blob)
+        except OSError:  # no hard links here: the entry's copy serves
+            return
+        self.found[digest] = None
+
+    def damaged(self) -> list[str]:
+        """Every blob of the store whose bytes do not hash to its name (checks those not yet checked)."""
+        return [
+            digest
+            for digest in self.store.blob_digests()
+            if self.problem(digest) == "content changed (sha256 mismatch)"
+        ]
+
+
+def _owner_alive(work_dir: Path) -> bool:
+    """Temp folders are named `<key>-<pid>-<random>`; the writer is alive if that pid is
+    (a day-old folder is abandoned whatever its pid says, since pids get reused)."""
+    if time.time() - work_dir.stat().st_mtime > 86400:
+        return False
+    try:
+        pid = int(work_dir.name.split("-")[1])
+        os.kill(pid, 0)
+    except (IndexError, ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True

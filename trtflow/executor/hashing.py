@@ -12,11 +12,13 @@ import hashlib
 import json
 import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 from trtflow.errors import InputError, UsageError
+from trtflow.schema.paths import broken_link
 
 _CHUNK = 1 << 20
 
@@ -30,12 +32,44 @@ def file_digest(path: Path) -> str:
 
 
 def list_files(folder: Path) -> list[str]:
-    """Relative POSIX paths of every file under `folder`, sorted; symlinks are followed."""
-    return sorted(
-        Path(root, name).relative_to(folder).as_posix()
-        for root, _, names in os.walk(folder, followlinks=True)
-        for name in names
-    )
+    """Relative POSIX paths of every file under `folder`, sorted; symlinks are followed.
+
+    A link back to a folder above it would make the walk list that folder again at every level (up
+    to the kernel's link limit, hashing each copy), and a link that resolves to nothing cannot be
+    hashed: both are refused, naming the link, rather than hashed or failed on without a place."""
+    found: list[str] = []
+    _walk(folder, folder, {_identity(folder.stat())}, found)
+    return sorted(found)
+
+
+def _identity(status: os.stat_result) -> tuple[int, int]:
+    return status.st_dev, status.st_ino
+
+
+def _walk(folder: Path, directory: Path, above: set[tuple[int, int]], found: list[str]) -> None:
+    try:
+        names = os.listdir(directory)
+    except OSError as error:
+        raise UsageError(
+            f"{folder} holds {directory}, which cannot be read: {error.strerror or error}"
+        ) from None
+    for name in names:
+        path = directory / name
+        try:
+            status = path.stat()
+        except OSError as error:
+            raise UsageError(
+                f"{folder} holds {path}, which cannot be read: {broken_link(path) or error.strerror or error}"
+            ) from None
+        if not stat.S_ISDIR(status.st_mode):
+            found.append(path.relative_to(folder).as_posix())
+        elif _identity(status) in above:
+            raise UsageError(
+                f"symlink loop: {path} leads back to {path.resolve()}, a folder it is in, so {folder} "
+                "never ends; remove the link, or point it at the real folder"
+            )
+        else:
+            _walk(folder, path, above | {_identity(status)}, found)
 
 
 def combine(entries: dict[str, str]) -> str:

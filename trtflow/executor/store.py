@@ -1,7 +1,8 @@
 """The content-addressed store: where step outputs live, and how they get there safely.
 
-The store is an object store in the manner of DVC / dvc-data, the same shape as a remote cache
-(`remote.py`), so moving entries between them moves only the blobs one side lacks:
+The store is the object store of `objects.py` on the local disk, the same shape as a remote cache
+(`remote.py`), so moving entries between them (`objects.transfer`) moves only the blobs one side
+lacks. This subclass adds what only a local disk has — hard links and atomic renames:
 
 ```
 <root>/blobs/<sha[:2]>/<sha256>   the bytes of every output file, once, named by their sha256
@@ -33,27 +34,24 @@ is renamed into place, for a workspace that must survive a power loss with its l
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
 import shutil
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 from filelock import FileLock
 
 from trtflow.executor.hashing import combine, file_digest, list_files
+from trtflow.executor.objects import BLOBS, CHUNK, MANIFEST_FORMAT, DamagedEntry, Meter, ObjectStore
 from trtflow.steps.base import Output
 
 MANIFEST = "manifest.json"
 VALUES = "values.json"
-MANIFEST_FORMAT = 2
-"""Store format: 2 since entries are checkouts of shared blobs (format 1 entries are recomputed
-and removed by `cache gc`)."""
-BLOBS = "blobs"
 T = TypeVar("T")
 
 
@@ -140,13 +138,21 @@ def _output_files(work_dir: Path, name: str, output: Output, all_files: list[str
     return sorted(set(output.member_names(name)).intersection(all_files))
 
 
-class Store:
+class Store(ObjectStore):
+    """The local object store: entries are checkout folders, sealed by a rename."""
+
     def __init__(self, root: Path):
+        super().__init__(str(root))
         self.root = root
         self.tmp = root / "tmp"
         self.locks = root / "locks"
         self.trash = root / "trash"
         self.blobs = root / BLOBS
+
+    def filesystem(self) -> Any:
+        from fsspec.implementations.local import LocalFileSystem
+
+        return LocalFileSystem()
 
     def entry_path(self, key: str) -> Path:
         return self.root / key[:2] / key
@@ -154,28 +160,27 @@ class Store:
     def blob_path(self, digest: str) -> Path:
         return self.blobs / digest[:2] / digest
 
+    def manifest_location(self, key: str) -> str:
+        return str(self.entry_path(key) / MANIFEST)
+
+    def manifest_bytes(self, key: str) -> bytes:
+        return (self.entry_path(key) / MANIFEST).read_bytes()  # no fsspec on a cached run's path
+
+    def blob_size(self, digest: str) -> int | None:
+        try:
+            return self.blob_path(digest).stat().st_size
+        except OSError:
+            return None
+
     def lock(self, key: str) -> FileLock:
         """Held while a step computes `key`, so concurrent runs compute it once."""
         self.locks.mkdir(parents=True, exist_ok=True)
         return FileLock(self.locks / f"{key}.lock")
 
-    def _manifest(self, key: str) -> dict | None:
-        try:
-            manifest = json.loads((self.entry_path(key) / MANIFEST).read_text())
-        except (OSError, ValueError):
-            return None
-        if (
-            not isinstance(manifest, dict)
-            or manifest.get("key") != key
-            or manifest.get("format") != MANIFEST_FORMAT
-        ):
-            return None
-        return manifest
-
     def lookup(self, key: str) -> Entry | None:
         """The committed entry for `key`, if it is whole (manifest readable, file sizes as recorded)."""
         path = self.entry_path(key)
-        manifest = self._manifest(key)
+        manifest = self.manifest(key)
         if manifest is None or manifest.get("incomplete"):
             return None
         for name, meta in manifest["files"].items():
@@ -188,7 +193,7 @@ class Store:
 
     def incomplete_reason(self, key: str) -> str | None:
         """Why the entry for `key` was committed as not reusable, if it was."""
-        return (self._manifest(key) or {}).get("incomplete")
+        return (self.manifest(key) or {}).get("incomplete")
 
     def begin(self, key: str) -> Path:
         """A fresh private folder for a step to write into."""
@@ -336,21 +341,6 @@ class Store:
             shutil.copyfile(blob, target)
         return True
 
-    def has_blob(self, digest: str, size: int) -> bool:
-        try:
-            return self.blob_path(digest).stat().st_size == size
-        except OSError:
-            return False
-
-    def add_blob(self, source: Path, digest: str) -> None:
-        """Make the downloaded, verified file `source` the blob `digest` (a rename: atomic)."""
-        blob = self.blob_path(digest)
-        blob.parent.mkdir(parents=True, exist_ok=True)
-        source.chmod(0o444)
-        if _durable():
-            _fsync(source)
-        os.replace(source, blob)
-
     def discard(self, work_dir: Path) -> None:
         shutil.rmtree(work_dir, ignore_errors=True)
 
@@ -374,7 +364,7 @@ class Store:
             if len(shard.name) != 2 or not shard.is_dir():
                 continue
             for path in sorted(shard.iterdir()):
-                yield Entry(path.name, path, self._manifest(path.name) or {})
+                yield Entry(path.name, path, self.manifest(path.name) or {})
 
     def blob_digests(self) -> Iterator[str]:
         """The digest of every blob in the store."""
@@ -385,200 +375,57 @@ class Store:
                 if len(blob.name) == 64:
                     yield blob.name
 
-    def verify(self, entry: Entry, blobs: BlobCheck | None = None) -> list[str]:
-        """What is wrong with an entry's files (empty when whole). A file that is its blob's hard
-        link is as good as the blob (`blobs` hashes each blob once for the whole store); a copy
-        or a private file is re-hashed."""
-        if not entry.manifest:
-            return ["no readable manifest (or one of an older store format)"]
-        blobs = blobs or BlobCheck(self)
-        problems = []
-        for name, meta in entry.manifest["files"].items():
-            path = entry.path / name
-            if not path.is_file():
-                problems.append(f"{name}: missing")
-            elif path.stat().st_size != meta["size"]:
-                problems.append(f"{name}: size {path.stat().st_size}, expected {meta['size']}")
-            elif self._is_blob(path, meta):
-                if problem := blobs.problem(meta["sha256"]):
-                    problems.append(f"{name}: {problem}")
-            elif file_digest(path) != meta["sha256"]:
-                problems.append(f"{name}: content changed (sha256 mismatch)")
-            elif not meta.get("private") and blobs.problem(meta["sha256"]):
-                blobs.repair(meta["sha256"], path)  # a sound copy replaces a missing or bad blob
-        return problems
+    # -- receiving an entry from another store (`objects.transfer`) --------------------------------
 
-    def verify_all(self) -> Verified:
-        """`cache verify`: every entry against its manifest and blobs, every blob against its
-        digest. Damaged entries and blobs are removed, so the next run recomputes (or pulls) them."""
-        blobs = BlobCheck(self)
-        verified = Verified()
-        for entry in self.entries():
-            verified.entries += 1
-            if problems := self.verify(entry, blobs):
-                verified.damaged.append((entry, problems))
-                with self.lock(entry.key):
-                    self.evict(entry.key)
-        verified.damaged_blobs = blobs.damaged()
-        verified.blobs = len(blobs.found)
-        for digest in verified.damaged_blobs:
-            self._collect_blob(self.blob_path(digest), force=True)
-        return verified
+    def open_file(self, key: str, name: str, meta: dict) -> IO[bytes]:
+        """File `name` of the entry `key`: its checkout (a blob exists only where links do)."""
+        return open(self.entry_path(key) / name, "rb")
 
-    def _is_blob(self, path: Path, meta: dict) -> bool:
-        try:
-            return not meta.get("private") and os.path.samefile(
-                path, self.blob_path(meta["sha256"])
-            )
-        except OSError:
-            return False
+    def start(self, key: str) -> Path:
+        """The private folder the arriving entry is checked out and downloaded into."""
+        return self.begin(key)
 
-    def referenced_blobs(self) -> set[str]:
-        """The digests the manifests of this store name (private files aside)."""
-        return {
-            meta["sha256"]
-            for entry in self.entries()
-            for meta in entry.manifest.get("files", {}).values()
-            if not meta.get("private")
+    def wanted(self, key: str, manifest: dict, receiving: Any) -> list[str]:
+        """Check out every file whose blob this store holds; the rest must come, one file per blob
+        (`finish` links the others), and the private files."""
+        wanted: dict[str, str] = {}
+        for name, meta in manifest["files"].items():
+            if meta.get("private"):
+                wanted[name] = name
+            elif not self.checkout(manifest, receiving, name):
+                wanted.setdefault(meta["sha256"], name)
+        return list(wanted.values())
+
+    def put(self, receiving: Any, name: str, meta: dict, source: IO[bytes], meter: Meter) -> None:
+        """Write the arriving file into the entry's folder, hashed on the way: DamagedEntry when
+        the bytes are not the ones the manifest names."""
+        target = receiving / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256()
+        with open(target, "wb") as sink:
+            while chunk := source.read(CHUNK):
+                digest.update(chunk)
+                sink.write(chunk)
+                meter.add(len(chunk))
+        if digest.hexdigest() != meta["sha256"] or target.stat().st_size != meta["size"]:
+            raise DamagedEntry(f"{name}: content does not match its sha256")
+
+    def finish(self, key: str, manifest: dict, raw: bytes, receiving: Any) -> Entry:
+        """Give every file that shares an arrived file's blob its copy, then seal the entry."""
+        arrived = {
+            meta["sha256"]: receiving / name
+            for name, meta in manifest["files"].items()
+            if (receiving / name).is_file()
         }
+        for name, meta in manifest["files"].items():
+            target = receiving / name
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.link(arrived[meta["sha256"]], target)
+                except OSError:  # no hard links on this filesystem
+                    shutil.copyfile(arrived[meta["sha256"]], target)
+        return self.seal(key, receiving, manifest)
 
-    def collect_garbage(self, keep: set[str] | None, dry_run: bool = False) -> dict[str, list[str]]:
-        """Remove abandoned temp folders, entries of an older store format, blobs no entry uses and,
-        when `keep` is given, every entry not in it; returns what was removed (with `dry_run`, what
-        would be), per kind."""
-        removed: dict[str, list[str]] = {"tmp": [], "entries": [], "locks": [], "blobs": []}
-        if self.locks.is_dir():  # a lock file can only go once nobody uses it; a day's age says so
-            for lock_file in self.locks.glob("*.lock"):
-                if (
-                    time.time() - lock_file.stat().st_mtime > 86400
-                    and not self.entry_path(lock_file.stem).exists()
-                ):
-                    removed["locks"].append(str(lock_file))
-                    if not dry_run:
-                        lock_file.unlink(missing_ok=True)
-        for folder in (self.tmp, self.trash):
-            if folder.is_dir():
-                for path in folder.iterdir():
-                    if folder == self.trash or not _owner_alive(path):
-                        removed["tmp"].append(str(path))
-                        if not dry_run:
-                            shutil.rmtree(path, ignore_errors=True)
-        for entry in list(self.entries()):
-            unused = keep is not None and entry.key not in keep
-            if not (unused or not entry.manifest):
-                continue
-            removed["entries"].append(
-                f"{entry.key[:12]} ({entry.manifest.get('recipe', '?')} {entry.manifest.get('step', '?')})"
-                if entry.manifest
-                else f"{entry.key[:12]} (no manifest of this store format)"
-            )
-            if not dry_run:
-                with self.lock(entry.key):
-                    if unused or not self._manifest(entry.key):
-                        self.evict(entry.key)
-        removed["blobs"] = self._collect_blobs(dry_run)
-        return removed
-
-    def _collect_blobs(self, dry_run: bool) -> list[str]:
-        """Remove the blobs no entry names and nothing links to (a commit in progress links its
-        files to their blobs before its manifest exists, so the link count speaks for it)."""
-        used = self.referenced_blobs()
-        removed = []
-        for digest in list(self.blob_digests()):
-            blob = self.blob_path(digest)
-            try:
-                if digest in used or blob.stat().st_nlink > 1:
-                    continue
-                size = blob.stat().st_size
-            except FileNotFoundError:
-                continue
-            if dry_run or self._collect_blob(blob):
-                removed.append(f"{digest[:12]} ({size} bytes)")
-        for shard in self.blobs.iterdir() if self.blobs.is_dir() else ():
-            for leftover in shard.glob("*.new") if shard.is_dir() else ():
-                if time.time() - leftover.stat().st_mtime > 3600 and not dry_run:
-                    leftover.unlink(missing_ok=True)
-        return removed
-
-    def _collect_blob(self, blob: Path, force: bool = False) -> bool:
-        """Take `blob` out of readers' view (a rename), then delete it unless a commit linked to it
-        just before (and it is not damaged, `force`): then it goes back. A commit that finds it
-        gone makes the blob again."""
-        self.trash.mkdir(parents=True, exist_ok=True)
-        aside = self.trash / f"blob-{blob.name}-{secrets.token_hex(4)}"
-        try:
-            os.rename(blob, aside)
-        except FileNotFoundError:
-            return False
-        if aside.stat().st_nlink > 1 and not force:
-            try:
-                os.link(aside, blob)
-            except FileExistsError:
-                pass
-            aside.unlink()
-            return False
-        aside.unlink()
-        return True
-
-
-@dataclass
-class Verified:
-    """What `Store.verify_all` found (and removed)."""
-
-    entries: int = 0
-    damaged: list[tuple[Entry, list[str]]] = field(default_factory=list)
-    blobs: int = 0
-    damaged_blobs: list[str] = field(default_factory=list)
-
-
-class BlobCheck:
-    """Each blob of a store hashed at most once, against the digest it is named by."""
-
-    def __init__(self, store: Store):
-        self.store = store
-        self.found: dict[str, str | None] = {}
-
-    def problem(self, digest: str) -> str | None:
-        """What is wrong with the blob `digest` (None when its bytes hash to its name)."""
-        if digest not in self.found:
-            blob = self.store.blob_path(digest)
-            if not blob.is_file():
-                self.found[digest] = "its blob is missing"
-            elif file_digest(blob) != digest:
-                self.found[digest] = "content changed (sha256 mismatch)"
-            else:
-                self.found[digest] = None
-        return self.found[digest]
-
-    def repair(self, digest: str, sound: Path) -> None:
-        """Make the file `sound`, which hashes to `digest`, the blob `digest`."""
-        blob = self.store.blob_path(digest)
-        try:
-            blob.parent.mkdir(parents=True, exist_ok=True)
-            self.store.replace_blob(sound, blob)
-        except OSError:  # no hard links here: the entry's copy serves
-            return
-        self.found[digest] = None
-
-    def damaged(self) -> list[str]:
-        """Every blob of the store whose bytes do not hash to its name (checks those not yet checked)."""
-        return [
-            digest
-            for digest in self.store.blob_digests()
-            if self.problem(digest) == "content changed (sha256 mismatch)"
-        ]
-
-
-def _owner_alive(work_dir: Path) -> bool:
-    """Temp folders are named `<key>-<pid>-<random>`; the writer is alive if that pid is
-    (a day-old folder is abandoned whatever its pid says, since pids get reused)."""
-    if time.time() - work_dir.stat().st_mtime > 86400:
-        return False
-    try:
-        pid = int(work_dir.name.split("-")[1])
-        os.kill(pid, 0)
-    except (IndexError, ValueError, ProcessLookupError):
-        return False
-    except PermissionError:
-        return True
-    return True
+    def abort(self, receiving: Any) -> None:
+        self.discard(receiving)

@@ -102,7 +102,7 @@ def run_task(task: StepTask, events: StepEvents) -> tuple[Entry, bool]:
     prepared = task.resolved.complete_here(workspace.store)
     entry, computed = compute_step(task, prepared, workspace, events, remote)
     if remote and task.remote and task.remote.push:
-        share_for_run(remote, entry, computed, progress_of(events, task.step_id))
+        share_for_run(remote, workspace.store, entry, computed, progress_of(events, task.step_id))
     workspace.remember_material(task.recipe_name, task.step_id, prepared.material)
     return entry, computed
 

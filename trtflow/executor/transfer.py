@@ -1,7 +1,7 @@
 """`trtflow push` / `pull` and the remote a run uses: which remote, which entries, in what order.
 
-The local store and a remote are the same object store (`store.py`, `remote.py`), so a push or a
-pull moves only the blobs the other side lacks, then the manifests. The CLI parses, shows progress
+The local store and a remote are the same object store (`objects.py`), so a push or a pull is
+one `objects.transfer` per entry: only the blobs the other side lacks move, then the manifest. The CLI parses, shows progress
 bars and prints what these functions return.
 """
 
@@ -11,14 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trtflow.errors import UsageError
+from trtflow.executor.objects import Progress, transfer
 from trtflow.executor.pipeline import Pipeline
-from trtflow.executor.remote import (
-    Progress,
-    RemoteSpec,
-    RemoteStore,
-    choose_remote,
-    storage_options,
-)
+from trtflow.executor.remote import RemoteSpec, RemoteStore, fetched
+from trtflow.executor.remote_config import choose_remote, storage_options
 from trtflow.executor.status import pipeline_status
 from trtflow.executor.workspace import Workspace
 
@@ -72,7 +68,7 @@ def push(space: Workspace, pipeline: Pipeline | None, shared: RemoteStore, bar: 
     lacks: their missing blobs, then their manifests."""
     store = space.store
     leftovers = shared.collect_leftovers()
-    before = (shared.sent.blobs, shared.sent.size)
+    before = (shared.written.blobs, shared.written.size)
     pushed = 0
     with space.run_lease():  # gc must not evict the entries whose files it is uploading
         if pipeline is not None:
@@ -88,13 +84,14 @@ def push(space: Workspace, pipeline: Pipeline | None, shared: RemoteStore, bar: 
         ]
         for entry in entries:
             if not shared.has(entry.key):
-                shared.push(entry, bar(f"{entry.manifest.get('step', '?')} {entry.key[:8]}"))
+                label = f"{entry.manifest.get('step', '?')} {entry.key[:8]}"
+                transfer(store, shared, [entry.key], bar(label), "pushing to remote")
                 pushed += 1
     return Moved(
         pushed,
         len(entries) - pushed,
-        shared.sent.blobs - before[0],
-        shared.sent.size - before[1],
+        shared.written.blobs - before[0],
+        shared.written.size - before[1],
         len(leftovers),
     )
 
@@ -106,7 +103,7 @@ def pull(space: Workspace, pipeline: Pipeline | None, shared: RemoteStore, bar: 
     A step's key is known only once what it reads is here, so a recipe is pulled in rounds down
     its graph until a round finds nothing new to ask for."""
     store = space.store
-    before = (shared.received.blobs, shared.received.size)
+    before = (shared.read.blobs, shared.read.size)
     pulled, present, tried = 0, 0, set()
     with space.run_lease():  # what it commits is not in any status gc may have taken
         while True:
@@ -125,13 +122,16 @@ def pull(space: Workspace, pipeline: Pipeline | None, shared: RemoteStore, bar: 
                 with store.lock(key):
                     if store.lookup(key):
                         present += 1
-                    elif shared.fetch(key, store, bar(key[:12])):
+                    elif fetched(
+                        shared,
+                        transfer(shared, store, [key], bar(key[:12]), "fetching from remote"),
+                    ):
                         pulled += 1
             if pipeline is None:
                 break
     return Moved(
         pulled,
         present,
-        shared.received.blobs - before[0],
-        shared.received.size - before[1],
+        shared.read.blobs - before[0],
+        shared.read.size - before[1],
     )

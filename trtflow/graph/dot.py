@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 
-from trtflow.graph.model import Graph
+from trtflow.graph.model import NetworkGraph
 from trtflow.graph.style import Style
 
 LARGE_GRAPH_NODES = 400  # above this, ask Graphviz for a cheaper layout
@@ -37,7 +37,7 @@ def _legend(style: Style) -> list[str]:
     ]
 
 
-def to_dot(graph: Graph, style: Style) -> str:
+def to_dot(graph: NetworkGraph, style: Style) -> str:
     ids = {name: f"n{index}" for index, name in enumerate(graph.nodes)}
     large = len(graph.nodes) > LARGE_GRAPH_NODES
     lines = [

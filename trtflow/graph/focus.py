@@ -12,10 +12,10 @@ import re
 from dataclasses import replace
 
 from trtflow.errors import InputError
-from trtflow.graph.model import Graph
+from trtflow.graph.model import NetworkGraph
 
 
-def focus(graph: Graph, pattern: str, radius: int) -> Graph:
+def focus(graph: NetworkGraph, pattern: str, radius: int) -> NetworkGraph:
     """The nodes matching `pattern` and their neighbourhood; ValueError when nothing matches."""
     try:
         regex = re.compile(pattern)

@@ -1,4 +1,4 @@
-"""TensorRT engine graphs — the engine inspector's JSON — as a Graph.
+"""TensorRT engine graphs — the engine inspector's JSON — as a NetworkGraph.
 
 Three layouts exist in the wild and all are read here: TensorRT <= 10 writes `{"Layers": [...],
 "Bindings": [names]}` (trtexec `--exportLayerInfo`, `IEngineInspector`); TensorRT 11 replaced
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from trtflow.errors import UsageError
-from trtflow.graph.model import Edge, Graph, Node, NodeKind, Tensor, io_node_name
+from trtflow.graph.model import Edge, NetworkGraph, Node, NodeKind, Tensor, io_node_name
 from trtflow.onnxmodel.engine_layers import onnx_layer_names
 
 # Order matters: "bfloat16" contains "float", "uint8" contains "int8".
@@ -155,8 +155,8 @@ def _quantization(inputs: list[Tensor], outputs: list[Tensor], parts: tuple[str,
     return found
 
 
-def graph_from_layer_info(document: Any, name: str = "engine") -> Graph:
-    """Build a Graph from engine layer JSON of any TensorRT version (see module docstring)."""
+def graph_from_layer_info(document: Any, name: str = "engine") -> NetworkGraph:
+    """Build a NetworkGraph from engine layer JSON of any TensorRT version (see module docstring)."""
     if isinstance(document, list):
         document = {"Layers": document}
     if not isinstance(document, dict) or not isinstance(document.get("Layers"), list):
@@ -235,10 +235,10 @@ def graph_from_layer_info(document: Any, name: str = "engine") -> Graph:
             f"(e.g. `{dangling[0]}`); their edges are not drawn"
         )
     nodes = [*io_nodes_in, *(node for node, _, _ in layers), *io_nodes_out]
-    return Graph(name, "engine", {}, (), tensors, tuple(notes)).with_nodes(nodes, edges)
+    return NetworkGraph(name, "engine", {}, (), tensors, tuple(notes)).with_nodes(nodes, edges)
 
 
-def load_layer_info(path: Path) -> Graph:
+def load_layer_info(path: Path) -> NetworkGraph:
     try:
         document = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:

@@ -1,4 +1,4 @@
-"""ONNX models as a Graph: nodes named the way every trtflow report names them, with shapes and dtypes.
+"""ONNX models as a NetworkGraph: nodes named the way every trtflow report names them, with shapes and dtypes.
 
 Nodes get their names from `onnxmodel.files.name_nodes`, so the names in a compare report, a bisect
 `keep` list and this graph agree. Shapes and dtypes come from ONNX shape inference; a model it
@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trtflow.graph.model import Edge, Graph, Node, Tensor, io_node_name
+from trtflow.graph.model import Edge, NetworkGraph, Node, Tensor, io_node_name
 from trtflow.onnxmodel.files import iter_graphs, load_model, with_stable_names
 
 if TYPE_CHECKING:
@@ -152,8 +152,8 @@ def _describe(tensor: Tensor) -> str:
     return f"{tensor.name}: {tensor.dtype or '?'}[{shape}]"
 
 
-def graph_from_model(model: onnx.ModelProto, name: str = "model") -> Graph:
-    """Build a Graph from an ONNX model, its unnamed nodes under their stable names; `model` itself is
+def graph_from_model(model: onnx.ModelProto, name: str = "model") -> NetworkGraph:
+    """Build a NetworkGraph from an ONNX model, its unnamed nodes under their stable names; `model` itself is
     left as it was (`named` names a copy), so a caller's model is never renamed behind its back."""
     model = with_stable_names(model)
     inferred, failure = _infer_shapes(model)
@@ -182,7 +182,7 @@ def graph_from_model(model: onnx.ModelProto, name: str = "model") -> Graph:
         output_nodes.append(node)
         if value.name in producer:
             builder.edges.append(Edge(producer[value.name], node.name, value.name))
-    drawn = Graph(name, "onnx", {}, (), tensors, (failure,) if failure else ())
+    drawn = NetworkGraph(name, "onnx", {}, (), tensors, (failure,) if failure else ())
     nodes = _quantized(model, builder.nodes)
     return drawn.with_nodes([*input_nodes, *nodes, *output_nodes], builder.edges)
 
@@ -219,6 +219,6 @@ def _quantized(model: onnx.ModelProto, nodes: list[Node]) -> list[Node]:
 _COMPUTE_NAMES = {"fp8e4m3": "fp8", "fp8e5m2": "fp8", "uint8": "int8", "uint4": "int4"}
 
 
-def load_onnx(path: Path) -> Graph:
+def load_onnx(path: Path) -> NetworkGraph:
     name = Path(path).name.removesuffix(".onnx")
     return graph_from_model(load_model(Path(path), load_weights=False), name=name)

@@ -17,7 +17,7 @@ import re
 from importlib import resources
 from typing import Any
 
-from trtflow.graph.model import Graph, Node
+from trtflow.graph.model import NetworkGraph, Node
 from trtflow.graph.scopes import Scopes, summarize
 from trtflow.graph.style import (
     FIRST_DIVERGENCE_BORDER,
@@ -75,7 +75,7 @@ def _summary(node: Node) -> list[list[Any]]:
     return rows
 
 
-def focus_node(graph: Graph) -> int:
+def focus_node(graph: NetworkGraph) -> int:
     """Where the page opens: the first divergence, else the first NaN/Inf, else the first node a
     bisect kept, else the first op (an engine's first layer) — the index in the graph's order."""
     nodes = list(graph.nodes.values())
@@ -86,7 +86,7 @@ def focus_node(graph: Graph) -> int:
     return next((i for i, node in enumerate(nodes) if node.kind == "op"), 0)
 
 
-def _groups(graph: Graph, style: Style, scopes: Scopes) -> list[dict[str, Any]]:
+def _groups(graph: NetworkGraph, style: Style, scopes: Scopes) -> list[dict[str, Any]]:
     nodes = list(graph.nodes.values())
     total_ms = graph.total_timing_ms()
     drawn = []
@@ -159,7 +159,7 @@ def _dumps(data: dict[str, Any]) -> str:
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
-def to_html(graph: Graph, style: Style) -> str:
+def to_html(graph: NetworkGraph, style: Style) -> str:
     scopes = Scopes(graph)
     index = {name: i for i, name in enumerate(graph.nodes)}
     nodes = []

@@ -3,8 +3,14 @@
 ONNX models and TensorRT engine graphs differ in vocabulary (nodes vs layers, dtypes vs formats)
 but a reader asks the same questions of both: what runs, in which precision, how long it takes,
 how wrong it is, and what feeds what. So both are turned into three nouns — `Node`, `Edge`,
-`Tensor` — held by a `Graph`. Graph inputs and outputs are nodes too (kind `input` / `output`),
-so every edge joins two nodes and layouts need no special cases.
+`Tensor` — held by a `NetworkGraph`. Graph inputs and outputs are nodes too (kind `input` /
+`output`), so every edge joins two nodes and layouts need no special cases.
+
+"Graph" alone is ambiguous in trtflow, so each kind has its own name: a `NetworkGraph` is this
+drawable network (of an ONNX model or an engine); `onnx.GraphProto` is the ONNX file's graph
+(`model.graph`); an engine graph is the TensorRT inspector's JSON (`build-engine`'s
+`engine_graph`), read by `from_engine`; `RegionGraph` is `reduce`'s search space
+(`sessions/reduce/region_graph.py`); the steps of a recipe form a `Dag` (`executor/dag.py`).
 
 Values are immutable; the verbs that add timing, errors or highlights, fold or focus return a new
 graph, so one parsed graph can be rendered several ways.
@@ -71,7 +77,7 @@ class Node:
 class Edge:
     source: str  # node name
     target: str  # node name
-    tensor: str  # tensor name; details in Graph.tensors
+    tensor: str  # tensor name; details in NetworkGraph.tensors
 
 
 def error_rank(error: float) -> tuple[bool, float]:
@@ -85,7 +91,9 @@ def io_node_name(kind: NodeKind, tensor: str) -> str:
 
 
 @dataclass(frozen=True)
-class Graph:
+class NetworkGraph:
+    """A network as drawn and overlaid: nodes, the edges between them and the tensors on them."""
+
     name: str
     source: Literal["onnx", "engine"]
     nodes: Mapping[str, Node]  # in topological order when the source was
@@ -133,7 +141,7 @@ class Graph:
 
     def with_nodes(
         self, nodes: Iterable[Node], edges: Iterable[Edge] | None = None, notes: Iterable[str] = ()
-    ) -> Graph:
+    ) -> NetworkGraph:
         """This graph with `nodes` replacing the old ones (and `edges`, when given); dangling edges go."""
         kept = {node.name: node for node in nodes}
         chosen = self.edges if edges is None else edges
@@ -142,7 +150,9 @@ class Graph:
         )
         return replace(self, nodes=kept, edges=tuple(unique), notes=(*self.notes, *notes))
 
-    def updated(self, changes: Mapping[str, Mapping[str, Any]], notes: Iterable[str] = ()) -> Graph:
+    def updated(
+        self, changes: Mapping[str, Mapping[str, Any]], notes: Iterable[str] = ()
+    ) -> NetworkGraph:
         """A copy with some nodes' fields changed: {node name: {field: value}}."""
         nodes = [
             replace(node, **changes[node.name]) if node.name in changes else node

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from trtflow.errors import InputError, UsageError
-from trtflow.graph.model import Graph, error_rank
+from trtflow.graph.model import NetworkGraph, error_rank
 
 KNOWN_STATS = (
     "max_abs",
@@ -167,8 +167,8 @@ def read_compare_report(
 def errors_from_report(
     report: Any, path: Path, stat: str = "max_abs", runner: str | None = None
 ) -> ErrorOverlay:
-    """`read_compare_report` of a report already read (`render-graph` reads trtflow's own reports
-    through their typed model first, and hands this its JSON)."""
+    """`read_compare_report` of JSON already read: another tool's report, read tolerantly
+    (`render-graph` reads trtflow's own through `trtflow.tensors.compare_overlay`)."""
     from trtflow.schema.problems import did_you_mean
 
     if not isinstance(report, dict):
@@ -268,7 +268,7 @@ def errors_from_report(
     )
 
 
-def with_errors(graph: Graph, overlay: ErrorOverlay) -> Graph:
+def with_errors(graph: NetworkGraph, overlay: ErrorOverlay) -> NetworkGraph:
     """Each node's worst error over the tensors mapped to it, and the first non-finite / divergence marks."""
     index = graph.name_index()
     worst: dict[str, tuple[float, dict]] = {}
@@ -339,7 +339,7 @@ def read_highlight(source: list[str] | Path) -> list[str]:
         raise UsageError(str(error)) from None
 
 
-def with_highlight(graph: Graph, names: list[str]) -> Graph:
+def with_highlight(graph: NetworkGraph, names: list[str]) -> NetworkGraph:
     index = graph.name_index()
     targets = {index[name] for name in names if name in index}
     missing = [name for name in names if name not in index]
@@ -362,7 +362,9 @@ def with_highlight(graph: Graph, names: list[str]) -> Graph:
     )
 
 
-def with_unsupported(graph: Graph, library: str, rejected: Mapping[str, str]) -> Graph:
+def with_unsupported(
+    graph: NetworkGraph, library: str, rejected: Mapping[str, str]
+) -> NetworkGraph:
     """Mark the nodes TensorRT's parser rejects ({node name: reason}, from a capability report):
     the `unsupported` mark draws their border, `unsupported` holds the reason for tooltips and
     the viewer's details. A name the view hid or the graph lacks gets a note, as highlights do."""

@@ -13,7 +13,7 @@ from typing import Literal
 
 from trtflow.graph.dot import to_dot
 from trtflow.graph.html import to_html
-from trtflow.graph.model import Graph
+from trtflow.graph.model import NetworkGraph
 from trtflow.graph.style import Style, View
 from trtflow.graph.svg import INSTALL_GRAPHVIZ, GraphvizTimeout, graphviz_installed, render_svg
 
@@ -21,7 +21,7 @@ Format = Literal["svg", "html", "dot"]
 
 
 def write_graph(
-    graph: Graph,
+    graph: NetworkGraph,
     view: View,
     formats: Iterable[Format],
     folder: Path,

@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from trtflow.graph.model import Graph, Node, error_rank
+from trtflow.graph.model import NetworkGraph, Node, error_rank
 
 MAX_CHILDREN = 120  # a group with more children than this is split into runs
 RUN = 60  # children per run
@@ -111,7 +111,7 @@ def _lift(scope: _Scope) -> list[int]:
 class Scopes:
     """The group tree of one graph; group 0 is the root (the whole graph)."""
 
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: NetworkGraph):
         ops = {i for i, node in enumerate(graph.nodes.values()) if node.kind == "op"}
         self._ops = ops
         root = _Scope()

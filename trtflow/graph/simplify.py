@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from trtflow.graph.model import Edge, Graph, Node, error_rank
+from trtflow.graph.model import Edge, NetworkGraph, Node, error_rank
 
 # Op sets hold lower case and are matched case-insensitively: TensorRT versions spell layer types
 # differently ("ElementWise", "Elementwise").
@@ -111,7 +111,7 @@ def _is_passthrough(node: Node) -> bool:
     return node.op.lower() in PASSTHROUGH_OPS and node.attributes.get("Origin") != "QDQ"
 
 
-def merge(graph: Graph, into: dict[str, str], notes: tuple[str, ...] = ()) -> Graph:
+def merge(graph: NetworkGraph, into: dict[str, str], notes: tuple[str, ...] = ()) -> NetworkGraph:
     """Fold each node of `into` (member -> head, chains allowed) into its head; edges follow."""
 
     heads: dict[str, str] = {}
@@ -155,11 +155,11 @@ def merge(graph: Graph, into: dict[str, str], notes: tuple[str, ...] = ()) -> Gr
     return graph.with_nodes(nodes, edges, notes)
 
 
-def collapse_subgraphs(graph: Graph) -> Graph:
+def collapse_subgraphs(graph: NetworkGraph) -> NetworkGraph:
     return merge(graph, {n.name: n.scope[0][0] for n in graph.nodes.values() if n.scope})
 
 
-def hide_static(graph: Graph) -> Graph:
+def hide_static(graph: NetworkGraph) -> NetworkGraph:
     """Drop nodes whose every input is a constant, a weight or a shape: they compute no activation."""
     predecessors = graph.predecessors()
     static: set[str] = set()
@@ -177,7 +177,7 @@ def hide_static(graph: Graph) -> Graph:
     )
 
 
-def fold_passthrough(graph: Graph, standalone: frozenset[str] = frozenset()) -> Graph:
+def fold_passthrough(graph: NetworkGraph, standalone: frozenset[str] = frozenset()) -> NetworkGraph:
     """Fold each pass-through layer into the real op at the end of its chain of pass-throughs:
     downstream first (a reformat serves its consumer), else upstream. A chain that branches, or
     meets a graph input/output or a `standalone` node on both sides, stays visible."""
@@ -211,7 +211,7 @@ def fold_passthrough(graph: Graph, standalone: frozenset[str] = frozenset()) -> 
     return merge(graph, into)
 
 
-def fold_pointwise(graph: Graph, standalone: frozenset[str] = frozenset()) -> Graph:
+def fold_pointwise(graph: NetworkGraph, standalone: frozenset[str] = frozenset()) -> NetworkGraph:
     successors, predecessors = graph.successors(), graph.predecessors()
     into: dict[str, str] = {}
     for node in graph.ops():
@@ -231,12 +231,12 @@ def fold_pointwise(graph: Graph, standalone: frozenset[str] = frozenset()) -> Gr
 
 
 def simplify(
-    graph: Graph,
+    graph: NetworkGraph,
     *,
     show_constants: bool = False,
     show_reformats: bool = False,
     highlight: Iterable[str] = (),
-) -> Graph:
+) -> NetworkGraph:
     """The simplified view; `highlight` names the nodes (or their parts or output tensors) that will be
     outlined, which the pass-through and pointwise folds leave standing alone."""
     before = len(graph.ops())

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from trtflow.graph.from_engine import dtype_of
-from trtflow.graph.model import Graph, Node, Tensor
+from trtflow.graph.model import NetworkGraph, Node, Tensor
 
 ColorBy = Literal["precision", "op", "error"]
 
@@ -103,7 +103,7 @@ def format_error(value: float) -> str:
 class Style:
     """Answers how each node and edge of one graph looks under one `View`."""
 
-    def __init__(self, graph: Graph, view: View):
+    def __init__(self, graph: NetworkGraph, view: View):
         self.graph, self.view = graph, view
         finite = [
             n.error for n in graph.nodes.values() if n.error is not None and math.isfinite(n.error)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from trtflow.errors import UsageError
-from trtflow.graph.model import Graph
+from trtflow.graph.model import NetworkGraph
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def read_profile(path: Path) -> list[LayerTime]:
     return times
 
 
-def with_timing(graph: Graph, times: list[LayerTime]) -> Graph:
+def with_timing(graph: NetworkGraph, times: list[LayerTime]) -> NetworkGraph:
     """`graph` with each layer's time from `times`: by name, then by position for what is left over."""
     layers = [node.name for node in graph.ops()]
     by_name = {t.name: t for t in times}

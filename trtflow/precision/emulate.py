@@ -15,8 +15,8 @@ what the low-precision node stored.
 Two realizations share one graph walk (`_rewrite`), so they cannot drift apart:
 - `emulate(model, plan)`: a model for one plan, with rounding only where the plan says so;
 - `switchable(model, precision)`: one model in which every candidate node's rounding is selected
-  at run time by a boolean mask input (`Where(mask[i], rounded, x)`), so judging a plan is one
-  inference on an already-built session. For any plan both give bit-identical outputs (tested),
+  at run time by a boolean mask input (`If(mask[i])` rounding in one branch), so judging a plan is
+  one inference on an already-built session. For any plan both give bit-identical outputs (tested),
   provided both run with the same session options (`runners/emulated.py` fixes them).
 
 Fusion-aware emulation (`emulate(..., layers=...)`, the `emulated` runner's `engine_graph`) follows
@@ -32,7 +32,7 @@ FP8 needs `Cast` to FLOAT8E4M3FN (opset 19); an older model is converted to opse
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -194,56 +194,88 @@ def emulate(
 
 @dataclass
 class _Switched:
-    """Round where a run-time mask says so: `Where(mask[i], rounded, value)` at every candidate;
-    before opset 9, which has no Where, `If(mask[i])` with a branch per choice."""
+    """Round where a run-time mask says so. A computed tensor goes through `If(mask[i])` whose
+    then-branch rounds it (`Cast(low) -> Cast(float)`) and whose else-branch passes it on, so only
+    the chosen side is computed: a `Where(mask[i], rounded, value)` computed both sides and then
+    selected, a full pass more over every tensor, and ran a trial 15x the plain model's time on
+    Magika. A rounded initializer is a constant, so `Where` selects between the two copies (`If`
+    with Identity branches before opset 9, which has no Where).
+
+    A low node's read of a tensor another low node wrote is not rounded again, as in `emulate`:
+    each such read has a mask entry of its own, `reads[j]` = (reader, writer), true when the reader
+    is low and the writer kept (`SwitchableModel.mask`)."""
 
     builder: _Builder
     index: dict[str, int]
+    writers: dict[str, str]  # a tensor a candidate writes in the low type -> that candidate
     has_where: bool = True
+    reads: list[tuple[str, str]] = field(default_factory=list)
 
     def applies(self, site: Site) -> bool:
         return True
 
     def mask(self, site: Site) -> str:
-        name = f"{MASK_INPUT}::{site.node}"
-        if name not in self.builder.made:
-            position = self.builder.constant(
-                f"{name}::index", np.array(self.index[site.node], np.int64)
-            )
-            self.builder.node("Gather", [MASK_INPUT, position], name, axis=0)
-        return name
+        return self._entry(site.node, self.index[site.node])
 
-    def select(self, site: Site, rounded: str, value: str, output: str) -> str:
-        """`output` = `rounded` where the mask puts `site` in low precision, else `value`."""
-        if self.has_where:
-            return self.builder.node("Where", [self.mask(site), rounded, value], output)
+    def _entry(self, name: str, position: int) -> str:
+        """`mask[position]` as a scalar, named after what it switches."""
+        entry = f"{MASK_INPUT}::{name}"
+        if entry not in self.builder.made:
+            at = self.builder.constant(f"{entry}::index", np.array(position, np.int64))
+            self.builder.node("Gather", [MASK_INPUT, at], entry, axis=0)
+        return entry
+
+    def read_mask(self, site: Site, tensor: str) -> str:
+        """The switch of `site`'s read of `tensor`: its own mask entry when a candidate writes
+        `tensor` (rounded already when that one is low), else `site`'s."""
+        writer = self.writers.get(tensor)
+        if writer is None:
+            return self.mask(site)
+        self.reads.append((site.node, writer))
+        position = len(self.index) + len(self.reads) - 1
+        return self._entry(f"{site.node}::reads::{tensor}", position)
+
+    def switch(self, flag: str, value: str, output: str, rounded: str | None = None) -> str:
+        """`output` = `value` rounded where the mask entry `flag` is true, else `value`;
+        `rounded`: its rounded copy made already (an initializer's), else rounded in the branch."""
+        if rounded is not None and self.has_where:
+            return self.builder.node("Where", [flag, rounded, value], output)
         from onnx import helper
 
-        def branch(chosen: str) -> onnx.GraphProto:
+        def branch(tag: str, nodes: list[onnx.NodeProto]) -> onnx.GraphProto:
+            result = nodes[-1].output[0]
             return helper.make_graph(
-                [helper.make_node("Identity", [chosen], [f"{output}::{chosen}"])],
-                f"{output}::{'rounded' if chosen == rounded else 'as-is'}",
-                [],
-                [helper.make_tensor_value_info(f"{output}::{chosen}", FLOAT, None)],
+                nodes, f"{output}::{tag}", [], [helper.make_tensor_value_info(result, FLOAT, None)]
             )
 
+        low, then_out = f"{output}::then::{self.builder.fmt.name}", f"{output}::then"
+        rounding = (
+            [helper.make_node("Identity", [rounded], [then_out])]
+            if rounded is not None
+            else [
+                helper.make_node("Cast", [value], [low], to=self.builder.fmt.onnx_type),
+                helper.make_node("Cast", [low], [then_out], to=FLOAT),
+            ]
+        )
+        as_is = [helper.make_node("Identity", [value], [f"{output}::else"])]
         return self.builder.node(
             "If",
-            [self.mask(site)],
+            [flag],
             output,
-            then_branch=branch(rounded),
-            else_branch=branch(value),
+            then_branch=branch("rounded", rounding),
+            else_branch=branch("as-is", as_is),
         )
 
     def read(self, site: Site, tensor: str) -> str:
         name = f"{tensor}::for::{site.node}"
         if name in self.builder.made:  # the node reads this tensor twice
             return name
-        return self.select(site, self.builder.rounded(tensor), tensor, name)
+        if tensor in self.builder.initializers:
+            return self.switch(self.mask(site), tensor, name, self.builder.rounded(tensor))
+        return self.switch(self.read_mask(site, tensor), tensor, name)
 
     def write(self, site: Site, raw: str, output: str) -> None:
-        rounded = self.builder.round(raw, f"{raw}::{self.builder.fmt.name}")
-        self.select(site, rounded, raw, output)
+        self.switch(self.mask(site), raw, output)
 
 
 @dataclass(frozen=True)
@@ -253,11 +285,14 @@ class SwitchableModel:
     model: onnx.ModelProto
     precision: PlanPrecision
     nodes: tuple[str, ...]  # the candidate nodes, in mask order
+    reads: tuple[tuple[str, str], ...] = ()  # (reader, writer) mask entries after the nodes'
 
     def mask(self, plan: PrecisionPlan) -> np.ndarray:
         if plan.precision != self.precision:
             raise ValueError(f"this model switches {self.precision}, not {plan.precision}")
-        return np.array([node not in plan.keep for node in self.nodes], dtype=bool)
+        low = [node not in plan.keep for node in self.nodes]
+        rounds = [reader not in plan.keep and writer in plan.keep for reader, writer in self.reads]
+        return np.array(low + rounds, dtype=bool)
 
     def feed(self, plan: PrecisionPlan, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """`inputs` plus the mask input that realizes `plan`."""
@@ -273,20 +308,23 @@ def switchable(model: onnx.ModelProto, precision: PlanPrecision) -> SwitchableMo
 
         return quantized.switchable(model)
 
-    candidates: list[str] = []
+    made: list[_Switched] = []
 
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
 
     def switched(builder: _Builder, sites: list[Site]) -> _Switched:
-        candidates.extend(s.node for s in sites)
-        return _Switched(
-            builder,
-            {s.node: i for i, s in enumerate(sites)},
-            opset >= WHERE_OPSET or precision == "fp8",  # FP8 converts the model to opset 19
+        made.append(
+            _Switched(
+                builder,
+                {s.node: i for i, s in enumerate(sites)},
+                {output: s.node for s in sites for output in s.low_outputs},
+                opset >= WHERE_OPSET or precision == "fp8",  # FP8 converts the model to opset 19
+            )
         )
+        return made[0]
 
     rewritten = _rewrite(model, precision, switched)
-    rewritten.graph.input.append(
-        helper.make_tensor_value_info(MASK_INPUT, 9, [len(candidates)])
-    )  # 9: BOOL
-    return SwitchableModel(rewritten, precision, tuple(candidates))
+    (policy,) = made
+    entries = len(policy.index) + len(policy.reads)
+    rewritten.graph.input.append(helper.make_tensor_value_info(MASK_INPUT, 9, [entries]))  # BOOL
+    return SwitchableModel(rewritten, precision, tuple(policy.index), tuple(policy.reads))

@@ -15,6 +15,7 @@ recipe problem located at its param, raised before anything hashes or opens that
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import stat
 from collections.abc import Callable
@@ -54,7 +55,7 @@ class PathResolver:
             )
         if not resolved.exists():
             raise ValueError(
-                _broken_link(resolved)
+                broken_link(resolved)
                 or f"file not found: {resolved} (relative paths start at the recipe's folder {self.base_dir})"
             )
         _refuse_special_file(resolved)
@@ -64,9 +65,9 @@ class PathResolver:
         return resolved
 
 
-def _broken_link(path: Path) -> str | None:
+def broken_link(path: Path) -> str | None:
     """Why a path that does not resolve is not simply missing: a symlink loop, or a link to
-    nothing (`exists()` says False for both)."""
+    nothing (`exists()` says False for both); None for any other path."""
     try:
         path.stat()
     except OSError as error:
@@ -98,3 +99,25 @@ def _resolve_input_path(value: Path, info: ValidationInfo) -> Path:
 
 InputPath = Annotated[Path, AfterValidator(_resolve_input_path)]
 """A file or folder a step reads: a user file or an earlier step's output."""
+
+MODEL_SUFFIXES = (".onnx", ".engine", ".plan", ".trt")
+
+
+def _a_model_file(path: Path) -> Path:
+    """Refuse a folder at once: as a user file it would be hashed in full for the step key (every
+    file under `/usr/share`, minutes) before the step could say it wants one file."""
+    if not path.is_dir():
+        return path
+    with os.scandir(path) as entries:
+        models = sorted(
+            entry.name
+            for entry in itertools.islice(entries, 10000)
+            if entry.name.lower().endswith(MODEL_SUFFIXES) and entry.is_file()
+        )
+    listed = f": it holds {', '.join(models[:5])}" if models else " (a .onnx model or an engine)"
+    raise ValueError(f"{path} is a folder, not a model file; give the file itself{listed}")
+
+
+ModelFile = Annotated[Path, AfterValidator(_resolve_input_path), AfterValidator(_a_model_file)]
+"""A model file a step reads (ONNX, or a TensorRT engine where the step takes one): an `InputPath`
+that is never a folder."""

@@ -36,9 +36,28 @@ class Report(BaseModel):
 
     KIND: ClassVar[str]
     SCHEMA_VERSION: ClassVar[int]
+    _BY_KIND: ClassVar[dict[str, type[Report]]] = {}
 
     kind: str = ""
     schema_version: int = 0
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass that names its `KIND` registers itself: readers find its model by the kind a
+        file says (`model_for`), with no list of report kinds to keep in step."""
+        super().__pydantic_init_subclass__(**kwargs)
+        if "KIND" in cls.__dict__:
+            Report._BY_KIND[cls.KIND] = cls
+
+    @staticmethod
+    def model_for(kind: str) -> type[Report] | None:
+        """The registered model of reports of `kind` (its module must have been imported)."""
+        return Report._BY_KIND.get(kind)
+
+    @staticmethod
+    def registered() -> dict[str, type[Report]]:
+        """Every registered report model, by kind."""
+        return dict(Report._BY_KIND)
 
     def model_post_init(self, context: Any) -> None:
         """A report made in code says what it is; one read from a file was checked by `read_report`."""

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trtflow.errors import ParamError
 from trtflow.runners.base import Runner
-from trtflow.schema.paths import InputPath
+from trtflow.schema.paths import InputPath, ModelFile
 from trtflow.tensors.inputs import DataSpec
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class SampleSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model: InputPath = Field(description="The ONNX model to search.")
+    model: ModelFile = Field(description="The ONNX model to search.")
     data: DataSpec | None = Field(
         None, description="Generated samples (the default when no `inputs`)."
     )

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trtflow.errors import InputError, ParamError
-from trtflow.schema.paths import InputPath
+from trtflow.schema.paths import InputPath, ModelFile
 from trtflow.schema.recipe import Resources
 from trtflow.steps.base import Step, StepContext, StepParams, file
 
@@ -45,7 +45,7 @@ class ShapeRangeSpec(BaseModel):
 
 
 class Params(StepParams):
-    model: InputPath = Field(
+    model: ModelFile = Field(
         description="The ONNX model; tap it first (surgeon-insert-tap) to compare intermediate tensors."
     )
     precision: PrecisionName = Field(
@@ -63,11 +63,25 @@ class Params(StepParams):
         None,
         description="Optimization profile: {input: {min: [...], opt: [...], max: [...]}}, or {input: dims} for a fixed shape.",
     )
+    profiles: list[dict[str, ShapeRangeSpec | list[int]]] | None = Field(
+        None,
+        min_length=1,
+        description="Several optimization profiles in one engine: [{input: {min, opt, max}}, ...] "
+        "(instead of `shapes`); the tensorrt runner picks, per feed, the first that holds its shapes.",
+    )
     workspace_mb: int | None = Field(
         None, gt=0, description="Workspace memory pool limit in MiB (default: TensorRT's)."
     )
-    timing_cache: bool = Field(
-        True, description="Reuse and grow the workspace's timing cache for this TensorRT and GPU."
+    timing_cache: bool | str = Field(
+        True,
+        description="true: reuse and grow the workspace's timing cache for this TensorRT and GPU; "
+        "a path (relative to the recipe): that file, read if it exists and written back grown, "
+        "so builds of several recipes or machines share it (trtexec --timingCacheFile); false: none.",
+    )
+    tf32: bool | None = Field(
+        None,
+        description="Let FP32 layers use TF32 math (BuilderFlag.TF32): false for exact FP32, as "
+        "Polygraphy builds by default; default: the library's (TF32 on).",
     )
     tactic_sources: list[str] | None = Field(
         None,
@@ -104,6 +118,14 @@ class Params(StepParams):
         description="Time every layer over this many inferences on generated "
         "inputs, like trtexec --exportProfile (0: no `profile`).",
     )
+
+    @model_validator(mode="after")
+    def _one_way_to_give_shapes(self) -> Params:
+        if self.shapes is not None and self.profiles is not None:
+            raise ValueError(
+                "give `shapes` (one optimization profile) or `profiles` (several), not both"
+            )
+        return self
 
     cosmetic = frozenset(
         {"timing_cache"}
@@ -145,6 +167,23 @@ def _shape_ranges(shapes: dict[str, ShapeRangeSpec | list[int]] | None) -> dict:
         else:
             ranges[name] = ShapeRange(tuple(shape.min), tuple(shape.opt), tuple(shape.max))
     return ranges
+
+
+def _timing_cache(ctx: StepContext, given: bool | str, library: str, log: Any) -> Any | None:
+    """The timing cache a build reads and grows: the workspace's (one per library and GPU), a
+    file the recipe names, or none."""
+    from trtflow.trt.builder import TimingCache, timing_cache_file
+
+    if given is False:
+        return None
+    if given is True:
+        return TimingCache(timing_cache_file(ctx.state_dir("tensorrt"), library), log)
+    path = Path(given).expanduser()
+    if not path.is_absolute() and ctx.recipe_dir is not None:
+        path = ctx.recipe_dir / path
+    if path.is_dir():
+        raise ParamError("timing_cache", f"{path} is a folder; name the timing cache file")
+    return TimingCache(path, log)
 
 
 def _refuse_weak_typing(library: str, params: Params) -> None:
@@ -202,7 +241,8 @@ class BuildEngine(Step):
             optional=True,
         ),
     }
-    version = 3  # 3: capability names the inner node and call stack of a rejection
+    version = 4  # 3: capability names the inner node and call stack of a rejection
+    # 4: engine_graph records the optimization profiles (OptimizationProfiles)
     resources = Resources(gpu=1)
 
     def fingerprint(self, params: Params) -> dict[str, str]:
@@ -212,7 +252,7 @@ class BuildEngine(Step):
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from trtflow.trt.api import TensorRT
-        from trtflow.trt.builder import BuildSettings, TimingCache, build_engine, timing_cache_file
+        from trtflow.trt.builder import BuildSettings, build_engine
         from trtflow.trt.log import TensorRTLog
 
         trt = TensorRT.load(params.library)  # first: a machine without it fails before any work
@@ -223,19 +263,17 @@ class BuildEngine(Step):
             typing=params.typing,
             constraints=params.constraints,
             shapes=_shape_ranges(params.shapes),
+            profiles=tuple(_shape_ranges(profile) for profile in params.profiles or ()),
             workspace_mb=params.workspace_mb,
             tactic_sources=tuple(params.tactic_sources)
             if params.tactic_sources is not None
             else None,
             optimization_level=params.optimization_level,
             debug_tensors=tuple(params.debug_tensors or ()),
+            tf32=params.tf32,
         )
         log = TensorRTLog(echo=ctx.log)
-        cache = (
-            TimingCache(timing_cache_file(ctx.state_dir("tensorrt"), trt.library), log)
-            if params.timing_cache
-            else None
-        )
+        cache = _timing_cache(ctx, params.timing_cache, trt.library, log)
         self._capability(ctx, trt, params.model)
         ctx.progress(0, 1, f"building with {trt.name}")
         try:
@@ -285,7 +323,7 @@ class BuildEngine(Step):
                 serialized,
                 params.timing_iterations,
                 log,
-                {name: shape.opt for name, shape in settings.shapes.items()},
+                {name: shape.opt for name, shape in next(iter(settings.all_profiles), {}).items()},
             )
         except BackendUnavailable as error:  # the engine is fine; only its timing needs cuda-python
             log.note(f"no per-layer profile: {error}")

@@ -15,12 +15,12 @@ from typing import Any, Literal, TypeAlias
 
 from pydantic import Field
 
-from trtflow.schema.paths import InputPath
+from trtflow.schema.paths import ModelFile
 from trtflow.steps.base import Step, StepContext, StepParams, file, value
 
 
 class Params(StepParams):
-    model: InputPath = Field(description="The ONNX model to ask the parser about.")
+    model: ModelFile = Field(description="The ONNX model to ask the parser about.")
     library: Literal["tensorrt", "tensorrt-rtx", "auto"] = Field(
         "auto",
         description="Whose parser: tensorrt (TensorRT 10+), tensorrt-rtx, or auto (TensorRT if it "

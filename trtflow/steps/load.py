@@ -23,7 +23,7 @@ from trtflow.errors import ParamError, StepError
 from trtflow.onnxmodel.files import EXTERNAL_DATA
 from trtflow.onnxmodel.lint import LintReport
 from trtflow.packages import installed_version
-from trtflow.schema.paths import InputPath
+from trtflow.schema.paths import ModelFile
 from trtflow.steps.base import Step, StepContext, StepParams, file, value
 
 ENGINE_SUFFIXES = {".engine", ".plan", ".trt"}
@@ -31,7 +31,7 @@ _PROTOBUF_LIMIT = 2_000_000_000
 
 
 class Params(StepParams):
-    path: InputPath = Field(
+    path: ModelFile = Field(
         description="An ONNX model (.onnx, external data beside it is fine) or a TensorRT engine (.engine/.plan)."
     )
     shapes: dict[str, list[int]] | None = Field(

@@ -21,6 +21,7 @@ from trtflow.schema.paths import InputPath
 from trtflow.steps.base import Step, StepContext, StepParams, folder
 
 if TYPE_CHECKING:
+    from trtflow.graph.overlay import ErrorOverlay
     from trtflow.trt.api import Library
     from trtflow.trt.capability import Capability
 
@@ -288,12 +289,7 @@ class RenderGraph(Step):
             )
         if params.overlay is not None:
             try:
-                errors = overlay.errors_from_report(
-                    _overlay_content(params.overlay),
-                    params.overlay,
-                    params.overlay_stat,
-                    params.overlay_runner,
-                )
+                errors = _errors(params.overlay, params.overlay_stat, params.overlay_runner)
             except InputError as error:
                 raise ParamError("overlay_runner", str(error)) from None
             graph = overlay.with_errors(graph, errors)
@@ -350,13 +346,15 @@ def _capability(given: str | Path | None, model: Path | None) -> Capability | No
     return parser_capability(TensorRT.load(cast("Library", given)), model)
 
 
-def _overlay_content(path: Path) -> Any:
-    """The overlay's JSON: a trtflow report is read through its model (`kind` says what it is; a
+def _errors(path: Path, stat: str, runner: str | None) -> ErrorOverlay:
+    """The overlay's errors: a trtflow report is read through its model (`kind` says what it is; a
     bisect report, or one of an older schema, is refused with what to do); JSON from other tools
     (no `kind`) is left to the overlay's tolerant reader."""
     import json
 
+    from trtflow.graph import overlay
     from trtflow.schema.reports import parse_report, report_kind
+    from trtflow.tensors.compare_overlay import error_overlay
     from trtflow.tensors.compare_report import CompareReport
 
     try:
@@ -364,8 +362,9 @@ def _overlay_content(path: Path) -> Any:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ParamError("overlay", f"cannot read the compare report {path}: {error}") from None
     if report_kind(content) is None:
-        return content
+        return overlay.errors_from_report(content, path, stat, runner)
     try:
-        return parse_report(content, path, CompareReport).model_dump(mode="json")
+        report = parse_report(content, path, CompareReport)
     except UsageError as error:
         raise ParamError("overlay", str(error)) from None
+    return error_overlay(report, path, stat, runner)

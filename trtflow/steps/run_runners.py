@@ -48,7 +48,7 @@ from trtflow.runners.base import (
 )
 from trtflow.runners.registry import runner_entry
 from trtflow.runners.sliced import SlicedRunner
-from trtflow.schema.paths import InputPath
+from trtflow.schema.paths import InputPath, ModelFile
 from trtflow.schema.problems import did_you_mean
 from trtflow.schema.recipe import Resources
 from trtflow.steps.base import Step, StepContext, StepParams, file, folder, measurement
@@ -61,7 +61,7 @@ else:
 
 
 class Params(StepParams):
-    model: InputPath | None = Field(
+    model: ModelFile | None = Field(
         None, description="The ONNX model (tapped or not) the runners run."
     )
     engine: InputPath | None = Field(None, description="A TensorRT engine, for `tensorrt` runners.")

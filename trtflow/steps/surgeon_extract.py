@@ -18,7 +18,7 @@ from pydantic import Field
 from trtflow.errors import ParamError
 from trtflow.onnxmodel.files import EXTERNAL_DATA
 from trtflow.packages import installed_version
-from trtflow.schema.paths import InputPath
+from trtflow.schema.paths import ModelFile
 from trtflow.schema.problems import did_you_mean
 from trtflow.steps.base import Step, StepContext, StepParams, file
 
@@ -37,7 +37,7 @@ class TensorType(StepParams):
 
 
 class Params(StepParams):
-    model: InputPath = Field(description="The ONNX model to cut.")
+    model: ModelFile = Field(description="The ONNX model to cut.")
     inputs: list[str] | dict[str, TensorType] = Field(
         description="Tensors that become the inputs of the extracted model: names (typed by "
         "inference), or {name: {shape, dtype}}."

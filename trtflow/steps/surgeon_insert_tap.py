@@ -20,7 +20,7 @@ from pydantic import Field, model_validator
 from trtflow.errors import ParamError
 from trtflow.onnxmodel.files import EXTERNAL_DATA
 from trtflow.packages import installed_version
-from trtflow.schema.paths import InputPath
+from trtflow.schema.paths import InputPath, ModelFile
 from trtflow.schema.problems import did_you_mean
 from trtflow.steps.base import Step, StepContext, StepParams, file
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 class Params(StepParams):
-    model: InputPath = Field(description="The ONNX model to tap.")
+    model: ModelFile = Field(description="The ONNX model to tap.")
     tensors: Literal["all", "engine-layers"] | list[str] = Field(
         "all",
         description="`all`; `engine-layers`: only the outputs of the engine layers of `engine_graph`, so "

@@ -35,7 +35,7 @@ from pydantic import Field, PositiveInt
 from trtflow.errors import InputError, ParamError, StepError
 from trtflow.onnxmodel.files import EXTERNAL_DATA
 from trtflow.packages import installed_version
-from trtflow.schema.paths import InputPath
+from trtflow.schema.paths import ModelFile
 from trtflow.schema.problems import did_you_mean
 from trtflow.steps.base import Step, StepContext, StepParams, file
 from trtflow.tensors.inputs import LoaderSpec
@@ -63,7 +63,7 @@ class ScriptSpec(LoaderSpec):
 
 
 class Params(StepParams):
-    model: InputPath = Field(
+    model: ModelFile = Field(
         description="The ONNX model to sanitize (external data beside it is fine, any size)."
     )
     fold_constants: bool = Field(

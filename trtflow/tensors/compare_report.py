@@ -149,9 +149,8 @@ class CompareReport(Report):
     """Everything `compare` found; `passed` is derived, never stored apart from its facts."""
 
     KIND: ClassVar[str] = "compare"
-    SCHEMA_VERSION: ClassVar[int] = 2  # 2: per-tensor `gates`, per-runner `unchecked`, `plots`
-    # (`quantization` came without a bump: only the new `quantized_model` param writes it, and a
-    # report without it reads as before)
+    SCHEMA_VERSION: ClassVar[int] = 3  # 2: per-tensor `gates`, per-runner `unchecked`, `plots`
+    # 3: `quantization` (it came without a bump; tests/test_report_schemas.py now catches that)
 
     reference: str
     candidates: list[str]
@@ -183,6 +182,12 @@ class CompareReport(Report):
             and not self.failed_finite_check
             and all(result.passed for result in self.task_metrics)
         )
+
+    def summary_lines(self) -> list[str]:
+        """`trtflow inspect`'s lines: what the run printed (`report.terminal_lines`)."""
+        from trtflow.tensors.report import terminal_lines
+
+        return terminal_lines(self)
 
     def runner_tensors(self, runner: str) -> list[TensorComparison]:
         return [t for t in self.tensors if t.runner == runner]

@@ -34,10 +34,10 @@ from trtflow.tensors.compare_report import CompareReport, TensorComparison
 if TYPE_CHECKING:
     import onnx
 
-    from trtflow.graph.model import Graph
+    from trtflow.graph.model import NetworkGraph
 
 
-def _resolved_writer(layer: str, graph: Graph, writers: dict[str, str]) -> str:
+def _resolved_writer(layer: str, graph: NetworkGraph, writers: dict[str, str]) -> str:
     """`layer`, or for a format conversion the layer whose output it converts (seen through chains)."""
     from trtflow.graph.from_engine import is_reformat
 
@@ -51,7 +51,7 @@ def _resolved_writer(layer: str, graph: Graph, writers: dict[str, str]) -> str:
     return layer
 
 
-def map_engine_layers(model: onnx.ModelProto, graph: Graph) -> EngineLayerMap:
+def map_engine_layers(model: onnx.ModelProto, graph: NetworkGraph) -> EngineLayerMap:
     """The engine layers of `graph` (an engine graph) in terms of `model` (nodes named by `name_nodes`).
 
     Raises UsageError when the engine graph names no tensor the model computes (it was built from

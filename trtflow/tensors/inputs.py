@@ -2,12 +2,8 @@
 
 Every runner of a run gets the same feeds, so they are made once, stored as the run's `inputs`
 tensor set, and replayed to each runner from there. Three sources, as in Polygraphy:
-- `data:` generated — `seed`, `iterations`, `ranges` per input name or glob (`"*"` is the
-  default; `trtflow.tensors.name_globs.RULE` picks the entry), `shapes` for dynamic dims (names
-  or globs, the same way); dtype
-  from the model; integer and bool inputs are drawn as integers in range (bool: 0/1). A `ranges`
-  or `shapes` entry that names no input, or a shape that contradicts a static dim, is an error:
-  a typo there would otherwise silently run on other data than the user meant;
+- `data:` generated (`trtflow.tensors.generated_inputs`) — `seed`, `iterations`, `ranges` and
+  `shapes` per input name or glob, each checked against the model's inputs before drawing;
 - `inputs:` a file — `.npz` (one feed), a folder of `.npy` (one feed, file stem = input name), a
   folder of `.npz` files (one feed each, sorted), a trtflow tensor set, or a Polygraphy JSON;
   or layerwise, the tensors another run computed: a `results` tensor set or a Polygraphy
@@ -25,18 +21,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from trtflow.lazy import lazy_import
-from trtflow.onnxmodel.catalog import declared_shape
 from trtflow.schema.paths import InputPath
 from trtflow.schema.problems import did_you_mean
 from trtflow.tensors.feed_names import match_case
-from trtflow.tensors.name_globs import RULE, matching_key
+from trtflow.tensors.generated_inputs import fits, generate
+from trtflow.tensors.model_inputs import InputSpec, model_inputs, non_tensor_inputs
+from trtflow.tensors.name_globs import RULE
 
 if TYPE_CHECKING:
     import numpy as np
@@ -129,203 +125,6 @@ class ResultsFeeds(BaseModel):
 
 
 ExtraInputs = Literal["ignore", "error"]
-
-
-@dataclass(frozen=True)
-class InputSpec:
-    name: str
-    dtype: np.dtype
-    shape: tuple | None  # ints, or names/None for dynamic dims; None when even the rank is unknown
-
-
-def model_inputs(model) -> list[InputSpec]:
-    """The real tensor inputs of a model (graph inputs that are not initializers); see
-    `non_tensor_inputs` for the others."""
-    initializers = {i.name for i in model.graph.initializer}
-    return [
-        value_spec(value)
-        for value in model.graph.input
-        if value.name not in initializers and value.type.HasField("tensor_type")
-    ]
-
-
-def non_tensor_inputs(model) -> dict[str, str]:
-    """`{name: type}` of the graph inputs that are no tensor (a sequence, an optional, a map): no
-    feed file holds one, so no runner can be fed them (ONNX's own conformance tests have such
-    models: SequenceInsert, Loop over a sequence, OptionalHasElement)."""
-    return {
-        value.name: type_text(value.type)
-        for value in model.graph.input
-        if not value.type.HasField("tensor_type")
-    }
-
-
-def type_text(type_proto) -> str:
-    """An ONNX value type in words: `sequence of tensor(float)`, `optional of ...`."""
-    import onnx
-
-    kind = type_proto.WhichOneof("value")
-    if kind in ("tensor_type", "sparse_tensor_type"):
-        elem_type = getattr(type_proto, kind).elem_type
-        return f"tensor({onnx.TensorProto.DataType.Name(elem_type).lower()})"
-    if kind in ("sequence_type", "optional_type"):
-        return f"{kind[: -len('_type')]} of {type_text(getattr(type_proto, kind).elem_type)}"
-    return kind.replace("_type", "") if kind else "value of undeclared type"
-
-
-def value_spec(value) -> InputSpec:
-    """A graph input's or output's name, dtype and shape; only for tensors whose element type the
-    model declares."""
-    import onnx
-
-    elem_type = value.type.tensor_type.elem_type
-    return InputSpec(
-        value.name,
-        np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)),
-        declared_shape(value.type),
-    )
-
-
-def _range(ranges: dict[str, tuple[float, float]], name: str) -> tuple[float, float]:
-    key = matching_key(ranges, name)
-    return ranges[key] if key is not None else (0.0, 1.0)
-
-
-def _is_static(dim) -> bool:
-    return (
-        isinstance(dim, int) and dim >= 0
-    )  # 0 is a real (empty) extent; dynamic dims are names or None
-
-
-def _fits(shape: tuple | None, concrete: list[int]) -> bool:
-    """Whether a concrete shape is one the declared `shape` allows (any, when the rank is unknown)."""
-    if shape is None:
-        return True
-    return len(shape) == len(concrete) and all(
-        not _is_static(d) or d == c for d, c in zip(shape, concrete)
-    )
-
-
-def _concrete_shape(spec: InputSpec, shapes: dict[str, list[int]]) -> tuple[int, ...]:
-    """The shape `shapes` gives the input by name, else by glob; a glob only reaches inputs with
-    dynamic dims (`"*": [1, 128]` shapes every [batch, sequence] input of a transformer and
-    leaves its static inputs as they are)."""
-    static = spec.shape is not None and all(_is_static(d) for d in spec.shape)
-    key = (
-        spec.name if spec.name in shapes else (None if static else matching_key(shapes, spec.name))
-    )
-    if key is not None:
-        given = list(shapes[key])
-        if not _fits(spec.shape, given):
-            raise ValueError(
-                f"`shapes` gives input `{spec.name}` the shape {given}"
-                f"{'' if key == spec.name else f' (by `{key}`)'}; the model declares "
-                f"{list(spec.shape or ())} (only its dynamic dims can be chosen)"
-            )
-        return tuple(given)
-    if not static or spec.shape is None:
-        declared = list(spec.shape) if spec.shape is not None else "of unknown rank"
-        raise ValueError(
-            f"input `{spec.name}` has dynamic dims {declared}; give its shape with "
-            f"`data: {{shapes: {{{spec.name}: [...]}}}}`"
-        )
-    return tuple(spec.shape)
-
-
-def _check_names(data: DataSpec, specs: list[InputSpec]) -> None:
-    """Every `shapes` and `ranges` name or glob other than `*` must reach an input."""
-    names = [spec.name for spec in specs]
-    unknown = [
-        (field, key)
-        for field, keys in (("shapes", data.shapes), ("ranges", data.ranges))
-        for key in keys
-        if key != "*" and all(matching_key([key], name) is None for name in names)
-    ]
-    if unknown:
-        key, name = unknown[0]
-        listed = ", ".join(f"`{name}`" for name in names) or "none"
-        raise ValueError(
-            f"`{key}` names `{name}`, which is no input of the model{did_you_mean(name, names)}; "
-            f"its inputs: {listed}"
-        )
-
-
-def _check_memory(
-    specs: list[InputSpec], shapes: dict[str, tuple[int, ...]], iterations: int
-) -> None:
-    """Refuse feeds that cannot fit in memory before drawing them: a mistyped shape would otherwise be a
-    bare MemoryError (or an hour of swapping), not a message naming the input."""
-    from trtflow.memory import available_memory, human_size
-
-    sizes = {spec.name: math.prod(shapes[spec.name]) * spec.dtype.itemsize for spec in specs}
-    total = iterations * sum(sizes.values())
-    available = available_memory()
-    if available is None or total <= available:
-        return
-    largest = max(sizes, key=sizes.__getitem__)
-    dtype = next(spec.dtype for spec in specs if spec.name == largest)
-    raise ValueError(
-        f"the generated inputs would take {human_size(total)} ({iterations} feed(s)), more than the "
-        f"{human_size(available)} of memory available here; the largest is input `{largest}` of shape "
-        f"{list(shapes[largest])} ({dtype}), {human_size(sizes[largest])} per feed: give smaller "
-        "`shapes` or fewer `iterations`, or the feeds themselves with `inputs`"
-    )
-
-
-def _drawn_range(spec: InputSpec, ranges: dict[str, tuple[float, float]]) -> tuple[float, float]:
-    """The input's [low, high], checked against its dtype: integers drawn in it, values it can hold
-    (a float16 input cannot take 1e6, an int8 input has no values in [0.2, 0.8])."""
-    low, high = _range(ranges, spec.name)
-    lowest: float
-    highest: float
-    if spec.dtype == np.bool_:
-        return low, high
-    if np.issubdtype(spec.dtype, np.integer):
-        if math.ceil(low) > math.floor(high):
-            raise ValueError(
-                f"`ranges` gives integer input `{spec.name}` ({spec.dtype}) [{low}, {high}], "
-                "which holds no integer"
-            )
-        low, high = math.ceil(low), math.floor(high)
-        lowest, highest = int(np.iinfo(spec.dtype).min), int(np.iinfo(spec.dtype).max)
-    else:  # as Python floats: comparing 1e6 with a float16 would overflow
-        lowest, highest = float(np.finfo(spec.dtype).min), float(np.finfo(spec.dtype).max)
-    if low < lowest or high > highest:
-        raise ValueError(
-            f"`ranges` gives input `{spec.name}` [{low}, {high}], past what {spec.dtype} holds "
-            f"([{lowest}, {highest}])"
-        )
-    return low, high
-
-
-def generate(
-    data: DataSpec, specs: list[InputSpec], named: list[InputSpec] | None = None
-) -> Iterator[Feed]:
-    """`data.iterations` feeds for `specs`; `data`'s names must reach one of `named` (default
-    `specs`: when `data` only fills what read feeds lack, it may also name the inputs they give)."""
-    _check_names(data, specs if named is None else named)
-    words = [spec.name for spec in specs if spec.dtype == object]
-    if words:
-        raise ValueError(
-            f"input `{words[0]}` takes strings, which trtflow cannot draw at random: give them "
-            "with `inputs:` (a .npz of numpy str arrays) or `loader:`"
-        )
-    shapes = {spec.name: _concrete_shape(spec, data.shapes) for spec in specs}
-    ranges = {spec.name: _drawn_range(spec, data.ranges) for spec in specs}
-    _check_memory(specs, shapes, data.iterations)
-    rng = np.random.default_rng(data.seed)
-    for _ in range(data.iterations):
-        feed: Feed = {}
-        for spec in specs:
-            low, high = ranges[spec.name]
-            shape = shapes[spec.name]
-            if spec.dtype == np.bool_:
-                feed[spec.name] = rng.integers(0, 2, shape).astype(bool)
-            elif np.issubdtype(spec.dtype, np.integer):
-                feed[spec.name] = rng.integers(int(low), int(high) + 1, shape).astype(spec.dtype)
-            else:
-                feed[spec.name] = rng.uniform(low, high, shape).astype(spec.dtype)
-        yield feed
 
 
 def _chosen_runner(path: Path, runners: list[str], runner: str | None, failure=None) -> str:
@@ -433,7 +232,7 @@ def check_feed(feed: Feed, specs: list[InputSpec], position: int) -> Feed:
         )
     for spec in specs:
         shape = list(np.shape(feed[spec.name]))
-        if not _fits(spec.shape, shape):
+        if not fits(spec.shape, shape):
             raise ValueError(
                 f"feed {position}: input `{spec.name}` has shape {shape}; the model declares "
                 f"{list(spec.shape or ())}"

@@ -46,7 +46,7 @@ def _named_dims(model_file: Path, dim_name: str) -> list[tuple[str, int]]:
 
 
 def _shared_name_error(
-    model_file: Path, dim_name: str, shapes: dict[str, ShapeRange], why: str
+    model_file: Path, dim_name: str, shapes: dict[str, ShapeRange], why: str, key: str
 ) -> ParamError | None:
     dims = _named_dims(model_file, dim_name)
     if len(dims) < 2:
@@ -61,7 +61,7 @@ def _shared_name_error(
     )
     load = f"`load` with `shapes: {example}`"
     return ParamError(
-        "shapes" if shapes else "model",
+        key if shapes else "model",
         f"the model names {len(dims)} input dims `{dim_name}` ({', '.join(given)}): TensorRT "
         "takes dims of one name as one size, and these get different values (TensorRT: "
         f"{why.strip()}). Pin the shapes when loading the model — {load}, and build from "
@@ -71,14 +71,20 @@ def _shared_name_error(
 
 
 def build_failure(
-    library: str, model_file: Path, shapes: dict[str, ShapeRange], errors: list[str]
+    library: str,
+    model_file: Path,
+    shapes: dict[str, ShapeRange],
+    errors: list[str],
+    key: str = "shapes",
 ) -> ParamError | StepError:
     """What to raise for a build that returned no engine: a recipe error where the cause is in
     the recipe or model and trtflow knows the fix, else the library's own reasons."""
     said = reasons(errors)
     for message in said:
         found = _SAME_NAME.search(message)
-        if found and (error := _shared_name_error(model_file, found.group(1), shapes, message)):
+        if found and (
+            error := _shared_name_error(model_file, found.group(1), shapes, message, key)
+        ):
             return error
     detail = "\n  ".join(said) or "TensorRT gave no reason; see the build log"
     return StepError(f"{library} could not build the engine:\n  {detail}")

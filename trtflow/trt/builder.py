@@ -28,18 +28,10 @@ from trtflow.trt.api import INSTALL_HINT, BuildPrecision, Constraints, TensorRT,
 from trtflow.trt.constraints import constrain
 from trtflow.trt.inspector import engine_information, network_information
 from trtflow.trt.log import TensorRTLog, make_logger
+from trtflow.trt.profiles import ShapeRange, add_profiles, profiles_document
 
 if TYPE_CHECKING:
     import onnx
-
-
-@dataclass(frozen=True)
-class ShapeRange:
-    """One optimization-profile entry: the smallest, typical and largest shape of an input."""
-
-    min: tuple[int, ...]
-    opt: tuple[int, ...]
-    max: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -47,11 +39,18 @@ class BuildSettings:
     precision: BuildPrecision = "fp32"
     typing: Typing = "auto"
     constraints: Constraints = "obey"
-    shapes: dict[str, ShapeRange] = field(default_factory=dict)
+    shapes: dict[str, ShapeRange] = field(default_factory=dict)  # one profile
+    profiles: tuple[dict[str, ShapeRange], ...] = ()  # several (then `shapes` is empty)
     workspace_mb: int | None = None
     tactic_sources: tuple[str, ...] | None = None  # None: TensorRT's default set
     optimization_level: int | None = None  # None: TensorRT's default (3)
     debug_tensors: tuple[str, ...] = ()  # ONNX tensor names to mark_debug
+    tf32: bool | None = None  # None: the library's default (TF32 on)
+
+    @property
+    def all_profiles(self) -> tuple[dict[str, ShapeRange], ...]:
+        """Every optimization profile, in engine order (none for a model without dynamic inputs)."""
+        return self.profiles or ((self.shapes,) if self.shapes else ())
 
 
 @dataclass
@@ -248,38 +247,6 @@ def _drop_host_outputs(trt: TensorRT, network: Any, log: TensorRTLog) -> None:
                 )
 
 
-def _profile(
-    trt: TensorRT, builder: Any, network: Any, shapes: dict[str, ShapeRange]
-) -> Any | None:
-    inputs = {network.get_input(i).name: network.get_input(i) for i in range(network.num_inputs)}
-    unknown = sorted(set(shapes) - set(inputs))
-    if unknown:
-        raise ParamError(
-            "shapes", f"the model has no input {', '.join(unknown)}; inputs: {', '.join(inputs)}"
-        )
-    dynamic = {
-        name: tuple(tensor.shape) for name, tensor in inputs.items() if -1 in tuple(tensor.shape)
-    }
-    missing = sorted(set(dynamic) - set(shapes))
-    if missing:
-        described = ", ".join(f"{name} {list(dynamic[name])}" for name in missing)
-        raise ParamError(
-            "shapes",
-            f"dynamic inputs need a shape range: {described}; give "
-            f"`shapes: {{{missing[0]}: {{min: [...], opt: [...], max: [...]}}}}`",
-        )
-    if not shapes:
-        return None
-    profile = builder.create_optimization_profile()
-    for name, shape_range in shapes.items():
-        if inputs[name].is_shape_tensor:
-            raise ParamError(
-                "shapes", f"input `{name}` is a shape tensor; trtflow cannot give it values yet"
-            )
-        profile.set_shape(name, shape_range.min, shape_range.opt, shape_range.max)
-    return profile
-
-
 def _configure(
     trt: TensorRT,
     builder: Any,
@@ -308,13 +275,11 @@ def _configure(
             )
     if settings.optimization_level is not None:
         config.builder_optimization_level = settings.optimization_level
-    profile = _profile(trt, builder, network, settings.shapes)
-    if profile is not None and config.add_optimization_profile(profile) < 0:
-        raise ParamError(
-            "shapes",
-            "TensorRT refused the shape ranges: each needs min <= opt <= max, the input's rank, "
-            "and the input's fixed dimensions",
-        )
+    if settings.tf32 is True:
+        config.set_flag(trt.module.BuilderFlag.TF32)
+    elif settings.tf32 is False:  # FP32 layers compute in FP32, not TF32's 10-bit mantissa
+        config.clear_flag(trt.module.BuilderFlag.TF32)
+    add_profiles(trt, builder, network, config, settings.all_profiles)
     return config
 
 
@@ -448,11 +413,15 @@ def build_engine(
     if serialized is None:
         from trtflow.trt.build_errors import build_failure
 
-        raise build_failure(trt.name, model_path, settings.shapes, log.errors())
+        first = settings.all_profiles[0] if settings.all_profiles else {}
+        key = "profiles" if settings.profiles else "shapes"
+        raise build_failure(trt.name, model_path, first, log.errors(), key)
     if timing_cache is not None:
         timing_cache.save()
     data = bytes(serialized)
     graph, loads_here = _engine_graph(trt, logger, data, fallback_graph, log)
+    if settings.all_profiles:  # trtflow's addition: `inspect` lists them where the plan cannot load
+        graph["OptimizationProfiles"] = profiles_document(settings.all_profiles)
     return BuiltEngine(data, graph, mode, constrained, loads_here)
 
 

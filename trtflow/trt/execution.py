@@ -25,6 +25,7 @@ from trtflow.trt.api import TensorRT, import_cudart
 from trtflow.trt.inspector import deserialize
 from trtflow.trt.log import TensorRTLog, make_logger
 from trtflow.trt.profiler import LayerTimes, make_profiler
+from trtflow.trt.profiles import engine_profiles, pick_profile
 
 
 class CudaCalls:
@@ -152,6 +153,8 @@ class EngineSession:
         input_mode = trt.module.TensorIOMode.INPUT
         self.inputs = [name for name in names if self.engine.get_tensor_mode(name) == input_mode]
         self.outputs = [name for name in names if name not in self.inputs]
+        self.profiles = engine_profiles(self.engine, self.inputs)
+        self._profile = 0  # the context starts on the first
         self._stream = self.cuda.check(self.cuda.runtime.cudaStreamCreate(), "create a stream")
         self._debug: dict[str, np.ndarray] = {}
         self._listener: Any = None  # held here: the context does not keep it alive
@@ -221,15 +224,38 @@ class EngineSession:
             self._buffers[name] = (address, capacity)
         return address
 
-    def _set_input(self, name: str, value: np.ndarray) -> np.ndarray:
-        host = np.ascontiguousarray(value, dtype=self.dtype(name))
+    def _use_profile(self, hosts: dict[str, np.ndarray]) -> None:
+        """Switch to the first optimization profile that holds the feed's shapes (an engine with
+        several, build-engine's `profiles`); the shapes set under another profile are gone."""
+        if len(self.profiles) < 2:
+            return
+        index = pick_profile(self.profiles, {name: host.shape for name, host in hosts.items()})
+        if index is None:
+            raise StepError(
+                f"no optimization profile of the engine holds the feed's shapes "
+                f"({', '.join(f'{n} {list(h.shape)}' for n, h in hosts.items())}); its profiles: "
+                + "; ".join(
+                    f"{i}: "
+                    + ", ".join(f"{n} {list(r.min)} to {list(r.max)}" for n, r in p.items())
+                    for i, p in enumerate(self.profiles)
+                )
+                + ". Rebuild with a profile that covers them"
+            )
+        if index != self._profile:
+            handle = self.cuda.stream_handle(self._stream)
+            if not self.context.set_optimization_profile_async(index, handle):
+                raise StepError(
+                    f"{self.trt.name} refused to switch to optimization profile {index}"
+                )
+            self._profile = index
+
+    def _set_input(self, name: str, host: np.ndarray) -> None:
         if not self.context.set_input_shape(name, host.shape):
-            low, _, high = self.engine.get_tensor_profile_shape(name, 0)
+            low, _, high = self.engine.get_tensor_profile_shape(name, self._profile)
             raise StepError(
                 f"input `{name}` has shape {list(host.shape)}, outside what the engine was built for "
                 f"({list(low)} to {list(high)}); rebuild with wider `shapes`"
             )
-        return host
 
     def infer(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Every engine output for one feed (input name -> array); extra feed entries are ignored."""
@@ -243,7 +269,12 @@ class EngineSession:
             runtime.cudaMemcpyKind.cudaMemcpyHostToDevice,
             runtime.cudaMemcpyKind.cudaMemcpyDeviceToHost,
         )
-        hosts = {name: self._set_input(name, feed[name]) for name in self.inputs}
+        hosts = {
+            name: np.ascontiguousarray(feed[name], dtype=self.dtype(name)) for name in self.inputs
+        }
+        self._use_profile(hosts)
+        for name, host in hosts.items():
+            self._set_input(name, host)
         for name, host in hosts.items():
             address = self._buffer(name, host.nbytes)
             self.cuda.check(

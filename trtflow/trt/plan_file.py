@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trtflow.errors import BackendUnavailable, UsageError
+from trtflow.errors import BackendUnavailable, StepError, UsageError
 from trtflow.trt.api import Library, TensorRT
 from trtflow.trt.log import TensorRTLog, make_logger
+from trtflow.trt.profiles import engine_profiles, profile_lines, profiles_document
 
 WRITERS = {b"ftrt": ("TensorRT", "tensorrt"), b"vtrt": ("TensorRT-RTX", "tensorrt-rtx")}
 LAYER_FILES = ("engine_graph.json",)  # build-engine's output, next to the plan in its folder
@@ -176,15 +177,22 @@ def plan_lines(path: Path) -> list[str]:
         + (f"; header checked by {check.checked_by}: sound" if check.checked_by else "")
     ]
     if check.unloadable:
-        lines.append(f"  cannot be loaded here: {check.unloadable}")
+        who = check.checked_by or "no runtime here"  # say which runtime refuses it
+        lines.append(f"  {who} cannot load it here: {check.unloadable}")
     layers = layer_file(path)
-    if layers is None:
+    document = read_layer_file(layers) if layers is not None else None
+    profiles = (document or {}).get("OptimizationProfiles")
+    if profiles is None and not check.unloadable and check.checked_by:
+        profiles = _loaded_profiles(data)
+    if profiles and any(profiles):  # an engine without dynamic inputs has one empty profile
+        lines.append(f"  {len(profiles)} optimization profile(s):")
+        lines += profile_lines(profiles)
+    if layers is None or document is None:
         lines.append(
             "  its layers: build-engine's engine_graph.json (not next to this file); draw it "
             "with render-graph (`engine:`)"
         )
         return lines
-    document = read_layer_file(layers)
     kinds = Counter(
         str(layer.get("LayerType", "?")) for layer in document["Layers"] if isinstance(layer, dict)
     )
@@ -193,3 +201,20 @@ def plan_lines(path: Path) -> list[str]:
         + ", ".join(f"{kind} {count}" for kind, count in kinds.most_common(8))
     )
     return lines
+
+
+def _loaded_profiles(data: bytes) -> list[dict[str, dict[str, list[int]]]]:
+    """The profiles of a plan this machine loads, asked of the engine itself."""
+    from trtflow.trt.inspector import deserialize
+
+    trt = _library(_writer(data)[1])
+    if trt is None:
+        return []
+    runtime = trt.module.Runtime(make_logger(trt.module, TensorRTLog()))
+    try:
+        engine = deserialize(trt, runtime, data)
+    except StepError:
+        return []
+    names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
+    inputs = [n for n in names if engine.get_tensor_mode(n) == trt.module.TensorIOMode.INPUT]
+    return profiles_document(tuple(engine_profiles(engine, inputs)))

@@ -731,6 +731,8 @@ class _Module:
 
             def __init__(self):
                 self._flags, self._pools, self._profiles, self._cache = set(), {}, [], None
+                if "TF32" in n["BuilderFlag"].__members__:  # on by default, as in TensorRT
+                    self._flags.add(n["BuilderFlag"].TF32)
                 self._tactics = sum(
                     1 << int(member)
                     for member in n["TacticSource"]
@@ -887,10 +889,16 @@ class _Module:
             def get_tensor_shape(self, name):
                 return tuple(self._tensor(name)["shape"])
 
+            num_optimization_profiles = property(lambda self: len(self._plan["profiles"]))
+
             def get_tensor_profile_shape(self, name, profile_index):
-                shapes = self._plan["profile"].get(name)
-                if shapes is None or profile_index != 0:
-                    raise DoubleViolation(f"no profile shapes for `{name}`")
+                _expect(profile_index, int, "profile_index")
+                profiles = self._plan["profiles"]
+                shapes = (
+                    profiles[profile_index].get(name) if profile_index < len(profiles) else None
+                )
+                if shapes is None:
+                    raise DoubleViolation(f"no profile {profile_index} shapes for `{name}`")
                 return [tuple(s) for s in shapes]
 
             def create_execution_context(self):
@@ -918,11 +926,13 @@ class _Module:
                 "_listener",
                 "_debug_on",
                 "_stream",
+                "_profile",
             )
 
             def __init__(self, engine):
                 self._engine, self._shapes, self._addresses, self._profiler = engine, {}, {}, None
                 self._listener, self._debug_on, self._stream = None, set(), 0
+                self._profile = 0
                 self.enqueue_emits_profile = True
                 self._session = module.session(engine._plan)
                 self._output_shapes = {}
@@ -943,11 +953,25 @@ class _Module:
                 shape = tuple(int(d) for d in shape)
                 if tensor["mode"] != "INPUT" or len(shape) != len(tensor["shape"]):
                     return False
-                low, _, high = self._engine._plan["profile"].get(name, [tensor["shape"]] * 3)
+                profile = self._engine._plan["profiles"][self._profile]
+                low, _, high = profile.get(name, [tensor["shape"]] * 3)
                 if any(not a <= d <= b for a, d, b in zip(low, shape, high)):
                     return False
                 self._shapes[name] = shape
                 self._output_shapes = {}
+                return True
+
+            active_optimization_profile = property(lambda self: self._profile)
+
+            def set_optimization_profile_async(self, profile_index, stream_handle):
+                """TensorRT: the shapes set under another profile are forgotten."""
+                _expect(profile_index, int, "profile_index")
+                _expect(stream_handle, int, "stream_handle")
+                if not cuda_double.is_stream(stream_handle):
+                    raise DoubleViolation("set_optimization_profile_async needs a created stream")
+                if not 0 <= profile_index < len(self._engine._plan["profiles"]):
+                    return False
+                self._profile, self._shapes, self._output_shapes = profile_index, {}, {}
                 return True
 
             def get_tensor_shape(self, name):
@@ -1079,9 +1103,9 @@ class _Module:
         log = builder._log
         if network._model is None:
             raise DoubleViolation("build_serialized_network on a network nothing was parsed into")
-        profile = config._profiles[0]._shapes if config._profiles else {}
+        profiles = [p._shapes for p in config._profiles] or [{}]
         for tensor in network._inputs:
-            if -1 in tensor.shape and tensor.name not in profile:
+            if -1 in tensor.shape and any(tensor.name not in shapes for shapes in profiles):
                 log(
                     "ERROR",
                     "Network has dynamic or shape inputs, but no optimization profile has been defined.",
@@ -1175,7 +1199,9 @@ class _Module:
             "layers": layers,
             "low_precision": low_precision,
             "fp32_nodes": fp32_nodes,
-            "profile": {k: [list(s) for s in v] for k, v in profile.items()},
+            "profiles": [
+                {k: [list(s) for s in v] for k, v in shapes.items()} for shapes in profiles
+            ],
             "detailed": verbosity == n["ProfilingVerbosity"].DETAILED,
             "strongly_typed": network._strongly_typed,
             "flags": sorted(f.name for f in config._flags),

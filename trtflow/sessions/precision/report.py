@@ -104,3 +104,22 @@ class BisectReport(Report):
     def passed(self) -> bool:
         """A plan was found and passed again on the verification samples."""
         return self.found and self.final is not None and self.final.passed
+
+    def summary_lines(self) -> list[str]:
+        """`trtflow inspect`'s lines: the answer, the search's size, each kept node and the
+        verification's worst error."""
+        from trtflow.tensors.comparison import worst_error
+
+        lines = [
+            self.message,
+            f"{self.precision} on {self.backend}, mode {self.mode}: {self.candidates} "
+            f"candidate nodes, {self.evaluations} evaluations",
+        ]
+        lines += [f"keep {node.name} ({node.op}): {node.reason}" for node in self.keep]
+        for checked, verdict in (self.final.verdicts if self.final else {}).items():
+            if verdict.passed is not None:
+                lines.append(
+                    f"verified ({checked}): {'passed' if verdict.passed else 'FAILED'}, worst "
+                    f"{worst_error(verdict.model_dump())}"
+                )
+        return lines

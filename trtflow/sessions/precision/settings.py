@@ -14,6 +14,7 @@ from trtflow.schema.paths import InputPath
 from trtflow.sessions.trials import SampleSettings
 from trtflow.tensors.comparison import Tolerances
 from trtflow.tensors.judges import CommandCheck
+from trtflow.tensors.metrics import listed
 from trtflow.tensors.task_metrics import MetricCheck
 
 PLAN_BACKENDS = tuple(backend for backend in BACKENDS if realizes_plans(backend))
@@ -82,7 +83,7 @@ class SearchSettings(SampleSettings):
     )
     check: Tolerances | CommandCheck | MetricCheck = Field(
         description="compare's tolerance block (atol, rtol, error_stat...) over every sample, {command: [argv]} "
-        "(exit 0 = pass), or a task metric over the model's outputs, {metric: top1_agreement | cosine | max_abs_error | "
+        f"(exit 0 = pass), or a task metric over the model's outputs, {{metric: {listed('check')} or "
         "script.py:function, min, max} (its mean over the samples within bounds)."
     )
     max_trials: int | None = Field(
