@@ -193,7 +193,8 @@ CORPUS = [
     ),
     (
         "gate-without-passed",
-        HEAD + "steps:\n  a:\n    uses: load\n    gate: true\n    with: {path: m.onnx}\n",
+        HEAD
+        + "steps:\n  a:\n    uses: surgeon-insert-tap\n    gate: true\n    with: {model: m.onnx}\n",
         6,
         "`gate: true` needs",
     ),

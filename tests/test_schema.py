@@ -116,6 +116,10 @@ steps:
     uses: round-trip
     with: {model: m.onnx, precision: fp16, keep: "${steps.hunt@fp16.keep}", mixed_model: "${steps.hunt@fp16.model}",
            tools: [onnxconverter-common, tensorrt-rtx], data: "${vars.data}", check: {atol: "${vars.atol}"}}
+  why:
+    uses: diagnose
+    with: {model: m.onnx, precision: "${vars.precision}", data: "${vars.data}", check: {metric: cosine, min: 0.999},
+           max_trials: 30, tools: [onnxconverter-common]}
   requantized:
     uses: round-trip
     with: {model: m.onnx, precision: qdq, keep: [ln/Pow], quantizer: {per_channel: true, calibrate_method: entropy},

@@ -277,6 +277,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "    check_finite: bool\n    note: str = ''\n    failed_finite_check: list[str]\n",
         ("tests/test_report_schemas.py",),
     ),
+    Mutant(
+        "overlay: a typed compare report's absolute errors are not read",
+        "trtflow/tensors/compare_overlay.py",
+        'for side, distribution in (("abs", tensor.abs), ("rel", tensor.rel))',
+        'for side, distribution in (("rel", tensor.rel),)',
+        (
+            "tests/graph/test_render_graph_step.py::test_fp16_overlay_recipe_draws_errors_and_kept_nodes",
+        ),
+    ),
     # load
     Mutant(
         "load: the ONNX checker turned off",
@@ -313,6 +322,55 @@ MUTANTS: tuple[Mutant, ...] = (
         "if all(node in nodes for node in self.setup.every_site if ops[node] == op)",
         "if any(node in nodes for node in self.setup.every_site if ops[node] == op)",
         ("tests/quant/test_qdq_bisect.py",),
+    ),
+    Mutant(
+        "qdq: a node reading one pair twice is switched twice (Mul(x, x))",
+        "trtflow/onnxmodel/qdq.py",
+        "read = [by_output[name] for name in dict.fromkeys(node.input) if name in by_output]",
+        "read = [by_output[name] for name in node.input if name in by_output]",
+        ("tests/quant/test_qdq_layouts.py",),
+    ),
+    Mutant(
+        "qdq: dequantizing drops the Relu/Clip the quantizer folded into a pair",
+        "trtflow/onnxmodel/qdq.py",
+        "    if pair.restores is not None:\n        return _restored_activation(model, pair)",
+        "    if False:\n        return _restored_activation(model, pair)",
+        ("tests/quant/test_qdq_reference.py",),
+    ),
+    Mutant(
+        "qdq lint: a non-zero zero point is not said",
+        "trtflow/onnxmodel/qdq_lint.py",
+        'if pair.dtype != "int32" and np.any(pair.zero_point != 0):',
+        'if pair.dtype != "int32" and np.all(pair.zero_point == 12345):',
+        ("tests/quant/test_qdq.py", "tests/quant/test_qdq_reference.py"),
+    ),
+    Mutant(
+        "quantizer exclusions: onnxruntime's list lacks the producers of the kept nodes' pairs",
+        "trtflow/precision/exclusions.py",
+        "if made_by is not None and made_by not in entries and ops[made_by] not in _QDQ_OPS:",
+        "if False:",
+        ("tests/quant/test_quantize_loop.py",),
+    ),
+    Mutant(
+        "quantize: the exclusions file is read but its nodes are not excluded",
+        "trtflow/steps/quantize.py",
+        "nodes_to_exclude=tuple(entry.node for entry in excluded),",
+        "nodes_to_exclude=(),",
+        ("tests/quant/test_quantize_loop.py",),
+    ),
+    Mutant(
+        "quantize: TensorRT settings leave activations asymmetric",
+        "trtflow/precision/quantizers.py",
+        'options |= {"ActivationSymmetric": True, "WeightSymmetric": True}',
+        'options |= {"WeightSymmetric": True}',
+        ("tests/quant/test_quantize_step.py",),
+    ),
+    Mutant(
+        "bisect-precision: reference_model is ignored (the dequantized model stays the reference)",
+        "trtflow/sessions/precision/search.py",
+        "        if self.settings.reference_model is not None:\n",
+        "        if False:\n",
+        ("tests/quant/test_qdq_reference.py",),
     ),
     Mutant(
         "qdq: a pair's error is its mildest sample's",
@@ -458,6 +516,20 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/trt/test_trt_profiles.py",),
     ),
     Mutant(
+        "build-engine: tf32: false leaves TF32 on",
+        "trtflow/trt/builder.py",
+        "elif settings.tf32 is False:",
+        "elif False:",
+        ("tests/trt/test_trt_build_options.py",),
+    ),
+    Mutant(
+        "build-engine: a timing_cache path is ignored for the workspace's cache",
+        "trtflow/steps/build_engine.py",
+        "    if given is True:",
+        "    if given:",
+        ("tests/trt/test_trt_build_options.py",),
+    ),
+    Mutant(
         "render-graph: a rejected node may be folded away in the simplified view",
         "trtflow/steps/render_graph.py",
         "highlight=[*highlight, *rejected],",
@@ -478,6 +550,21 @@ MUTANTS: tuple[Mutant, ...] = (
         'given = exports.tool_input(original, kept, tool == "onnxconverter-common")',
         "given = exports.tool_input(original, kept, False)",
         ("tests/roundtrip/test_round_trip.py",),
+    ),
+    # diagnose: a finding is attached to a cause only when keeping that cause removes it (measured)
+    Mutant(
+        "diagnose: every finding is attached to the first cause, measured or not",
+        "trtflow/sessions/diagnosis/session.py",
+        "if _removed(alone.tensors.get(tensor)):",
+        "if True:",
+        ("tests/diagnosis/test_diagnose.py",),
+    ),
+    Mutant(
+        "diagnose: a float32-min constant is no mask constant",
+        "trtflow/sessions/diagnosis/mechanisms.py",
+        "if abs(extreme) >= MASK_CONSTANT:",
+        "if False:",
+        ("tests/diagnosis/test_diagnose.py",),
     ),
     # issue 31: files outside a model's folder (2), folders as models (3), gc beside a live run (4),
     # check commands (1)

@@ -122,11 +122,19 @@ class ProgressDisplay(Observer):
         with self.lock:
             if self.bars is not None and outcome.step_id in self.tasks:
                 self.bars.remove_task(self.tasks.pop(outcome.step_id))
-            style = STATUS_STYLE.get(outcome.status, "")
-            line = f"[{style}]{outcome.status:>7}[/{style}] {escape(outcome.step_id)} ({outcome.seconds:.2f}s)"
+            plain = f"{outcome.status:>7} {outcome.step_id} ({outcome.seconds:.2f}s)"
             if outcome.status == "skipped":
-                line += f" — {escape(outcome.message)}"
-            console.print(line)
+                plain += f" — {outcome.message}"
+            if not self.live and len(plain) < console.width:
+                # what rich would print without a terminal, without its rendering (a third of a
+                # 4,000-step cached run went into laying out these lines)
+                console.file.write(plain + "\n")
+            else:
+                style = STATUS_STYLE.get(outcome.status, "")
+                line = f"[{style}]{outcome.status:>7}[/{style}] {escape(outcome.step_id)} ({outcome.seconds:.2f}s)"
+                if outcome.status == "skipped":
+                    line += f" — {escape(outcome.message)}"
+                console.print(line)
             for notice in outcome.notices:
                 if notice not in self.said:
                     self.said.add(notice)
@@ -139,13 +147,21 @@ class ProgressDisplay(Observer):
             self.bars.stop()
 
 
+LISTED_CACHED = 40  # a run of more steps lists only those that did not come from the cache
+
+
 def print_report(report: RunReport) -> None:
+    """The summary table: a row per step, or, past `LISTED_CACHED` steps, per step that was not
+    cached (4,000 rows of `cached` say nothing and took rich 7 s to lay out)."""
+    outcomes = report.outcomes
+    if len(outcomes) > LISTED_CACHED:
+        outcomes = [outcome for outcome in outcomes if outcome.status != "cached"]
     table = Table(title=None, show_edge=False, header_style="bold")
     table.add_column("step", overflow="fold")
     table.add_column("status")
     table.add_column("seconds", justify="right")
     table.add_column("gate")
-    for outcome in report.outcomes:
+    for outcome in outcomes:
         style = STATUS_STYLE.get(outcome.status, "")
         gate = "" if not outcome.gate else ("passed" if outcome.passed else "FAILED")
         table.add_row(
@@ -154,7 +170,8 @@ def print_report(report: RunReport) -> None:
             f"{outcome.seconds:.2f}",
             gate,
         )
-    console.print(table)
+    if outcomes:
+        console.print(table)
     counts = {s: sum(o.status == s for o in report.outcomes) for s in STATUS_STYLE}
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     console.print(f"{summary} in {report.seconds:.2f}s")

@@ -86,7 +86,7 @@ def _model(path: Path) -> list[str]:
     if len(outputs) > OUTPUTS_LISTED:  # a tapped model has one per tensor
         lines.append(f"  ... and {len(outputs) - OUTPUTS_LISTED} more outputs")
     if any(node.op_type == "DequantizeLinear" for node in nodes):  # scales are weights: load them
-        from trtflow.onnxmodel.qdq import summary
+        from trtflow.onnxmodel.qdq_lint import summary
 
         with _reading(path, "ONNX model", DecodeError):
             quantization = summary(load_model(path))
@@ -95,7 +95,7 @@ def _model(path: Path) -> list[str]:
 
 
 def _quantization_lines(quantization: dict | None, flags_listed: int = 10) -> list[str]:
-    """Q/DQ pairs of a quantized model (`onnxmodel.qdq.QdqSummary.as_dict`), and its flags."""
+    """Q/DQ pairs of a quantized model (`onnxmodel.qdq_lint.QdqSummary.as_dict`), and its flags."""
     if not quantization:
         return []
     lines = [

@@ -67,3 +67,17 @@ def svtr_models(tmp_path_factory) -> dict[str, Path]:
         paths[fault] = folder / f"{fault}.onnx"
         onnx.save(planted, paths[fault])
     return paths
+
+
+@pytest.fixture(scope="session")
+def cls_default_models(tmp_path_factory) -> dict[str, Path]:
+    """The real classifier quantized by `quantize_static` with its defaults: `int8` (its Relu and
+    Clip nodes removed, zero points of 128), next to `float`."""
+    folder = tmp_path_factory.mktemp("cls_defaults")
+    float_model = corpus.prepared(corpus.CLS, corpus.CLS_SHAPE)
+    quantized = corpus.quantize(float_model, corpus.CLS_SHAPE, defaults=True)
+    name_nodes(quantized)
+    paths = {"float": folder / "float.onnx", "int8": folder / "int8.onnx"}
+    onnx.save(float_model, paths["float"])
+    onnx.save(quantized, paths["int8"])
+    return paths

@@ -94,11 +94,14 @@ def quantize(
     shape: tuple[int, ...],
     seed: int = 0,
     op_types: list[str] | None = None,
+    defaults: bool = False,
 ) -> onnx.ModelProto:
     """`float_model` through ONNX Runtime's quantize_static: QDQ, symmetric INT8, per-channel;
     only the nodes of `op_types` when given (ModelOpt quantizes a transformer's Conv, MatMul and
     Gemm by default and leaves LayerNorm and Softmax in float: all ops quantized, the PP-OCRv4
-    recognizer loses a fifth of its top-1 characters)."""
+    recognizer loses a fifth of its top-1 characters). `defaults`: with quantize_static's own
+    defaults instead (asymmetric UINT8 activations, Relu/Clip removed, weights and INT32 biases
+    stored quantized, per-tensor), as a user who calls it plainly gets."""
     from onnxruntime.quantization import (
         CalibrationDataReader,
         QuantFormat,
@@ -118,6 +121,9 @@ def quantize(
     with tempfile.TemporaryDirectory() as folder:
         source, target = Path(folder, "float.onnx"), Path(folder, "int8.onnx")
         onnx.save(float_model, source)
+        if defaults:
+            quantize_static(source, target, Reader(), quant_format=QuantFormat.QDQ)
+            return onnx.load(target)
         quantize_static(
             source,
             target,
@@ -268,18 +274,26 @@ PIPELINE_MODEL = (
     / "models"
     / "ppocr_cls_int8_miscalibrated.onnx"
 )
+LOOP_MODEL = PIPELINE_MODEL.with_name("ppocrv4_svtr_outlier.onnx")
 
 
 def main() -> None:
     """Write `pipelines/quantized.yaml`'s model: the real classifier quantized, its Conv@25 input
-    calibrated on a range 50x too small (`python -m tests.quant.corpus`)."""
+    calibrated on a range 50x too small; and `pipelines/int8-loop.yaml`'s: the SVTR blocks in
+    float with an outlier channel (`python -m tests.quant.corpus`)."""
     from trtflow.onnxmodel.files import name_nodes
+
+    from .outliers import plant_outlier
 
     model = quantize(prepared(CLS, CLS_SHAPE), CLS_SHAPE)
     name_nodes(model)
     plant_activation_range(model, "Conv@25", 50)
     onnx.save(model, PIPELINE_MODEL)
-    print(PIPELINE_MODEL)
+    svtr = prepared(SVTR, SVTR_SHAPE)
+    name_nodes(svtr)
+    print("outlier read by", plant_outlier(svtr))
+    onnx.save(svtr, LOOP_MODEL)
+    print(PIPELINE_MODEL, LOOP_MODEL)
 
 
 if __name__ == "__main__":

@@ -68,7 +68,13 @@ def test_the_search_dequantizes_the_planted_fault_verified_on_fresh_samples(
     # 1-minimal: without the kept node the check fails (the trial that shows it is in the journal)
     assert any(not t["passed"] and t["plan"]["keep"] == [] for t in report["trials"])
     exclusions = json.loads((folder / "quantizer_exclusions.json").read_text())
-    assert exclusions["nodes_to_exclude"] == [faulty] and exclusions["dequantized_to"] == "fp32"
+    assert exclusions["modelopt_nodes_to_exclude"] == [faulty]
+    assert exclusions["dequantized_to"] == "fp32"
+    # ONNX Runtime's list adds the producers (and co-readers) of the faulty node's pairs, each said
+    assert faulty in exclusions["nodes_to_exclude"]
+    added = [e for e in exclusions["entries"] if e["node"] != faulty]
+    assert [e["node"] for e in exclusions["entries"]] == exclusions["nodes_to_exclude"]
+    assert all(e["quantizers"] == ["onnxruntime"] and faulty in e["reason"] for e in added)
     anchored = f"^{re.escape(faulty)}$"
     assert shlex.split(exclusions["modelopt_args"]) == ["--nodes_to_exclude", anchored]
     assert not (folder / "layer_precisions.json").exists()

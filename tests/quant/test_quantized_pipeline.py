@@ -68,3 +68,17 @@ steps:
     done = corpus.run_recipe(trtflow, tmp_path, text)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "steps.diff.with.quantized_model" in done.stderr and "no QuantizeLinear" in done.stderr
+
+
+def test_the_int8_loop_pipeline_restores_the_accuracy(trtflow, tmp_path):
+    """quantize -> bisect-precision qdq -> quantize with the exclusions -> verify: the planted
+    outlier fails the check, the re-quantized model passes it (the last compare gates)."""
+    shutil.copytree(PIPELINE.parent, tmp_path / "pipelines", ignore=shutil.ignore_patterns("*.md"))
+    done = trtflow("run", tmp_path / "pipelines" / "int8-loop.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = tmp_path / "trtflow-out" / "int8-loop"
+    before = json.loads((out / "verify_int8" / "report.json").read_text())
+    after = json.loads((out / "verify_fixed" / "report.json").read_text())
+    assert not before["task_metrics"][0]["passed"] and after["task_metrics"][0]["passed"]
+    keep = [n["name"] for n in json.loads((out / "hunt" / "keep.json").read_text())["nodes"]]
+    assert "p2o.MatMul.20" in keep and len(keep) <= 4

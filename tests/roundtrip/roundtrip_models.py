@@ -72,3 +72,83 @@ def mask_model(path: Path) -> Path:
         ],
     )
     return _save(graph, path)
+
+
+def two_faults_model(path: Path) -> Path:
+    """A harmless divergence first, then the fault that matters: `var = E[x²] - E[x]²` of values near
+    200 cancels in FP16 (its error is large locally), but the branch enters the output scaled by
+    1e-4; then `x * 40` squared and summed overflows FP16 and decides the output."""
+    nodes = [
+        helper.make_node("Add", ["x", "offset"], ["shifted"], name="shift"),
+        helper.make_node("Mul", ["shifted", "shifted"], ["sq1"], name="var/square"),
+        helper.make_node("ReduceMean", ["sq1"], ["ex2"], name="var/mean_sq", axes=[1], keepdims=1),
+        helper.make_node("ReduceMean", ["shifted"], ["ex"], name="var/mean", axes=[1], keepdims=1),
+        helper.make_node("Mul", ["ex", "ex"], ["ex_2"], name="var/mean_squared"),
+        helper.make_node("Sub", ["ex2", "ex_2"], ["var"], name="var/sub"),
+        helper.make_node("Mul", ["var", "small"], ["var_small"], name="var/scale"),
+        helper.make_node("Mul", ["x", "w"], ["a"], name="norm/scale"),
+        helper.make_node("Mul", ["a", "a"], ["sq"], name="norm/square"),
+        helper.make_node("ReduceSum", ["sq", "axes"], ["s"], name="norm/sum", keepdims=1),
+        helper.make_node("Mul", ["s", "inv_n"], ["mean_sq"], name="norm/mean"),
+        helper.make_node("Sqrt", ["mean_sq"], ["rms"], name="norm/sqrt"),
+        helper.make_node("Add", ["rms", "var_small"], ["y"], name="out"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "two_faults",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 1])],
+        [
+            numpy_helper.from_array(np.array(200.0, np.float32), "offset"),
+            numpy_helper.from_array(np.array(1e-4, np.float32), "small"),
+            numpy_helper.from_array(np.full([64], 40.0, np.float32), "w"),
+            numpy_helper.from_array(np.array(1 / 64, np.float32), "inv_n"),
+            numpy_helper.from_array(np.array([1], np.int64), "axes"),
+        ],
+    )
+    return _save(graph, path)
+
+
+def outlier_float_model(path: Path) -> Path:
+    """x -> MatMul(w1) -> h -> MatMul(w2) -> y. One channel of h is 1000x the others and w2 ignores
+    it: a per-tensor INT8 scale for h, set by that channel, rounds the channels that matter to zero."""
+    rng = np.random.default_rng(7)
+    w1 = rng.normal(0, 1, [16, 16]).astype(np.float32)
+    w1[:, 0] *= 1000.0
+    w2 = rng.normal(0, 1, [16, 8]).astype(np.float32)
+    w2[0, :] = 0.0
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"], name="first"),
+        helper.make_node("MatMul", ["h", "w2"], ["y"], name="second"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "outlier",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")],
+    )
+    return _save(graph, path)
+
+
+def quantize(float_model: Path, path: Path, samples: list[dict], exclude: list[str] = ()) -> Path:  # type: ignore[assignment]
+    """The user's own quantization: ONNX Runtime's quantize_static, QDQ, per-tensor INT8, MinMax."""
+    from onnxruntime import quantization as q
+
+    class Reader(q.CalibrationDataReader):
+        def __init__(self) -> None:
+            self.samples = iter(samples)
+
+        def get_next(self):
+            return next(self.samples, None)
+
+    q.quantize_static(
+        str(float_model),
+        str(path),
+        Reader(),
+        quant_format=q.QuantFormat.QDQ,
+        activation_type=q.QuantType.QInt8,
+        weight_type=q.QuantType.QInt8,
+        nodes_to_exclude=list(exclude),
+    )
+    return path

@@ -172,6 +172,7 @@ def test_autocast_round_trip(trtflow, tmp_path):
 def test_the_step_key_of_a_machine_without_an_optional_tool_is_computed(monkeypatch):
     """A tool missing here is a verdict in the report, not a step that cannot start: the
     fingerprint names it "none" (found on the H200, which has no TensorRT-RTX)."""
+    from trtflow import packages
     from trtflow.errors import BackendUnavailable
     from trtflow.steps import round_trip
 
@@ -180,6 +181,6 @@ def test_the_step_key_of_a_machine_without_an_optional_tool_is_computed(monkeypa
             raise BackendUnavailable(f"`{module}` is not installed")
         return "1.0"
 
-    monkeypatch.setattr(round_trip, "installed_version", missing)
+    monkeypatch.setattr(packages, "installed_version", missing)
     params = round_trip.Params(model="m.onnx", precision="fp16", keep=[], check={"atol": 0.01})
     assert round_trip.RoundTripStep().fingerprint(params)["tensorrt-rtx"] == "none"

@@ -122,4 +122,4 @@ def test_two_profiles_build_with_the_real_tensorrt_rtx_and_inspect_lists_both(tr
     assert "2 optimization profile(s):" in lines, lines
     assert "profile 0: x min [1, 4] opt [2, 4] max [4, 4]" in lines
     assert "profile 1: x min [8, 4] opt [16, 4] max [32, 4]" in lines
-    assert any(line.startswith("cannot be loaded here: ") for line in lines), lines
+    assert any(line.startswith("TensorRT-RTX 1.7.1.116 cannot load it here: ") for line in lines)

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 import typer
 from typer.core import TyperGroup
 
-from trtflow.cli import cache, info, recipes, remote
+from trtflow.cli import cache, diagnose, info, recipes, remote
 
 
 @contextmanager
@@ -71,6 +71,7 @@ app.add_typer(remote_app, name="remote")
 for command in (recipes.run, recipes.validate, recipes.dag, recipes.status, info.steps):
     app.command()(command)
 app.command()(info.schema)
+app.command()(diagnose.diagnose)
 cache_app.command("ls")(cache.cache_ls)
 cache_app.command("verify")(cache.cache_verify)
 cache_app.command("gc")(cache.cache_gc)

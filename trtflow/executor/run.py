@@ -22,14 +22,16 @@ from pathlib import Path
 from typing import Literal
 
 from trtflow.errors import ParamError, StepError, TrtflowError
-from trtflow.executor.keys import KeyWalk
+from trtflow.executor.keys import KeyWalk, Resolved
 from trtflow.executor.links import publish
 from trtflow.executor.pipeline import Pipeline, PlannedStep
 from trtflow.executor.pools import POOLS
 from trtflow.executor.remote import RemoteSpec
+from trtflow.executor.resources import keyable_here
 from trtflow.executor.store import Entry
 from trtflow.executor.tasks import StepTask
 from trtflow.executor.workspace import Workspace
+from trtflow.schema.recipe import Resources
 from trtflow.steps.base import StepParams
 
 Status = Literal["cached", "ran", "failed", "skipped", "would run"]
@@ -143,6 +145,36 @@ def _failure(
     return StepOutcome(step.id, "failed", seconds, message=message, exit_code=code)
 
 
+LOCAL_EXECUTORS = ("thread", "process")  # their workers run on this machine, in this workspace
+
+
+def _cached_here(
+    pipeline: Pipeline,
+    workspace: Workspace,
+    options: RunOptions,
+    step_id: str,
+    resolved: Resolved,
+    needs: Resources,
+) -> Entry | None:
+    """The step's entry when it is cached and this process can tell: its key completed with this
+    machine's facts, as a thread or process worker would complete it. A cached step then costs no
+    round trip through the pool (a 4,000-step cached run spent most of its time handing steps to a
+    worker thread and back). Not for Ray (another machine's facts) nor with a remote cache (the
+    worker also pushes what the remote lacks)."""
+    if (
+        options.executor not in LOCAL_EXECUTORS
+        or options.remote is not None
+        or step_id in options.force
+        or not keyable_here(needs)
+    ):
+        return None
+    prepared = resolved.complete_here(workspace.store)
+    entry = workspace.store.lookup(prepared.key)
+    if entry is not None:
+        workspace.remember_material(pipeline.recipe.name, step_id, prepared.material)
+    return entry
+
+
 def run_pipeline(
     pipeline: Pipeline, workspace: Workspace, options: RunOptions, observer: Observer
 ) -> RunReport:
@@ -169,6 +201,21 @@ def _run(
         outcomes[step.id] = outcome
         observer.finished(outcome)
 
+    def finish(step: PlannedStep, entry: Entry, computed: bool, params, seconds: float) -> None:
+        gated, passed = _gate(step, entry, params)
+        if options.out is not None:
+            publish(entry, options.out / pipeline.recipe.name / step.id)
+        outcome = StepOutcome(
+            step.id,
+            "ran" if computed else "cached",
+            seconds,
+            entry.key,
+            passed=passed,
+            gate=gated,
+            notices=entry.manifest.get("notices", []),
+        )
+        settle(step, outcome, entry)
+
     try:
         while walk.pending or running:
             for step_id in walk.ready():
@@ -182,36 +229,43 @@ def _run(
                             message=f"needs `{missing[0]}`, which did not finish",
                         ),
                     )
-                elif len(running) < jobs:
-                    step = walk.take(step_id)
-                    observer.started(step_id)
-                    step_started = time.monotonic()
-                    try:  # resolving reads upstream entries and hashes user files: here, not in a worker
-                        resolved = walk.resolve(step_id)
-                        task = StepTask(
-                            step_id,
-                            pipeline.recipe.name,
-                            pipeline.recipe.base_dir,
-                            resolved,
-                            step.needs(resolved.params),
-                            workspace.root,
-                            step_id in options.force,
-                            options.remote,
-                        )
-                    except Exception as error:  # noqa: BLE001 - every failure becomes a recorded outcome
-                        settle(
+                    continue
+                if len(running) >= jobs:
+                    break  # the rest stay ready for the next round
+                step = walk.take(step_id)
+                observer.started(step_id)
+                step_started = time.monotonic()
+                try:  # resolving reads upstream entries and hashes user files: here, not in a worker
+                    resolved = walk.resolve(step_id)
+                    needs = step.needs(resolved.params)
+                    cached = _cached_here(pipeline, workspace, options, step_id, resolved, needs)
+                    task = StepTask(
+                        step_id,
+                        pipeline.recipe.name,
+                        pipeline.recipe.base_dir,
+                        resolved,
+                        needs,
+                        workspace.root,
+                        step_id in options.force,
+                        options.remote,
+                    )
+                except Exception as error:  # noqa: BLE001 - every failure becomes a recorded outcome
+                    settle(
+                        step,
+                        _failure(
+                            pipeline,
                             step,
-                            _failure(
-                                pipeline,
-                                step,
-                                error,
-                                time.monotonic() - step_started,
-                                options.debug,
-                                workspace,
-                            ),
-                        )
-                        continue
-                    running[pool.submit(task)] = (step, resolved.params, step_started)
+                            error,
+                            time.monotonic() - step_started,
+                            options.debug,
+                            workspace,
+                        ),
+                    )
+                    continue
+                if cached is not None:
+                    finish(step, cached, False, resolved.params, time.monotonic() - step_started)
+                    continue
+                running[pool.submit(task)] = (step, resolved.params, step_started)
             if not running:
                 continue
             done, _ = wait(running, timeout=pool.relay_seconds, return_when=FIRST_COMPLETED)
@@ -224,22 +278,7 @@ def _run(
                 except Exception as error:  # noqa: BLE001 - every failure becomes a recorded outcome
                     settle(step, _failure(pipeline, step, error, seconds, options.debug, workspace))
                     continue
-                gated, passed = _gate(step, entry, params)
-                if options.out is not None:
-                    publish(entry, options.out / pipeline.recipe.name / step.id)
-                settle(
-                    step,
-                    StepOutcome(
-                        step.id,
-                        "ran" if computed else "cached",
-                        seconds,
-                        entry.key,
-                        passed=passed,
-                        gate=gated,
-                        notices=entry.manifest.get("notices", []),
-                    ),
-                    entry,
-                )
+                finish(step, entry, computed, params, seconds)
     finally:
         pool.shutdown()
         stat_cache.close()

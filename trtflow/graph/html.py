@@ -76,10 +76,11 @@ def _summary(node: Node) -> list[list[Any]]:
 
 
 def focus_node(graph: NetworkGraph) -> int:
-    """Where the page opens: the first divergence, else the first NaN/Inf, else the first node a
-    bisect kept, else the first op (an engine's first layer) — the index in the graph's order."""
+    """Where the page opens: a diagnosis' first cause, else the first divergence, else the first NaN/Inf,
+    else the first node a bisect kept, else the first op (an engine's first layer) — the index in the
+    graph's order."""
     nodes = list(graph.nodes.values())
-    for mark in ("first_divergence", "first_nonfinite", "highlight"):
+    for mark in ("opens_here", "first_divergence", "first_nonfinite", "highlight"):
         found = next((i for i, node in enumerate(nodes) if mark in node.marks), None)
         if found is not None:
             return found

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -339,7 +339,10 @@ def read_highlight(source: list[str] | Path) -> list[str]:
         raise UsageError(str(error)) from None
 
 
-def with_highlight(graph: NetworkGraph, names: list[str]) -> NetworkGraph:
+def with_highlight(
+    graph: NetworkGraph, names: list[str], opens_at: Sequence[str] = ()
+) -> NetworkGraph:
+    """Outline `names`; the viewer opens at the first of `opens_at` drawn (a diagnosis' first cause)."""
     index = graph.name_index()
     targets = {index[name] for name in names if name in index}
     missing = [name for name in names if name not in index]
@@ -357,8 +360,17 @@ def with_highlight(graph: NetworkGraph, names: list[str]) -> NetworkGraph:
         notes.append(
             f"{len(unknown)} of {len(names)} highlighted name(s) are not in this graph (e.g. `{unknown[0]}`)"
         )
+    first = {index[name] for name in opens_at if name in index}
     return graph.updated(
-        {t: {"marks": graph.nodes[t].marks | {"highlight"}} for t in targets}, notes=notes
+        {
+            t: {
+                "marks": graph.nodes[t].marks
+                | {"highlight"}
+                | ({"opens_here"} if t in first else set())
+            }
+            for t in targets | first
+        },
+        notes=notes,
     )
 
 

@@ -25,7 +25,7 @@ from trtflow.schema.reports import Report
 if TYPE_CHECKING:
     import onnx
 
-Source = Literal["onnx.checker", "onnx.shape_inference", "onnxruntime", "graph"]
+Source = Literal["onnx.checker", "onnx.shape_inference", "onnxruntime", "graph", "trtflow.qdq"]
 Level = Literal["error", "warning"]
 _NODE = re.compile(r"Node \(([^)]*)\)|Name: (\S+) OpType|node name: ([^)]+)\)|Node\(([^)]+)\)")
 

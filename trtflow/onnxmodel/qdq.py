@@ -13,12 +13,19 @@ reads afterwards are removed. That is what "exclude this node from quantization"
 ModelOpt (`nodes_to_exclude`) and to ONNX Runtime's quantizer, so the fixed model and the list
 agree.
 
+A quantizer that makes activations asymmetric (ONNX Runtime's defaults) removes the Relu and Clip
+nodes whose clipping the pair's range takes over: the producer's output pair then has a range
+starting at 0 (`QdqPair.restores`). Dequantizing such a pair keeps that clipping (a Clip to the
+pair's range), or the "float" model would compute without its activations (a MobileNet's
+hard-swish, unclipped, overflows to NaN). Weights the quantizer stored quantized are gone too, so a
+dequantized model is the float model only up to its weights' rounding: `qdq_lint` says when it
+differs, and the steps take the float model itself as `reference_model`.
+
 Only the main graph is searched; pairs inside If/Loop bodies are left as they are.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -48,9 +55,19 @@ _FLOAT8_TYPES: dict[int, tuple[str, float]] = {
     20: ("fp8e5m2fnuz", 57344.0),
 }
 _SIGNED = {"int8", "int16", "int4", "int32"}
-# Ops whose inputs are combined elementwise or stacked: a different scale on each quantized input
-# means a requantization TensorRT cannot fuse away, and the finer scale's precision is lost.
-_COMBINING_OPS = {"Add", "Sub", "Concat", "Sum", "Max", "Min", "Mean", "Where"}
+# Ops whose outputs take both signs: an activation pair on one whose range starts at 0 clips every
+# negative value, which is the Relu/Clip a quantizer folded into the pair (`QdqPair.restores`).
+_SIGNED_PRODUCERS = {
+    "Conv",
+    "ConvTranspose",
+    "MatMul",
+    "Gemm",
+    "Add",
+    "Sub",
+    "BatchNormalization",
+    "InstanceNormalization",
+    "LayerNormalization",
+}
 
 Role = Literal["weight", "activation"]
 Granularity = Literal["per-tensor", "per-channel", "blocked"]
@@ -71,6 +88,9 @@ class QdqPair:
     scale: np.ndarray = field(repr=False, compare=False)
     zero_point: np.ndarray = field(repr=False, compare=False)
     consumers: tuple[str, ...] = ()
+    # The top of the range [0, top] of an activation pair that stands for a Relu/Clip the quantizer
+    # removed (its producer's outputs take both signs, its range starts at 0); None otherwise.
+    restores: float | None = field(default=None, compare=False)
 
     @property
     def name(self) -> str:
@@ -84,10 +104,10 @@ class QdqPair:
             self._broadcast(self.zero_point, values.shape),
         )
         scaled = np.asarray(values, np.float64) / scale
-        if self.dtype in _FLOAT8_NAMES:
+        if self.dtype in FLOAT8_NAMES:
             import ml_dtypes
 
-            limit = _FLOAT8_TYPES[_FLOAT8_NAMES[self.dtype]][1]
+            limit = _FLOAT8_TYPES[FLOAT8_NAMES[self.dtype]][1]
             fp8 = getattr(ml_dtypes, "float8_e4m3fn" if "e4m3" in self.dtype else "float8_e5m2")
             stored = np.clip(scaled, -limit, limit).astype(fp8).astype(np.float64)
             return (stored * scale).astype(np.float32)
@@ -101,7 +121,7 @@ class QdqPair:
         for name, low, high in _INTEGER_TYPES.values():
             if name == self.dtype:
                 return float(low), float(high)
-        limit = _FLOAT8_TYPES[_FLOAT8_NAMES[self.dtype]][1]
+        limit = _FLOAT8_TYPES[FLOAT8_NAMES[self.dtype]][1]
         return -limit, limit
 
     def _broadcast(self, values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -118,25 +138,10 @@ class QdqPair:
         return np.repeat(values, block, axis=axis).take(range(shape[axis]), axis=axis)
 
 
-_FLOAT8_NAMES = {name: code for code, (name, _) in _FLOAT8_TYPES.items()}
+FLOAT8_NAMES = {name: code for code, (name, _) in _FLOAT8_TYPES.items()}
 
 
-@dataclass(frozen=True)
-class QdqFlag:
-    """A suspicious pair or quantized node, and why."""
-
-    kind: Literal[
-        "zero-point-nonzero",
-        "zero-point-at-limit",
-        "weight-clipped",
-        "weight-rounds-to-zero",
-        "scale-mismatch",
-    ]
-    node: str  # the DequantizeLinear (pair flags) or the quantized node (scale-mismatch)
-    message: str
-
-
-def _constants(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
+def graph_constants(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
     """Tensors whose values the graph holds: initializers and Constant outputs."""
     found = {tensor.name: tensor for tensor in model.graph.initializer}
     for node in model.graph.node:
@@ -147,7 +152,7 @@ def _constants(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
     return found
 
 
-def _array(tensor: onnx.TensorProto) -> np.ndarray:
+def array_of(tensor: onnx.TensorProto) -> np.ndarray:
     from onnx import numpy_helper
 
     return numpy_helper.to_array(tensor)
@@ -190,11 +195,11 @@ def pairs(model: onnx.ModelProto, values: bool = True) -> list[QdqPair]:
     (scales and zero points become ones and zeros of their shapes): for a model loaded without
     its weights."""
     graph = model.graph
-    constants = _constants(model)
+    constants = graph_constants(model)
     producer = {output: node for node in graph.node for output in node.output}
     readers: dict[str, list[str]] = {}
     for node in graph.node:
-        for name in node.input:
+        for name in dict.fromkeys(node.input):  # Mul(x, x) reads x once
             readers.setdefault(name, []).append(node.name)
     found = []
     for node in graph.node:
@@ -208,7 +213,7 @@ def pairs(model: onnx.ModelProto, values: bool = True) -> list[QdqPair]:
         role: Role = "weight" if source in constants else "activation"
         if quantize is None and role == "activation":
             continue  # a DequantizeLinear of a computed integer tensor: not a pair we can remove
-        read = _array if values else lambda tensor: np.ones(tuple(tensor.dims))
+        read = array_of if values else lambda tensor: np.ones(tuple(tensor.dims))
         scale = read(constants[node.input[1]]) if node.input[1] in constants else np.ones(())
         zero_name = node.input[2] if len(node.input) > 2 else ""
         code = _stored_type(node, quantize, constants)
@@ -221,22 +226,46 @@ def pairs(model: onnx.ModelProto, values: bool = True) -> list[QdqPair]:
         granularity: Granularity = (
             "blocked" if block else "per-channel" if scale.size > 1 else "per-tensor"
         )
+        made_by = producer.get(source)
         found.append(
-            QdqPair(
-                dequantize=node.name,
-                quantize=quantize.name if quantize is not None else None,
-                source=source,
-                output=node.output[0],
-                role=role,
-                granularity=granularity,
-                dtype=_type_name(code),
-                axis=_attribute(node, "axis", 1) if granularity != "per-tensor" else None,
-                scale=scale.astype(np.float64),
-                zero_point=zero,
-                consumers=tuple(readers.get(node.output[0], ())),
+            _with_restored_range(
+                QdqPair(
+                    dequantize=node.name,
+                    quantize=quantize.name if quantize is not None else None,
+                    source=source,
+                    output=node.output[0],
+                    role=role,
+                    granularity=granularity,
+                    dtype=_type_name(code),
+                    axis=_attribute(node, "axis", 1) if granularity != "per-tensor" else None,
+                    scale=scale.astype(np.float64),
+                    zero_point=zero,
+                    consumers=tuple(readers.get(node.output[0], ())),
+                ),
+                made_by.op_type if made_by is not None and values else None,
             )
         )
     return found
+
+
+def _with_restored_range(pair: QdqPair, producer_op: str | None) -> QdqPair:
+    """`pair` with `restores` set when its range starts at 0 on a tensor of both signs: the clip of
+    a Relu/Clip the quantizer removed (ONNX Runtime's asymmetric QDQ does, renaming the producer's
+    output to the activation's)."""
+    from dataclasses import replace
+
+    if (
+        producer_op not in _SIGNED_PRODUCERS
+        or pair.role != "activation"
+        or pair.dtype not in {name for name, _, _ in _INTEGER_TYPES.values()}
+        or pair.scale.size != 1
+    ):
+        return pair
+    low, high = pair.limits
+    zero = float(pair.zero_point.reshape(-1)[0])
+    if zero != low:
+        return pair
+    return replace(pair, restores=float((high - zero) * pair.scale.reshape(-1)[0]))
 
 
 def quantized_nodes(model: onnx.ModelProto, values: bool = True) -> dict[str, list[QdqPair]]:
@@ -246,7 +275,8 @@ def quantized_nodes(model: onnx.ModelProto, values: bool = True) -> dict[str, li
     for node in model.graph.node:
         if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
             continue
-        read = [by_output[name] for name in node.input if name in by_output]
+        # a node reading one pair twice (Mul(x, x), the square in a LayerNorm) reads it once
+        read = [by_output[name] for name in dict.fromkeys(node.input) if name in by_output]
         if read:
             nodes[node.name] = read
     return nodes
@@ -256,108 +286,12 @@ def source_values(model: onnx.ModelProto, pair: QdqPair) -> np.ndarray | None:
     """The float values a weight pair was made from; None for an activation."""
     if pair.role != "weight":
         return None
-    values = _array(_constants(model)[pair.source])
+    values = array_of(graph_constants(model)[pair.source])
     if pair.quantize is None:  # stored quantized: its dequantized values
         zero = pair._broadcast(pair.zero_point, values.shape)
         scale = pair._broadcast(pair.scale, values.shape)
         return ((values.astype(np.float64) - zero) * scale).astype(np.float32)
     return values.astype(np.float32)
-
-
-def flags(model: onnx.ModelProto, mismatch_ratio: float = 2.0) -> list[QdqFlag]:
-    """Pairs and nodes that look wrong without running anything (see `QdqFlag.kind`)."""
-    constants = _constants(model)
-    found: list[QdqFlag] = []
-    every = pairs(model)
-    for pair in every:
-        found.extend(_pair_flags(pair, constants))
-    by_output = {pair.output: pair for pair in every}
-    for node in model.graph.node:
-        if node.op_type not in _COMBINING_OPS:
-            continue
-        scales = [
-            float(by_output[name].scale.reshape(-1)[0])
-            for name in node.input
-            if name in by_output and by_output[name].granularity == "per-tensor"
-        ]
-        if len(scales) > 1 and max(scales) > mismatch_ratio * min(scales) > 0:
-            found.append(
-                QdqFlag(
-                    "scale-mismatch",
-                    node.name,
-                    f"{node.op_type} `{node.name}` combines inputs quantized with scales "
-                    f"{min(scales):.4g} to {max(scales):.4g} ({max(scales) / min(scales):.3g}x): "
-                    "TensorRT requantizes, and the finer input loses its precision",
-                )
-            )
-    return found
-
-
-def _pair_flags(pair: QdqPair, constants: dict) -> list[QdqFlag]:
-    found = []
-    if pair.dtype in _SIGNED | set(_FLOAT8_NAMES) and np.any(pair.zero_point != 0):
-        found.append(
-            QdqFlag(
-                "zero-point-nonzero",
-                pair.name,
-                f"`{pair.name}` ({pair.dtype}) has a non-zero zero point: TensorRT takes only "
-                "symmetric quantization (zero point 0)",
-            )
-        )
-    low, high = pair.limits
-    if (
-        pair.role == "activation"
-        and pair.dtype not in _FLOAT8_NAMES
-        and np.any((pair.zero_point <= low) | (pair.zero_point >= high))
-    ):
-        found.append(
-            QdqFlag(
-                "zero-point-at-limit",
-                pair.name,
-                f"`{pair.name}` ({pair.dtype}) puts its zero point at the type's limit: one sign "
-                "of the activation is clipped entirely",
-            )
-        )
-    if pair.role == "weight" and pair.dtype not in _FLOAT8_NAMES:
-        found.extend(_weight_flags(pair, constants))
-    return found
-
-
-def _weight_flags(pair: QdqPair, constants: dict) -> list[QdqFlag]:
-    raw = _array(constants[pair.source])
-    low, high = pair.limits
-    zero = pair._broadcast(pair.zero_point, raw.shape)
-    if pair.quantize is None:
-        # Stored quantized, the float weight is gone: clipping shows as values piled at the limits.
-        # Min-max calibration puts about one value per scale there, so only a pile counts.
-        stored = raw.astype(np.float64)
-        at_limits = int(np.sum((stored <= low) | (stored >= high)))
-        piled = at_limits > max(2 * pair.scale.size, 0.05 * raw.size)
-        clipped = at_limits / raw.size if piled and pair.dtype != "int32" else 0.0
-    else:
-        stored = np.rint(raw / pair._broadcast(pair.scale, raw.shape)) + zero
-        clipped = float(np.mean((stored < low - 0.5) | (stored > high + 0.5)))
-    zeros = float(np.mean(np.clip(stored, low, high) == zero))
-    found = []
-    if clipped > 0:
-        found.append(
-            QdqFlag(
-                "weight-clipped",
-                pair.name,
-                f"`{pair.name}` clips {clipped:.1%} of weight `{pair.source}`: its scale is too "
-                "small for the weight's range",
-            )
-        )
-    if zeros > 0.5 and raw.size > 16:
-        found.append(
-            QdqFlag(
-                "weight-rounds-to-zero",
-                pair.name,
-                f"`{pair.name}` rounds {zeros:.0%} of weight `{pair.source}` to zero: its scale is "
-                "too large for the weight's values",
-            )
-        )
-    return found
 
 
 @dataclass(frozen=True)
@@ -401,6 +335,8 @@ def pair_errors(
     for pair in pairs(model):
         weights = source_values(model, pair)
         values = [weights] if weights is not None else samples(pair.source)
+        if pair.restores is not None:  # the removed activation's output is what the pair rounds
+            values = [np.clip(value, 0, pair.restores) for value in values]
         errors = [pair_error(pair, value) for value in values]
         if errors:
             found.append(max(errors, key=lambda error: error.relative_l2))
@@ -422,7 +358,7 @@ def dequantize(model: onnx.ModelProto, nodes: Iterable[str] | None = None) -> on
         if unknown:
             raise KeyError(f"not quantized nodes: {', '.join(sorted(unknown))}")
     replacement: dict[str, str] = {}
-    for node in result.graph.node:
+    for node in list(result.graph.node):  # float_source may insert restored activations
         if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
             continue
         if nodes is not None and node.name not in chosen:
@@ -440,7 +376,10 @@ def dequantize(model: onnx.ModelProto, nodes: Iterable[str] | None = None) -> on
 
 def float_source(model: onnx.ModelProto, pair: QdqPair) -> str:
     """The float tensor standing for `pair`'s output; a weight stored quantized gets an
-    initializer of its dequantized values."""
+    initializer of its dequantized values, a pair standing for a removed activation a Clip to its
+    range after its producer."""
+    if pair.restores is not None:
+        return _restored_activation(model, pair)
     if pair.quantize is not None:
         return pair.source
     from onnx import numpy_helper
@@ -450,6 +389,27 @@ def float_source(model: onnx.ModelProto, pair: QdqPair) -> str:
     assert values is not None, "a pair without a QuantizeLinear is a weight's"
     if not any(tensor.name == name for tensor in model.graph.initializer):
         model.graph.initializer.append(numpy_helper.from_array(values, name))
+    return name
+
+
+def _restored_activation(model: onnx.ModelProto, pair: QdqPair) -> str:
+    """The output of a Clip of `pair.source` to [0, pair.restores], added (once) after the node
+    that makes the source: the activation the quantizer removed, as the quantized model computes
+    it (exactly a removed Clip(0, 6); a removed Relu also clips above its calibrated maximum)."""
+    from onnx import helper, numpy_helper
+
+    name = f"{pair.source}_restored_activation"
+    graph = model.graph
+    if any(name in node.output for node in graph.node):
+        return name
+    bounds = [f"{name}_min", f"{name}_max"]
+    graph.initializer.extend(
+        numpy_helper.from_array(np.array(value, np.float32), bound)
+        for value, bound in zip((0.0, pair.restores), bounds, strict=True)
+    )
+    index = next(i for i, node in enumerate(graph.node) if pair.source in node.output)
+    clip = helper.make_node("Clip", [pair.source, *bounds], [name], name=name)
+    graph.node.insert(index + 1, clip)
     return name
 
 
@@ -486,10 +446,10 @@ def _drop_dead_pairs(model: onnx.ModelProto) -> None:
     kept = [tensor for tensor in graph.initializer if tensor.name in read]
     del graph.initializer[:]
     graph.initializer.extend(kept)
-    _drop_unread_constants(graph, read)
+    _drop_unreadgraph_constants(graph, read)
 
 
-def _drop_unread_constants(graph: onnx.GraphProto, read: set[str]) -> None:
+def _drop_unreadgraph_constants(graph: onnx.GraphProto, read: set[str]) -> None:
     dead = [
         index
         for index, node in enumerate(graph.node)
@@ -497,47 +457,3 @@ def _drop_unread_constants(graph: onnx.GraphProto, read: set[str]) -> None:
     ]
     for index in reversed(dead):
         del graph.node[index]
-
-
-@dataclass(frozen=True)
-class QdqSummary:
-    """The counts `load` and `inspect` show for a quantized model."""
-
-    pairs: int
-    quantized_nodes: int
-    by_dtype: dict[str, int]
-    by_role: dict[str, int]
-    by_granularity: dict[str, int]
-    flags: list[QdqFlag]
-
-    def as_dict(self) -> dict:
-        return {
-            "pairs": self.pairs,
-            "quantized_nodes": self.quantized_nodes,
-            "dtypes": self.by_dtype,
-            "roles": self.by_role,
-            "granularity": self.by_granularity,
-            "flags": [
-                {"kind": flag.kind, "node": flag.node, "message": flag.message}
-                for flag in self.flags
-            ],
-        }
-
-
-def summary(model: onnx.ModelProto) -> QdqSummary | None:
-    """Counts and flags of `model`'s pairs; None when it holds none."""
-    every = pairs(model)
-    if not every:
-        return None
-
-    def count(values: Iterable[str]) -> dict[str, int]:
-        return dict(sorted(Counter(values).items()))
-
-    return QdqSummary(
-        pairs=len(every),
-        quantized_nodes=len(quantized_nodes(model)),
-        by_dtype=count(pair.dtype for pair in every),
-        by_role=count(pair.role for pair in every),
-        by_granularity=count(pair.granularity for pair in every),
-        flags=flags(model),
-    )

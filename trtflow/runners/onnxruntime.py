@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from trtflow.errors import ParamError
 from trtflow.lazy import lazy_import
@@ -106,6 +106,23 @@ class Config(RunnerConfig):
         description=QUANTIZATION_MODES,
         exclude_if=lambda mode: mode == "exact",  # recipes without it keep their step key
     )
+    reference_model: InputPath | None = Field(
+        None,
+        exclude_if=lambda model: model is None,  # recipes without it keep their step key
+        description="Run this float ONNX model (the one the step's quantized model was made from) on "
+        "the same feeds instead: the quantized model's reference when its dequantized form is not "
+        "the float model (a quantizer that removed Relu/Clip, weights stored quantized). The step "
+        "model's outputs and taps the float model lacks (Q/DQ outputs) are not recorded.",
+    )
+
+    @model_validator(mode="after")
+    def _one_model(self) -> Config:
+        if self.reference_model is not None and self.quantization != "exact":
+            raise ValueError(
+                f"`reference_model` runs the float model itself: `quantization: {self.quantization}` "
+                "has no Q/DQ pairs to act on there; give one of them"
+            )
+        return self
 
     def check_model(self, model: onnx.ModelProto | None) -> None:
         """Every provider must be a real one, and one of them must be in this ONNX Runtime build: ONNX
@@ -131,6 +148,11 @@ class Config(RunnerConfig):
     def create(self, model: Path | None, outputs: list[str] | None) -> OnnxruntimeRunner:
         transform, disabled_optimizers = None, []
         model = onnx_model_given(model, self)
+        if self.reference_model is not None:
+            model, outputs = (
+                self.reference_model,
+                _shared_outputs(model, outputs, self.reference_model),
+            )
         if self.precision == "fp16":
             from trtflow.precision.plan import PrecisionPlan
 
@@ -329,6 +351,20 @@ def as_tensors(name: str, value: Any) -> Iterator[tuple[str, np.ndarray]]:
             yield from as_tensors(f"{name}[{index}]", item)
         return
     yield name, value
+
+
+def _shared_outputs(model: Path, outputs: list[str] | None, reference: Path) -> list[str]:
+    """The tensors of `outputs` (default: `model`'s outputs, every tap of a tapped model) that the
+    float `reference` model computes too, in their order."""
+    from trtflow.onnxmodel.files import load_model
+
+    if outputs is None:
+        outputs = [output.name for output in load_model(model, load_weights=False).graph.output]
+    graph = load_model(reference, load_weights=False).graph
+    computed = {name for node in graph.node for name in node.output} | {
+        value.name for value in graph.input
+    }
+    return [name for name in outputs if name in computed]
 
 
 def quantized(

@@ -150,11 +150,19 @@ def runtime_problems(subject: LintSubject) -> list[LintProblem]:
     ]
 
 
+def quantization_problems(subject: LintSubject) -> list[LintProblem]:
+    """What TensorRT refuses in a quantized model or its quantizer left behind (`qdq_lint`)."""
+    from trtflow.onnxmodel.qdq_lint import lint_problems
+
+    return lint_problems(subject.model)
+
+
 CHECKS: list[LintCheck] = [
     checker_problems,
     graph_problems,
     unbounded_dds_problems,
     runtime_problems,
+    quantization_problems,
 ]
 """Every lint check, in the order the report lists their problems."""
 

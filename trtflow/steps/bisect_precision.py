@@ -58,9 +58,12 @@ class BisectPrecision(Step):
         ),
         "quantizer_exclusions": file(
             ".json",
-            "precision qdq: the nodes dequantized (to FP32) in the quantizer's terms, {dequantized_to, "
-            "nodes_to_exclude, op_types_to_exclude, modelopt_args}: ModelOpt's `python -m modelopt.onnx.quantization` "
-            "flags and ONNX Runtime's `quantize_static(nodes_to_exclude=...)`, to re-quantize with them.",
+            "precision qdq: the nodes dequantized (to FP32) in each quantizer's terms, {dequantized_to, "
+            "nodes_to_exclude, op_types_to_exclude, modelopt_nodes_to_exclude, modelopt_args, entries: "
+            "[{node, op, quantizers, reason}]}: ONNX Runtime's `quantize_static(nodes_to_exclude=...)` "
+            "(the kept nodes, their pairs' producers and other readers: it attaches a pair to the "
+            "producer) and ModelOpt's `python -m modelopt.onnx.quantization` flags; the `quantize` "
+            "step takes the file as its `nodes_to_exclude`.",
             optional=True,
         ),
         "autocast_args": file(
@@ -97,10 +100,11 @@ class BisectPrecision(Step):
             "manifest, not in the report, so the same search writes the same files, resumed or not.",
         ),
     }
-    version = 5  # 2: parameters typed apart from the data (Resize scales...) stay FP32; commands run in the recipe folder;
+    version = 6  # 2: parameters typed apart from the data (Resize scales...) stay FP32; commands run in the recipe folder;
     # 3: the report says which nodes the opset holds in FP32 (`held_by_opset`);
     # 4: a weight that flushes a stray value to zero is no suspect (a clean CNN is answered in one trial)
     # 5: the verification's seed in the report; AutoCast and onnxconverter-common keep lists
+    # 6: quantizer_exclusions: ONNX Runtime's list adds producers and co-readers, each entry with why
     journaled = True
 
     def needs(self, params: Params) -> Resources:
@@ -117,6 +121,8 @@ class BisectPrecision(Step):
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from trtflow.onnxmodel.files import save_model
 
+        if params.precision == "qdq" and params.reference_model is None:
+            _say_what_the_reference_is(ctx, params)
         outcome = PrecisionSearch(params, ctx).run()
         plan = outcome.plan
         if plan is not None:
@@ -138,6 +144,17 @@ class BisectPrecision(Step):
         ctx.journal.export(ctx.output_path("replay"))
         ctx.notice(outcome.notice())
         return {"passed": report.passed, "timings": outcome.timings()}
+
+
+def _say_what_the_reference_is(ctx: StepContext, params: Params) -> None:
+    """A notice when the dequantized model (a qdq search's default reference, and what keeping
+    every node gives) is not the float model: the quantizer removed activations."""
+    from trtflow.onnxmodel.files import load_model
+    from trtflow.onnxmodel.qdq_lint import reference_caveat
+
+    caveat = reference_caveat(load_model(params.model))
+    if caveat is not None:
+        ctx.notice(f"quantized model: {caveat}")
 
 
 def _write_json(ctx: StepContext, output: str, content: Any) -> None:

@@ -72,8 +72,16 @@ class Params(StepParams):
     workspace_mb: int | None = Field(
         None, gt=0, description="Workspace memory pool limit in MiB (default: TensorRT's)."
     )
-    timing_cache: bool = Field(
-        True, description="Reuse and grow the workspace's timing cache for this TensorRT and GPU."
+    timing_cache: bool | str = Field(
+        True,
+        description="true: reuse and grow the workspace's timing cache for this TensorRT and GPU; "
+        "a path (relative to the recipe): that file, read if it exists and written back grown, "
+        "so builds of several recipes or machines share it (trtexec --timingCacheFile); false: none.",
+    )
+    tf32: bool | None = Field(
+        None,
+        description="Let FP32 layers use TF32 math (BuilderFlag.TF32): false for exact FP32, as "
+        "Polygraphy builds by default; default: the library's (TF32 on).",
     )
     tactic_sources: list[str] | None = Field(
         None,
@@ -161,6 +169,23 @@ def _shape_ranges(shapes: dict[str, ShapeRangeSpec | list[int]] | None) -> dict:
     return ranges
 
 
+def _timing_cache(ctx: StepContext, given: bool | str, library: str, log: Any) -> Any | None:
+    """The timing cache a build reads and grows: the workspace's (one per library and GPU), a
+    file the recipe names, or none."""
+    from trtflow.trt.builder import TimingCache, timing_cache_file
+
+    if given is False:
+        return None
+    if given is True:
+        return TimingCache(timing_cache_file(ctx.state_dir("tensorrt"), library), log)
+    path = Path(given).expanduser()
+    if not path.is_absolute() and ctx.recipe_dir is not None:
+        path = ctx.recipe_dir / path
+    if path.is_dir():
+        raise ParamError("timing_cache", f"{path} is a folder; name the timing cache file")
+    return TimingCache(path, log)
+
+
 def _refuse_weak_typing(library: str, params: Params) -> None:
     """TensorRT-RTX has no weak typing: what asks for it is a recipe error at its own key."""
     instead = (
@@ -227,7 +252,7 @@ class BuildEngine(Step):
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from trtflow.trt.api import TensorRT
-        from trtflow.trt.builder import BuildSettings, TimingCache, build_engine, timing_cache_file
+        from trtflow.trt.builder import BuildSettings, build_engine
         from trtflow.trt.log import TensorRTLog
 
         trt = TensorRT.load(params.library)  # first: a machine without it fails before any work
@@ -245,13 +270,10 @@ class BuildEngine(Step):
             else None,
             optimization_level=params.optimization_level,
             debug_tensors=tuple(params.debug_tensors or ()),
+            tf32=params.tf32,
         )
         log = TensorRTLog(echo=ctx.log)
-        cache = (
-            TimingCache(timing_cache_file(ctx.state_dir("tensorrt"), trt.library), log)
-            if params.timing_cache
-            else None
-        )
+        cache = _timing_cache(ctx, params.timing_cache, trt.library, log)
         self._capability(ctx, trt, params.model)
         ctx.progress(0, 1, f"building with {trt.name}")
         try:

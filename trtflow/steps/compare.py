@@ -17,6 +17,7 @@ but atol and rtol): `--set atol=...` re-judges it without reading a tensor.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pydantic import Field, model_validator
@@ -230,7 +231,9 @@ class Compare(Step):
             measured.write(ctx.memo.folder())
         report.task_metrics = [TaskMetricResult.model_validate(r) for r in task_metrics]
         if params.quantized_model is not None:
-            report.quantization = _quantization(params.quantized_model, results, params.reference)
+            report.quantization = _quantization(
+                params.quantized_model, results, params.reference, ctx.notice
+            )
         if params.plots:
             report.plots = draw_worst(report, results, params.plots, ctx.output_path("plots"))
         summary = summary_markdown(report)
@@ -250,10 +253,14 @@ class Compare(Step):
         return {"passed": report.passed}
 
 
-def _quantization(path, results, reference: str) -> list[PairQuantization]:
-    """Each pair of the Q/DQ model at `path`, measured on the reference runner's tensors."""
+def _quantization(
+    path, results, reference: str, notice: Callable[[str], None]
+) -> list[PairQuantization]:
+    """Each pair of the Q/DQ model at `path`, measured on the reference runner's tensors; a
+    notice when a dequantized reference cannot be the float model."""
     from trtflow.onnxmodel.files import load_model
     from trtflow.onnxmodel.qdq import pairs
+    from trtflow.onnxmodel.qdq_lint import reference_caveat
     from trtflow.tensors.quantization import pair_report
 
     model = load_model(path)
@@ -262,6 +269,12 @@ def _quantization(path, results, reference: str) -> list[PairQuantization]:
             "quantized_model",
             f"{path} has no QuantizeLinear/DequantizeLinear pairs; give the quantized model the "
             "candidates ran",
+        )
+    caveat = reference_caveat(model)
+    if caveat is not None:
+        notice(
+            f"quantized_model: {caveat} (a reference runner of the float model: "
+            "`{backend: onnxruntime, reference_model: FLOAT.onnx}`)"
         )
     return [
         PairQuantization.model_validate(entry) for entry in pair_report(model, results, reference)

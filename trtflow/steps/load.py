@@ -264,14 +264,14 @@ def _write(model, ctx: StepContext, params: Params):
 
 
 def summarize(model, source: Path, renamed: dict[str, str], inference: str) -> dict[str, Any]:
-    from trtflow.onnxmodel import qdq
+    from trtflow.onnxmodel import qdq_lint
     from trtflow.onnxmodel.files import iter_graphs, weight_bytes
     from trtflow.onnxmodel.formats import FORMATS
     from trtflow.precision.ranges import FP16_CONVERTERS, as_dicts, constant_ranges, lost_values
 
     nodes = [node for graph in iter_graphs(model.graph) for node in graph.node]
     initializers = {i.name for i in model.graph.initializer}
-    quantization = qdq.summary(model)
+    quantization = qdq_lint.summary(model)
     ranges = constant_ranges(model)
     return {
         "format": "onnx",
@@ -336,7 +336,7 @@ class Load(Step):
             "the run (exit 1) as `polygraphy check lint` does; true without lint.",
         ),
     }
-    version = 8  # 8: lint node by node, graph problems, `passed`; 7: local functions inlined; 6: self-check with the runner's session options + one feed; 2: out_of_range entries give the constant's `size`; 3: subgraphs keep their declared types; 5: Q/DQ summary
+    version = 9  # 9: lint lists what TensorRT refuses in a quantized model (qdq_lint); 8: lint node by node, graph problems, `passed`; 7: local functions inlined; 6: self-check with the runner's session options + one feed; 2: out_of_range entries give the constant's `size`; 3: subgraphs keep their declared types; 5: Q/DQ summary
     # 4: out_of_range_converters says which converters give ±inf and which clamp
 
     def fingerprint(self, params: Params) -> dict[str, str]:

@@ -27,7 +27,9 @@ BUILTIN: dict[str, str] = {
     "render-graph": "trtflow.steps.render_graph:RenderGraph",
     "bisect-precision": "trtflow.steps.bisect_precision:BisectPrecision",
     "reduce": "trtflow.steps.reduce:Reduce",
+    "quantize": "trtflow.steps.quantize:Quantize",
     "round-trip": "trtflow.steps.round_trip:RoundTripStep",
+    "diagnose": "trtflow.steps.diagnose:Diagnose",
 }
 
 

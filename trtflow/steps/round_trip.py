@@ -11,21 +11,10 @@ from __future__ import annotations
 
 from typing import Any, TypeAlias
 
-from trtflow.errors import BackendUnavailable
-from trtflow.packages import installed_version
 from trtflow.sessions.roundtrip.report import RoundTripReport, round_trip_markdown
 from trtflow.sessions.roundtrip.session import RoundTrip, RoundTripSettings
-from trtflow.sessions.roundtrip.tools import modelopt_version
+from trtflow.sessions.roundtrip.tools import tool_versions
 from trtflow.steps.base import Step, StepContext, StepParams, file, folder, value
-
-
-def _optional_version(module: str, distribution: str) -> str:
-    """A tool's version for the step key, or "none": a tool missing here is a verdict in the
-    report ("not installed here"), never a reason the step cannot run."""
-    try:
-        return installed_version(module, distribution)
-    except BackendUnavailable:
-        return "none"
 
 
 class Params(RoundTripSettings, StepParams):
@@ -53,17 +42,7 @@ class RoundTripStep(Step):
     version = 1
 
     def fingerprint(self, params: Params) -> dict[str, str]:
-        return {
-            "onnxruntime": installed_version("onnxruntime"),
-            "onnx": installed_version("onnx"),
-            "onnxconverter-common": _optional_version(
-                "onnxconverter_common", "onnxconverter-common"
-            ),
-            "modelopt": modelopt_version(),
-            "tensorrt-rtx": _optional_version(
-                "tensorrt_rtx_bindings", "tensorrt_rtx_cu13_bindings"
-            ),
-        }
+        return tool_versions()
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         report = RoundTrip(params, ctx.recipe_dir).run(ctx.output_path("exports"))

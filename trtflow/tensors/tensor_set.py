@@ -18,6 +18,7 @@ them. Sets of format 1 (one `.npy` per tensor, written before packs) are still r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import zipfile
@@ -82,7 +83,11 @@ class TensorSetWriter:
             member = f"{stem}_{suffix}.npy"
             suffix += 1
         taken.add(member)
-        offset = write_packed_array(self._pack(runner, relative), member, array)
+        try:
+            offset = write_packed_array(self._pack(runner, relative), member, array)
+        except BaseException:
+            self._abandon()
+            raise
         self.arrays.append(
             StoredArray(
                 runner, iteration, tensor, relative, str(array.dtype), list(array.shape), offset
@@ -114,10 +119,22 @@ class TensorSetWriter:
         """Status, error message, timings... of one runner."""
         self.runners.setdefault(runner, {"status": "ok"}).update(facts)
 
-    def close(self) -> TensorSet:
+    def _abandon(self) -> None:
+        """Close every open pack, ignoring what fails: the set's writing failed (a full disk), its
+        folder is discarded, and the error on its way says why. A pack left to the garbage
+        collector failed again as the process ended (`Exception ignored in ZipFile.__del__ ...
+        OSError`), after the clear message."""
         for _, archive in self._packs.values():
-            archive.close()
+            with contextlib.suppress(OSError):
+                archive.close()
         self._packs.clear()
+
+    def close(self) -> TensorSet:
+        try:
+            for _, archive in self._packs.values():
+                archive.close()
+        finally:
+            self._abandon()  # the packs after one that failed to close (a full disk)
         index = {
             "format": FORMAT,
             "tensors": self.tensors,

@@ -45,6 +45,7 @@ class BuildSettings:
     tactic_sources: tuple[str, ...] | None = None  # None: TensorRT's default set
     optimization_level: int | None = None  # None: TensorRT's default (3)
     debug_tensors: tuple[str, ...] = ()  # ONNX tensor names to mark_debug
+    tf32: bool | None = None  # None: the library's default (TF32 on)
 
     @property
     def all_profiles(self) -> tuple[dict[str, ShapeRange], ...]:
@@ -274,6 +275,10 @@ def _configure(
             )
     if settings.optimization_level is not None:
         config.builder_optimization_level = settings.optimization_level
+    if settings.tf32 is True:
+        config.set_flag(trt.module.BuilderFlag.TF32)
+    elif settings.tf32 is False:  # FP32 layers compute in FP32, not TF32's 10-bit mantissa
+        config.clear_flag(trt.module.BuilderFlag.TF32)
     add_profiles(trt, builder, network, config, settings.all_profiles)
     return config
 

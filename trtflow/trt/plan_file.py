@@ -177,7 +177,8 @@ def plan_lines(path: Path) -> list[str]:
         + (f"; header checked by {check.checked_by}: sound" if check.checked_by else "")
     ]
     if check.unloadable:
-        lines.append(f"  cannot be loaded here: {check.unloadable}")
+        who = check.checked_by or "no runtime here"  # say which runtime refuses it
+        lines.append(f"  {who} cannot load it here: {check.unloadable}")
     layers = layer_file(path)
     document = read_layer_file(layers) if layers is not None else None
     profiles = (document or {}).get("OptimizationProfiles")

@@ -731,6 +731,8 @@ class _Module:
 
             def __init__(self):
                 self._flags, self._pools, self._profiles, self._cache = set(), {}, [], None
+                if "TF32" in n["BuilderFlag"].__members__:  # on by default, as in TensorRT
+                    self._flags.add(n["BuilderFlag"].TF32)
                 self._tactics = sum(
                     1 << int(member)
                     for member in n["TacticSource"]

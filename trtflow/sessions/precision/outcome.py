@@ -186,11 +186,13 @@ class SearchOutcome:
         return shlex.join(arguments) + "\n"
 
     def quantizer_exclusions(self) -> dict:
-        """A `qdq` plan in the quantizer's terms, to quantize the float model again without the kept
-        nodes (which the plan runs in FP32): ONNX Runtime's `quantize_static(nodes_to_exclude=...)`
-        and ModelOpt's `--nodes_to_exclude` (regexes, escaped and anchored like
-        `autocast_arguments`); `op_types_to_exclude` names only op types whose every quantized node
-        is kept, so that excluding them changes nothing else."""
+        """A `qdq` plan in each quantizer's terms (`precision.exclusions`), to quantize the float
+        model again without the kept nodes (which the plan runs in FP32): ONNX Runtime's
+        `nodes_to_exclude` with the producers and other readers of their pairs, ModelOpt's
+        anchored regexes; `op_types_to_exclude` names only op types whose every quantized node is
+        kept, so that excluding them changes nothing else."""
+        from trtflow.precision.exclusions import exclusions
+
         nodes = self.kept_nodes()
         ops = self.setup.ops
         whole = {  # op types every quantized node of which is kept: excluding the type is the plan
@@ -198,13 +200,7 @@ class SearchOutcome:
             for op in {ops[node] for node in nodes}
             if all(node in nodes for node in self.setup.every_site if ops[node] == op)
         }
-        patterns = [f"^{re.escape(node)}$" for node in nodes]
-        return {
-            "dequantized_to": "fp32",
-            "nodes_to_exclude": nodes,
-            "op_types_to_exclude": sorted(whole),
-            "modelopt_args": shlex.join(["--nodes_to_exclude", *patterns]) if patterns else "",
-        }
+        return exclusions(self.setup.model, nodes, sorted(whole)).model_dump()
 
     def kept_nodes(self) -> list[str]:
         """Every node the plan keeps in high precision, in graph order (empty when none was found)."""

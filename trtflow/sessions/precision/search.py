@@ -199,6 +199,8 @@ class PrecisionSearch:
         output_names = [o.name for o in setup.model.graph.output]
         if self.settings.reference is not None:
             return _reference_outputs(self.settings.reference, len(feeds), output_names)
+        if self.settings.reference_model is not None:
+            return _float_model_outputs(self.settings.reference_model, output_names, feeds)
         return list(_outputs(fp32, self._plan(setup.every_site), feeds))
 
     def _refuse_a_broken_check(
@@ -302,6 +304,26 @@ class PrecisionSearch:
                 }
         samples = "fresh" if data is not None else "search (inputs came from files)"
         return PlanVerification(samples, len(feeds), data.seed if data else None, outcomes)
+
+
+def _float_model_outputs(path: Path, output_names: list[str], feeds: Sequence[Feed]) -> list[Feed]:
+    """The quantized model's outputs as the float model it was made from computes them (ONNX
+    Runtime, op by op as the emulated runner runs)."""
+    from trtflow.runners.emulated import EMULATION_SESSION_OPTIONS
+    from trtflow.runners.onnxruntime import OnnxruntimeRunner
+
+    runner = OnnxruntimeRunner(
+        "reference_model", path, output_names, session_options=EMULATION_SESSION_OPTIONS
+    )
+    try:
+        with activated(runner):
+            return [runner.infer(feed) for feed in feeds]
+    except Exception as error:  # noqa: BLE001 - ONNX Runtime's errors are untyped
+        raise ParamError(
+            "reference_model",
+            f"{path} does not run on the quantized model's samples and outputs "
+            f"{output_names}: {str(error)[:300]}",
+        ) from None
 
 
 def _reference_outputs(given: ReferenceResults, count: int, output_names: list[str]) -> list[Feed]:

@@ -14,6 +14,7 @@ from trtflow.schema.paths import InputPath
 from trtflow.sessions.trials import SampleSettings
 from trtflow.tensors.comparison import Tolerances
 from trtflow.tensors.judges import CommandCheck
+from trtflow.tensors.metrics import listed
 from trtflow.tensors.task_metrics import MetricCheck
 
 PLAN_BACKENDS = tuple(backend for backend in BACKENDS if realizes_plans(backend))
@@ -56,6 +57,13 @@ class SearchSettings(SampleSettings):
     reference: ReferenceResults | None = Field(
         None, description="Expected outputs; default: the model run in FP32."
     )
+    reference_model: InputPath | None = Field(
+        None,
+        exclude_if=lambda model: model is None,  # recipes without it keep their step key
+        description="precision qdq: the float ONNX model the quantized one was made from; its "
+        "outputs are the reference (default: the quantized model dequantized, which is not the "
+        "float model when the quantizer removed activations or stored the weights quantized).",
+    )
     precision: PlanPrecision = Field(
         "fp16",
         description="The low precision: fp16, bf16 or fp8; or qdq for a model that arrives quantized "
@@ -82,7 +90,7 @@ class SearchSettings(SampleSettings):
     )
     check: Tolerances | CommandCheck | MetricCheck = Field(
         description="compare's tolerance block (atol, rtol, error_stat...) over every sample, {command: [argv]} "
-        "(exit 0 = pass), or a task metric over the model's outputs, {metric: top1_agreement | cosine | max_abs_error | "
+        f"(exit 0 = pass), or a task metric over the model's outputs, {{metric: {listed('check')} or "
         "script.py:function, min, max} (its mean over the samples within bounds)."
     )
     max_trials: int | None = Field(
@@ -129,6 +137,12 @@ class SearchSettings(SampleSettings):
             raise ValueError(
                 "bisect-precision runs its runner in process: `isolate` is for run-runners"
             )
+        if self.reference_model is not None and self.precision != "qdq":
+            raise ValueError(
+                "`reference_model` is the float model of a quantized one: precision qdq"
+            )
+        if self.reference_model is not None and self.reference is not None:
+            raise ValueError("give one reference: `reference` results or a `reference_model`")
         return self
 
     @property

@@ -32,20 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trtflow.sessions import trials
 from trtflow.sessions.reduce.region_graph import RegionGraph
 from trtflow.sessions.reduce.report import ReduceReport, ReduceTrial, RegionNode
 from trtflow.sessions.reduce.settings import ReduceSettings
-from trtflow.sessions.trials import (
-    Feed,
-    JournaledTrials,
-    JournalRecord,
-    Judges,
-    SearchContext,
-    activated,
-    collect_samples,
-    fresh_samples,
-    journal_of,
-)
 from trtflow.tensors.inputs import DataSpec
 from trtflow.tensors.judges import Candidate, Judge, JudgeSetting, Verdict
 
@@ -83,10 +73,10 @@ class ReduceOutcome:
     complete: bool
     first_failing: str | None
     screening_checks: int
-    records: list[JournalRecord]
+    records: list[trials.JournalRecord]
     samples: int
-    feeds: list[Feed]
-    tapped_reference: list[Feed]
+    feeds: list[trials.Feed]
+    tapped_reference: list[trials.Feed]
     verification: RegionVerification | None
     message: str
 
@@ -100,12 +90,12 @@ class ReduceOutcome:
         assert self.region is not None
         return self.graph.extract(self.region)
 
-    def region_feeds(self) -> list[Feed]:
+    def region_feeds(self) -> list[trials.Feed]:
         assert self.region is not None
         inputs, _ = self.graph.boundary(self.region)
         return [{t: tapped[t] for t in inputs} for tapped in self.tapped_reference]
 
-    def golden(self) -> list[Feed]:
+    def golden(self) -> list[trials.Feed]:
         """The reference's outputs of the region: the tensors it computed in the whole model."""
         assert self.region is not None
         _, outputs = self.graph.boundary(self.region)
@@ -149,12 +139,16 @@ class ReduceSearch:
     settings' check unless `judges` is given (a test's recording judge)."""
 
     def __init__(
-        self, settings: ReduceSettings, context: SearchContext, *, judges: Judges | None = None
+        self,
+        settings: ReduceSettings,
+        context: trials.SearchContext,
+        *,
+        judges: trials.Judges | None = None,
     ):
         self.settings = settings
         self.context = context
-        self.journal = journal_of(context, "a reduction")
-        self.make_judge: Judges = judges or settings.check.judge
+        self.journal = trials.journal_of(context, "a reduction")
+        self.make_judge: trials.Judges = judges or settings.check.judge
         self.judges: dict[tuple[str, ...], Judge] = {}
 
     def run(self) -> ReduceOutcome:
@@ -176,20 +170,20 @@ class ReduceSearch:
                     graph, None, True, None, screened, [], feeds, reference, None,
                     "the candidate passes the check on every tensor: nothing to reduce",
                 )  # fmt: skip
-            trials = JournaledTrials(
+            journaled = trials.JournaledTrials(
                 self.journal,
                 self.context.progress,
                 lambda region: self._verdict(graph, region, reference),
                 frozenset(),
                 None,
             )
-            region, complete = self._reduce(graph, first, trials)
+            region, complete = self._reduce(graph, first, journaled)
             verification = None
             if region is not None:
                 verification = self._verify(graph, region)
             message = self._message(graph, region, complete, verification)
             return self._outcome(
-                graph, region, complete, first, screened, trials.records, feeds, reference,
+                graph, region, complete, first, screened, journaled.records, feeds, reference,
                 verification, message,
             )  # fmt: skip
 
@@ -223,21 +217,21 @@ class ReduceSearch:
         return text
 
     def _feeds(self, model: onnx.ModelProto, data: DataSpec | None, inputs: Path | None):
-        return collect_samples(model, data, inputs, self.context.notice)
+        return trials.collect_samples(model, data, inputs, self.context.notice)
 
-    def _run(self, model: onnx.ModelProto, config: RunnerConfig, feeds: Sequence[Feed]):
+    def _run(self, model: onnx.ModelProto, config: RunnerConfig, feeds: Sequence[trials.Feed]):
         """`config`'s runner on `model` (saved to the scratch folder) over `feeds`."""
         from trtflow.onnxmodel.files import save_model
 
         path = self.scratch / f"{config.name}.onnx"
         save_model(model, path)
         with ExitStack() as active:
-            runner = active.enter_context(activated(config.create(path, None)))
+            runner = active.enter_context(trials.activated(config.create(path, None)))
             return [runner.infer(feed) for feed in feeds]
 
     def _tapped(
-        self, graph: RegionGraph, config: RunnerConfig, feeds: Sequence[Feed]
-    ) -> list[Feed]:
+        self, graph: RegionGraph, config: RunnerConfig, feeds: Sequence[trials.Feed]
+    ) -> list[trials.Feed]:
         """Every computed tensor of `config`'s run, with the feeds."""
         import onnx
 
@@ -258,7 +252,11 @@ class ReduceSearch:
         return self.judges[key]
 
     def _first_failing(
-        self, graph: RegionGraph, reference: list[Feed], candidate: list[Feed], feeds: list[Feed]
+        self,
+        graph: RegionGraph,
+        reference: list[trials.Feed],
+        candidate: list[trials.Feed],
+        feeds: list[trials.Feed],
     ) -> tuple[str | None, int]:
         """The first node (graph order) whose tapped outputs fail, found by bisection over the
         monotone "some tensor of the first k nodes fails"; and the number of checks it took."""
@@ -291,7 +289,9 @@ class ReduceSearch:
                 low = middle
         return graph.order[high - 1], checks
 
-    def _verdict(self, graph: RegionGraph, region: frozenset[str], tapped: list[Feed]) -> Verdict:
+    def _verdict(
+        self, graph: RegionGraph, region: frozenset[str], tapped: list[trials.Feed]
+    ) -> Verdict:
         """Both runners on the region cut out, fed the reference's tensors; the check on its outputs."""
         model = graph.extract(region)
         inputs, outputs = graph.boundary(region)
@@ -352,10 +352,10 @@ class ReduceSearch:
         return region, True
 
     def verification_data(self) -> DataSpec | None:
-        """The recipe's data, fresh (`fresh_samples`); None for inputs from files."""
+        """The recipe's data, fresh (`trials.fresh_samples`); None for inputs from files."""
         if self.settings.inputs is not None:
             return None
-        return fresh_samples(self.settings.data)
+        return trials.fresh_samples(self.settings.data)
 
     def _verify(self, graph: RegionGraph, region: frozenset[str]) -> RegionVerification:
         """The region on samples the search never saw, fed a fresh tapped reference run."""

@@ -146,7 +146,10 @@ class RoundTrip:
         if tool == "tensorrt-rtx":
             if settings.mixed_model is None:
                 return tools.Applied(tool, None, "", "no mixed_model given to build")
-            return tools.tensorrt_rtx(Path(settings.mixed_model), exported / "tensorrt_rtx.engine")
+            shapes = {name: tuple(value.shape) for name, value in calibration[0].items()}
+            return tools.tensorrt_rtx(
+                Path(settings.mixed_model), exported / "tensorrt_rtx.engine", shapes
+            )
         if tool == "onnxruntime-quantizer":
             exclusions = (
                 json.loads(Path(settings.quantizer_exclusions).read_text())
@@ -154,6 +157,8 @@ class RoundTrip:
                 else {"nodes_to_exclude": kept}
             )
             (exported / "quantizer_exclusions.json").write_text(json.dumps(exclusions, indent=1))
+            if settings.quantizer.calibration is not None:
+                calibration = collect_samples(original, settings.quantizer.calibration, None)
             return tools.onnxruntime_quantizer(
                 source, exclusions, settings.quantizer, calibration, exported / "quantized.onnx"
             )

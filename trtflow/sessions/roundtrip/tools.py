@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trtflow.tensors.inputs import DataSpec
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -66,6 +68,11 @@ class QuantizerSettings(BaseModel):
     op_types_to_quantize: list[str] | None = Field(
         None, description="Op types quantized (default: ONNX Runtime's)."
     )
+    calibration: DataSpec | None = Field(
+        None,
+        description="The calibration samples the model was quantized with (default: the recipe's "
+        "samples): the round trip calibrates with the same ones, so only the exclusions differ.",
+    )
 
 
 def modelopt_python() -> str | None:
@@ -87,6 +94,32 @@ def modelopt_version() -> str:
     return found[-1].name.split("-")[1] if found else "none"
 
 
+def tool_versions() -> dict[str, str]:
+    """The versions of every tool a round trip applies (and onnx/onnxruntime, which judge): they
+    change its verdicts, so they enter the step keys of `round-trip` and `diagnose`."""
+    from trtflow.packages import installed_version
+
+    return {
+        "onnxruntime": installed_version("onnxruntime"),
+        "onnx": installed_version("onnx"),
+        "onnxconverter-common": _optional_version("onnxconverter_common", "onnxconverter-common"),
+        "modelopt": modelopt_version(),
+        "tensorrt-rtx": _optional_version("tensorrt_rtx_bindings", "tensorrt_rtx_cu13_bindings"),
+    }
+
+
+def _optional_version(module: str, distribution: str) -> str:
+    """A tool's version for the step key, or "none": a tool missing here is a verdict in the
+    report ("not installed here"), never a reason the step cannot run."""
+    from trtflow.errors import BackendUnavailable
+    from trtflow.packages import installed_version
+
+    try:
+        return installed_version(module, distribution)
+    except BackendUnavailable:
+        return "none"
+
+
 def onnxconverter_common(source: Path, block_list: list[str], output: Path) -> Applied:
     """`convert_float_to_float16(keep_io_types=True, node_block_list=block_list)` on `source`."""
     how = (
@@ -103,10 +136,16 @@ def onnxconverter_common(source: Path, block_list: list[str], output: Path) -> A
             how,
             "not installed here: pip install onnxconverter-common",
         )
+    import warnings
+
     try:
-        converted = float16.convert_float_to_float16(
-            onnx.load(str(source)), keep_io_types=True, node_block_list=block_list
-        )
+        with (
+            warnings.catch_warnings()
+        ):  # one warning per truncated weight: thousands on a real model
+            warnings.simplefilter("ignore")
+            converted = float16.convert_float_to_float16(
+                onnx.load(str(source)), keep_io_types=True, node_block_list=block_list
+            )
         onnx.save(converted, str(output))
     except Exception as error:  # noqa: BLE001 - the tool's own failure is the verdict
         return Applied("onnxconverter-common", None, how, f"the converter failed: {error}")
@@ -192,13 +231,14 @@ def onnxruntime_quantizer(
     return Applied("onnxruntime-quantizer", output, how)
 
 
-def tensorrt_rtx(mixed: Path, engine: Path) -> Applied:
-    """A strongly typed TensorRT-RTX build of the mixed model; the model is what gets judged (the
-    engine computes in its types and cannot run on a machine without a supported GPU)."""
+def tensorrt_rtx(mixed: Path, engine: Path, shapes: dict[str, tuple[int, ...]]) -> Applied:
+    """A strongly typed TensorRT-RTX build of the mixed model, its dynamic inputs fixed to the samples'
+    `shapes`; the model is what gets judged (the engine computes in its types and cannot run on a
+    machine without a supported GPU)."""
     how = f"TensorRT-RTX strongly typed build of {mixed.name}"
     try:
         from trtflow.trt.api import TensorRT
-        from trtflow.trt.builder import BuildSettings, build_engine
+        from trtflow.trt.builder import BuildSettings, ShapeRange, build_engine
     except ImportError as error:  # pragma: no cover - trtflow's own modules
         return Applied("tensorrt-rtx", None, how, str(error))
     try:
@@ -206,7 +246,8 @@ def tensorrt_rtx(mixed: Path, engine: Path) -> Applied:
     except Exception as error:  # noqa: BLE001 - BackendUnavailable says how to install it
         return Applied("tensorrt-rtx", None, how, f"not installed here: {error}")
     try:
-        built = build_engine(mixed, BuildSettings(typing="strong"), trt=trt)
+        ranges = {name: ShapeRange(shape, shape, shape) for name, shape in shapes.items()}
+        built = build_engine(mixed, BuildSettings(typing="strong", shapes=ranges), trt=trt)
     except Exception as error:  # noqa: BLE001 - a build error is the verdict
         return Applied("tensorrt-rtx", None, how, f"the build failed: {error}")
     engine.write_bytes(built.serialized)

@@ -118,8 +118,9 @@ def judge_output(
         runner.deactivate()
     verdict = judge.verdict(Candidate(feeds, reference, outputs, lambda: model))
     shown = judge.evidence(verdict.metrics)
+    unloadable = "" if loads else "; but ONNX Runtime cannot open the file as written"
     why = (
-        f"the tool's output passes the check on {len(feeds)} {samples} sample(s)"
+        f"the tool's output passes the check on {len(feeds)} {samples} sample(s){unloadable}"
         if verdict.passed
         else f"the tool's output FAILS the check on {samples} samples{': ' + shown if shown else ''}"
     )
@@ -143,7 +144,8 @@ def _opens_in_onnxruntime(path: Path) -> tuple[bool, str | None]:
     try:
         open_session(str(path), new_session_options(), ["CPUExecutionProvider"])
     except Exception as error:  # noqa: BLE001 - ORT raises its own untyped errors
-        return False, str(error).splitlines()[0][:300]
+        message = str(error).splitlines()[0]
+        return False, message.partition(" failed:")[2].strip()[:300] or message[:300]
     return True, None
 
 

@@ -1,0 +1,95 @@
+"""diagnose through `trtflow run` and `trtflow diagnose`: one ranked story, measured.
+
+Small planted faults (tests/roundtrip/roundtrip_models.py): a float32-min mask constant, a harmless
+cancellation before an overflow that matters, an INT8 outlier channel. Each test asserts what
+the measurement must show: the first cause is the set whose keeping alone restores the outputs,
+the other findings are attached or shown harmless with their effect, the fix survives the tool.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "roundtrip"))
+from roundtrip_models import mask_model, two_faults_model  # noqa: E402
+
+
+def run_recipe(trtflow, tmp_path: Path, steps: str):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(
+        "trtflow: 1\nname: diag\nsteps:\n" + textwrap.indent(textwrap.dedent(steps), "  ")
+    )
+    return trtflow(
+        "run", recipe, "--workspace", tmp_path / "ws", "--out", tmp_path / "out", cwd=tmp_path
+    )
+
+
+def diagnosis(tmp_path: Path, step: str = "diag") -> dict:
+    return json.loads(
+        (tmp_path / "out" / "diag" / step / "diagnosis" / "diagnosis.json").read_text()
+    )
+
+
+def test_a_mask_constant_through_the_command(trtflow, tmp_path):
+    mask_model(tmp_path / "mask.onnx")
+    args = ["diagnose", "mask.onnx", "--precision", "fp16", "--check", "{atol: 0.01}"]
+    args += [
+        "--data",
+        "{seed: 1, iterations: 3, ranges: {x: [-1, 1], mask: [0, 1]}}",
+        "--out",
+        "out",
+    ]
+    done = trtflow(*args, "--workspace", tmp_path / "ws", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    recipe = tmp_path / "diagnose-mask.yaml"
+    assert "uses: diagnose" in recipe.read_text()
+    folder = tmp_path / "out" / "diagnose-mask" / "diagnose" / "diagnosis"
+    content = json.loads((folder / "diagnosis.json").read_text())
+    first = content["causes"][0]
+    assert first["mechanism"] == "mask_constant" and "-inf" in first["words"]
+    assert "mask_min" in [n["name"] for n in first["nodes"]]
+    assert first["passes_alone"] and first["fails_without"] and first["damage_alone"] < 0.01
+    assert first["reproduces"] is True
+    assert content["findings"][0]["cause"] == 1
+    tools = {t["tool"]: t for t in content["round_trip"]["tools"]}
+    assert tools["onnxconverter-common"]["passed"] is True
+    assert "initializer" in " ".join(content["fix"]["notes"])
+    assert "diagnosis: mask.onnx" in (folder / "graph" / "graph.html").read_text()
+    assert "# Diagnosis" in (folder / "diagnosis.md").read_text()
+    recipe.write_text(recipe.read_text() + "# my edit\n")
+    again = trtflow(*args, cwd=tmp_path)
+    assert again.returncode == 2 and "exists with other content" in again.stderr
+
+
+def test_the_first_cause_is_the_one_that_restores_the_outputs(trtflow, tmp_path):
+    """The cancellation diverges first but is harmless (scaled by 1e-4); the overflow is cause 1."""
+    two_faults_model(tmp_path / "two.onnx")
+    done = run_recipe(
+        trtflow,
+        tmp_path,
+        """
+        diag:
+          uses: diagnose
+          with: {model: two.onnx, precision: fp16, data: {seed: 1, iterations: 3, ranges: {"*": [0, 5]}},
+                 check: {atol: 0.05, rtol: 0.001}, tools: []}
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    content = diagnosis(tmp_path)
+    first = content["causes"][0]
+    assert {n["name"] for n in first["nodes"]} <= {
+        "norm/sum",
+        "norm/mean",
+        "norm/square",
+        "norm/sqrt",
+    }
+    assert first["mechanism"] == "overflow" and "65504" in first["words"]
+    assert first["passes_alone"] is True
+    divergence = next(f for f in content["findings"] if f["kind"] == "first_divergence")
+    assert divergence["node"].startswith("var/") and divergence["cause"] is None
+    assert "harmless" in divergence["relation"] and divergence["output_effect"] is not None
+    (numeric,) = content["fix"]["numeric"]
+    assert numeric["kind"] == "scaled_sum" and numeric["verified"] is True

