@@ -158,3 +158,18 @@ def test_a_model_onnx_cannot_inline_is_loaded_with_its_functions(tmp_path):
         0
     ]
     np.testing.assert_array_equal(results.load("ort", 0, loaded.graph.output[0].name), expected)
+
+
+def test_inline_functions_is_in_the_load_steps_key(tmp_path):
+    """Same workspace, `inline_functions` flipped: load runs again and writes the other model."""
+    model = _runnable_nested_functions(tmp_path)
+    for inline, functions in (("true", 0), ("false", 2)):
+        recipe = write_recipe(
+            tmp_path,
+            f"trtflow: 1\nname: poly\nsteps:\n"
+            f"  model: {{uses: load, with: {{path: {model}, inline_functions: {inline}}}}}\n",
+        )
+        result = run_cli("run", recipe, "--workspace", tmp_path / "ws", "--out", tmp_path / "out")
+        assert result.returncode == 0, result.stderr
+        loaded = onnx.load(str(tmp_path / "out" / "poly" / "model" / "model.onnx"))
+        assert len(loaded.functions) == functions, inline

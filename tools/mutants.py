@@ -637,6 +637,14 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/bisect/test_check_processes.py::test_killing_the_run_ends_the_check_command_and_its_children",
         ),
     ),
+    # issue 31 item 15: every load parameter that changes the written model is in the step key
+    Mutant(
+        "load: inline_functions declared cosmetic (left out of the step key)",
+        "trtflow/steps/load.py",
+        "class Params(StepParams):\n",
+        'class Params(StepParams):\n    cosmetic = frozenset({"inline_functions"})\n',
+        ("tests/test_polygraphy_models.py::test_inline_functions_is_in_the_load_steps_key",),
+    ),
     # issue 31 item 14: a resumed search writes the report of one that ran through
     Mutant(
         "journal: a trial run now keeps its metrics in computed key order (resumed reports differ)",
