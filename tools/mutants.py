@@ -645,6 +645,13 @@ MUTANTS: tuple[Mutant, ...] = (
         'class Params(StepParams):\n    cosmetic = frozenset({"inline_functions"})\n',
         ("tests/test_polygraphy_models.py::test_inline_functions_is_in_the_load_steps_key",),
     ),
+    Mutant(
+        "viewer: the common scope of paths of different lengths keeps the longer one's tail",
+        "trtflow/graph/scopes.py",
+        "min(len(prefix), len(path))",
+        "len(prefix)",
+        ("tests/graph/test_scopes.py",),
+    ),
     # issue 31 item 14: a resumed search writes the report of one that ran through
     Mutant(
         "journal: a trial run now keeps its metrics in computed key order (resumed reports differ)",

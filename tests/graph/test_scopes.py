@@ -146,3 +146,14 @@ def test_a_flat_graph_is_split_into_runs_no_group_too_large(tmp_path):
     assert first_run["nodes"] == sorted(first_run["nodes"])  # runs follow graph order
     assert json.loads(json.dumps(data))  # plain JSON, no NaN
     assert Path(tmp_path / "summary.json").exists()
+
+
+def test_the_common_scope_of_paths_of_different_lengths_is_the_shorter_shared_part():
+    """An engine layer holding `enc/layer0/attn/MatMul` and `enc/layer0/Add` belongs in
+    `enc/layer0`, whichever path comes first (issue 31 item 15)."""
+    from trtflow.graph.scopes import _common_prefix
+
+    long, short = ("enc", "layer0", "attn"), ("enc", "layer0")
+    assert _common_prefix([long, short]) == short
+    assert _common_prefix([short, long]) == short
+    assert _common_prefix([long, ("enc", "layer1")]) == ("enc",)
