@@ -120,6 +120,10 @@ steps:
     uses: diagnose
     with: {model: m.onnx, precision: "${vars.precision}", data: "${vars.data}", check: {metric: cosine, min: 0.999},
            max_trials: 30, tools: [onnxconverter-common]}
+  int8:
+    uses: quantize
+    with: {model: m.onnx, data: "${vars.data}", per_channel: false, calibration: minmax,
+           nodes_to_exclude: "${steps.hunt@fp16.quantizer_exclusions}"}
   requantized:
     uses: round-trip
     with: {model: m.onnx, precision: qdq, keep: [ln/Pow], quantizer: {per_channel: true, calibrate_method: entropy},
