@@ -497,7 +497,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "build-engine: dims of one name given different sizes are not explained",
         "trtflow/trt/build_errors.py",
-        "if found and (error := _shared_name_error(model_file, found.group(1), shapes, message, key)):",
+        """if found and (
+            error := _shared_name_error(model_file, found.group(1), shapes, message, key)
+        ):""",
         "if False:",
         ("tests/trt/test_rtx_plans.py",),
     ),
