@@ -483,7 +483,8 @@ def test_push_delete_the_store_pull_and_verify_is_clean(tmp_path, plugin_env, re
     recipe = write_recipe(tmp_path, TWINS)
     env = {**plugin_env, **remote.env}
     workspace = tmp_path / "alice"
-    ran = run_cli("run", recipe, "--workspace", workspace, "--offline", cwd=tmp_path, env=env)
+    out = ("--out", tmp_path / "out-alice")  # the links _outputs reads
+    ran = run_cli("run", recipe, "--workspace", workspace, *out, "--offline", cwd=tmp_path, env=env)
     assert ran.returncode == 0, ran.stderr
     pushed = run_cli("push", recipe, "--workspace", workspace, "--remote", remote.url, env=env)
     assert pushed.returncode == 0, pushed.stderr
@@ -499,7 +500,9 @@ def test_push_delete_the_store_pull_and_verify_is_clean(tmp_path, plugin_env, re
     verify = run_cli("cache", "verify", "--workspace", workspace)
     assert verify.returncode == 0, verify.stdout
     assert "verified 3 entries: 0 damaged; 4 blobs: 0 damaged" in verify.stdout
-    cached = run_cli("run", recipe, "--workspace", workspace, "--offline", cwd=tmp_path, env=env)
+    cached = run_cli(
+        "run", recipe, "--workspace", workspace, *out, "--offline", cwd=tmp_path, env=env
+    )
     assert cached.returncode == 0 and "3 cached" in cached.stdout, cached.stdout
     assert _outputs(tmp_path, "alice", manifests=True) == before
     assert len(ledger_lines(plugin_env)) == 3

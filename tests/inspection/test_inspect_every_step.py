@@ -52,6 +52,11 @@ RECIPE = (
       library: tensorrt-rtx
       shapes: {x: {min: [1, 16, 64], opt: [1, 16, 64], max: [1, 16, 64]}}
   capability: {uses: inspect-capability, with: {model: "${steps.model.model}", library: tensorrt-rtx}}
+  int8: {uses: quantize, with: {model: "${steps.model.model}", data: "${vars.data}"}}
+  why:
+    uses: diagnose
+    with: {model: "${steps.model.model}", precision: fp16, data: "${vars.data}", check: "${vars.check}",
+           tools: [onnxconverter-common]}
 """
 )
 

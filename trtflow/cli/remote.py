@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -160,7 +161,8 @@ def remote_list(
         if not remotes:
             print(
                 f"no remote cache configured for {space.root}; add one with "
-                "`trtflow remote add NAME URL` (file:///shared/cache, s3://bucket/prefix...)"
+                "`trtflow remote add NAME URL` (file:///shared/cache, s3://bucket/prefix...)",
+                file=sys.stderr,  # stdout stays the list scripts read: empty
             )
         for name, url in sorted(remotes.items()):
             print(f"{name}\t{url}{'  (default)' if name == chosen else ''}")
