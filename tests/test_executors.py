@@ -30,6 +30,7 @@ from trtflow.errors import (
 from trtflow.executor.resources import UNKEYABLE_HERE
 from trtflow.graph.svg import GraphvizTimeout
 from trtflow.runners.base import RunnerFailed
+from trtflow.steps.load import WrittenModelRefused
 from trtflow.user_code import UserCodeError
 
 RECIPE = """
@@ -207,6 +208,7 @@ ERRORS = [
     ParamError("runners", "no such provider", within=(1, "providers")),
     RunnerFailed("fp16", "crashed"),
     GraphvizTimeout("dot took too long", step="graph"),
+    WrittenModelRefused("checker", "the model load wrote is refused"),
     TensorFileError("feeds.npz: holds pickled objects"),
     UserCodeError("loader.py:3: feeds() raised KeyError"),
     RemoteError("remote s3://team/cache: listing entries failed"),

@@ -74,6 +74,11 @@ class WrittenModelRefused(StepError):
         super().__init__(message)
         self.refusal = refusal
 
+    def __reduce__(self):  # type: ignore[override]
+        """Pickled whole (a process executor sends a step's error back): both arguments, and the
+        location the executor added."""
+        return (type(self), (self.refusal, str(self)), self.__dict__)
+
 
 def _not_a_model(path: Path, detail: str) -> ParamError:
     """The error for a file that is not ONNX at all or was cut short; `check: false` cannot help it."""
