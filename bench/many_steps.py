@@ -6,7 +6,7 @@ Each recipe has N cheap steps (the tests' `test-sleep` kind, loaded through TRTF
 step i reads the output of step i // 2 (a tree: every step waits on one earlier step, many are
 ready at once). The first run computes them; the second, timed here (whole process: wall and CPU
 seconds), finds every step cached, so what it costs is start-up, keying and scheduling; flat
-CPU seconds per 1,000 steps mean linear. Goal: 4,000 steps in <= 2 s. `--trtflow /work/main`
+CPU seconds per 1,000 steps mean linear. Goal: 4,000 steps in <= 2 s. `--trtflow ../trtflow-before`
 runs another checkout (the before column).
 """
 
