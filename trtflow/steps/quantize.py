@@ -13,29 +13,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeAlias
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from trtflow.errors import ParamError, StepError
 from trtflow.onnxmodel.files import EXTERNAL_DATA
 from trtflow.packages import installed_version
 from trtflow.precision.exclusions import Exclusion
 from trtflow.precision.quantizers import MODELOPT_PYTHON
-from trtflow.schema.paths import InputPath
+from trtflow.schema.paths import InputPath, ModelFile
 from trtflow.schema.problems import did_you_mean
 from trtflow.schema.reports import Report
+from trtflow.sessions.trials import SampleSettings
 from trtflow.steps.base import Step, StepContext, StepParams, file
-from trtflow.tensors.inputs import DataSpec
 
 
-class Params(StepParams):
-    model: InputPath = Field(description="The float ONNX model to quantize.")
-    data: DataSpec | None = Field(
-        None, description="Generated calibration samples (the default when no `inputs`)."
-    )
-    inputs: InputPath | None = Field(
-        None,
-        description="Calibration samples from a file: .npz, folder of .npy/.npz, tensor set, Polygraphy JSON.",
-    )
+class Params(SampleSettings, StepParams):
+    """The model and its calibration samples as every session takes them (`data:` / `inputs:`,
+    one of the two), then the quantizer's settings."""
+
+    model: ModelFile = Field(description="The float ONNX model to quantize.")
     quantizer: Literal["onnxruntime", "modelopt"] = Field(
         "onnxruntime",
         description="onnxruntime: ONNX Runtime's quantize_static (QDQ format), in process; modelopt: "
@@ -78,12 +74,6 @@ class Params(StepParams):
         exclude_if=lambda arguments: not arguments,
         description="modelopt: more command-line arguments of `python -m modelopt.onnx.quantization`.",
     )
-
-    @model_validator(mode="after")
-    def _one_source(self) -> Params:
-        if self.data is not None and self.inputs is not None:
-            raise ValueError("give one calibration source, not data and inputs")
-        return self
 
 
 class QuantizeReport(Report):
