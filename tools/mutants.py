@@ -669,6 +669,31 @@ MUTANTS: tuple[Mutant, ...] = (
         '                for r in self.records\n                if r.origin == "run"\n            ],',
         ("tests/test_resumed_reports.py",),
     ),
+    # issue 31 item 15: a runner's pack reopened by a later pass keeps what it held
+    Mutant(
+        "tensor set: a pack reopened for another array is rewritten (earlier arrays lost)",
+        "trtflow/tensors/tensor_set.py",
+        'zipfile.ZipFile(path, "a" if path.exists() else "w")',
+        'zipfile.ZipFile(path, "w")',
+        (
+            "tests/run_compare/test_recipes.py::"
+            "test_a_runners_pack_reopened_by_a_later_pass_keeps_the_arrays_written_before",
+        ),
+    ),
+    Mutant(
+        "gc: --keep evicts while a run holds its lease",
+        "trtflow/executor/gc.py",
+        "evicting = bool(keep) and alone",
+        "evicting = bool(keep)",
+        ("tests/test_live_gc.py::test_gc_keep_beside_a_live_run_evicts_nothing_it_made",),
+    ),
+    Mutant(
+        "gc: a run takes no lease (gc finds the workspace free beside it)",
+        "trtflow/executor/run.py",
+        "    with workspace.run_lease():",
+        '    with __import__("contextlib").nullcontext():',
+        ("tests/test_live_gc.py::test_gc_keep_beside_a_live_run_evicts_nothing_it_made",),
+    ),
 )
 
 

@@ -162,6 +162,34 @@ def test_outputs_all_is_split_into_passes_under_the_memory_budget(trtflow, tmp_p
         np.testing.assert_array_equal(one.load("fp32", 0, tensor), split.load("fp32", 0, tensor))
 
 
+def test_a_runners_pack_reopened_by_a_later_pass_keeps_the_arrays_written_before(trtflow, tmp_path):
+    # two feeds, two passes: the second pass reopens feed 0's pack after feed 1's; reopened for
+    # writing instead of appending, it loses the first pass's arrays (issue 31 item 15)
+    save(elementwise_chain(8, [64, 1024]), tmp_path / "model.onnx")  # 8 tensors of 256 KB
+    steps = """
+    one:
+      uses: run-runners
+      with: {model: model.onnx, outputs: all, data: {iterations: 2},
+             runners: [{name: fp32, backend: onnxruntime}]}
+    split:
+      uses: run-runners
+      with: {model: model.onnx, outputs: all, memory_budget_mb: 1, data: {iterations: 2},
+             runners: [{name: fp32, backend: onnxruntime}]}
+    """
+    result, out = run_recipe(trtflow, tmp_path, steps)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert step_value(out / "split", "timings")["fp32"]["passes"] == 2
+    from trtflow.tensors.tensor_set import TensorSet
+
+    one, split = TensorSet.open(out / "one" / "results"), TensorSet.open(out / "split" / "results")
+    assert len(split.tensor_names("fp32")) == 8
+    for iteration in range(2):
+        for tensor in one.tensor_names("fp32"):
+            np.testing.assert_array_equal(
+                one.load("fp32", iteration, tensor), split.load("fp32", iteration, tensor)
+            )
+
+
 def test_our_polygraphy_files_load_in_polygraphy(trtflow, tmp_path):
     save(mlp_chain(layers=3), tmp_path / "model.onnx")
     steps = """
