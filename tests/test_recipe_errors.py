@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import REPO, write_recipe
+from conftest import REPO, ledger_lines, write_recipe
 
 DEMO = REPO / "pipelines" / "models" / "overflow_demo.onnx"
 
@@ -452,3 +452,37 @@ steps:
     assert len(problems) == len(expected) and all(
         p.startswith(e) for p, e in zip(problems, expected)
     ), result.stderr
+
+
+def _chain(steps: int, closed: bool) -> str:
+    """A recipe whose step i needs step i + 1: the cycle check walks it as deep as it is long.
+    `closed`: the last step needs the first, a cycle through every step."""
+    lines = [HEAD + "steps:"]
+    for i in range(steps):
+        needs = i + 1 if i + 1 < steps else (0 if closed else None)
+        source = f', source: "${{steps.s{needs}.out}}"' if needs is not None else ""
+        lines.append(f"  s{i}: {{uses: test-sleep, with: {{text: s{i}{source}}}}}")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_chain_of_thousands_of_steps_validates_and_runs(trtflow, tmp_path, plugin_env):
+    recipe = write_recipe(tmp_path, _chain(3000, closed=False))
+    result = trtflow("validate", recipe, cwd=tmp_path, env=plugin_env)
+    assert result.returncode == 0, result.stderr
+    assert "ok (3000 steps: s2999, s2998," in result.stdout
+    result = trtflow("run", recipe, "--only", "s2998", cwd=tmp_path, env=plugin_env)
+    assert result.returncode == 0, result.stderr
+    assert sorted(ledger_lines(plugin_env)) == ["compute s2998 s2998", "compute s2999 s2999"]
+
+
+def test_a_cycle_through_thousands_of_steps_is_reported_at_its_first_step(
+    trtflow, tmp_path, plugin_env
+):
+    recipe = write_recipe(tmp_path, _chain(3000, closed=True))
+    for command in ("validate", "run"):
+        result = trtflow(command, recipe, cwd=tmp_path, env=plugin_env)
+        assert result.returncode == 2, result.stderr
+        assert f"{recipe}:4:3: steps.s0: steps depend on each other in a cycle: s0 -> s2999" in (
+            result.stderr
+        ), result.stderr[:500]
+        assert "Traceback" not in result.stderr

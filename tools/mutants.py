@@ -116,6 +116,13 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_cache.py", "tests/test_core_units.py"),
     ),
     Mutant(
+        "dag: a cycle is named against the data flow",
+        "trtflow/executor/dag.py",
+        "return cycle[::-1]",
+        "return cycle",
+        ("tests/test_core_units.py", "tests/test_recipe_errors.py"),
+    ),
+    Mutant(
         "journal: a torn last line is kept",
         "trtflow/executor/journal.py",
         "if end < len(\n            data\n        ):",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 
@@ -18,28 +19,33 @@ class Dag:
     deps: dict[str, set[str]]  # node -> the nodes it needs
 
     def find_cycle(self) -> list[str] | None:
-        """A cycle as `[a, b, a]`, or None."""
-        state: dict[str, int] = {}  # 1 = on the current path, 2 = done
-        stack: list[str] = []
+        """A cycle as `[a, b, a]`, or None. A depth-first walk with its own stack, not Python's:
+        a recipe whose steps each need the next one (a chain of thousands) is as deep as it is
+        long, past Python's recursion limit."""
         position = {node: i for i, node in enumerate(self.nodes)}
+        state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+        path: list[str] = []  # the nodes on the current path, root first
+        unvisited: list[Iterator[str]] = []  # per node on `path`: the needs it has yet to visit
 
-        def visit(node: str) -> list[str] | None:
+        def enter(node: str) -> None:
             state[node] = 1
-            stack.append(node)
-            for dep in sorted(self.deps[node], key=position.__getitem__):
-                if state.get(dep) == 1:
-                    return stack[stack.index(dep) :] + [dep]
-                if dep not in state and (cycle := visit(dep)):
-                    return cycle
-            stack.pop()
-            state[node] = 2
-            return None
+            path.append(node)
+            unvisited.append(iter(sorted(self.deps[node], key=position.__getitem__)))
 
-        for node in self.nodes:
-            if node not in state and (cycle := visit(node)):
-                return list(
-                    reversed(cycle)
-                )  # read as "a needs b needs a" -> "a -> b -> a" in data-flow order
+        for root in self.nodes:
+            if root in state:
+                continue
+            enter(root)
+            while path:
+                dep = next(unvisited[-1], None)
+                if dep is None:
+                    state[path.pop()] = 2
+                    unvisited.pop()
+                elif state.get(dep) == 1:
+                    cycle = path[path.index(dep) :] + [dep]
+                    return cycle[::-1]  # "a needs b needs a" read as "a -> b -> a": data flow
+                elif dep not in state:
+                    enter(dep)
         return None
 
     def order(self) -> list[str]:
