@@ -701,6 +701,30 @@ MUTANTS: tuple[Mutant, ...] = (
         '    with __import__("contextlib").nullcontext():',
         ("tests/test_live_gc.py::test_gc_keep_beside_a_live_run_evicts_nothing_it_made",),
     ),
+    # issue 31 item 6: a compressed .npz is judged from its headers before it is expanded
+    Mutant(
+        "npz: its arrays are expanded before their headers are judged",
+        "trtflow/tensors/array_files.py",
+        "        _check_headers(archive, path, check)\n"
+        "        return {name: _member(archive, path, name) for name in archive.files}",
+        "        arrays = {name: _member(archive, path, name) for name in archive.files}\n"
+        "        _check_headers(archive, path, check)\n"
+        "        return arrays",
+        (
+            "tests/run_compare/test_inputs.py::"
+            "test_a_compressed_npz_of_the_wrong_shape_is_refused_from_its_header_unexpanded",
+        ),
+    ),
+    Mutant(
+        "npz: read inputs are not judged against the model's shapes from their headers",
+        "trtflow/tensors/inputs.py",
+        "source = read_feeds(inputs, check=_declared_shapes(specs))",
+        "source = read_feeds(inputs)",
+        (
+            "tests/run_compare/test_inputs.py::"
+            "test_a_compressed_npz_of_the_wrong_shape_is_refused_from_its_header_unexpanded",
+        ),
+    ),
 )
 
 

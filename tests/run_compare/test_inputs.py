@@ -3,7 +3,11 @@ or with empty dims, and `data` entries that name nothing or contradict the model
 
 from __future__ import annotations
 
+import io
 import json
+import math
+import os
+import zipfile
 
 import numpy as np
 import pytest
@@ -131,7 +135,8 @@ def test_data_entries_that_name_no_input_or_contradict_the_model_are_recipe_erro
         (
             "inputs: wrong.npz",
             "steps.run.with.inputs",
-            "feed 0: input `x` has shape [2, 16]; the model declares [4, 16]",
+            "wrong.npz: array `x` has shape [2, 16] (128 B once expanded); the model declares "
+            "[4, 16] for input `x`",
         ),
         (
             "inputs: float64.npz",
@@ -427,3 +432,60 @@ def test_a_feed_name_matching_several_inputs_but_for_case_is_refused(trtflow, tm
     assert (
         "`INPUT` matches the model's inputs ['Input', 'input'] only when case is ignored" in output
     )
+
+
+EXPANSION_COUNTER = """
+import atexit, os, zipfile
+_read = zipfile.ZipExtFile.read
+expanded = [0]
+def read(self, n=-1):
+    data = _read(self, n)
+    expanded[0] += len(data)
+    return data
+zipfile.ZipExtFile.read = read
+atexit.register(lambda: open(os.environ["EXPANDED_LOG"], "w").write(str(expanded[0])))
+"""
+
+
+def _compressed_zeros(path, name: str, shape: tuple[int, ...]) -> None:
+    """A deflated `.npz` of float32 zeros, written a MiB at a time: 256 MiB of them take 0.25 MiB."""
+    header = io.BytesIO()
+    fields = {"descr": "<f4", "fortran_order": False, "shape": shape}
+    np.lib.format.write_array_header_1_0(header, fields)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+            member.write(header.getvalue())
+            for _ in range(math.prod(shape) * 4 >> 20):
+                member.write(bytes(1 << 20))
+
+
+def test_a_compressed_npz_of_the_wrong_shape_is_refused_from_its_header_unexpanded(
+    trtflow, tmp_path
+):
+    """0.78 MB of `.npz` expanded to 892 MB before its shape was refused (issue 31 item 6); the
+    run's zip reads are counted (sitecustomize) to see that nothing past the header is read."""
+    save(mlp_chain(layers=2), tmp_path / "model.onnx")  # input x: [4, 16]
+    _compressed_zeros(tmp_path / "bomb.npz", "x", (64, 1024, 1024))
+    assert (tmp_path / "bomb.npz").stat().st_size < 2 << 20
+    spy = tmp_path / "spy"
+    spy.mkdir()
+    (spy / "sitecustomize.py").write_text(EXPANSION_COUNTER)
+    log = tmp_path / "expanded.txt"
+    result, _ = run_recipe(
+        trtflow,
+        tmp_path,
+        "run:\n  uses: run-runners\n  with: {model: model.onnx, inputs: bomb.npz, "
+        "runners: [{name: fp32, backend: onnxruntime}]}\n",
+        env={
+            "PYTHONPATH": os.pathsep.join([str(spy), os.environ.get("PYTHONPATH", "")]),
+            "EXPANDED_LOG": str(log),
+        },
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert (
+        f"steps.run.with.inputs: {tmp_path / 'bomb.npz'}: array `x` has shape [64, 1024, 1024] "
+        "(256.0 MiB once expanded); the model declares [4, 16] for input `x`" in output
+    ), output
+    assert "save the array with the shape the model takes" in output
+    assert int(log.read_text()) < 1 << 20  # the header, not 256 MiB

@@ -3,24 +3,34 @@
 numpy's own errors name neither the file nor the array (`Object arrays cannot be loaded when
 allow_pickle=False`), a damaged archive raises `zipfile.BadZipFile`, and a damaged header that
 claims terabytes is a bare MemoryError. Nothing is ever unpickled: a file of Python objects can run
-code when loaded.
+code when loaded. A `.npz` may be compressed, and a small one can expand a thousandfold (0.78 MB to
+892 MB of zeros), so its members' `.npy` headers are read, and their shapes judged, before any
+member is expanded.
 """
 
 from __future__ import annotations
 
 import errno
 import io
+import math
 import os
 import shutil
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
 from trtflow.errors import TensorFileError
+from trtflow.memory import available_memory, human_size
 
 # what numpy raises for a file that is not a numpy array it will load
 NOT_AN_ARRAY = (OSError, ValueError, EOFError, MemoryError, zipfile.BadZipFile)
+
+# judges one member of a `.npz` from its header before it is expanded: (where, name, shape, dtype);
+# raises ValueError to refuse it
+HeaderCheck = Callable[[str, str, tuple[int, ...], np.dtype], None]
 
 
 def _unreadable(where: object, error: BaseException, kind: str = "numpy array") -> TensorFileError:
@@ -55,8 +65,10 @@ def load_array_bytes(data: bytes, where: str) -> np.ndarray:
         raise _unreadable(where, error) from None
 
 
-def load_archive(path: Path) -> dict[str, np.ndarray]:
-    """Every array of one `.npz` file, by name."""
+def load_archive(path: Path, check: HeaderCheck | None = None) -> dict[str, np.ndarray]:
+    """Every array of one `.npz` file, by name. Every member's header is read first: `check`
+    judges each declared shape, and arrays that would not fit in memory together are refused,
+    before anything is expanded."""
     try:
         archive = np.load(path, allow_pickle=False)
     except FileNotFoundError:
@@ -68,7 +80,49 @@ def load_archive(path: Path) -> dict[str, np.ndarray]:
             f"{path}: one .npy array, not a .npz archive of arrays named after the inputs"
         )
     with archive:
+        _check_headers(archive, path, check)
         return {name: _member(archive, path, name) for name in archive.files}
+
+
+def _check_headers(archive: np.lib.npyio.NpzFile, path: Path, check: HeaderCheck | None) -> None:
+    members = archive.zip
+    assert members is not None  # open until `archive` closes
+    declared = 0
+    for name in archive.files:
+        where = f"{path}: array `{name}`"
+        member = f"{name}.npy" if f"{name}.npy" in members.namelist() else name
+        try:
+            with members.open(member) as handle:
+                if handle.read(len(np.lib.format.MAGIC_PREFIX)) != np.lib.format.MAGIC_PREFIX:
+                    continue  # not an array: numpy gives its bytes as they are
+                handle.seek(0)
+                shape, _, dtype = _read_header(handle)
+        except NOT_AN_ARRAY as error:
+            raise _unreadable(where, error) from None
+        if dtype.hasobject:  # refused as numpy refuses it, whatever its shape
+            raise _unreadable(where, ValueError("Object arrays cannot be loaded: Python objects"))
+        if check is not None:
+            check(where, name, shape, dtype)
+        declared += math.prod(shape) * dtype.itemsize
+    available = available_memory()
+    if available is not None and declared > available:
+        raise TensorFileError(
+            f"{path}: its arrays would take {human_size(declared)} once expanded, more than the "
+            f"{human_size(available)} of memory available here (refused from their headers); "
+            "give fewer or smaller arrays"
+        )
+
+
+def _read_header(handle: IO[bytes]) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """The shape, Fortran order and dtype of the `.npy` whose bytes `handle` is at the start of;
+    it is left at the array's data."""
+    version = np.lib.format.read_magic(handle)
+    read_header = (
+        np.lib.format.read_array_header_1_0
+        if version == (1, 0)
+        else np.lib.format.read_array_header_2_0
+    )
+    return read_header(handle)
 
 
 def _member(archive: np.lib.npyio.NpzFile, path: Path, name: str) -> np.ndarray:
@@ -124,13 +178,7 @@ def packed_array(path: Path, offset: int, name: str) -> np.ndarray:
     try:
         with open(path, "rb") as handle:
             handle.seek(offset)
-            version = np.lib.format.read_magic(handle)
-            read_header = (
-                np.lib.format.read_array_header_1_0
-                if version == (1, 0)
-                else np.lib.format.read_array_header_2_0
-            )
-            shape, fortran, dtype = read_header(handle)
+            shape, fortran, dtype = _read_header(handle)
             start = handle.tell()
     except FileNotFoundError:
         raise TensorFileError(f"{path}: missing") from None
