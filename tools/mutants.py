@@ -560,6 +560,24 @@ MUTANTS: tuple[Mutant, ...] = (
         "given = exports.tool_input(original, kept, False)",
         ("tests/roundtrip/test_round_trip.py",),
     ),
+    Mutant(
+        "round trip: AutoCast runs on random inputs (no calibration samples)",
+        "trtflow/sessions/roundtrip/exports.py",
+        """        "--calibration_data",
+        AUTOCAST_CALIBRATION,
+""",
+        "",
+        ("tests/roundtrip/test_round_trip.py::test_autocast_round_trip",),
+    ),
+    Mutant(
+        "round trip: a kept value the converter reads through FP16 goes unnamed",
+        "trtflow/sessions/roundtrip/tools.py",
+        "            readers.setdefault(value, []).append(node.name)",
+        "            pass",
+        (
+            "tests/roundtrip/test_round_trip.py::test_the_converter_rounding_a_kept_value_read_twice_is_named",
+        ),
+    ),
     # diagnose: a finding is attached to a cause only when keeping that cause removes it (measured)
     Mutant(
         "diagnose: every finding is attached to the first cause, measured or not",

@@ -15,7 +15,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnxconverter_common import float16
-from roundtrip_models import mask_model, overflow_model
+from roundtrip_models import mask_model, normalization_model, overflow_model
 
 from trtflow.precision.stored import emulate_stored, stored_precision
 from trtflow.sessions.roundtrip.tools import modelopt_python
@@ -138,6 +138,31 @@ def test_a_kept_mask_constant_reaches_the_converter_as_an_initializer(trtflow, t
     assert "mask_min" not in json.loads((exported / "node_block_list.json").read_text())
 
 
+def test_the_converter_rounding_a_kept_value_read_twice_is_named(trtflow, tmp_path):
+    """onnxconverter-common rounds `mean` (two kept readers) and `x` (read twice by the kept
+    `square`) through FP16 despite the block list: the cancellation the keep set fixed comes back.
+    The verdict is FAIL, and the report names those values; the TensorRT-RTX build of the
+    verified mixed model keeps them FP32 and passes."""
+    normalization_model(tmp_path / "norm.onnx")
+    path = recipe(
+        tmp_path,
+        "norm.onnx",
+        "${steps.hunt.keep}",
+        "[onnxconverter-common, tensorrt-rtx]",
+        '{"x": [99, 101]}',
+    )
+    done = run(trtflow, tmp_path, path)
+    assert done.returncode == 0, done.stderr
+    tools = by_tool(report(tmp_path))
+    converter = tools["onnxconverter-common"]
+    assert converter["applied"] is True and converter["passed"] is False
+    notes = " ".join(converter["notes"])
+    assert "`mean` (output of kept `mean`) in FP16" in notes and "graph input `x`" in notes
+    assert tools["tensorrt-rtx"]["passed"] is True
+    markdown = (tmp_path / "out" / "trip" / "proof" / "summary.md").read_text()
+    assert "graph input `x`" in markdown
+
+
 def test_a_tool_missing_here_is_reported_with_how_to_install_it(trtflow, tmp_path):
     overflow_model(tmp_path / "m.onnx")
     env = {"TRTFLOW_MODELOPT_PYTHON": str(tmp_path / "no-python")}
@@ -165,8 +190,11 @@ def test_autocast_round_trip(trtflow, tmp_path):
     assert done.returncode == 0, done.stderr
     entry = by_tool(report(tmp_path))["autocast"]
     assert entry["applied"] is True and entry["passed"] is True
-    arguments = (tmp_path / "out" / "trip" / "proof" / "exports" / "autocast_args.txt").read_text()
+    exported = tmp_path / "out" / "trip" / "proof" / "exports"
+    arguments = (exported / "autocast_args.txt").read_text()
     assert "'^mask_min$'" in arguments
+    assert "--calibration_data autocast_calibration" in arguments  # the recipe's 3 samples
+    assert len(list((exported / "autocast_calibration").glob("*.npz"))) == 3
 
 
 def test_the_step_key_of_a_machine_without_an_optional_tool_is_computed(monkeypatch):

@@ -27,7 +27,8 @@ class RoundTripStep(Step):
     Params: TypeAlias = Params
     outputs = {
         "exports": folder(
-            "What each tool was given: node_block_list.json, autocast_args.txt, quantizer_exclusions.json, "
+            "What each tool was given: node_block_list.json, autocast_args.txt (with its samples in "
+            "autocast_calibration/), quantizer_exclusions.json, "
             "<tool>_input.onnx where a tool needs a prepared copy (stable names, kept Constants as "
             "initializers), and each tool's output model."
         ),
@@ -39,7 +40,7 @@ class RoundTripStep(Step):
         "summary": file(".md", "The report as a table."),
         "passed": value(True, "Every tool that applied the fix passes the check (and one did)."),
     }
-    version = 1
+    version = 2  # 2: AutoCast is given the recipe's samples (--calibration_data); converter notes
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         return tool_versions()

@@ -291,7 +291,9 @@ def _metrics(worst: dict, checked: int, tolerances: Tolerances) -> dict:
     }
 
 
-def _write_samples(folder: Path, samples: Iterable[dict[str, np.ndarray]]) -> Path:
+def write_samples(folder: Path, samples: Iterable[dict[str, np.ndarray]]) -> Path:
+    """One `NNNNN.npz` per sample in `folder`, keyed by tensor name (what a command check reads, and
+    AutoCast's `--calibration_data` folder)."""
     folder.mkdir(parents=True, exist_ok=True)
     for index, sample in enumerate(samples):
         np.savez(folder / f"{index:05d}.npz", **sample)  # type: ignore[arg-type]  # numpy's stub types **kwds as bool
@@ -320,9 +322,9 @@ def check_command(
         environment = {
             **os.environ,
             "TRTFLOW_CANDIDATE_MODEL": str(root / "candidate.onnx"),
-            "TRTFLOW_CANDIDATE_RESULTS": str(_write_samples(root / "candidate", candidates)),
-            "TRTFLOW_REFERENCE_RESULTS": str(_write_samples(root / "reference", reference)),
-            "TRTFLOW_INPUTS": str(_write_samples(root / "inputs", feeds)),
+            "TRTFLOW_CANDIDATE_RESULTS": str(write_samples(root / "candidate", candidates)),
+            "TRTFLOW_REFERENCE_RESULTS": str(write_samples(root / "reference", reference)),
+            "TRTFLOW_INPUTS": str(write_samples(root / "inputs", feeds)),
             "TRTFLOW_KEEP": str(root / "keep.json"),
         }
         try:

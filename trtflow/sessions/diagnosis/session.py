@@ -241,12 +241,20 @@ class Diagnosis:
         import shlex
 
         from trtflow.onnxmodel.files import load_model
-        from trtflow.sessions.roundtrip.exports import autocast_arguments, tool_input
+        from trtflow.sessions.roundtrip.exports import (
+            AUTOCAST_CALIBRATION,
+            autocast_arguments,
+            tool_input,
+        )
+        from trtflow.tensors.judges import write_samples
 
         keep = outcome.kept_nodes()
         original = load_model(self.settings.model)  # the user's file, as their tool reads it
         converter = tool_input(original, keep, constants_as_initializers=True)
         autocast = tool_input(original, keep, constants_as_initializers=False)
+        if precision in ("fp16", "bf16"):  # the folder `autocast_args` names
+            s = self.settings
+            write_samples(fixes / AUTOCAST_CALIBRATION, collect_samples(original, s.data, s.inputs))
         return {
             "keep": keep,
             "autocast_args": shlex.join(autocast_arguments(precision, autocast.names))

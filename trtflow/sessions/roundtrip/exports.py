@@ -94,12 +94,22 @@ def _as_initializers(model: onnx.ModelProto, constants: set[str]) -> None:
     model.graph.node.extend(kept)
 
 
+AUTOCAST_CALIBRATION = "autocast_calibration"
+
+
 def autocast_arguments(precision: str, names: Sequence[str]) -> list[str]:
-    """AutoCast's arguments for keeping `names`: anchored, escaped patterns (`re.match`)."""
+    """AutoCast's arguments for keeping `names`: anchored, escaped patterns (`re.match`), and the
+    recipe's samples as `--calibration_data` (a folder of .npz written next to the arguments).
+
+    Without calibration data AutoCast's reference run feeds random inputs with every dynamic
+    dimension 1: a model that needs real shapes fails there (Silero VAD: "Pad reflect requires axis
+    length >= 2"), and its own range rules (`--data_max`) judge values the model never sees."""
     patterns = [f"^{re.escape(name)}$" for name in names]
     return [
         "--low_precision_type",
         precision,
+        "--calibration_data",
+        AUTOCAST_CALIBRATION,
         *(["--nodes_to_exclude", *patterns] if patterns else []),
     ]
 

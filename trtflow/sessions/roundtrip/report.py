@@ -69,5 +69,6 @@ def round_trip_markdown(report: RoundTripReport) -> str:
             tool.loads_in_onnxruntime
         ]
         lines.append(f"| {tool.tool} | {tool.verdict} | {tool.why} | {loads} |")
+    lines += [f"- {tool.tool}: {note}" for tool in report.tools for note in tool.notes]
     lines += [f"- {note}" for note in report.export_notes]
     return "\n".join(lines) + "\n"

@@ -23,7 +23,7 @@ from trtflow.sessions.roundtrip.tools import QuantizerSettings, Tool
 from trtflow.sessions.trials import collect_samples, fresh_samples
 from trtflow.tensors.comparison import Tolerances
 from trtflow.tensors.inputs import DataSpec
-from trtflow.tensors.judges import CommandCheck, JudgeSetting
+from trtflow.tensors.judges import CommandCheck, JudgeSetting, write_samples
 from trtflow.tensors.task_metrics import MetricCheck
 
 
@@ -173,6 +173,7 @@ class RoundTrip:
             return tools.onnxconverter_common(model_file, given.names, exported / f"{tool}.onnx")
         arguments = exports.autocast_arguments(settings.precision, given.names)
         (exported / "autocast_args.txt").write_text(" ".join(map(_quoted, arguments)) + "\n")
+        write_samples(exported / exports.AUTOCAST_CALIBRATION, calibration)
         unmatched = exports.unmatched_patterns(arguments, given.prepared or original)
         if unmatched:
             return tools.Applied(
@@ -182,7 +183,9 @@ class RoundTrip:
                 f"{len(unmatched)} pattern(s) match no node, and AutoCast would ignore "
                 f"them silently: {', '.join(unmatched[:5])}",
             )
-        return tools.autocast(model_file, arguments, exported / f"{tool}.onnx")
+        return tools.autocast(
+            model_file.resolve(), arguments, (exported / f"{tool}.onnx").resolve()
+        )
 
 
 def _quoted(argument: str) -> str:
