@@ -44,7 +44,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "store: lookup trusts recorded file sizes",
         "trtflow/executor/store.py",
-        'if (path / name).stat().st_size != meta["size"]:',
+        'if os.stat(f"{folder}/{name}").st_size != meta["size"]:',
         "if False:",
         ("tests/test_crash_safety.py",),
     ),

@@ -71,6 +71,7 @@ class ProgressDisplay(Observer):
         ] = {}  # without a terminal: when each step last printed progress
         self.quiet_interval = _progress_seconds()
         self.said: set[str] = set()  # notices shown this run: said once, not once per step
+        self.width = console.width  # asked once: rich asks the terminal each time
 
     def started(self, step_id: str) -> None:
         with self.lock:
@@ -125,7 +126,7 @@ class ProgressDisplay(Observer):
             plain = f"{outcome.status:>7} {outcome.step_id} ({outcome.seconds:.2f}s)"
             if outcome.status == "skipped":
                 plain += f" — {outcome.message}"
-            if not self.live and len(plain) < console.width:
+            if not self.live and len(plain) < self.width:
                 # what rich would print without a terminal, without its rendering (a third of a
                 # 4,000-step cached run went into laying out these lines)
                 console.file.write(plain + "\n")

@@ -223,11 +223,8 @@ def _checked_out(
     if isinstance(value, str) and "\x00" in value:
 
         def checkout(match: re.Match) -> str:
-            path = (
-                str(store.entry_path(match[1]) / match[2])
-                if match[2]
-                else str(store.entry_path(match[1]))
-            )
+            folder = store.entry_path(match[1])
+            path = f"{folder}/{match[2]}" if match[2] else str(folder)
             artifacts.setdefault(path, match[1])
             if keys is not None:
                 keys.add(match[1])

@@ -16,7 +16,7 @@ import os
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
@@ -28,7 +28,7 @@ from trtflow.executor.pipeline import Pipeline, PlannedStep
 from trtflow.executor.pools import POOLS
 from trtflow.executor.remote import RemoteSpec
 from trtflow.executor.resources import keyable_here
-from trtflow.executor.store import Entry
+from trtflow.executor.store import Entry, Store
 from trtflow.executor.tasks import StepTask
 from trtflow.executor.workspace import Workspace
 from trtflow.schema.recipe import Resources
@@ -151,6 +151,7 @@ LOCAL_EXECUTORS = ("thread", "process")  # their workers run on this machine, in
 def _cached_here(
     pipeline: Pipeline,
     workspace: Workspace,
+    store: Store,
     options: RunOptions,
     step_id: str,
     resolved: Resolved,
@@ -168,8 +169,8 @@ def _cached_here(
         or not keyable_here(needs)
     ):
         return None
-    prepared = resolved.complete_here(workspace.store)
-    entry = workspace.store.lookup(prepared.key)
+    prepared = resolved.complete_here(store)
+    entry = store.lookup(prepared.key)
     if entry is not None:
         workspace.remember_material(pipeline.recipe.name, step_id, prepared.material)
     return entry
@@ -190,7 +191,9 @@ def _run(
     started = time.monotonic()
     selected = _selected(pipeline, options.only)
     stat_cache = workspace.stat_cache()
-    walk = KeyWalk(pipeline, selected, stat_cache, workspace.store)
+    store = workspace.store
+    walk = KeyWalk(pipeline, selected, stat_cache, store)
+    links = options.out / pipeline.recipe.name if options.out is not None else None
     outcomes: dict[str, StepOutcome] = {}
     jobs = max(1, options.jobs)
     pool = POOLS[options.executor](jobs, observer, options.address)
@@ -203,8 +206,8 @@ def _run(
 
     def finish(step: PlannedStep, entry: Entry, computed: bool, params, seconds: float) -> None:
         gated, passed = _gate(step, entry, params)
-        if options.out is not None:
-            publish(entry, options.out / pipeline.recipe.name / step.id)
+        if links is not None:
+            publish(entry, links / step.id)
         outcome = StepOutcome(
             step.id,
             "ran" if computed else "cached",
@@ -238,7 +241,9 @@ def _run(
                 try:  # resolving reads upstream entries and hashes user files: here, not in a worker
                     resolved = walk.resolve(step_id)
                     needs = step.needs(resolved.params)
-                    cached = _cached_here(pipeline, workspace, options, step_id, resolved, needs)
+                    cached = _cached_here(
+                        pipeline, workspace, store, options, step_id, resolved, needs
+                    )
                     task = StepTask(
                         step_id,
                         pipeline.recipe.name,
@@ -295,13 +300,20 @@ def _write_record(pipeline: Pipeline, workspace: Workspace, report: RunReport) -
         "file": str(pipeline.recipe.file),
         "seconds": round(report.seconds, 3),
         "exit_code": report.exit_code,
-        "steps": [asdict(o) for o in report.outcomes],
     }
     path = workspace.runs / f"{stamp}-{pipeline.recipe.name}-{os.getpid()}.json"
     try:
         workspace.runs.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(record, indent=1))
+        path.write_text(_record_text(record, report.outcomes))
     except OSError as error:
         if error.errno not in DISK_FULL:
             raise
         path.unlink(missing_ok=True)
+
+
+def _record_text(record: dict, outcomes: list[StepOutcome]) -> str:
+    """The record as JSON, one step a line: json's indenting encoder is pure Python, and took a
+    4,000-step cached run 0.3 s; the compact one is C."""
+    steps = ",\n".join(f"  {json.dumps(vars(outcome))}" for outcome in outcomes)
+    head = json.dumps(record, indent=1).removesuffix("\n}")
+    return f'{head},\n "steps": [\n{steps}\n ]\n}}\n'

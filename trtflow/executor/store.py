@@ -72,7 +72,8 @@ class Entry:
     def output_value(self, name: str) -> Any:
         """What `${steps.ID.name}` resolves to: a path for files and folders, the value otherwise."""
         output = self.outputs[name]
-        return output["value"] if output["kind"] == "value" else str(self.path / output["path"])
+        # joined as text: a relative file name from the manifest (a Path join costs more, per step)
+        return output["value"] if output["kind"] == "value" else f"{self.path}/{output['path']}"
 
     def digest(self, name: str) -> str | None:
         return self.outputs[name].get("digest")
@@ -148,6 +149,7 @@ class Store(ObjectStore):
         self.locks = root / "locks"
         self.trash = root / "trash"
         self.blobs = root / BLOBS
+        self._entry_paths: dict[str, Path] = {}  # a cached run asks for each entry's several times
 
     def filesystem(self) -> Any:
         from fsspec.implementations.local import LocalFileSystem
@@ -155,7 +157,10 @@ class Store(ObjectStore):
         return LocalFileSystem()
 
     def entry_path(self, key: str) -> Path:
-        return self.root / key[:2] / key
+        path = self._entry_paths.get(key)
+        if path is None:
+            path = self._entry_paths[key] = self.root / key[:2] / key
+        return path
 
     def blob_path(self, digest: str) -> Path:
         return self.blobs / digest[:2] / digest
@@ -164,7 +169,8 @@ class Store(ObjectStore):
         return str(self.entry_path(key) / MANIFEST)
 
     def manifest_bytes(self, key: str) -> bytes:
-        return (self.entry_path(key) / MANIFEST).read_bytes()  # no fsspec on a cached run's path
+        with open(f"{self.entry_path(key)}/{MANIFEST}", "rb") as manifest:  # no fsspec, no Path
+            return manifest.read()
 
     def blob_size(self, digest: str) -> int | None:
         try:
@@ -183,9 +189,10 @@ class Store(ObjectStore):
         manifest = self.manifest(key)
         if manifest is None or manifest.get("incomplete"):
             return None
+        folder = str(path)  # file names joined as text: a 4,000-step cached run looks up 4,000
         for name, meta in manifest["files"].items():
             try:
-                if (path / name).stat().st_size != meta["size"]:
+                if os.stat(f"{folder}/{name}").st_size != meta["size"]:
                     return None
             except OSError:
                 return None

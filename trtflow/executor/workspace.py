@@ -172,7 +172,7 @@ class Workspace:
         return StatCache(self.root / "stat-cache.sqlite")
 
     def _record_path(self, recipe: str, step_id: str) -> Path:
-        return self.root / "records" / recipe / f"{step_id}.json"
+        return Path(f"{self.root}/records/{recipe}/{step_id}.json")  # one parse, not three
 
     def last_material(self, recipe: str, step_id: str) -> dict | None:
         try:

@@ -19,6 +19,7 @@ import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -164,8 +165,9 @@ class Recipe:
     source: SourceMap
     problems: list[Problem] = field(default_factory=list)  # of `--set` and vars, not yet raised
 
-    @property
+    @cached_property
     def base_dir(self) -> Path:
+        """Where the recipe's relative paths start (asked once per step when keying)."""
         return self.file.parent
 
 

@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from trtflow.schema.source import RecipePath
@@ -37,7 +38,10 @@ class Reference:
         return f"${{{self.scope}.{self.name}{tail}}}"
 
 
+@lru_cache(maxsize=4096)
 def parse_reference(text: str) -> Reference:
+    """The reference `${text}` names (cached: every step's references are read again when it is
+    keyed, thousands of times in a large recipe)."""
     body = text.strip()
     scope, _, rest = body.partition(".")
     if scope not in SCOPES or not rest:
@@ -76,6 +80,8 @@ def substitute_string(
     text: str, resolve: Callable[[Reference], Any], scopes: tuple[str, ...]
 ) -> Any:
     """Replace the references of `scopes` in one string; others are left untouched for a later pass."""
+    if "$" not in text:  # most strings: no regex
+        return text
     matches = list(_REFERENCE.finditer(text))
     if not matches:
         return text

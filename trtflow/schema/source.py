@@ -24,6 +24,8 @@ from trtflow.errors import Problem, RecipeError
 RecipePath = tuple[str | int, ...]
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_STRING = "tag:yaml.org,2002:str"
+_MERGE = "tag:yaml.org,2002:merge"
 
 MAX_VALUES = 100_000  # values in one recipe once aliases are expanded; real recipes hold hundreds
 MAX_BYTES = 4 << 20  # a recipe file; bulk data belongs in files its steps read
@@ -107,7 +109,7 @@ class _Builder:
             )
         self.source.positions[path] = _position(node)
         if not isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
-            return self.scalars.construct_object(node, deep=True)
+            return self._scalar(node)
         if id(node) in self.open:
             self._refuse(
                 node,
@@ -123,6 +125,14 @@ class _Builder:
         finally:
             self.open.discard(id(node))
 
+    def _scalar(self, node: yaml.Node) -> Any:
+        """A scalar's value; a string is the node's text, as PyYAML's constructor would return it
+        (most values of a recipe are strings: its constructor's dispatch cost a 4,000-step recipe
+        a tenth of a second)."""
+        if node.tag == _STRING:
+            return node.value
+        return self.scalars.construct_object(node, deep=True)
+
     def _refuse(self, node: yaml.Node, path: RecipePath, message: str) -> None:
         """Stop building: past these limits the rest of the document cannot be checked usefully."""
         line, column = _position(node)
@@ -132,17 +142,19 @@ class _Builder:
 
     def _mapping(self, node: yaml.MappingNode, path: RecipePath) -> dict:
         """A dict; a key written twice is an error, a key written over one merged in (`<<: *anchor`) wins."""
-        written = {
-            id(key_node) for key_node, _ in node.value if key_node.tag != "tag:yaml.org,2002:merge"
-        }
-        flat = yaml.MappingNode(node.tag, list(node.value), node.start_mark, node.end_mark)
-        self.scalars.flatten_mapping(
-            flat
-        )  # merged pairs first; on a copy, as an alias builds `node` again
+        pairs = node.value
+        written: set[int] | None = None  # the keys written here, not merged in; None: all of them
+        if any(key_node.tag == _MERGE for key_node, _ in pairs):
+            written = {id(key_node) for key_node, _ in pairs if key_node.tag != _MERGE}
+            flat = yaml.MappingNode(node.tag, list(pairs), node.start_mark, node.end_mark)
+            self.scalars.flatten_mapping(
+                flat
+            )  # merged pairs first; on a copy, as an alias builds `node` again
+            pairs = flat.value
         result: dict = {}
         written_keys: set[str] = set()
-        for key_node, value_node in flat.value:
-            key = self.scalars.construct_object(key_node, deep=True)
+        for key_node, value_node in pairs:
+            key = self._scalar(key_node)
             if not isinstance(key, (str, int, float, bool)) or key is None:
                 line, column = _position(key_node)
                 self.problems.append(
@@ -156,7 +168,8 @@ class _Builder:
                 )
                 continue
             key = str(key) if not isinstance(key, str) else key
-            if id(key_node) in written and key in written_keys:
+            here = written is None or id(key_node) in written
+            if here and key in written_keys:
                 line, column = _position(key_node)
                 first_line, _ = self.source.key_positions[path + (key,)]
                 self.problems.append(
@@ -169,7 +182,7 @@ class _Builder:
                     )
                 )
                 continue
-            if id(key_node) in written:
+            if here:
                 written_keys.add(key)
             self.source.key_positions[path + (key,)] = _position(key_node)
             result[key] = self.build(value_node, path + (key,))
