@@ -605,6 +605,20 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_outside_files.py",),
     ),
     Mutant(
+        "external data: a model saved again appends its weights to the data file there",
+        "trtflow/onnxmodel/files.py",
+        "        (path.parent / location).unlink(missing_ok=True)",
+        "        pass",
+        ("tests/scale/test_saved_weights.py",),
+    ),
+    Mutant(
+        "external data: a graph-only model's data file is started afresh under it",
+        "trtflow/onnxmodel/files.py",
+        "    if not any(_reads_from(t, location) for t in iter_initializers(model.graph)):",
+        "    if True:",
+        ("tests/scale/test_saved_weights.py",),
+    ),
+    Mutant(
         "external data: a remembered companion outside the folder is read",
         "trtflow/executor/hashing.py",
         "if os.path.isabs(name) or not (folder / name).resolve().is_relative_to(folder):",

@@ -62,18 +62,37 @@ def save_model(
         external_data = weight_bytes(model) > EXTERNAL_DATA_THRESHOLD
     path.parent.mkdir(parents=True, exist_ok=True)
     if external_data:
-        onnx.save_model(
-            model,
-            str(path),
-            save_as_external_data=True,
-            all_tensors_to_one_file=True,
-            location=EXTERNAL_DATA.format(file=path.name),
-            size_threshold=1024,
-        )
+        _mark_external(model, path)
+        onnx.save_model(model, str(path))  # writes every marked tensor into the data file
         if keep_weights:
             load_external_data_for_model(model, str(path.parent))
     else:
         onnx.save_model(model, str(path))
+
+
+def _mark_external(model: onnx.ModelProto, path: Path) -> None:
+    """Point every initializer of 1 KiB or more at `EXTERNAL_DATA` beside `path`, to be written there.
+
+    Not `onnx.save_model(save_as_external_data=True)`: onnx 1.17-1.23 refuses when a file named
+    like the data file exists in the *working directory* (it tests the relative name), which is
+    where users run recipes next to their own `model.onnx.data`. And onnx appends to a data file
+    that exists, so a model saved twice to one path would carry its weights twice: the file is
+    started afresh."""
+    from onnx.external_data_helper import set_external_data
+
+    location = EXTERNAL_DATA.format(file=path.name)
+    if not any(_reads_from(t, location) for t in iter_initializers(model.graph)):
+        (path.parent / location).unlink(missing_ok=True)
+    for tensor in iter_initializers(model.graph):
+        if tensor.HasField("raw_data") and len(tensor.raw_data) >= 1024:
+            set_external_data(tensor, location)
+
+
+def _reads_from(tensor: onnx.TensorProto, location: str) -> bool:
+    """Whether `tensor`'s values are still only in the file `location` (a graph-only load)."""
+    return not tensor.HasField("raw_data") and any(
+        entry.key == "location" and entry.value == location for entry in tensor.external_data
+    )
 
 
 def iter_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
@@ -378,6 +397,31 @@ def graph_only_copy(model: onnx.ModelProto) -> tuple[onnx.ModelProto, set[str]]:
         if t.name in large and t.name not in declared
     )
     return light, large
+
+
+def infer_top_level_shapes(model: onnx.ModelProto) -> str:
+    """Replace the top-level value_info of `model`, and the types of its outputs, by what onnx
+    infers; returns how it went ("ok", or "failed: why").
+
+    Inference runs on a copy without the large weights (`graph_only_copy`): given them, onnx holds
+    the model about three more times (serialized in, parsed, serialized out: a 184 MB model peaked
+    at 800 MB, a 4 GB one would need 16 GB) and refuses one past protobuf's 2 GB limit. Subgraphs
+    keep their declared types."""
+    import onnx
+
+    light, _ = graph_only_copy(model)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(light, strict_mode=False, data_prop=True)
+    except Exception as error:  # noqa: BLE001 - onnx raises assorted types; callers go on without shapes
+        return f"failed: {error}"
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(inferred.graph.value_info)
+    for output, found in zip(model.graph.output, inferred.graph.output, strict=True):
+        # graph outputs are not value_info: without this they stay as shapeless as overriding
+        # the input shapes (or a GraphSurgeon script) left them, where Polygraphy keeps them
+        if found.type.tensor_type.HasField("shape"):
+            output.type.CopyFrom(found.type)
+    return "ok"
 
 
 def _interface(model: onnx.ModelProto) -> list[tuple[str, int, int | None]]:

@@ -276,9 +276,10 @@ class OnnxruntimeRunner:
                 model.CopyFrom(given)
             mark_outputs(model, self.outputs, catalog(model), replace=True)
         weights = weight_bytes(model)  # cheap; ByteSize() would serialize the whole model once more
-        if weights < PROTOBUF_LIMIT and not (
-            self.scratch_weights and weights > EXTERNAL_DATA_THRESHOLD
-        ):
+        # a model this runner made (a transform's) hands its weights to the file too: as bytes it
+        # is held three more times while ORT parses it (a 1 GB emulated model peaked at 4.7 GB)
+        handed_over = self.scratch_weights or model is not given
+        if weights < PROTOBUF_LIMIT and not (handed_over and weights > EXTERNAL_DATA_THRESHOLD):
             try:
                 return model.SerializeToString()
             except EncodeError:  # weights just under the limit, the rest of the graph over it

@@ -27,7 +27,6 @@ from trtflow.schema.paths import ModelFile
 from trtflow.steps.base import Step, StepContext, StepParams, file, value
 
 ENGINE_SUFFIXES = {".engine", ".plan", ".trt"}
-_PROTOBUF_LIMIT = 2_000_000_000
 
 
 class Params(StepParams):
@@ -112,29 +111,14 @@ def _pin_shapes(model, shapes: dict[str, list[int]]) -> None:
 def _infer_and_save(model, model_path: Path, ctx: StepContext, declared):
     """Shape inference, then write the model with its subgraphs' declared types; returns (model, how inference went).
 
-    Models past protobuf's 2 GB limit are inferred through files. A failure is reported in the
-    summary, not fatal: the model stays usable and TensorRT infers shapes itself."""
-    import onnx
+    Inference reads a copy without the large weights (`infer_top_level_shapes`), so a model of
+    any size costs no more than its one copy in memory. A failure is reported in the summary, not
+    fatal: the model stays usable and TensorRT infers shapes itself."""
+    from trtflow.onnxmodel.files import infer_top_level_shapes, save_model
 
-    from trtflow.onnxmodel.files import load_model, save_model
-
-    status = "ok"
-    small = model.ByteSize() < _PROTOBUF_LIMIT
-    if small:
-        try:
-            model = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
-        except Exception as error:  # noqa: BLE001 - onnx raises assorted types
-            status = f"failed: {error}"
-    else:
-        save_model(model, model_path, external_data=True)
-        try:
-            onnx.shape_inference.infer_shapes_path(str(model_path), str(model_path))
-        except Exception as error:  # noqa: BLE001
-            status = f"failed: {error}"
-        model = load_model(model_path)
-    if small or len(declared) > 1:  # a big model without subgraphs is written already
-        _restore_types(model, declared, 1)
-        save_model(model, model_path)
+    status = infer_top_level_shapes(model)
+    _restore_types(model, declared, 1)
+    save_model(model, model_path)
     return model, status
 
 

@@ -182,38 +182,15 @@ def _weights_mapped(graph: gs.Graph, folder: Path) -> Iterator[Callable[[gs.Grap
         unmap(graph)
 
 
-def _infer_shapes(model: onnx.ModelProto) -> str:
-    """Replace the top-level value_info of `model`, and the types of its outputs, by what onnx
-    infers; returns how it went.
-
-    Inference runs on a copy without the large weights (`graph_only_copy`), so it costs no weight
-    bytes and works past protobuf's 2 GB limit. Subgraphs keep their declared types."""
-    import onnx
-
-    from trtflow.onnxmodel.files import graph_only_copy
-
-    light, _ = graph_only_copy(model)
-    try:
-        inferred = onnx.shape_inference.infer_shapes(light, strict_mode=False, data_prop=True)
-    except Exception as error:  # noqa: BLE001 - onnx raises assorted types; folding goes on without shapes
-        return f"failed: {error}"
-    del model.graph.value_info[:]
-    model.graph.value_info.extend(inferred.graph.value_info)
-    for output, found in zip(model.graph.output, inferred.graph.output, strict=True):
-        # graph outputs are not value_info: without this they stay as shapeless as overriding
-        # the input shapes (or a GraphSurgeon script) left them, where Polygraphy keeps them
-        if found.type.tensor_type.HasField("shape"):
-            output.type.CopyFrom(found.type)
-    return "ok"
-
-
 def _reinferred(graph: gs.Graph) -> tuple[gs.Graph, str]:
     """`graph` with shapes inferred again (folding turns Shape nodes into constants only where the
     shapes are known)."""
     import onnx_graphsurgeon as gs
 
+    from trtflow.onnxmodel.files import infer_top_level_shapes
+
     model = gs.export_onnx(graph, do_type_check=False)
-    status = _infer_shapes(model)
+    status = infer_top_level_shapes(model)
     return gs.import_onnx(model), status
 
 
@@ -407,7 +384,12 @@ class SurgeonSanitize(Step):
         from onnx.external_data_helper import uses_external_data
 
         from trtflow.onnxmodel.dds import unbounded_dds
-        from trtflow.onnxmodel.files import load_model, name_nodes, refused_external_data
+        from trtflow.onnxmodel.files import (
+            infer_top_level_shapes,
+            load_model,
+            name_nodes,
+            refused_external_data,
+        )
 
         ctx.progress(0, 5, "reading")
         try:
@@ -421,7 +403,7 @@ class SurgeonSanitize(Step):
             if refusal:
                 raise ParamError("model", f"{params.model}: {refusal}")
         name_nodes(model)  # names come from the model as given, before any surgery reorders it
-        inference = _infer_shapes(model)
+        inference = infer_top_level_shapes(model)
         graph = gs.import_onnx(model)
         del model
         folder = params.model.parent

@@ -1,0 +1,47 @@
+"""bench/large_model.py's path in CI: the whole recipe on a ~50M-parameter decoder with external data.
+
+The bench runs it at ~1B parameters; this runs the same builder and the same recipe
+(`scale.gpt_model`) at ~50M through `trtflow run`, started in the folder that holds the model and
+its `model.onnx.data`, as users start it, and checks what each step found: the planted FP16
+overflow (the final LayerNorm's Pow) as compare's first non-finite tensor, bisect-precision's keep
+set and reduce's region, the graph viewer opened there, and models written with their weights once
+in external data.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import run_cli
+
+from scale.gpt_model import SMALL, recipe_text, write_gpt
+
+
+def test_the_large_model_recipe_runs_on_a_decoder_with_external_data(tmp_path: Path) -> None:
+    write_gpt(tmp_path / "model.onnx", SMALL)
+    weights = (tmp_path / "model.onnx.data").stat().st_size
+    assert weights > 170 << 20  # ~46M float32 parameters, all external
+    (tmp_path / "recipe.yaml").write_text(recipe_text(Path("model.onnx"), SMALL, budget_mb=48))
+
+    result = run_cli("run", "recipe.yaml", "--jobs", "2", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = tmp_path / "trtflow-out" / "large-model"
+    # every rewritten model keeps its weights external, once (hunt's mixed model: FP16 but for ln_f)
+    for step, share in (("model", 1.0), ("taps", 1.0), ("hunt", 0.5)):
+        written = (out / step / "model.onnx.data").stat().st_size
+        assert weights * share * 0.99 < written <= weights * share * 1.01, (step, written, weights)
+        assert (out / step / "model.onnx").stat().st_size < 1 << 20
+    results = json.loads((out / "run" / "results" / "index.json").read_text())
+    assert sorted(results["runners"]) == ["bf16", "fp16", "fp32"]
+    report = json.loads((out / "diff" / "report.json").read_text())
+    assert report["first_nonfinite"]["node"] == "/ln_f/Pow"
+    assert report["first_nonfinite"]["runner"] == "fp16"
+    keep = json.loads((out / "hunt" / "keep.json").read_text())
+    assert keep["verified"]
+    assert {n["name"] for n in keep["nodes"]} <= {"/ln_f/Pow", "/ln_f/ReduceMean_1", "/ln_f/Add"}
+    region = json.loads((out / "cut" / "report.json").read_text())["region"]
+    assert region and all(n["name"].startswith("/ln_f/") for n in region)
+    html = next((out / "graph" / "graph").glob("*.html")).read_text()
+    assert "/ln_f/Pow" in html

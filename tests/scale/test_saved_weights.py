@@ -1,0 +1,61 @@
+"""`save_model` with external data: beside a user's own `model.onnx.data` and over its own output.
+
+Users run recipes in the folder that holds their `model.onnx` + `model.onnx.data`; onnx 1.23
+refuses to write a model's external data when a file of that name exists in the working directory
+(it tests the relative name). And onnx appends to a data file that exists, so a model saved twice
+to one path would carry its weights twice. Both are pinned on a small model here; the scale test
+(`test_large_model.py`) pins them through `trtflow run`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from trtflow.onnxmodel.files import load_model, save_model
+
+
+def _model() -> onnx.ModelProto:
+    weight = numpy_helper.from_array(np.arange(4096, dtype=np.float32).reshape(64, 64), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 64])],
+        [weight],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_model_saves_beside_a_data_file_of_its_name_in_the_working_directory(
+    tmp_path: Path, monkeypatch
+) -> None:
+    (tmp_path / "model.onnx.data").write_bytes(b"the user's own weights")
+    monkeypatch.chdir(tmp_path)
+    save_model(_model(), tmp_path / "out" / "model.onnx", external_data=True)
+    assert (tmp_path / "model.onnx.data").read_bytes() == b"the user's own weights"
+    saved = load_model(tmp_path / "out" / "model.onnx")
+    assert numpy_helper.to_array(saved.graph.initializer[0])[1, 2] == 66
+
+
+def test_saving_twice_to_one_path_writes_the_weights_once(tmp_path: Path) -> None:
+    model, path = _model(), tmp_path / "model.onnx"
+    for _ in range(2):
+        save_model(model, path, external_data=True)
+    assert os.path.getsize(tmp_path / "model.onnx.data") == 4096 * 4
+    assert numpy_helper.to_array(load_model(path).graph.initializer[0])[63, 63] == 4095
+
+
+def test_a_graph_only_model_saved_over_its_own_file_keeps_its_weights(tmp_path: Path) -> None:
+    path = tmp_path / "model.onnx"
+    save_model(_model(), path, external_data=True)
+    graph_only = load_model(path, load_weights=False)
+    graph_only.graph.node[0].name = "renamed"
+    save_model(graph_only, path, external_data=True)
+    reloaded = load_model(path)
+    assert reloaded.graph.node[0].name == "renamed"
+    assert numpy_helper.to_array(reloaded.graph.initializer[0])[0, 5] == 5
