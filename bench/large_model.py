@@ -10,8 +10,9 @@ of width 896 (~0.29B), `small` the CI test's ~50M. It is written once into `--ca
 at a time. Inputs are one sample of 1 x 64 token ids, so the weights dominate memory.
 
 The recipe: load -> surgeon-insert-tap (every tensor) -> run-runners (onnxruntime, emulated fp16,
-emulated bf16, `memory_budget_mb`) -> compare -> bisect-precision (fp16) -> reduce (fp16) ->
-render-graph of the whole model with compare's overlay (the HTML viewer opens at the first
+emulated bf16, `memory_budget_mb`) -> compare -> bisect-precision (fp16) -> reduce (fp16) on the
+whole model (both refuse up front, naming the way out, where it would not fit in memory) -> the
+way out: surgeon-extract of the last layers (`tail`), bisect-precision and reduce on it -> render-graph of the whole model with compare's overlay (the HTML viewer opens at the first
 divergence). Each step is its own `trtflow run --only STEP` in a cold workspace (the steps before
 it cached), so its peak memory is its own: the peak is the summed RSS of the whole process tree,
 sampled every 50 ms, and each child also runs under `prlimit --as` and a watchdog that kills it
@@ -43,7 +44,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from scale.gpt_model import LARGE, MID, SMALL, GptConfig, recipe_text, write_gpt  # noqa: E402
 
 SIZES = {"large": LARGE, "mid": MID, "small": SMALL}
-STEPS = ("model", "taps", "run", "diff", "hunt", "cut", "graph")
+STEPS = ("model", "taps", "run", "diff", "hunt", "cut", "tail", "hunt_tail", "cut_tail", "graph")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -180,7 +181,7 @@ def run_trtflow(
             flush=True,
         )
     summary = work / "trtflow-out" / "large-model"
-    for name in ("diff", "hunt", "cut"):
+    for name in ("diff", "hunt", "cut", "hunt_tail", "cut_tail"):
         text = (
             next((summary / name).glob("summary.md"), None) if (summary / name).exists() else None
         )

@@ -619,6 +619,20 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/scale/test_saved_weights.py",),
     ),
     Mutant(
+        "switchable runner: keeps the switchable model (and its weights' memory) after activation",
+        "trtflow/runners/emulated.py",
+        "        self.switchable = dataclasses.replace(self.switchable, model=onnx.ModelProto())",
+        "        pass",
+        ("tests/bisect/test_low_precision_sites.py",),
+    ),
+    Mutant(
+        "searches: a model past memory is searched anyway",
+        "trtflow/memory.py",
+        "    if available is not None and needed > available:",
+        "    if False:",
+        ("tests/scale/test_saved_weights.py",),
+    ),
+    Mutant(
         "external data: a remembered companion outside the folder is read",
         "trtflow/executor/hashing.py",
         "if os.path.isabs(name) or not (folder / name).resolve().is_relative_to(folder):",

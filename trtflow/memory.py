@@ -1,13 +1,17 @@
 """How much memory this machine can give, and byte counts as people read them.
 
 Arrays a recipe asks for are sized before they are allocated, so a shape that needs terabytes is a
-message naming the input, not a `MemoryError` from deep inside numpy.
+message naming the input, not a `MemoryError` from deep inside numpy. Searches that hold a model
+several times over (`refuse_past_memory`) say so before they start, with the way out, rather than
+being killed by the kernel an hour in.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from trtflow.errors import StepError
 
 MEMINFO = Path("/proc/meminfo")
 
@@ -34,3 +38,15 @@ def available_memory() -> int | None:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):
         return None
+
+
+def refuse_past_memory(needed: int, what: str, way_out: str) -> None:
+    """A StepError before `what` starts when it needs more than the memory available here (an
+    estimate: refusing a search that would fit costs a message; one that does not fit is killed
+    by the kernel with nothing said, its journal the only trace)."""
+    available = available_memory()
+    if available is not None and needed > available:
+        raise StepError(
+            f"{what} needs about {human_size(needed)} of memory, and {human_size(available)} is "
+            f"available here: {way_out}"
+        )

@@ -245,6 +245,8 @@ def write_gpt(path: Path, config: GptConfig, seed: int = 0) -> None:
     write_model(path, gpt_graph(config), gpt_weights(config, seed), external=True)
 
 
+TAIL_LAYERS = 2  # layers before the final LayerNorm that the `tail` steps search
+
 RECIPE = """trtflow: 1
 name: large-model
 vars:
@@ -277,6 +279,20 @@ steps:
       reference: {{name: fp32, backend: onnxruntime}}
       candidate: {{name: fp16, backend: emulated, precision: fp16}}
       check: ${{vars.check}}
+  tail:
+    uses: surgeon-extract  # the way out where a search cannot hold the whole model: its last layers
+    with: {{model: "${{steps.model.model}}", inputs: ["{tail_input}"], outputs: [logits]}}
+  hunt_tail:
+    uses: bisect-precision
+    with: {{model: "${{steps.tail.model}}", data: {{seed: 1, iterations: 1}}, precision: fp16, check: "${{vars.check}}"}}
+  cut_tail:
+    uses: reduce
+    with:
+      model: ${{steps.tail.model}}
+      data: {{seed: 1, iterations: 1}}
+      reference: {{name: fp32, backend: onnxruntime}}
+      candidate: {{name: fp16, backend: emulated, precision: fp16}}
+      check: ${{vars.check}}
   graph:
     uses: render-graph
     with: {{model: "${{steps.model.model}}", overlay: "${{steps.diff.report}}", formats: [html]}}
@@ -286,5 +302,12 @@ steps:
 def recipe_text(model: Path, config: GptConfig, budget_mb: int) -> str:
     """The recipe the bench and the test run on the decoder at `model`: load, taps on every
     tensor, onnxruntime + emulated FP16 + emulated BF16, compare, bisect-precision, reduce and
-    render-graph with compare's overlay."""
-    return RECIPE.format(model=model, last_token=config.vocab - 1, budget_mb=budget_mb)
+    render-graph with compare's overlay; and bisect-precision and reduce again on the last
+    `TAIL_LAYERS` layers cut out with surgeon-extract (the way out they name where the whole model
+    does not fit)."""
+    return RECIPE.format(
+        model=model,
+        last_token=config.vocab - 1,
+        budget_mb=budget_mb,
+        tail_input=f"/h.{config.layers - TAIL_LAYERS - 1}/Add_1_output_0",
+    )

@@ -1,4 +1,5 @@
-"""`save_model` with external data: beside a user's own `model.onnx.data` and over its own output.
+"""`save_model` with external data: beside a user's own `model.onnx.data` and over its own output;
+and the memory refusal of searches that would hold a model several times over.
 
 Users run recipes in the folder that holds their `model.onnx` + `model.onnx.data`; onnx 1.23
 refuses to write a model's external data when a file of that name exists in the working directory
@@ -14,9 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import helper, numpy_helper
 
+from trtflow.errors import StepError
 from trtflow.onnxmodel.files import load_model, save_model
+from trtflow.sessions.trials import refuse_a_model_past_memory
 
 
 def _model() -> onnx.ModelProto:
@@ -59,3 +63,13 @@ def test_a_graph_only_model_saved_over_its_own_file_keeps_its_weights(tmp_path: 
     reloaded = load_model(path)
     assert reloaded.graph.node[0].name == "renamed"
     assert numpy_helper.to_array(reloaded.graph.initializer[0])[0, 5] == 5
+
+
+def test_a_search_past_memory_is_refused_before_it_loads_with_the_way_out(tmp_path: Path) -> None:
+    path = tmp_path / "model.onnx"
+    save_model(_model(), path, external_data=True)
+    refuse_a_model_past_memory(path, 6, "bisect-precision")  # 16 KiB of weights fit anywhere
+    with pytest.raises(StepError, match=r"bisect-precision holds the model about 1e\+12 times"):
+        refuse_a_model_past_memory(path, 1e12, "bisect-precision")
+    with pytest.raises(StepError, match="`surgeon-extract` from the tensor"):
+        refuse_a_model_past_memory(path, 1e12, "reduce")

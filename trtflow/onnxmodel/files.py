@@ -235,6 +235,17 @@ def external_data_files(path: Path) -> list[str]:
     return sorted(_external_data(path))
 
 
+def model_bytes(path: Path) -> int:
+    """The bytes of an ONNX model file and its external data files: its size in memory once loaded,
+    known before loading it."""
+    folder = path.parent
+    return path.stat().st_size + sum(
+        (folder / name).stat().st_size
+        for name in external_data_files(path)
+        if (folder / name).is_file()
+    )
+
+
 def external_data_beside(path: Path) -> list[str]:
     """`external_data_files` of an ONNX model; nothing for any other file, or for a file that is not
     a readable model (the step reading it says what is wrong, with the step named). A location

@@ -30,6 +30,7 @@ peaked at 3.9 GB, then 2.2 GB).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -217,6 +218,8 @@ class SwitchableRunner:
         self._session: OnnxruntimeRunner | None = None
 
     def activate(self) -> None:
+        import onnx
+
         from trtflow.precision.emulate import switchable
 
         self.switchable = switchable(self.subject.model, self.subject.precision)
@@ -228,6 +231,10 @@ class SwitchableRunner:
             scratch_weights=True,
         )
         self._session.activate()
+        # the session reads the weights from its scratch file; the proto that held them keeps
+        # their memory (protobuf frees a message's arena only with the whole message): let it go
+        self._session.model = self.subject.model
+        self.switchable = dataclasses.replace(self.switchable, model=onnx.ModelProto())
 
     def realize(self, plan: PrecisionPlan, feeds: Sequence[Feed]) -> None:
         self._plan = plan  # no build: the plan is the mask input of every following inference

@@ -202,3 +202,20 @@ def activated(runner: Active) -> Iterator[Active]:
         yield runner
     finally:
         runner.deactivate()
+
+
+def refuse_a_model_past_memory(model: Path, copies: float, session: str) -> None:
+    """Refuse, before anything loads, a search over `model` that holds it about `copies` times (the
+    model, its rewritten copies, ONNX Runtime's sessions and their mapped weights) and would not
+    fit in this machine's memory; the way out is a smaller model: a layer range of it."""
+    from trtflow.memory import refuse_past_memory
+    from trtflow.onnxmodel.files import model_bytes
+
+    size = model_bytes(model)
+    refuse_past_memory(
+        int(size * copies),
+        f"{session} holds the model about {copies:g} times ({size / 2**30:.1f} GiB of weights)",
+        "search a layer range of it: `surgeon-extract` from the tensor that enters the first layer "
+        "you suspect (compare's first divergence says where) to the model's outputs, and give that "
+        "step's `model` here; then only its weights count",
+    )
