@@ -578,6 +578,15 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/roundtrip/test_round_trip.py::test_the_converter_rounding_a_kept_value_read_twice_is_named",
         ),
     ),
+    Mutant(
+        "round trip: a kept Constant made an initializer keeps its value_info (the converter clamps it)",
+        "trtflow/sessions/roundtrip/exports.py",
+        "typed = [info for info in model.graph.value_info if info.name not in made]",
+        "typed = list(model.graph.value_info)",
+        (
+            "tests/diagnosis/test_diagnose.py::test_a_real_detectors_batchnorm_constant_survives_onnxconverter_common",
+        ),
+    ),
     # diagnose: a finding is attached to a cause only when keeping that cause removes it (measured)
     Mutant(
         "diagnose: every finding is attached to the first cause, measured or not",

@@ -13,6 +13,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import onnx
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "roundtrip"))
 from roundtrip_models import mask_model, two_faults_model  # noqa: E402
 
@@ -93,3 +95,35 @@ def test_the_first_cause_is_the_one_that_restores_the_outputs(trtflow, tmp_path)
     assert "harmless" in divergence["relation"] and divergence["output_effect"] is not None
     (numeric,) = content["fix"]["numeric"]
     assert numeric["kind"] == "scaled_sum" and numeric["verified"] is True
+
+
+def test_a_real_detectors_batchnorm_constant_survives_onnxconverter_common(trtflow, tmp_path):
+    """PP-OCRv4 det's head (pre-trained, cut with its value_info): a BatchNorm variance of 9.79e7 in
+    an unnamed Constant becomes inf in FP16. Cause 1 is that constant with its BatchNorm; the fix,
+    given to onnxconverter-common as an initializer without value_info (with one, the converter
+    casts it to FP16 all the same, clamped to 1e4), passes on fresh samples."""
+    real = Path(__file__).resolve().parents[1] / "roundtrip" / "models" / "ppocrv4_det_head.onnx"
+    (tmp_path / "head.onnx").symlink_to(real)
+    done = run_recipe(
+        trtflow,
+        tmp_path,
+        """
+        diag:
+          uses: diagnose
+          with: {model: head.onnx, precision: fp16, tools: [onnxconverter-common],
+                 data: {seed: 1, iterations: 2, ranges: {"*": [-1000, 1000]}, shapes: {"*": [1, 96, 8, 8]}},
+                 check: {metric: relative_l2, max: 0.05}}
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    content = diagnosis(tmp_path)
+    first = content["causes"][0]
+    assert first["mechanism"] == "constant_overflow" and first["passes_alone"] is True
+    assert {n["name"] for n in first["nodes"]} == {"batch_norm_0.w_2", "p2o.BatchNormalization.1"}
+    (converter,) = content["round_trip"]["tools"]
+    assert converter["tool"] == "onnxconverter-common" and converter["passed"] is True
+    assert content["round_trip"]["samples"] == "fresh"
+    fixes = tmp_path / "out" / "diag" / "diag" / "diagnosis" / "fixes"
+    given = onnx.load(str(fixes / "onnxconverter-common_input.onnx"))
+    assert "batch_norm_0.w_2" in {t.name for t in given.graph.initializer}
+    assert "batch_norm_0.w_2" not in {v.name for v in given.graph.value_info}

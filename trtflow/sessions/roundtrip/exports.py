@@ -78,10 +78,14 @@ def tool_input(
 
 
 def _as_initializers(model: onnx.ModelProto, constants: set[str]) -> None:
-    """Replace the top-level Constant nodes named in `constants` by initializers of the same value."""
+    """Replace the top-level Constant nodes named in `constants` by initializers of the same value,
+    and drop their `value_info`: onnxconverter-common retypes every FLOAT value_info to FP16 and
+    then casts a blocked node's FP16-typed input back, so an initializer left with one no longer
+    counts as read by the blocked node and is converted (clamped to 1e4: PP-OCRv4 det's BatchNorm
+    variance 9.79e7, in a file saved after shape inference)."""
     from onnx import helper, numpy_helper
 
-    kept = []
+    kept, made = [], set()
     for node in model.graph.node:
         if node.name not in constants:
             kept.append(node)
@@ -90,8 +94,12 @@ def _as_initializers(model: onnx.ModelProto, constants: set[str]) -> None:
         value = helper.get_attribute_value(attribute)
         array = numpy_helper.to_array(value) if attribute.name == "value" else np.array(value)
         model.graph.initializer.append(numpy_helper.from_array(array, node.output[0]))
+        made.add(node.output[0])
     del model.graph.node[:]
     model.graph.node.extend(kept)
+    typed = [info for info in model.graph.value_info if info.name not in made]
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(typed)
 
 
 AUTOCAST_CALIBRATION = "autocast_calibration"
