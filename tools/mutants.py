@@ -570,6 +570,16 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/roundtrip/test_round_trip.py::test_autocast_round_trip",),
     ),
     Mutant(
+        "round trip: AutoCast makes the model's inputs and outputs FP16",
+        "trtflow/sessions/roundtrip/exports.py",
+        """        "--keep_io_types",
+""",
+        "",
+        (
+            "tests/roundtrip/test_round_trip.py::test_autocast_keeps_the_inputs_the_kept_nodes_read_in_fp32",
+        ),
+    ),
+    Mutant(
         "round trip: a kept value the converter reads through FP16 goes unnamed",
         "trtflow/sessions/roundtrip/tools.py",
         "            readers.setdefault(value, []).append(node.name)",

@@ -212,3 +212,20 @@ def test_the_step_key_of_a_machine_without_an_optional_tool_is_computed(monkeypa
     monkeypatch.setattr(packages, "installed_version", missing)
     params = round_trip.Params(model="m.onnx", precision="fp16", keep=[], check={"atol": 0.01})
     assert round_trip.RoundTripStep().fingerprint(params)["tensorrt-rtx"] == "none"
+
+
+@pytest.mark.skipif(
+    modelopt_python() is None, reason="ModelOpt is not installed (/opt/modelopt-venv)"
+)
+def test_autocast_keeps_the_inputs_the_kept_nodes_read_in_fp32(trtflow, tmp_path):
+    """Values near 100 feed a kept E[x²]−E[x]²: AutoCast by default makes the graph input FP16 and
+    the kept nodes read it rounded (the cancellation is back); the exported arguments keep the
+    model's inputs and outputs FP32, as the verified mixed model does, and the round trip passes."""
+    normalization_model(tmp_path / "norm.onnx")
+    path = recipe(tmp_path, "norm.onnx", "${steps.hunt.keep}", "[autocast]", '{"x": [99, 101]}')
+    done = run(trtflow, tmp_path, path)
+    assert done.returncode == 0, done.stderr
+    entry = by_tool(report(tmp_path))["autocast"]
+    assert entry["applied"] is True and entry["passed"] is True, entry["why"]
+    exported = tmp_path / "out" / "trip" / "proof" / "exports"
+    assert "--keep_io_types" in (exported / "autocast_args.txt").read_text()

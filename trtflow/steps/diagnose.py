@@ -41,7 +41,7 @@ class Diagnose(Step):
             "A fix was found, verified on fresh samples, and survives every tool that applied it.",
         ),
     }
-    version = 2  # 2: autocast_args name the samples (--calibration_data autocast_calibration)
+    version = 2  # 2: autocast_args add --keep_io_types and the samples (--calibration_data)
     journaled = True
 
     def needs(self, params: Params) -> Resources:

@@ -40,7 +40,9 @@ class RoundTripStep(Step):
         "summary": file(".md", "The report as a table."),
         "passed": value(True, "Every tool that applied the fix passes the check (and one did)."),
     }
-    version = 2  # 2: AutoCast is given the recipe's samples (--calibration_data); converter notes
+    version = (
+        2  # 2: AutoCast gets the samples (--calibration_data) and --keep_io_types; converter notes
+    )
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         return tool_versions()

@@ -111,11 +111,16 @@ def autocast_arguments(precision: str, names: Sequence[str]) -> list[str]:
 
     Without calibration data AutoCast's reference run feeds random inputs with every dynamic
     dimension 1: a model that needs real shapes fails there (Silero VAD: "Pad reflect requires axis
-    length >= 2"), and its own range rules (`--data_max`) judge values the model never sees."""
+    length >= 2"), and its own range rules (`--data_max`) judge values the model never sees.
+    `--keep_io_types`: the verified mixed model keeps its inputs and outputs FP32 (as
+    onnxconverter-common is called); without it AutoCast makes them FP16, and an input rounded
+    before a kept node undoes the fix (Silero with audio near 100: its kept E[x²]−E[x]² read
+    FP16-rounded samples)."""
     patterns = [f"^{re.escape(name)}$" for name in names]
     return [
         "--low_precision_type",
         precision,
+        "--keep_io_types",
         "--calibration_data",
         AUTOCAST_CALIBRATION,
         *(["--nodes_to_exclude", *patterns] if patterns else []),
