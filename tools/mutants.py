@@ -123,6 +123,13 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_core_units.py", "tests/test_recipe_errors.py"),
     ),
     Mutant(
+        "reports: report models are built when imported (every start-up pays)",
+        "trtflow/schema/reports.py",
+        'extra="ignore", defer_build=True',
+        'extra="ignore"',
+        ("tests/test_light_imports.py",),
+    ),
+    Mutant(
         "journal: a torn last line is kept",
         "trtflow/executor/journal.py",
         "if end < len(\n            data\n        ):",

@@ -12,18 +12,14 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import ConfigDict, Field, computed_field
 
-from trtflow.schema.reports import Report
+from trtflow.schema.reports import Report, ReportPart
 
 JsonNumber = float | str | None  # comparison.json_number: non-finite values as strings
 
 
-class _Part(BaseModel):
-    model_config = ConfigDict(extra="ignore")  # computed fields come back in the JSON
-
-
-class Located(_Part):
+class Located(ReportPart):
     """Where something was found: the tensor, the node that wrote it and its runner."""
 
     tensor: str
@@ -33,7 +29,7 @@ class Located(_Part):
     runner: str
 
 
-class NonfiniteCounts(_Part):
+class NonfiniteCounts(ReportPart):
     nan: int
     inf: int
 
@@ -45,7 +41,7 @@ class RunnerNonfinite(NonfiniteCounts):
     first: Located | None = None
 
 
-class GateResult(_Part):
+class GateResult(ReportPart):
     """A `gates:` bound on one similarity metric of one tensor, over every iteration (the worst)."""
 
     min: float | None = None
@@ -94,14 +90,14 @@ class TensorComparison(Located):
         return [i for i, passed in enumerate(self.iteration_passed) if not passed]
 
 
-class Growth(_Part):
+class Growth(ReportPart):
     tensor: str
     node: str | None = None
     max_abs: JsonNumber | list[int] = None
     mean_rel: JsonNumber | list[int] = None
 
 
-class RunnerComparison(_Part):
+class RunnerComparison(ReportPart):
     """One candidate runner: its counts, its firsts and its error growth in graph order."""
 
     iterations: int
@@ -123,7 +119,7 @@ class RunnerComparison(_Part):
         return self.tensors_checked > 0 and self.tensors_failed == 0
 
 
-class PairQuantization(_Part):
+class PairQuantization(ReportPart):
     """One Q/DQ pair's own error (`trtflow.tensors.quantization`): Q then DQ of the reference's
     tensor (an activation) or of the float weight, nothing upstream quantized."""
 
@@ -136,7 +132,7 @@ class PairQuantization(_Part):
     zeroed: float  # share of non-zero values that become zero
 
 
-class TaskMetricResult(_Part):
+class TaskMetricResult(ReportPart):
     """One `task_metrics` check of one candidate runner (`LoadedMetric.judge`)."""
 
     model_config = ConfigDict(extra="allow")  # what a user's metric reports beside the verdict

@@ -12,16 +12,12 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, computed_field
+from pydantic import ConfigDict, computed_field
 
-from trtflow.schema.reports import Report
-
-
-class _Part(BaseModel):
-    model_config = ConfigDict(extra="ignore")  # computed fields come back in the JSON
+from trtflow.schema.reports import Report, ReportPart
 
 
-class KeptNode(_Part):
+class KeptNode(ReportPart):
     """A node that stays in high precision, and why."""
 
     name: str
@@ -29,7 +25,7 @@ class KeptNode(_Part):
     reason: str
 
 
-class RunnerVerdict(BaseModel):
+class RunnerVerdict(ReportPart):
     """One runner's verdict on the found plan over the verification samples: `passed` with the
     check's metrics beside it, or `skipped` saying why it could not run the plan."""
 
@@ -40,7 +36,7 @@ class RunnerVerdict(BaseModel):
     skipped: str | None = None
 
 
-class FinalVerification(BaseModel):
+class FinalVerification(ReportPart):
     """The found plan judged again on samples the search never saw; each runner's verdict is filed
     under its name beside `samples`, `count` and `seed` (the layout the report always had)."""
 
@@ -60,12 +56,12 @@ class FinalVerification(BaseModel):
         return all(v.passed is not False for v in self.verdicts.values())
 
 
-class TrialPlan(_Part):
+class TrialPlan(ReportPart):
     keep: list[str]
     low: int
 
 
-class TrialEntry(_Part):
+class TrialEntry(ReportPart):
     """One trial of the search: the plan tried, its verdict and metrics. Whether the journal or a
     replay answered it is bookkeeping of this run, in the step's `timings` measurement: a resumed
     search writes the same report as one that ran through."""
