@@ -797,6 +797,20 @@ MUTANTS: tuple[Mutant, ...] = (
             "test_a_compressed_npz_of_the_wrong_shape_is_refused_from_its_header_unexpanded",
         ),
     ),
+    Mutant(
+        "process pool: a killed run leaves its queues' semaphores to the resource tracker",
+        "trtflow/executor/pools.py",
+        "    multiprocessing.util._run_finalizers(0)",
+        "    multiprocessing.util.debug('no finalizers')",
+        ("tests/test_orphans.py",),
+    ),
+    Mutant(
+        "run: SIGTERM ends the run where it stands (no finally, no cleanup)",
+        "trtflow/cli/common.py",
+        "        signal.signal(signal.SIGTERM, _terminated)",
+        "        signal.getsignal(signal.SIGTERM)",
+        ("tests/test_orphans.py",),
+    ),
 )
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -47,6 +49,22 @@ CacheRecipeOption = typer.Option(
 )
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, met as Ctrl-C is: a run's `finally` blocks run and its workers are ended. Left to
+    its default action, TERM ended the process where it stood, and the resource tracker then warned
+    of the process pool's 'leaked semaphore objects'."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+def end_cleanly_on_term() -> None:
+    """Meet SIGTERM as Ctrl-C (`Terminated`); only the main thread may set a handler."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminated)
+
+
 @contextmanager
 def errors_to_exit_codes(debug: bool) -> Iterator[None]:
     """A `TrtflowError` is the user's to fix: its message and its exit code. Anything else is a bug
@@ -58,10 +76,14 @@ def errors_to_exit_codes(debug: bool) -> Iterator[None]:
             raise
         print(f"error: {error}", file=sys.stderr)
         raise typer.Exit(error.exit_code) from None
-    except KeyboardInterrupt:
-        print("interrupted; finished steps are cached, run again to resume", file=sys.stderr)
+    except KeyboardInterrupt as interrupt:
+        how = "terminated" if isinstance(interrupt, Terminated) else "interrupted"
+        print(f"{how}; finished steps are cached, run again to resume", file=sys.stderr)
         sys.stderr.flush()
-        os._exit(130)  # do not wait for running step threads
+        from trtflow.executor.pools import end_worker_processes
+
+        end_worker_processes()  # what the interpreter's exit would have done for them
+        os._exit(143 if isinstance(interrupt, Terminated) else 130)  # no wait for step threads
     except (
         typer.Exit,
         typer.Abort,

@@ -12,6 +12,7 @@ from trtflow.cli.common import (
     RemoteOption,
     SetOption,
     WorkspaceOption,
+    end_cleanly_on_term,
     errors_to_exit_codes,
     load,
     step_ids,
@@ -66,6 +67,7 @@ def run(
     debug: bool = DebugOption,
 ) -> None:
     """Run a recipe: every step not already cached (here, else on the remote cache), in dependency order."""
+    end_cleanly_on_term()
     with errors_to_exit_codes(debug):
         from trtflow.display import ProgressDisplay, print_report
         from trtflow.executor.pools import POOLS

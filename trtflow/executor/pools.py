@@ -161,6 +161,23 @@ class ProcessPool(StepPool):
         self.executor.shutdown(wait=False, cancel_futures=True)
 
 
+def end_worker_processes() -> None:
+    """For a run leaving through `os._exit` (Ctrl-C, TERM: running step threads are not waited
+    for), what the interpreter's exit does for a process pool: its workers end now, and the named
+    semaphores of its queues are unlinked by multiprocessing's own exit finalizers. Skipped, every
+    killed run printed the resource tracker's 'There appear to be 7 leaked semaphore objects'.
+    A SIGKILLed run runs nothing: its workers end by PR_SET_PDEATHSIG and the tracker removes the
+    semaphores, saying so."""
+    if "multiprocessing" not in sys.modules:
+        return  # no pool was started
+    import multiprocessing.util
+
+    for worker in multiprocessing.active_children():
+        worker.kill()
+        worker.join(5)
+    multiprocessing.util._run_finalizers(0)  # what atexit would run first; the semaphores' cleanup
+
+
 RAY_RETRIES = 2
 """Times Ray runs a step again when the worker running it is lost (killed, out of memory, node gone).
 A lost attempt leaves only its private `tmp/` folder: the entry is committed by a rename or not at all."""
