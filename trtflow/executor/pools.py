@@ -175,7 +175,8 @@ def end_worker_processes() -> None:
     for worker in multiprocessing.active_children():
         worker.kill()
         worker.join(5)
-    multiprocessing.util._run_finalizers(0)  # what atexit would run first; the semaphores' cleanup
+    # what atexit would run first (the semaphores' cleanup); private, and untyped in typeshed
+    multiprocessing.util._run_finalizers(0)  # type: ignore[attr-defined]
 
 
 RAY_RETRIES = 2
