@@ -387,6 +387,20 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/quant/test_qdq_reference.py",),
     ),
     Mutant(
+        "qdq weights: a stored weight is given float values that quantize to other values",
+        "trtflow/onnxmodel/qdq_weights.py",
+        "if np.mean(pair.quantize_values(values) == stored) < _SAME_VALUES:",
+        "if False:",
+        ("tests/quant/test_qdq_weights.py",),
+    ),
+    Mutant(
+        "bisect-precision qdq: weights stored quantized keep their rounding (reference_model's unused)",
+        "trtflow/sessions/precision/spaces/qdq.py",
+        "notices = self._restore_float_weights(model)",
+        "notices = ()",
+        ("tests/quant/test_quantize_loop.py",),
+    ),
+    Mutant(
         "qdq: a pair's error is its mildest sample's",
         "trtflow/onnxmodel/qdq.py",
         "found.append(max(errors, key=lambda error: error.relative_l2))",

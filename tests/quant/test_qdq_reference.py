@@ -80,8 +80,9 @@ steps:
 
 def test_bisect_precision_judges_against_the_float_model(trtflow, tmp_path, cls_default_models):
     """The same search judged against the dequantized model (the default, with a notice saying it
-    is not the float model) and against the float model itself (`reference_model`): the quantized
-    weights are off the float ones, so the same quantized model is measured further away."""
+    is not the float model) and against the float model itself (`reference_model`, whose float
+    weights the stored ones take): the quantized weights are off the float ones, so the same
+    quantized model is measured further away."""
     found = {}
     for label, extra in (
         ("dequantized", ""),
@@ -106,5 +107,7 @@ steps:
         report = json.loads((folder / "out" / "q" / "hunt" / "report.json").read_text())
         found[label] = (done.stdout + done.stderr, report["final"]["emulated"]["value"])
     (said, dequantized), (quiet, float_value) = found["dequantized"], found["float"]
-    assert "reference_model" in said and "reference_model" not in quiet
+    caveat = "give the float ONNX the quantized one was made from as `reference_model`"
+    assert caveat in said and caveat not in quiet
+    assert "weight(s) stored quantized take their float values" in quiet  # qdq_weights
     assert float_value > dequantized + 0.02, (float_value, dequantized)  # 0.118 vs 0.070

@@ -188,6 +188,8 @@ class PrecisionSearch:
         setup = self.space.prepare(model, ops)
         if setup.held is not None:
             self.context.notice(setup.held.describe())
+        for notice in setup.notices:
+            self.context.notice(notice)
         return setup
 
     def _plan(self, keep: frozenset[str]) -> PrecisionPlan:

@@ -25,6 +25,7 @@ class Setup:
     candidates: list[str]  # the nodes the search decides about
     fixed: dict[str, str]  # node -> why it stays in high precision in every plan
     held: OpsetHeld | None = None  # nodes the opset gives no low type (a note for the report)
+    notices: tuple[str, ...] = ()  # what preparing changed in the model, for the step's notice
 
 
 class LoweringOrder(Protocol):

@@ -18,7 +18,9 @@ class QdqSpace:
     """Plans over a model that arrives quantized (`precision: qdq`): the candidates are the nodes that
     read a Q/DQ pair (`trtflow.precision.quantized`), narrowed by `nodes`; keeping a node dequantizes
     it (it reads the float tensors its pairs were made from), so keeping them all is the float
-    model. Screening measures each pair's own error on one probe run of the dequantized model."""
+    model. Weights stored quantized take their float values from `reference_model` when it is given
+    (`onnxmodel.qdq_weights`), else dequantizing keeps their rounding. Screening measures each pair's
+    own error on one probe run of the dequantized model."""
 
     def __init__(self, settings: SearchSettings):
         self.settings = settings
@@ -39,7 +41,23 @@ class QdqSpace:
                 "nodes",
                 f"no candidate nodes: `nodes` selects none of the {len(every)} quantized nodes",
             )
-        return Setup(model, ops, frozenset(every), candidates, {})
+        notices = self._restore_float_weights(model)
+        if notices:  # the rewrite added a QuantizeLinear per weight
+            ops = {node.name: node.op_type for node in model.graph.node}
+        return Setup(model, ops, frozenset(every), candidates, {}, notices=notices)
+
+    def _restore_float_weights(self, model: onnx.ModelProto) -> tuple[str, ...]:
+        """Give the weights `model` stores quantized their float values from `reference_model`,
+        in place; what was done, for the step's notice (nothing without a reference model)."""
+        if self.settings.reference_model is None:
+            return ()
+        from trtflow.onnxmodel.files import load_model, name_nodes
+        from trtflow.onnxmodel.qdq_weights import restore_float_weights
+
+        reference = load_model(self.settings.reference_model)
+        name_nodes(reference)
+        restored = restore_float_weights(model, reference)
+        return (restored.describe(),) if restored.restored or restored.unmatched else ()
 
     def screen(self, setup: Setup, feeds: Sequence[Feed], magnitudes: bool) -> LoweringOrder:
         from trtflow.onnxmodel.qdq import dequantize, pair_errors, pairs
