@@ -130,6 +130,13 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_light_imports.py",),
     ),
     Mutant(
+        "display: a step line on a terminal loses its status colour",
+        "trtflow/display.py",
+        'console.file.write(status + plain.removeprefix(f"{outcome.status:>7}") + "\\n")',
+        'console.file.write(plain + "\\n")',
+        ("tests/test_display.py",),
+    ),
+    Mutant(
         "journal: a torn last line is kept",
         "trtflow/executor/journal.py",
         "if end < len(\n            data\n        ):",
