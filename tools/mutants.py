@@ -634,6 +634,24 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/diagnosis/test_diagnose.py",),
     ),
     Mutant(
+        "diagnosis viewer: the findings get no ring",
+        "trtflow/sessions/diagnosis/viewer.py",
+        'changes[target] = {"marks": marks | {finding.kind}}',
+        'changes[target] = {"marks": marks}',
+        (
+            "tests/diagnosis/test_diagnose.py::test_the_first_cause_is_the_one_that_restores_the_outputs",
+        ),
+    ),
+    Mutant(
+        "diagnosis viewer: drawn in the FP32 file's colors, not the fix's plan",
+        "trtflow/sessions/diagnosis/viewer.py",
+        "    graph = as_planned(graph, report)\n",
+        "",
+        (
+            "tests/diagnosis/test_diagnose.py::test_the_first_cause_is_the_one_that_restores_the_outputs",
+        ),
+    ),
+    Mutant(
         "diagnose: a float32-min constant is no mask constant",
         "trtflow/sessions/diagnosis/mechanisms.py",
         "if abs(extreme) >= MASK_CONSTANT:",

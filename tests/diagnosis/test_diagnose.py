@@ -95,6 +95,16 @@ def test_the_first_cause_is_the_one_that_restores_the_outputs(trtflow, tmp_path)
     assert "harmless" in divergence["relation"] and divergence["output_effect"] is not None
     (numeric,) = content["fix"]["numeric"]
     assert numeric["kind"] == "scaled_sum" and numeric["verified"] is True
+    viewer = tmp_path / "out" / "diag" / "diag" / "diagnosis" / "graph"
+    notes = json.loads((viewer / "summary.json").read_text())["notes"]
+    assert any(n.startswith("cause 1 (opened here, outlined): overflow") for n in notes), notes
+    assert any(
+        n.startswith(f"first divergence `{divergence['tensor']}` (outer ring)") for n in notes
+    )
+    page = (viewer / "graph.html").read_text()
+    assert "opens_here" in page and "first_divergence" in page  # the rows of the marked nodes
+    kept = len(content["fix"]["keep"])
+    assert any(n.startswith(f"colors: the fix's plan — {kept} kept node(s) in FP32") for n in notes)
 
 
 def test_a_real_detectors_batchnorm_constant_survives_onnxconverter_common(trtflow, tmp_path):
