@@ -850,6 +850,37 @@ MUTANTS: tuple[Mutant, ...] = (
         "        signal.getsignal(signal.SIGTERM)",
         ("tests/test_orphans.py",),
     ),
+    # issue 31 item 7: nothing writes into a cache entry but the store, and verify sees it
+    Mutant(
+        "workspace: a recipe inside a cache entry gets its .trtflow/ beside it, in the entry",
+        "trtflow/executor/workspace.py",
+        "if (entry := entry_holding(recipe_file.parent)) is not None:",
+        "if (entry := None) is not None:",
+        (
+            "tests/reduce/test_reduce_step.py::"
+            "test_the_repro_recipe_run_where_it_lies_writes_nothing_into_the_cache",
+        ),
+    ),
+    Mutant(
+        "run: an output folder inside a cache entry is accepted",
+        "trtflow/cli/common.py",
+        "if (entry := entry_holding(folder)) is not None:",
+        "if (entry := None) is not None:",
+        (
+            "tests/reduce/test_reduce_step.py::"
+            "test_the_repro_recipe_run_where_it_lies_writes_nothing_into_the_cache",
+        ),
+    ),
+    Mutant(
+        "cache verify: files an entry's manifest does not list pass",
+        "trtflow/executor/gc.py",
+        "if extra := unlisted_files(entry):",
+        "if extra := []:",
+        (
+            "tests/reduce/test_reduce_step.py::"
+            "test_the_repro_recipe_run_where_it_lies_writes_nothing_into_the_cache",
+        ),
+    ),
 )
 
 

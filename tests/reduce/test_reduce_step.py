@@ -294,3 +294,31 @@ def test_polygraphys_own_debug_reduce_example_reduces_to_its_mul(trtflow, tmp_pa
     assert len(log.read_text().splitlines()) < 5
     repro = onnx.load(str(out / "cut" / "repro" / "model.onnx"))
     assert [n.op_type for n in repro.graph.node] == ["Mul"]
+
+
+def test_the_repro_recipe_run_where_it_lies_writes_nothing_into_the_cache(trtflow, tmp_path):
+    """Its workspace was `.trtflow/` beside it, inside reduce's cache entry (issue 31 item 7): it
+    now runs in the workspace holding that entry, output folders inside an entry are refused, and
+    `cache verify` finds files an entry's manifest does not list."""
+    save(planted_chain(10, 5)[0], tmp_path / "model.onnx")
+    result, out = run_recipe(trtflow, tmp_path, reduce_step())
+    assert result.returncode == 0, result.stdout + result.stderr
+    repro = out / "cut" / "repro"
+    entry = repro.resolve().parent
+    before = sorted(p.relative_to(entry) for p in entry.rglob("*"))
+    again = trtflow("run", repro / "recipe.yaml", cwd=tmp_path)  # its outputs in ./trtflow-out
+    assert again.returncode == 1, (
+        again.stdout + again.stderr
+    )  # the repro's gate fails, as it should
+    assert sorted(p.relative_to(entry) for p in entry.rglob("*")) == before
+    assert (tmp_path / "ws" / "records" / "repro").is_dir()  # reduce's own workspace
+    inside = trtflow("run", "recipe.yaml", cwd=repro)  # ./trtflow-out would be inside the entry
+    assert inside.returncode == 2, inside.stdout + inside.stderr
+    assert f"lies inside the cache entry {entry}" in inside.stderr
+    assert "give --out DIR outside it" in inside.stderr
+    assert trtflow("cache", "verify", "--workspace", tmp_path / "ws").returncode == 0
+    (repro / "notes.txt").write_text("mine")
+    verify = trtflow("cache", "verify", "--workspace", tmp_path / "ws")
+    assert verify.returncode == 1, verify.stdout + verify.stderr
+    assert "1 file(s) its manifest does not list" in verify.stdout
+    assert "(repro/notes.txt)" in verify.stdout, verify.stdout

@@ -132,7 +132,16 @@ def workspace_of(recipe: Path, workspace: Path | None):
 
 def writable_folder(folder: Path, option: str) -> None:
     """Create `folder` or say plainly why it cannot be written, before any step runs: a read-only
-    or missing mount would otherwise surface as an OSError from deep inside the executor."""
+    or missing mount would otherwise surface as an OSError from deep inside the executor. A folder
+    inside a cache entry is refused: the entry would hold files its manifest does not list."""
+    from trtflow.executor.store import entry_holding
+
+    if (entry := entry_holding(folder)) is not None:
+        raise UsageError(
+            f"{folder} ({option}) lies inside the cache entry {entry} (through an output link), "
+            f"and nothing but the cache may write there; give {option} outside it, or run from "
+            "a folder outside the cache"
+        )
     if folder.exists() and not folder.is_dir():
         raise UsageError(
             f"{folder} ({option}) is a file, not a folder; give {option} naming a folder"

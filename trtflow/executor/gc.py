@@ -20,7 +20,7 @@ from trtflow.executor.hashing import file_digest
 from trtflow.executor.links import broken_links
 from trtflow.executor.pipeline import load_pipeline
 from trtflow.executor.status import pipeline_status
-from trtflow.executor.store import Entry, Store
+from trtflow.executor.store import MANIFEST, Entry, Store
 from trtflow.executor.workspace import Workspace
 
 KEEP_RUN_RECORDS = 200  # `cache gc` keeps this many of the newest run records
@@ -158,7 +158,26 @@ def verify_entry(store: Store, entry: Entry, blobs: BlobCheck | None = None) -> 
             problems.append(f"{name}: content changed (sha256 mismatch)")
         elif not meta.get("private") and blobs.problem(meta["sha256"]):
             blobs.repair(meta["sha256"], path)  # a sound copy replaces a missing or bad blob
+    if extra := unlisted_files(entry):
+        shown = ", ".join(extra[:3]) + (f" and {len(extra) - 3} more" if len(extra) > 3 else "")
+        problems.append(
+            f"{len(extra)} file(s) its manifest does not list, written into it after it was made "
+            f"({shown}): a step reading its folder would read them too"
+        )
     return problems
+
+
+def unlisted_files(entry: Entry) -> list[str]:
+    """The files (and links) in an entry's folder that its manifest does not list: what a user or
+    a tool wrote into the cache (a recipe run inside an entry made its `.trtflow/` there)."""
+    listed = {*entry.manifest["files"], MANIFEST}
+    extra = []
+    for folder, folders, names in os.walk(entry.path):  # links to folders are not followed
+        for name in names + [f for f in folders if os.path.islink(os.path.join(folder, f))]:
+            relative = (Path(folder) / name).relative_to(entry.path).as_posix()
+            if relative not in listed:
+                extra.append(relative)
+    return sorted(extra)
 
 
 def verify_store(store: Store) -> Verified:

@@ -139,6 +139,22 @@ def _output_files(work_dir: Path, name: str, output: Output, all_files: list[str
     return sorted(set(output.member_names(name)).intersection(all_files))
 
 
+def entry_holding(path: Path) -> Path | None:
+    """The store entry that `path` lies in once links are followed (an output link leads into
+    one), if any: a folder `<store>/<key[:2]>/<key>` holding a manifest. Nothing may write there
+    but the store: the manifest would no longer list what the entry holds."""
+    resolved = path.resolve()
+    for folder in (resolved, *resolved.parents):
+        if (
+            len(folder.parent.name) == 2
+            and folder.name.startswith(folder.parent.name)
+            and len(folder.name) > 2
+            and (folder / MANIFEST).is_file()
+        ):
+            return folder
+    return None
+
+
 class Store(ObjectStore):
     """The local object store: entries are checkout folders, sealed by a rename."""
 

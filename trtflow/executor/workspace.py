@@ -26,7 +26,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from trtflow.executor.hashing import StatCache
-from trtflow.executor.store import Store
+from trtflow.executor.store import Store, entry_holding
 
 ENVIRONMENT_VARIABLE = "TRTFLOW_WORKSPACE"
 RECIPES = "recipes.json"
@@ -54,7 +54,14 @@ class Workspace:
 
     @classmethod
     def for_recipe(cls, recipe_file: Path, explicit: Path | str | None = None) -> Workspace:
-        return cls(chosen_root(explicit) or recipe_file.parent / ".trtflow")
+        """The named workspace, else `.trtflow/` beside the recipe; a recipe inside a cache entry
+        (reduce's and diagnose's repro recipes, reached through output links) uses the workspace
+        holding that entry, since nothing but the store may write into an entry."""
+        if chosen := chosen_root(explicit):
+            return cls(chosen)
+        if (entry := entry_holding(recipe_file.parent)) is not None:
+            return cls(entry.parents[2])  # <workspace>/store/<key[:2]>/<key>
+        return cls(recipe_file.parent / ".trtflow")
 
     @property
     def store(self) -> Store:
