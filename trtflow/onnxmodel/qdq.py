@@ -17,7 +17,11 @@ A quantizer that makes activations asymmetric (ONNX Runtime's defaults) removes 
 nodes whose clipping the pair's range takes over: the producer's output pair then has a range
 starting at 0 (`QdqPair.restores`). Dequantizing such a pair keeps that clipping (a Clip to the
 pair's range), or the "float" model would compute without its activations (a MobileNet's
-hard-swish, unclipped, overflows to NaN). Weights the quantizer stored quantized are gone too, so a
+hard-swish, unclipped, overflows to NaN). A range starting at 0 is only a guess, though: any
+non-negative tensor (a LayerNorm's variance) has one too, and a clip at its calibrated maximum is
+wrong wherever samples leave the calibration range. Given the float model, `qdq_activations` puts
+the removed activations back as they were and marks the model, and no range is read as one.
+Weights the quantizer stored quantized are gone too, so a
 dequantized model is the float model only up to its weights' rounding: `qdq_lint` says when it
 differs, and the steps take the float model itself as `reference_model`.
 
@@ -139,6 +143,8 @@ class QdqPair:
 
 
 FLOAT8_NAMES = {name: code for code, (name, _) in _FLOAT8_TYPES.items()}
+# metadata key of a model whose removed activations were put back from its float model
+ACTIVATIONS_RESTORED = "trtflow.qdq.activations_restored"
 
 
 def graph_constants(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
@@ -197,6 +203,8 @@ def pairs(model: onnx.ModelProto, values: bool = True) -> list[QdqPair]:
     graph = model.graph
     constants = graph_constants(model)
     producer = {output: node for node in graph.node for output in node.output}
+    # activations put back from the float model (`qdq_activations`): no range is read as one
+    settled = any(entry.key == ACTIVATIONS_RESTORED for entry in model.metadata_props)
     readers: dict[str, list[str]] = {}
     for node in graph.node:
         for name in dict.fromkeys(node.input):  # Mul(x, x) reads x once
@@ -226,7 +234,7 @@ def pairs(model: onnx.ModelProto, values: bool = True) -> list[QdqPair]:
         granularity: Granularity = (
             "blocked" if block else "per-channel" if scale.size > 1 else "per-tensor"
         )
-        made_by = producer.get(source)
+        made_by = producer.get(source) if not settled else None
         found.append(
             _with_restored_range(
                 QdqPair(

@@ -75,9 +75,18 @@ def exclusions(
 ) -> QuantizerExclusions:
     """The exclusions realizing `kept` (nodes of the quantized `model`, in graph order) in each
     quantizer; `whole_op_types`: op types every quantized node of which is kept."""
-    from trtflow.onnxmodel.qdq import quantized_nodes
+    from trtflow.onnxmodel.qdq import ACTIVATIONS_RESTORED, quantized_nodes
 
     ops = {node.name: node.op_type for node in model.graph.node}
+    nodes = {node.name: node for node in model.graph.node}
+    # the Relu/Clip nodes put back from the float model (`onnxmodel.qdq_activations`)
+    restored = {
+        name
+        for entry in model.metadata_props
+        if entry.key == ACTIVATIONS_RESTORED
+        for name in entry.value.split(",")
+        if name
+    }
     producer = {output: node.name for node in model.graph.node for output in node.output}
     quantized = quantized_nodes(model, values=False)
     entries: dict[str, Exclusion] = {
@@ -103,6 +112,19 @@ def exclusions(
                     "reads: onnxruntime quantizes a node's outputs with the node, so excluding "
                     f"`{node}` alone keeps the pair (`{made_by}`'s own inputs stay float too)",
                 )
+            feeds = nodes.get(made_by) if made_by in restored else None
+            if feeds is not None and feeds.input[0] in producer:
+                below = producer[feeds.input[0]]  # the restored Relu/Clip's own producer
+                if below not in entries and ops[below] not in _QDQ_OPS:
+                    entries[below] = Exclusion(
+                        node=below,
+                        op=ops[below],
+                        quantizers=["onnxruntime"],
+                        reason=f"feeds the {feeds.op_type} `{made_by}`: onnxruntime's asymmetric "
+                        f"quantizer removes a {feeds.op_type} and quantizes its input's producer "
+                        f"with that output's pair, so `{below}` keeps the pair `{pair.name}` unless "
+                        "excluded too",
+                    )
             for reader in pair.consumers:
                 if reader not in entries:
                     entries[reader] = Exclusion(

@@ -63,6 +63,10 @@ class QuantizeSettings:
     nodes_to_exclude: tuple[str, ...] = ()
     extra_options: dict[str, Any] = field(default_factory=dict)  # ONNX Runtime's extra_options
     modelopt_args: tuple[str, ...] = ()  # more ModelOpt command-line arguments
+    # ONNX Runtime's activation type: None follows `symmetric` (INT8 if so, else UINT8); a user who
+    # called quantize_static with QInt8 asymmetric activations says "int8" with symmetric False
+    activation_type: Literal["int8", "uint8"] | None = None
+    weight_type: Literal["int8", "uint8"] = "int8"
 
 
 def quantize(
@@ -114,14 +118,16 @@ def _onnxruntime(
         "entropy": CalibrationMethod.Entropy,
         "percentile": CalibrationMethod.Percentile,
     }[settings.calibration]
+    types = {"int8": QuantType.QInt8, "uint8": QuantType.QUInt8}
+    activations = settings.activation_type or ("int8" if settings.symmetric else "uint8")
     quantize_static(
         source,
         target,
         Reader(),
         quant_format=QuantFormat.QDQ,
         per_channel=settings.per_channel,
-        activation_type=QuantType.QInt8 if settings.symmetric else QuantType.QUInt8,
-        weight_type=QuantType.QInt8,
+        activation_type=types[activations],
+        weight_type=types[settings.weight_type],
         op_types_to_quantize=list(settings.op_types) if settings.op_types else None,
         nodes_to_exclude=list(settings.nodes_to_exclude),
         calibrate_method=method,

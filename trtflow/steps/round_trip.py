@@ -41,8 +41,10 @@ class RoundTripStep(Step):
         "passed": value(True, "Every tool that applied the fix passes the check (and one did)."),
     }
     version = (
-        2  # 2: AutoCast gets the samples (--calibration_data) and --keep_io_types; converter notes
+        3  # 2: AutoCast gets the samples (--calibration_data) and --keep_io_types; converter notes
     )
+    # 3: qdq re-quantizes through the `quantize` step's call (its report's settings), exclusions
+    # worked out with their producers when not given; ModelOpt and TensorRT-RTX for qdq
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         return tool_versions()

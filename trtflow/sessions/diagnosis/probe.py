@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trtflow.lazy import lazy_import
@@ -80,7 +81,15 @@ def output_damage(reference: Feed, produced: Feed) -> tuple[float, dict[str, flo
 class Probe:
     """The switchable model of `model` with every float tensor tapped; `effect(keep)` measures a plan."""
 
-    def __init__(self, model: onnx.ModelProto, precision: PlanPrecision, feeds: Sequence[Feed]):
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        precision: PlanPrecision,
+        feeds: Sequence[Feed],
+        reference_model: Path | None = None,
+    ):
+        """`reference_model`: the float model a quantized `model` was made from; its outputs and the
+        tensors it shares with `model` are the reference (else: `model` with every node kept)."""
         from trtflow.onnxmodel.catalog import catalog
         from trtflow.tensors.taps import mark_outputs
 
@@ -101,12 +110,11 @@ class Probe:
         tapped.CopyFrom(model)
         mark_outputs(tapped, self.taps, tensors)
         self.model = tapped
+        self.reference_model = reference_model
         self._runner: SwitchableRunner | None = None
         self._reference: list[Feed] = []
 
     def __enter__(self) -> Probe:
-        from pathlib import Path
-
         from trtflow.runners.base import PlanModel
         from trtflow.runners.emulated import SwitchableRunner
 
@@ -117,7 +125,34 @@ class Probe:
         self._runner = runner
         self.every = frozenset(runner.switchable.nodes) if runner.switchable else frozenset()
         self._reference = [self._run(self.every, feed) for feed in self.feeds]
+        if self.reference_model is not None:
+            for reference, floats in zip(self._reference, self._float_tensors(), strict=True):
+                reference.update(floats)
         return self
+
+    def _float_tensors(self) -> list[Feed]:
+        """The reference model's outputs and the tapped tensors it computes too, per sample."""
+        import onnx
+
+        from trtflow.onnxmodel.catalog import catalog
+        from trtflow.runners.emulated import EMULATION_SESSION_OPTIONS
+        from trtflow.runners.onnxruntime import OnnxruntimeRunner
+        from trtflow.tensors.taps import mark_outputs
+
+        assert self.reference_model is not None
+        model = onnx.load(str(self.reference_model))
+        tensors = catalog(model)
+        shared = [name for name in self.taps if name in tensors and tensors[name].node is not None]
+        mark_outputs(model, shared, tensors)
+        names = [*self.output_names, *shared]
+        runner = OnnxruntimeRunner(
+            "reference_model", model, names, session_options=EMULATION_SESSION_OPTIONS
+        )
+        runner.activate()
+        try:
+            return [runner.infer(feed) for feed in self.feeds]
+        finally:
+            runner.deactivate()
 
     def __exit__(self, *exc: object) -> None:
         if self._runner is not None:

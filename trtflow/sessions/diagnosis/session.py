@@ -76,8 +76,19 @@ class Diagnosis:
             precision=s.precision,
             check=s.check,
             max_trials=s.max_trials,
+            reference_model=self.float_reference(),
         )
         return PrecisionSearch(searched, self.context).run()
+
+    def float_reference(self) -> Path | None:
+        """The float model a quantized one is judged against, when given: what the user's tool
+        re-quantizes and the round trip judges with. The model with its pairs removed is no
+        stand-in for it: ONNX Runtime's asymmetric quantizer leaves a pair with a range starting at
+        0 on any non-negative tensor, which reads as a removed Relu and is restored as a clip at
+        the calibrated maximum (a LayerNorm's variance clipped where the samples leave the
+        calibration range)."""
+        s = self.settings
+        return Path(s.float_model) if s.precision == "qdq" and s.float_model else None
 
     def run(self, folder: Path) -> DiagnosisReport:
         from trtflow.tensors.judges import JudgeSetting
@@ -92,7 +103,7 @@ class Diagnosis:
         feeds = collect_samples(model, s.data, s.inputs)[:PROBE_SAMPLES]
         fmt_min = _min_normal(s.precision)
         fixed_set = frozenset(outcome.setup.fixed)
-        with Probe(model, s.precision, feeds) as probe:
+        with Probe(model, s.precision, feeds, self.float_reference()) as probe:
             all_low = probe.effect(fixed_set, tapped=True, min_normal=fmt_min)
             fixed = probe.effect(frozenset(keep), tapped=True, min_normal=fmt_min)
             groups = causes_of.components(searched, model)
@@ -284,7 +295,11 @@ class Diagnosis:
             exclusions.write_text(json.dumps(outcome.quantizer_exclusions(), indent=1))
             source, extra = (
                 s.float_model,
-                {"quantizer_exclusions": exclusions, "quantizer": s.quantizer},
+                {
+                    "quantizer_exclusions": exclusions,
+                    "quantizer": s.quantizer,
+                    "mixed_model": mixed,
+                },
             )
         else:
             source, extra = s.model, {"mixed_model": mixed}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -25,6 +25,9 @@ from trtflow.tensors.comparison import Tolerances
 from trtflow.tensors.inputs import DataSpec
 from trtflow.tensors.judges import CommandCheck, JudgeSetting, write_samples
 from trtflow.tensors.task_metrics import MetricCheck
+
+if TYPE_CHECKING:
+    from trtflow.precision.exclusions import QuantizerExclusions
 
 
 class RoundTripSettings(BaseModel):
@@ -46,17 +49,20 @@ class RoundTripSettings(BaseModel):
     )
     quantizer_exclusions: InputPath | None = Field(
         None,
-        description="qdq: bisect-precision's `quantizer_exclusions` (default: the kept nodes).",
+        description="qdq: bisect-precision's `quantizer_exclusions` (default: worked out from the kept "
+        "nodes on the float model quantized as it first was: ONNX Runtime's list adds the producers "
+        "and other readers of the pairs they read).",
     )
     quantizer: QuantizerSettings = Field(
         QuantizerSettings(),
-        description="qdq: how the float model was first quantized (quantize_static's settings).",
+        description="qdq: how the float model was first quantized (the `quantize` step's report, or "
+        "quantize_static's settings).",
     )
     tools: list[Tool] | None = Field(
         None,
         description="The tools to apply the fix with (default: every one for the precision: "
         "onnxconverter-common (fp16), autocast (fp16/bf16), tensorrt-rtx (with mixed_model), "
-        "onnxruntime-quantizer (qdq)).",
+        "onnxruntime-quantizer and modelopt-quantizer (qdq)).",
     )
     data: DataSpec | None = Field(None, description="Generated samples; the judge uses fresh ones.")
     inputs: InputPath | None = Field(
@@ -75,9 +81,8 @@ class RoundTripSettings(BaseModel):
     def chosen_tools(self) -> list[Tool]:
         if self.tools is not None:
             return list(dict.fromkeys(self.tools))
-        if self.precision == "qdq":
-            return list(tools.QDQ_TOOLS)
-        chosen = [t for t in tools.FLOAT_TOOLS if t != "tensorrt-rtx" or self.mixed_model]
+        every = tools.QDQ_TOOLS if self.precision == "qdq" else tools.FLOAT_TOOLS
+        chosen = [t for t in every if t != "tensorrt-rtx" or self.mixed_model]
         return [t for t in chosen if t != "onnxconverter-common" or self.precision == "fp16"]
 
 
@@ -150,18 +155,8 @@ class RoundTrip:
             return tools.tensorrt_rtx(
                 Path(settings.mixed_model), exported / "tensorrt_rtx.engine", shapes
             )
-        if tool == "onnxruntime-quantizer":
-            exclusions = (
-                json.loads(Path(settings.quantizer_exclusions).read_text())
-                if settings.quantizer_exclusions
-                else {"nodes_to_exclude": kept}
-            )
-            (exported / "quantizer_exclusions.json").write_text(json.dumps(exclusions, indent=1))
-            if settings.quantizer.calibration is not None:
-                calibration = collect_samples(original, settings.quantizer.calibration, None)
-            return tools.onnxruntime_quantizer(
-                source, exclusions, settings.quantizer, calibration, exported / "quantized.onnx"
-            )
+        if tool in tools.QUANTIZERS:
+            return self._requantize(tool, source, original, kept, exported, calibration, notes)
         given = exports.tool_input(original, kept, tool == "onnxconverter-common")
         notes.extend(given.notes)
         model_file = source
@@ -186,6 +181,80 @@ class RoundTrip:
         return tools.autocast(
             model_file.resolve(), arguments, (exported / f"{tool}.onnx").resolve()
         )
+
+    def _requantize(
+        self,
+        tool: Tool,
+        source: Path,
+        original,
+        kept: list[str],
+        exported: Path,
+        calibration: list,
+        notes: list[str],
+    ) -> tools.Applied:
+        """The float model quantized again as it first was, less the exclusions for `tool`'s
+        quantizer. The float model is given with trtflow's stable names where it lacks its own, as
+        the `quantize` step gives it (the kept nodes are named so in the quantized model)."""
+        from trtflow.onnxmodel.files import name_nodes
+
+        quantizer = self.settings.quantizer
+        if quantizer.calibration is not None:
+            calibration = collect_samples(original, quantizer.calibration, None)
+        named = type(original)()
+        named.CopyFrom(original)
+        renamed = name_nodes(named)
+        if renamed:
+            source = exported / "float_named.onnx"
+            if not source.exists():
+                onnx_save(named, source)
+            notes.append(
+                f"{len(renamed)} node(s) of the float model have no name of their own: the "
+                "quantizers are given a copy carrying trtflow's stable names, as the `quantize` "
+                "step quantizes it"
+            )
+        found = self._exclusions(source, kept, calibration, exported)
+        if isinstance(found, tools.Applied):
+            return found
+        name = tools.QUANTIZERS[tool]
+        settings = quantizer.library(name, found.nodes_for(name))  # type: ignore[arg-type]
+        return tools.quantizer(tool, source, settings, calibration, exported / f"{tool}.onnx")
+
+    def _exclusions(
+        self, source: Path, kept: list[str], calibration: list, exported: Path
+    ) -> QuantizerExclusions | tools.Applied:
+        """bisect-precision's exclusions, or, when none were given, the kept nodes in each
+        quantizer's terms (`precision.exclusions`: ONNX Runtime's list adds the producers and other
+        readers of the pairs they read) worked out on the float model quantized as it first was,
+        with nothing excluded; written to `quantizer_exclusions.json` either way."""
+        from trtflow.precision.exclusions import QuantizerExclusions, exclusions
+
+        written = exported / "quantizer_exclusions.json"
+        if self.settings.quantizer_exclusions is not None:
+            given = Path(self.settings.quantizer_exclusions).read_text()
+            found = QuantizerExclusions.model_validate_json(given)
+        elif written.exists():  # worked out for the other quantizer of this round trip
+            return QuantizerExclusions.model_validate_json(written.read_text())
+        else:
+            import onnx
+
+            plain = exported / "quantized_as_given.onnx"
+            settings = self.settings.quantizer.library("onnxruntime", [])
+            applied = tools.quantizer("onnxruntime-quantizer", source, settings, calibration, plain)
+            if applied.model is None:
+                return applied
+            quantized = onnx.load(str(plain))
+            missing = [n for n in kept if n not in {node.name for node in quantized.graph.node}]
+            if missing:
+                return tools.Applied(
+                    "onnxruntime-quantizer",
+                    None,
+                    applied.how,
+                    f"the float model quantized as given has no node {', '.join(missing[:5])}: "
+                    "give bisect-precision's `quantizer_exclusions`",
+                )
+            found = exclusions(quantized, kept, [])
+        written.write_text(found.model_dump_json(indent=1))
+        return found
 
 
 def _quoted(argument: str) -> str:

@@ -5,8 +5,9 @@
   with the interpreter of its own environment (`TRTFLOW_MODELOPT_PYTHON`, default
   `/opt/modelopt-venv/bin/python`): its onnx/onnxruntime pins conflict with trtflow's, so it is
   never imported here;
-- ONNX Runtime's quantizer: `quantize_static(float model, ..., nodes_to_exclude=...)` with the
-  settings the model was first quantized with and calibration samples;
+- the quantizers: ONNX Runtime's `quantize_static(float model, ..., nodes_to_exclude=...)` and
+  ModelOpt's ONNX PTQ (`--nodes_to_exclude`, its own list), through the very call the `quantize` step
+  makes, with the settings and calibration samples the model was first quantized with;
 - TensorRT-RTX: a strongly typed build of the mixed model (it builds without a GPU; the engine is
   the model's own types, so the model it was built from is what gets judged).
 Each returns an `Applied`: the tool's output file, or None and why (not installed here, and how
@@ -15,24 +16,39 @@ to install it; the tool failed, and its message).
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shlex
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from trtflow.schema.paths import InputPath
 from trtflow.tensors.inputs import DataSpec
 
 if TYPE_CHECKING:
     import numpy as np
     import onnx
 
-Tool = Literal["onnxconverter-common", "autocast", "onnxruntime-quantizer", "tensorrt-rtx"]
+    from trtflow.precision.quantizers import QuantizeSettings
+
+Tool = Literal[
+    "onnxconverter-common",
+    "autocast",
+    "onnxruntime-quantizer",
+    "modelopt-quantizer",
+    "tensorrt-rtx",
+]
 FLOAT_TOOLS: tuple[Tool, ...] = ("onnxconverter-common", "autocast", "tensorrt-rtx")
-QDQ_TOOLS: tuple[Tool, ...] = ("onnxruntime-quantizer",)
+QDQ_TOOLS: tuple[Tool, ...] = ("onnxruntime-quantizer", "modelopt-quantizer", "tensorrt-rtx")
+QUANTIZERS: dict[Tool, str] = {
+    "onnxruntime-quantizer": "onnxruntime",
+    "modelopt-quantizer": "modelopt",
+}
 MODELOPT_PYTHON = "TRTFLOW_MODELOPT_PYTHON"
 DEFAULT_MODELOPT_PYTHON = "/opt/modelopt-venv/bin/python"
 MODELOPT_INSTALL = (
@@ -55,12 +71,29 @@ class Applied:
 
 
 class QuantizerSettings(BaseModel):
-    """How the float model was first quantized with ONNX Runtime's `quantize_static`: the round trip
-    quantizes it again the same way, only with the exclusions."""
+    """How the float model was first quantized: the round trip quantizes it again the same way, with
+    the same library call the `quantize` step makes (`trtflow.precision.quantizers.quantize`), so
+    only the exclusions differ. `report` (the `quantize` step's report) gives every setting as that
+    step used it; else the fields say them, defaulting to a plain `quantize_static` call
+    (asymmetric INT8 activations, per-tensor weights stored quantized)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    report: InputPath | None = Field(
+        None,
+        description="The `quantize` step's report (`${steps.ID.report}`): its settings, exactly; the "
+        "settings below are then not given.",
+    )
     per_channel: bool = Field(False, description="quantize_static's per_channel.")
+    symmetric: bool = Field(
+        False,
+        description="ActivationSymmetric and WeightSymmetric (the `quantize` step's default).",
+    )
+    float_weights: bool = Field(
+        False,
+        description="Weights as float behind a Q/DQ pair, biases float (AddQDQPairToWeight, "
+        "QuantizeBias false: the `quantize` step's default).",
+    )
     activation_type: Literal["int8", "uint8"] = Field("int8", description="QInt8 or QUInt8.")
     weight_type: Literal["int8", "uint8"] = Field("int8", description="QInt8 or QUInt8.")
     calibrate_method: Literal["minmax", "entropy", "percentile"] = Field(
@@ -69,10 +102,60 @@ class QuantizerSettings(BaseModel):
     op_types_to_quantize: list[str] | None = Field(
         None, description="Op types quantized (default: ONNX Runtime's)."
     )
+    extra_options: dict[str, Any] = Field(
+        default_factory=dict,
+        exclude_if=lambda options: not options,
+        description="More quantize_static extra_options.",
+    )
     calibration: DataSpec | None = Field(
         None,
         description="The calibration samples the model was quantized with (default: the recipe's "
         "samples): the round trip calibrates with the same ones, so only the exclusions differ.",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> QuantizerSettings:
+        given = self.model_fields_set - {"report", "calibration"}
+        if self.report is not None and given:
+            raise ValueError(
+                f"`report` gives the quantize step's settings: leave out {', '.join(sorted(given))}"
+            )
+        return self
+
+    def library(self, quantizer: str, nodes_to_exclude: list[str]) -> QuantizeSettings:
+        """The settings of `trtflow.precision.quantizers.quantize` (the `quantize` step's call) for
+        `quantizer` ("onnxruntime" or "modelopt"), excluding `nodes_to_exclude`."""
+        from trtflow.precision.quantizers import QuantizeSettings
+
+        if self.report is not None:
+            return _reported(Path(self.report), quantizer, nodes_to_exclude)
+        return QuantizeSettings(
+            quantizer=quantizer,  # type: ignore[arg-type]
+            symmetric=self.symmetric,
+            per_channel=self.per_channel,
+            float_weights=self.float_weights,
+            calibration=self.calibrate_method,
+            op_types=tuple(self.op_types_to_quantize) if self.op_types_to_quantize else None,
+            nodes_to_exclude=tuple(nodes_to_exclude),
+            extra_options=dict(self.extra_options),
+            activation_type=self.activation_type,
+            weight_type=self.weight_type,
+        )
+
+
+def _reported(report: Path, quantizer: str, nodes_to_exclude: list[str]) -> QuantizeSettings:
+    """The `quantize` step's settings, as its report records them, for `quantizer`."""
+    from trtflow.precision.quantizers import QuantizeSettings
+
+    settings = json.loads(report.read_text()).get("settings", {})
+    known = {f.name for f in fields(QuantizeSettings)}
+    chosen = {k: v for k, v in settings.items() if k in known and k != "op_types"}
+    chosen["op_types"] = tuple(settings["op_types"]) if settings.get("op_types") else None
+    chosen["modelopt_args"] = tuple(settings.get("modelopt_args") or ())
+    if quantizer != settings.get("quantizer", "onnxruntime"):
+        chosen["modelopt_args"] = ()  # the other quantizer's own arguments do not apply
+    return QuantizeSettings(
+        **{**chosen, "quantizer": quantizer, "nodes_to_exclude": tuple(nodes_to_exclude)}
     )
 
 
@@ -233,55 +316,49 @@ def autocast(source: Path, arguments: list[str], output: Path) -> Applied:
     return Applied("autocast", output, how)
 
 
-def onnxruntime_quantizer(
+def quantizer(
+    tool: Tool,
     source: Path,
-    exclusions: dict,
-    settings: QuantizerSettings,
+    settings: QuantizeSettings,
     calibration: list[dict[str, np.ndarray]],
     output: Path,
 ) -> Applied:
-    """`quantize_static` of the float model again, with the exported `nodes_to_exclude`."""
-    excluded = list(exclusions.get("nodes_to_exclude", []))
-    how = (
-        f"quantize_static({source.name!r}, {output.name!r}, reader, quant_format=QDQ, "
-        f"per_channel={settings.per_channel}, nodes_to_exclude={excluded!r})"
-    )
-    try:
-        from onnxruntime import quantization as q
-    except ImportError:
-        return Applied(
-            "onnxruntime-quantizer", None, how, "not installed here: pip install onnxruntime"
+    """The float model quantized again with the exclusions, by the call the `quantize` step makes
+    (`trtflow.precision.quantizers.quantize`): ONNX Runtime's `quantize_static` in process, or
+    ModelOpt's ONNX PTQ in its own environment."""
+    from trtflow.precision.quantizers import QuantizerUnavailable, quantize
+
+    excluded = list(settings.nodes_to_exclude)
+    if settings.quantizer == "modelopt":
+        patterns = [f"^{re.escape(node)}$" for node in excluded]
+        how = shlex.join(
+            ["python", "-m", "modelopt.onnx.quantization", "--onnx_path", source.name]
+            + ["--quantize_mode", settings.precision, "--nodes_to_exclude", *patterns]
         )
-
-    class Reader(q.CalibrationDataReader):
-        def __init__(self) -> None:
-            self.samples = iter(calibration)
-
-        def get_next(self) -> dict | None:
-            return next(self.samples, None)
-
-    types = {"int8": q.QuantType.QInt8, "uint8": q.QuantType.QUInt8}
-    methods = {
-        "minmax": q.CalibrationMethod.MinMax,
-        "entropy": q.CalibrationMethod.Entropy,
-        "percentile": q.CalibrationMethod.Percentile,
-    }
-    try:
-        q.quantize_static(
-            str(source),
-            str(output),
-            Reader(),
-            quant_format=q.QuantFormat.QDQ,
-            per_channel=settings.per_channel,
-            activation_type=types[settings.activation_type],
-            weight_type=types[settings.weight_type],
-            calibrate_method=methods[settings.calibrate_method],
-            op_types_to_quantize=settings.op_types_to_quantize,
-            nodes_to_exclude=excluded,
+    else:
+        how = (
+            f"quantize_static({source.name!r}, {output.name!r}, reader, quant_format=QDQ, "
+            f"per_channel={settings.per_channel}, nodes_to_exclude={excluded!r}"
+            + (f", extra_options={_options(settings)!r})" if _options(settings) else ")")
         )
-    except Exception as error:  # noqa: BLE001 - the tool's own failure is the verdict
-        return Applied("onnxruntime-quantizer", None, how, f"quantize_static failed: {error}")
-    return Applied("onnxruntime-quantizer", output, how)
+    lines: list[str] = []
+    try:
+        quantize(source, output, calibration, settings, lines.append)
+    except QuantizerUnavailable as error:
+        return Applied(tool, None, how, f"not installed here: {error}")
+    except Exception as error:  # noqa: BLE001 - the quantizer's own failure is the verdict
+        return Applied(tool, None, how, f"the quantizer failed: {str(error)[-600:]}")
+    return Applied(tool, output, how)
+
+
+def _options(settings: QuantizeSettings) -> dict[str, Any]:
+    """The extra_options the library call passes quantize_static (for `how`)."""
+    options: dict[str, Any] = {}
+    if settings.symmetric:
+        options |= {"ActivationSymmetric": True, "WeightSymmetric": True}
+    if settings.float_weights:
+        options |= {"AddQDQPairToWeight": True, "QuantizeBias": False}
+    return options | settings.extra_options
 
 
 def tensorrt_rtx(mixed: Path, engine: Path, shapes: dict[str, tuple[int, ...]]) -> Applied:

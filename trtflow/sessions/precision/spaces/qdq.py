@@ -28,6 +28,10 @@ class QdqSpace:
     def prepare(self, model: onnx.ModelProto, ops: dict[str, str]) -> Setup:
         from trtflow.precision.quantized import candidates as quantized
 
+        notices: tuple[str, ...] = ()
+        if self.settings.reference_model is not None:
+            model, notices = _from_float_model(model, self.settings.reference_model)
+            ops = {node.name: node.op_type for node in model.graph.node}
         every = quantized(model)
         if not every:
             raise ParamError(
@@ -41,23 +45,7 @@ class QdqSpace:
                 "nodes",
                 f"no candidate nodes: `nodes` selects none of the {len(every)} quantized nodes",
             )
-        notices = self._restore_float_weights(model)
-        if notices:  # the rewrite added a QuantizeLinear per weight
-            ops = {node.name: node.op_type for node in model.graph.node}
         return Setup(model, ops, frozenset(every), candidates, {}, notices=notices)
-
-    def _restore_float_weights(self, model: onnx.ModelProto) -> tuple[str, ...]:
-        """Give the weights `model` stores quantized their float values from `reference_model`,
-        in place; what was done, for the step's notice (nothing without a reference model)."""
-        if self.settings.reference_model is None:
-            return ()
-        from trtflow.onnxmodel.files import load_model, name_nodes
-        from trtflow.onnxmodel.qdq_weights import restore_float_weights
-
-        reference = load_model(self.settings.reference_model)
-        name_nodes(reference)
-        restored = restore_float_weights(model, reference)
-        return (restored.describe(),) if restored.restored or restored.unmatched else ()
 
     def screen(self, setup: Setup, feeds: Sequence[Feed], magnitudes: bool) -> LoweringOrder:
         from trtflow.onnxmodel.qdq import dequantize, pair_errors, pairs
@@ -75,3 +63,30 @@ class QdqSpace:
             setup.model, lambda source: [o[source] for o in outputs if source in o]
         )
         return screen(setup.model, errors)
+
+
+def _from_float_model(
+    model: onnx.ModelProto, float_path
+) -> tuple[onnx.ModelProto, tuple[str, ...]]:
+    """`model` with what its quantizer took away given back from the float model, so that keeping
+    every node is exactly the float model (the reference), and what was done, for the step's notice:
+    the Relu/Clip nodes it removed (`onnxmodel.qdq_activations`: no non-negative tensor is then
+    mistaken for one), and the float values of the weights it stores quantized, quantized by a
+    QuantizeLinear into the same DequantizeLinear (`onnxmodel.qdq_weights`)."""
+    from trtflow.onnxmodel.files import load_model, name_nodes
+    from trtflow.onnxmodel.qdq_activations import restore_activations
+    from trtflow.onnxmodel.qdq_weights import restore_float_weights
+
+    float_model = load_model(float_path)
+    name_nodes(float_model)  # the names the `quantize` step gave it
+    model, activations = restore_activations(model, float_model)
+    weights = restore_float_weights(model, float_model)
+    notices: tuple[str, ...] = (
+        (weights.describe(),) if weights.restored or weights.unmatched else ()
+    )
+    if activations:
+        notices += (
+            f"{len(activations)} Relu/Clip node(s) the quantizer removed are put back from the "
+            f"float model ({', '.join(activations[:5])})",
+        )
+    return model, notices

@@ -1,0 +1,185 @@
+"""The Q/DQ round trip through `trtflow run`, on PP-OCRv4's real SVTR neck (pre-trained weights):
+the float model quantized by the `quantize` step, the fault found, the fix applied by running the
+real `quantize_static` again with the exported exclusions (the very call the step makes, its
+settings read from the step's report, the same calibration samples), judged on fresh samples.
+
+Also the footing under it: a quantized model judged against its float model, with the Relu/Clip
+the asymmetric quantizer removed put back from the float model. Read from ranges alone, a
+LayerNorm's non-negative `variance + eps` looked like a removed Relu and was clipped at its
+calibrated maximum: the "dequantized" reference was off by 178 at the output, the search kept 75
+of 88 nodes against it, and the re-quantized model failed against the float one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from trtflow.onnxmodel.files import name_nodes
+from trtflow.onnxmodel.qdq import dequantize
+from trtflow.onnxmodel.qdq_activations import restore_activations
+from trtflow.precision.quantizers import QuantizeSettings, quantize
+
+REPO = Path(__file__).resolve().parents[2]
+SVTR = REPO / "tests" / "quant" / "models" / "ppocrv4_rec_svtr_neck.onnx"
+CLS = REPO / "tests" / "quant" / "models" / "ch_ppocr_mobile_v2.0_cls_infer.onnx"
+OUTLIER = REPO / "pipelines" / "models" / "ppocrv4_svtr_outlier.onnx"
+ASYMMETRIC = "{symmetric: false, per_channel: false, float_weights: false}"  # quantize_static's
+CALIBRATION = "{seed: 0, iterations: 4, ranges: {'*': [-0.05, 0.05]}}"  # served [-1, 1]
+
+
+def run(trtflow, tmp_path: Path, text: str):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(text)
+    return trtflow(
+        "run", recipe, "--workspace", tmp_path / "ws", "--out", tmp_path / "out", cwd=tmp_path
+    )
+
+
+def test_a_calibration_mismatch_is_found_and_fixed_by_quantize_static_again(trtflow, tmp_path):
+    done = run(
+        trtflow,
+        tmp_path,
+        f"""trtflow: 1
+name: qdq
+vars:
+  calibration: {CALIBRATION}
+  data: {{seed: 1, iterations: 6, ranges: {{'*': [-1, 1]}}}}
+steps:
+  int8:
+    uses: quantize
+    with: {{model: {SVTR}, data: "${{vars.calibration}}", {ASYMMETRIC[1:-1]}}}
+  diagnose:
+    uses: diagnose
+    with:
+      model: ${{steps.int8.model}}
+      precision: qdq
+      float_model: {SVTR}
+      quantizer: {{report: "${{steps.int8.report}}", calibration: "${{vars.calibration}}"}}
+      tools: [onnxruntime-quantizer]
+      data: ${{vars.data}}
+      check: {{metric: max_abs_error, max: 0.3}}
+""",
+    )
+    assert done.returncode == 0, done.stderr
+    folder = tmp_path / "out" / "qdq" / "diagnose" / "diagnosis"
+    report = json.loads((folder / "diagnosis.json").read_text())
+    keep = report["search"]["keep"]
+    assert report["search"]["verified"] is True and 0 < len(keep) <= 12, report["search"]
+    assert report["all_low"]["damage"] > 0.5, "the quantized model fails against the float one"
+    assert report["fixed"]["damage"] < 0.2
+    first = report["causes"][0]
+    assert first["mechanism"] == "qdq_clipping" and "clips" in first["words"]
+    assert first["numbers"]["clipped"] > 0.5  # a scale calibrated 20x too small
+    [tool] = report["round_trip"]["tools"]
+    assert tool["tool"] == "onnxruntime-quantizer" and tool["applied"] is True
+    assert tool["passed"] is True, tool["why"]
+    assert report["round_trip"]["samples"] == "fresh"
+    exclusions = json.loads((folder / "fixes" / "quantizer_exclusions.json").read_text())
+    assert set(keep) < set(exclusions["nodes_to_exclude"]), "the producers of the pairs too"
+    assert "extra_options" not in tool["how"], "settings as the quantize step had them"
+    assert "per_channel=False" in tool["how"]
+
+
+def test_a_keep_set_alone_is_excluded_with_the_producers_the_quantizer_attaches_pairs_to(
+    trtflow, tmp_path
+):
+    """round-trip given only the kept nodes (no `quantizer_exclusions`): ONNX Runtime quantizes a
+    node's output with the node, so excluding the kept nodes alone leaves the faulty pair (measured:
+    max_abs_error 0.31, failing); the round trip works the producers out on the float model
+    quantized as the report says, and the fix passes. With nothing kept, it fails: the check bites."""
+    trips = "\n".join(
+        f"""  {name}:
+    uses: round-trip
+    with:
+      model: {OUTLIER}
+      precision: qdq
+      keep: {keep}
+      quantizer: {{report: "${{steps.int8.report}}"}}
+      data: ${{vars.data}}
+      check: ${{vars.check}}"""
+        for name, keep in (("proof", "${steps.hunt.keep}"), ("none", "[]"))
+    )
+    done = run(
+        trtflow,
+        tmp_path,
+        f"""trtflow: 1
+name: trip
+vars:
+  data: {{seed: 1, iterations: 12, ranges: {{'*': [-1, 1]}}}}
+  check: {{metric: max_abs_error, max: 0.2}}
+steps:
+  int8:
+    uses: quantize
+    with: {{model: {OUTLIER}, data: "${{vars.data}}"}}
+  hunt:
+    uses: bisect-precision
+    with:
+      model: ${{steps.int8.model}}
+      precision: qdq
+      reference_model: {OUTLIER}
+      data: ${{vars.data}}
+      check: ${{vars.check}}
+{trips}
+""",
+    )
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out" / "trip"
+    proof = json.loads((out / "proof" / "report.json").read_text())
+    by_tool = {entry["tool"]: entry for entry in proof["tools"]}
+    assert by_tool["onnxruntime-quantizer"]["passed"] is True, by_tool
+    exclusions = json.loads((out / "proof" / "exports" / "quantizer_exclusions.json").read_text())
+    assert set(proof["kept"]) < set(exclusions["nodes_to_exclude"])
+    assert any("makes" in entry["reason"] for entry in exclusions["entries"])
+    assert "ActivationSymmetric" in by_tool["onnxruntime-quantizer"]["how"]  # the report's settings
+    none = json.loads((out / "none" / "report.json").read_text())
+    [failed] = [e for e in none["tools"] if e["tool"] == "onnxruntime-quantizer"]
+    assert failed["applied"] is True and failed["passed"] is False
+
+
+def _outputs(model: onnx.ModelProto | Path, feeds: list[dict]) -> list[np.ndarray]:
+    source = model if isinstance(model, Path) else model.SerializeToString()
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    return [session.run(None, feed)[0] for feed in feeds]
+
+
+def _worst(a: list[np.ndarray], b: list[np.ndarray]) -> float:
+    return max(float(np.abs(x - y).max()) for x, y in zip(a, b, strict=True))
+
+
+def test_dequantized_with_the_float_models_activations_is_the_float_model(tmp_path):
+    """Asymmetric quantize_static removes the classifier's Relus and hard-swish Clips and leaves a range
+    starting at 0 on the SVTR neck's LayerNorm variances: put back from the float model, the
+    Clips return with their real bounds, the variances stay unclipped, and dequantizing gives the
+    float model's outputs. Read from ranges alone, the SVTR neck served outside its calibration
+    range is off by far more than rounding."""
+    rng = np.random.default_rng(0)
+    settings = QuantizeSettings(symmetric=False, per_channel=False, float_weights=True)
+    cases = (  # model, input, calibration range, served range
+        (CLS, "x", (1, 3, 48, 192), (0.0, 1.0), (0.0, 1.0)),
+        (SVTR, "transpose_43.tmp_0", (1, 40, 120), (-0.05, 0.05), (-1.0, 1.0)),
+    )
+    for path, name, shape, calibrated, served in cases:
+        float_model = onnx.load(str(path))
+        name_nodes(float_model)
+        named = tmp_path / f"{path.stem}.onnx"
+        onnx.save(float_model, str(named))
+        calibration = [{name: rng.uniform(*calibrated, shape).astype(np.float32)} for _ in range(4)]
+        feeds = [{name: rng.uniform(*served, shape).astype(np.float32)} for _ in range(3)]
+        target = tmp_path / f"{path.stem}.int8.onnx"
+        quantize(named, target, calibration, settings, lambda line: None)
+        quantized = onnx.load(str(target))
+        restored, names = restore_activations(quantized, float_model)
+        expected = _outputs(named, feeds)
+        assert _worst(expected, _outputs(dequantize(restored), feeds)) < 1e-3, path.name
+        if path == CLS:
+            assert {n.split("@")[0] for n in names} == {"Clip", "Relu"}, names
+            assert _worst(expected, _outputs(restored, feeds)) > 0  # still quantized
+        else:
+            assert names == []  # nothing was removed: the variances are non-negative by nature
+            assert _worst(expected, _outputs(dequantize(quantized), feeds)) > 1.0
