@@ -115,14 +115,10 @@ steps:
   int8:
     uses: quantize
     with: {{model: {OUTLIER}, data: "${{vars.data}}"}}
-  hunt:
+  hunt:  # the nodes to keep, judged against the float model
     uses: bisect-precision
-    with:
-      model: ${{steps.int8.model}}
-      precision: qdq
-      reference_model: {OUTLIER}
-      data: ${{vars.data}}
-      check: ${{vars.check}}
+    with: {{model: "${{steps.int8.model}}", precision: qdq, reference_model: {OUTLIER},
+           data: "${{vars.data}}", check: "${{vars.check}}"}}
 {trips}
 """,
     )

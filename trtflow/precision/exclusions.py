@@ -104,11 +104,10 @@ def exclusions(
                 continue  # a weight's pair goes with the node that reads it, in both quantizers
             made_by = producer.get(pair.source)
             if made_by is not None and made_by not in entries and ops[made_by] not in _QDQ_OPS:
-                entries[made_by] = Exclusion(
-                    node=made_by,
-                    op=ops[made_by],
-                    quantizers=["onnxruntime"],
-                    reason=f"makes `{pair.source}`, whose pair `{pair.name}` the kept `{node}` "
+                entries[made_by] = _for_onnxruntime(
+                    made_by,
+                    ops,
+                    f"makes `{pair.source}`, whose pair `{pair.name}` the kept `{node}` "
                     "reads: onnxruntime quantizes a node's outputs with the node, so excluding "
                     f"`{node}` alone keeps the pair (`{made_by}`'s own inputs stay float too)",
                 )
@@ -116,22 +115,20 @@ def exclusions(
             if feeds is not None and feeds.input[0] in producer:
                 below = producer[feeds.input[0]]  # the restored Relu/Clip's own producer
                 if below not in entries and ops[below] not in _QDQ_OPS:
-                    entries[below] = Exclusion(
-                        node=below,
-                        op=ops[below],
-                        quantizers=["onnxruntime"],
-                        reason=f"feeds the {feeds.op_type} `{made_by}`: onnxruntime's asymmetric "
+                    entries[below] = _for_onnxruntime(
+                        below,
+                        ops,
+                        f"feeds the {feeds.op_type} `{made_by}`: onnxruntime's asymmetric "
                         f"quantizer removes a {feeds.op_type} and quantizes its input's producer "
                         f"with that output's pair, so `{below}` keeps the pair `{pair.name}` unless "
                         "excluded too",
                     )
             for reader in pair.consumers:
                 if reader not in entries:
-                    entries[reader] = Exclusion(
-                        node=reader,
-                        op=ops[reader],
-                        quantizers=["onnxruntime"],
-                        reason=f"reads `{pair.source}` too: onnxruntime gives every reader of a "
+                    entries[reader] = _for_onnxruntime(
+                        reader,
+                        ops,
+                        f"reads `{pair.source}` too: onnxruntime gives every reader of a "
                         f"tensor one shared pair, so while `{reader}` is quantized the kept "
                         f"`{node}` reads that pair",
                     )
@@ -145,3 +142,8 @@ def exclusions(
         modelopt_args=shlex.join(["--nodes_to_exclude", *patterns]) if patterns else "",
         entries=ordered,
     )
+
+
+def _for_onnxruntime(node: str, ops: dict[str, str], reason: str) -> Exclusion:
+    """A node only ONNX Runtime's list needs (ModelOpt attaches pairs to the nodes it quantizes)."""
+    return Exclusion(node=node, op=ops[node], quantizers=["onnxruntime"], reason=reason)

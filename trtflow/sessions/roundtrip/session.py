@@ -10,6 +10,7 @@ the seed recorded. Inputs from files have no fresh samples: the report says "sea
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -156,7 +157,7 @@ class RoundTrip:
                 Path(settings.mixed_model), exported / "tensorrt_rtx.engine", shapes
             )
         if tool in tools.QUANTIZERS:
-            return self._requantize(tool, source, original, kept, exported, calibration, notes)
+            return self._requantize(tool, original, kept, exported, calibration)
         given = exports.tool_input(original, kept, tool == "onnxconverter-common")
         notes.extend(given.notes)
         model_file = source
@@ -183,14 +184,7 @@ class RoundTrip:
         )
 
     def _requantize(
-        self,
-        tool: Tool,
-        source: Path,
-        original,
-        kept: list[str],
-        exported: Path,
-        calibration: list,
-        notes: list[str],
+        self, tool: Tool, original, kept: list[str], exported: Path, calibration: list
     ) -> tools.Applied:
         """The float model quantized again as it first was, less the exclusions for `tool`'s
         quantizer. The float model is given with trtflow's stable names where it lacks its own, as
@@ -203,21 +197,23 @@ class RoundTrip:
         named = type(original)()
         named.CopyFrom(original)
         renamed = name_nodes(named)
+        source, notes = Path(self.settings.model), tuple[str, ...]()
         if renamed:
             source = exported / "float_named.onnx"
             if not source.exists():
                 onnx_save(named, source)
-            notes.append(
+            notes = (
                 f"{len(renamed)} node(s) of the float model have no name of their own: the "
-                "quantizers are given a copy carrying trtflow's stable names, as the `quantize` "
-                "step quantizes it"
+                "quantizer is given a copy carrying trtflow's stable names, as the `quantize` "
+                "step quantizes it",
             )
         found = self._exclusions(source, kept, calibration, exported)
         if isinstance(found, tools.Applied):
             return found
         name = tools.QUANTIZERS[tool]
         settings = quantizer.library(name, found.nodes_for(name))  # type: ignore[arg-type]
-        return tools.quantizer(tool, source, settings, calibration, exported / f"{tool}.onnx")
+        applied = tools.quantizer(tool, source, settings, calibration, exported / f"{tool}.onnx")
+        return replace(applied, notes=applied.notes + notes)
 
     def _exclusions(
         self, source: Path, kept: list[str], calibration: list, exported: Path
