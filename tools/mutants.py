@@ -881,6 +881,13 @@ MUTANTS: tuple[Mutant, ...] = (
             "test_the_repro_recipe_run_where_it_lies_writes_nothing_into_the_cache",
         ),
     ),
+    Mutant(
+        "taps: `tensors: all` taps Constant outputs as Polygraphy's mark all does not",
+        "trtflow/steps/surgeon_insert_tap.py",
+        'tensors_in_scope = {n: t for n, t in tensors.items() if t.op != "Constant"}',
+        "tensors_in_scope = tensors",
+        ("tests/run_compare/test_recipes.py::test_tapping_all_leaves_constants_out_unless_asked",),
+    ),
 )
 
 

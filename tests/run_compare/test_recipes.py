@@ -494,6 +494,31 @@ def test_a_tap_selector_that_selects_nothing_is_a_recipe_error(trtflow, tmp_path
 
 
 @pytest.mark.parametrize(
+    "selector, constant_tapped",
+    [("tensors: all", False), ("tensors: all, constants: true", True), ("ops: [Constant]", True)],
+)
+def test_tapping_all_leaves_constants_out_unless_asked(
+    trtflow, tmp_path, selector, constant_tapped
+):
+    """`tensors: all` taps what the model computes from its inputs, as Polygraphy's `mark all`
+    does: a Constant's output (here the Reshape target) is the same in every run."""
+    save(reshaped_chain(3, [2, 3, 4], computed=False), tmp_path / "model.onnx")
+    result, out = run_recipe(
+        trtflow,
+        tmp_path,
+        f"""
+    taps:
+      uses: surgeon-insert-tap
+      with: {{model: model.onnx, {selector}}}
+    """,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    tapped = [tap["tensor"] for tap in json.loads((out / "taps" / "taps.json").read_text())["taps"]]
+    assert ("target" in tapped) is constant_tapped
+    assert ("reshaped" in tapped) is not selector.startswith("ops")
+
+
+@pytest.mark.parametrize(
     "error_stat, named, columns",
     [
         (
