@@ -12,12 +12,19 @@ workspace each time:
   with the same input shapes.
 The two alternate (`--pairs` pairs, trtflow first then Polygraphy first, so neither always runs
 on a warmer page cache); wall time and peak RSS (wait4) of each child are printed with the
-median trtflow/Polygraphy ratios. Polygraphy is no trtflow dependency: `pip install polygraphy`.
+median trtflow/Polygraphy ratios, and the ratio of their CPU seconds (user + system), which a
+machine others load disturbs far less than wall time. Polygraphy is no trtflow dependency:
+`pip install polygraphy`.
+
+trtflow's bytecode is compiled first (`compileall`, into its `__pycache__`), as installing a
+package compiles it and as Polygraphy's is: where PYTHONDONTWRITEBYTECODE is set, a checkout is
+otherwise compiled again by every run (about 0.3 s of trtflow's modules, no cost a user sees twice).
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import shutil
 import statistics
 import sys
@@ -27,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 from real_models import real_model  # noqa: E402
-from run_compare import measured  # noqa: E402 - the other benches' child-process measurement
+from run_compare import measured_usage  # noqa: E402 - the other benches' child-process measurement
 
 SILERO = {"input": [1, 512], "state": [2, 1, 128], "sr": []}
 MODELS = {  # name: (file, {input: shape}, data ranges, shapes pinned by `load` or else in `data:`)
@@ -72,8 +79,16 @@ def _flow(ranges: dict[str, list[int]]) -> str:
     return "{" + ", ".join(f'"{k}": {v}' for k, v in {"*": [-1, 1], **ranges}.items()) + "}"
 
 
+def _measured(argv: list[str], cwd: Path) -> tuple[float, float, float]:
+    """(wall s, peak MiB, CPU s) of a child that must succeed."""
+    seconds, peak_mb, cpu, failure = measured_usage(argv, cwd)
+    if failure is not None:
+        sys.exit(f"failed: {' '.join(argv)}\n{failure}")
+    return seconds, peak_mb, cpu
+
+
 def one_pair(name: str, models: Path | None, work: Path, polygraphy_first: bool):
-    """((trtflow s, MiB), (Polygraphy s, MiB)) of one cold run each, in fresh folders."""
+    """((trtflow s, MiB, CPU s), (Polygraphy s, MiB, CPU s)) of one cold run each, in fresh folders."""
     file, shapes, ranges, pinned_in_load = MODELS[name]
     folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=work))
     shutil.copyfile(real_model(file, models), folder / file)
@@ -96,11 +111,11 @@ def one_pair(name: str, models: Path | None, work: Path, polygraphy_first: bool)
     for key, (low, high) in ranges.items():
         polygraphy += ["--val-range", f"{key}:[{low},{high}]"]
     if polygraphy_first:
-        theirs = measured(polygraphy, folder)
-        ours = measured(trtflow, folder)
+        theirs = _measured(polygraphy, folder)
+        ours = _measured(trtflow, folder)
     else:
-        ours = measured(trtflow, folder)
-        theirs = measured(polygraphy, folder)
+        ours = _measured(trtflow, folder)
+        theirs = _measured(polygraphy, folder)
     shutil.rmtree(folder, ignore_errors=True)
     return ours, theirs
 
@@ -116,10 +131,13 @@ def main() -> None:
     parser.add_argument("--only", default=SEVEN, help=f"of: {','.join(MODELS)}")
     args = parser.parse_args()
 
+    import trtflow
+
+    compileall.compile_dir(Path(trtflow.__file__).parent, quiet=1)
     work = Path(tempfile.mkdtemp(prefix="trtflow-bench-"))
     print(
         f"{'model':10}{'trtflow s':>11}{'polygraphy s':>14}{'wall ratio':>12}"
-        f"{'trtflow MiB':>13}{'polygraphy MiB':>16}{'memory ratio':>14}"
+        f"{'trtflow MiB':>13}{'polygraphy MiB':>16}{'memory ratio':>14}{'CPU ratio':>11}"
     )
     try:
         for name in args.only.split(","):
@@ -128,9 +146,12 @@ def main() -> None:
             theirs_s = statistics.median(p[1][0] for p in pairs)
             ours_mb = statistics.median(p[0][1] for p in pairs)
             theirs_mb = statistics.median(p[1][1] for p in pairs)
+            cpu = statistics.median(p[0][2] for p in pairs) / statistics.median(
+                p[1][2] for p in pairs
+            )
             print(
                 f"{name:10}{ours_s:11.2f}{theirs_s:14.2f}{ours_s / theirs_s:12.2f}"
-                f"{ours_mb:13.0f}{theirs_mb:16.0f}{ours_mb / theirs_mb:14.2f}",
+                f"{ours_mb:13.0f}{theirs_mb:16.0f}{ours_mb / theirs_mb:14.2f}{cpu:11.2f}",
                 flush=True,
             )
     finally:

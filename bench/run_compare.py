@@ -62,19 +62,27 @@ _LAUNCHER = (
     "import os, subprocess, sys\n"
     "child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
     "_, status, usage = os.wait4(child.pid, 0)\n"
-    "print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)"
+    "print(os.waitstatus_to_exitcode(status), usage.ru_maxrss, usage.ru_utime + usage.ru_stime)"
 )
 
 
 def measured_run(argv: list[str], cwd: Path) -> tuple[float, float, str | None]:
     """(wall seconds, peak RSS in MiB, its stderr if it failed else None) of a child process."""
+    seconds, peak_mb, _, failure = measured_usage(argv, cwd)
+    return seconds, peak_mb, failure
+
+
+def measured_usage(argv: list[str], cwd: Path) -> tuple[float, float, float, str | None]:
+    """`measured_run` with the CPU seconds (user + system) the child used: on a machine others
+    load, wall time follows their load, CPU time mostly the child's own work."""
     started = time.perf_counter()
     launched = subprocess.run(
         [sys.executable, "-S", "-c", _LAUNCHER, *argv], cwd=cwd, capture_output=True, text=True
     )
     seconds = time.perf_counter() - started
-    exit_code, peak_kb = map(int, launched.stdout.split())
-    return seconds, peak_kb / 1024, launched.stderr if exit_code != 0 else None
+    exit_code, peak_kb, cpu = launched.stdout.split()
+    failure = launched.stderr if int(exit_code) != 0 else None
+    return seconds, int(peak_kb) / 1024, float(cpu), failure
 
 
 def measured(argv: list[str], cwd: Path) -> tuple[float, float]:

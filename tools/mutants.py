@@ -888,6 +888,20 @@ MUTANTS: tuple[Mutant, ...] = (
         "tensors_in_scope = tensors",
         ("tests/run_compare/test_recipes.py::test_tapping_all_leaves_constants_out_unless_asked",),
     ),
+    Mutant(
+        "formats: FP16's overflow bound one bit past the tie (65520 stays finite)",
+        "trtflow/onnxmodel/formats.py",
+        '"fp16": 0x477FF000',
+        '"fp16": 0x477FF001',
+        ("tests/test_onnx_proto.py::test_overflows_and_underflows_are_what_rounding_gives",),
+    ),
+    Mutant(
+        "onnx proto: weights put back after an external-data save keep no explicit DEFAULT location",
+        "trtflow/onnxmodel/proto.py",
+        "            tensor.raw_data = raw\n            tensor.data_location = _DEFAULT\n",
+        "            tensor.raw_data = raw\n",
+        ("tests/test_onnx_proto.py::test_external_data_is_written_and_read_as_onnx_does",),
+    ),
 )
 
 

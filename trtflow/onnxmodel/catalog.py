@@ -41,9 +41,9 @@ class TensorInfo:
         """The numpy dtype name, or None when unknown."""
         if not self.elem_type:
             return None
-        import onnx
+        from trtflow.onnxmodel.proto import numpy_dtype
 
-        return str(onnx.helper.tensor_dtype_to_np_dtype(self.elem_type))
+        return str(numpy_dtype(self.elem_type))
 
     def as_json(self) -> dict:
         return {
@@ -71,11 +71,11 @@ def catalog(model: onnx.ModelProto) -> dict[str, TensorInfo]:
 
     Nodes must already be named (`trtflow.onnxmodel.files.name_nodes`).
     """
-    import onnx
+    from trtflow.onnxmodel.proto import infer_shapes
 
     light, _ = graph_only_copy(model)
     try:
-        inferred = onnx.shape_inference.infer_shapes(light, strict_mode=False, data_prop=True).graph
+        inferred = infer_shapes(light, strict_mode=False, data_prop=True).graph
     except Exception:  # noqa: BLE001 - custom ops or broken models: fall back to the types the file declares
         inferred = light.graph
     types = {v.name: v.type for v in (*inferred.input, *inferred.value_info, *inferred.output)}

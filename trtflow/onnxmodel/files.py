@@ -33,9 +33,10 @@ step output holding a model declares it as a companion, so the store keeps it wi
 
 
 def load_model(path: Path, *, load_weights: bool = True) -> onnx.ModelProto:
-    import onnx
+    """`onnx.load` (through `trtflow.onnxmodel.proto`: no `import onnx` for a self-contained model)."""
+    from trtflow.onnxmodel import proto
 
-    return onnx.load(str(path), load_external_data=load_weights)
+    return proto.load(path, load_weights)
 
 
 def weight_bytes(model: onnx.ModelProto) -> int:
@@ -55,12 +56,21 @@ def save_model(
     read back, so `model` is left as it was and callers can keep using it — unless `keep_weights`
     is False: a scratch copy handed to ONNX Runtime lets them go, so the session that reads the file
     holds the only other copy."""
-    import onnx
-    from onnx.external_data_helper import load_external_data_for_model
+    from trtflow.onnxmodel import proto
 
     if external_data is None:
         external_data = weight_bytes(model) > EXTERNAL_DATA_THRESHOLD
     path.parent.mkdir(parents=True, exist_ok=True)
+    location = EXTERNAL_DATA.format(file=path.name)
+    if not proto.has_external_data(model):  # the usual case, without onnx's Python layer
+        if external_data:
+            proto.save_with_external_data(model, path, location, keep_weights)
+        else:
+            proto.save(model, path)
+        return
+    import onnx  # tensors that point to data elsewhere: onnx's rules for them
+    from onnx.external_data_helper import load_external_data_for_model
+
     if external_data:
         _mark_external(model, path)
         onnx.save_model(model, str(path))  # writes every marked tensor into the data file
@@ -330,20 +340,20 @@ def inline_local_functions(model: onnx.ModelProto) -> tuple[onnx.ModelProto, lis
     of the tensors inside it and bisect-precision could not keep any of its nodes in FP32. ONNX
     Runtime inlines them the same way when it opens the model, so results do not change. Node
     and tensor names from a body get a `__N` suffix per call site (onnx.inliner)."""
-    import onnx.inliner
+    from trtflow.onnxmodel import proto
 
     if not model.functions:
         return model, []
     names = [f"{function.domain}.{function.name}" for function in model.functions]
-    return onnx.inliner.inline_local_functions(model), names
+    return proto.inline_local_functions(model), names
 
 
 def with_stable_names(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of `model` in which every node has its stable name (`name_nodes`); `model` is not
     changed, so a model other code reads keeps the names it had."""
-    import onnx
+    from trtflow.onnxmodel import proto
 
-    copy = onnx.ModelProto()
+    copy = proto.messages().ModelProto()
     copy.CopyFrom(model)
     name_nodes(copy)
     return copy
@@ -389,7 +399,7 @@ def graph_only_copy(model: onnx.ModelProto) -> tuple[onnx.ModelProto, set[str]]:
     hold several more copies of them (and refuse a model over protobuf's 2 GB limit). Neither reads
     a weight, so they get this copy: types stay, bytes go; small initializers (shape constants) stay.
     """
-    import onnx
+    from trtflow.onnxmodel import proto
 
     graph = model.graph
     large = {
@@ -397,13 +407,13 @@ def graph_only_copy(model: onnx.ModelProto) -> tuple[onnx.ModelProto, set[str]]:
         for t in graph.initializer
         if t.external_data or t.ByteSize() > SMALL_INITIALIZER_BYTES
     }
-    light = onnx.ModelProto()
+    light = proto.messages().ModelProto()
     _copy_fields(light, model, skip="graph")
     _copy_fields(light.graph, graph, skip="initializer")
     light.graph.initializer.extend(t for t in graph.initializer if t.name not in large)
     declared = {i.name for i in graph.input}
     light.graph.input.extend(
-        onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+        proto.value_info(t.name, t.data_type, list(t.dims))
         for t in graph.initializer
         if t.name in large and t.name not in declared
     )
@@ -418,11 +428,11 @@ def infer_top_level_shapes(model: onnx.ModelProto) -> str:
     the model about three more times (serialized in, parsed, serialized out: a 184 MB model peaked
     at 800 MB, a 4 GB one would need 16 GB) and refuses one past protobuf's 2 GB limit. Subgraphs
     keep their declared types."""
-    import onnx
+    from trtflow.onnxmodel.proto import infer_shapes
 
     light, _ = graph_only_copy(model)
     try:
-        inferred = onnx.shape_inference.infer_shapes(light, strict_mode=False, data_prop=True)
+        inferred = infer_shapes(light, strict_mode=False, data_prop=True)
     except Exception as error:  # noqa: BLE001 - onnx raises assorted types; callers go on without shapes
         return f"failed: {error}"
     del model.graph.value_info[:]

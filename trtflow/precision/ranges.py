@@ -8,6 +8,7 @@ included) and reports, per tensor, what the format loses and which nodes consume
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
@@ -61,10 +62,10 @@ def _constant_protos(model: onnx.ModelProto) -> Iterator[tuple[str, str, onnx.Te
 
 def iter_constants(model: onnx.ModelProto) -> Iterator[tuple[str, str, np.ndarray]]:
     """(tensor name, source, values) for every initializer and Constant node, subgraphs included."""
-    from onnx import numpy_helper
+    from trtflow.onnxmodel.proto import to_array
 
     for name, source, proto in _constant_protos(model):
-        yield name, source, numpy_helper.to_array(proto)
+        yield name, source, to_array(proto)
 
 
 def _consumers(model: onnx.ModelProto) -> dict[str, list[dict]]:
@@ -132,23 +133,31 @@ def lost_values(
 
     `ranges` (the model's `constant_ranges`, when the caller has them) spares reading every
     weight again: only constants out of `fmt`'s range are read."""
-    from onnx import numpy_helper
+    from trtflow.onnxmodel.proto import to_array
 
-    out_of_range = None
+    out_of_range, known = None, {}
     if ranges is not None:
         out_of_range = {r.tensor for r in ranges if not _within(fmt, r.max_abs, r.min_abs_nonzero)}
+        named = Counter(
+            r.tensor for r in ranges
+        )  # a name two graphs share: its stats are read again
+        known = {r.tensor: r for r in ranges if named[r.tensor] == 1}
     readers = _consumers(model)
     found = []
     for name, source, proto in _constant_protos(model):
         if out_of_range is not None and name not in out_of_range:
             continue
-        values = numpy_helper.to_array(proto)
+        values = to_array(proto)
         if values.dtype.kind != "f" or values.dtype.itemsize < 4 or values.size == 0:
             continue
-        _, _, max_abs, min_abs, _ = _stats(values)
+        stats = known.get(name)
+        if stats is not None:
+            max_abs, min_abs = stats.max_abs, stats.min_abs_nonzero
+        else:
+            _, _, max_abs, min_abs, _ = _stats(values)
         if _within(fmt, max_abs, min_abs):
             continue  # in range: rounding every value (most weights of a model) cannot lose one
-        as_float = values.astype(np.float32)
+        as_float = np.asarray(values, dtype=np.float32)  # no copy of an FP32 weight
         overflow = int(fmt.overflows(as_float).sum())
         underflow = int(fmt.underflows(as_float).sum())
         if overflow or underflow:

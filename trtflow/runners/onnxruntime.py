@@ -270,9 +270,9 @@ class OnnxruntimeRunner:
             model = self.transform(model)
         if self.outputs is not None:
             if model is given:  # the caller's model stays as it was
-                import onnx
+                from trtflow.onnxmodel.proto import messages
 
-                model = onnx.ModelProto()
+                model = messages().ModelProto()
                 model.CopyFrom(given)
             mark_outputs(model, self.outputs, catalog(model), replace=True)
         weights = weight_bytes(model)  # cheap; ByteSize() would serialize the whole model once more

@@ -115,9 +115,9 @@ def estimated_bytes(model: onnx.ModelProto, tensors: dict[str, Any]) -> dict[str
 
 def with_input_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray]) -> onnx.ModelProto:
     """A weightless copy of the model whose inputs have the feed's shapes, for size estimates."""
-    import onnx
+    from trtflow.onnxmodel.proto import messages
 
-    pinned = onnx.ModelProto()
+    pinned = messages().ModelProto()
     pinned.CopyFrom(model)
     for value_info in pinned.graph.input:
         if value_info.name in feed:

@@ -60,10 +60,10 @@ def _dims(value_info) -> list[int | str]:
 
 
 def _dtype(value_info) -> str:
-    import onnx
+    from trtflow.onnxmodel.proto import numpy_dtype
 
     elem_type = value_info.type.tensor_type.elem_type
-    return onnx.helper.tensor_dtype_to_np_dtype(elem_type).name if elem_type else "unknown"
+    return numpy_dtype(elem_type).name if elem_type else "unknown"
 
 
 class WrittenModelRefused(StepError):
@@ -179,14 +179,13 @@ def _forget_subgraph_shapes(model) -> None:
 def _refusal(path: Path, params: Params, run: bool = True) -> str | None:
     """Why onnx.checker (at the step's `check` level) or ONNX Runtime refuses the model file (opening
     it, and with `run` running one synthesized feed of the pinned `shapes`); None if both accept it."""
-    import onnx
-
+    from trtflow.onnxmodel.proto import check_model_path, validation_errors
     from trtflow.ort_sessions import session_refusal
 
     if params.check:
         try:
-            onnx.checker.check_model(str(path), full_check=params.check == "full")
-        except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
+            check_model_path(path, full_check=params.check == "full")
+        except validation_errors() as error:
             return f"onnx.checker: {str(error).strip()}"
     refusal = session_refusal(path, run, params.shapes)
     return refusal and f"ONNX Runtime: {refusal}"
@@ -350,7 +349,6 @@ class Load(Step):
         return self._load_onnx(ctx, params)
 
     def _load_onnx(self, ctx: StepContext, params: Params) -> dict[str, Any]:
-        import onnx
         from google.protobuf.message import DecodeError
 
         from trtflow.onnxmodel.files import (
@@ -359,7 +357,10 @@ class Load(Step):
             refused_external_data,
         )
         from trtflow.onnxmodel.lint import node_named, problem_lines
+        from trtflow.onnxmodel.proto import check_model_path, validation_errors
         from trtflow.ort_sessions import session_refusal
+
+        refused = validation_errors()
 
         ctx.progress(0, 5, "reading")
         # read first: `check: false` is no advice for a file that is not ONNX at all, or truncated
@@ -371,7 +372,7 @@ class Load(Step):
             raise ParamError(
                 "path", f"{params.path}: cannot read the ONNX model: {error}"
             ) from None
-        except onnx.checker.ValidationError as error:  # onnx refused an external data location
+        except refused[0] as error:  # onnx.checker refused an external data location
             reason = (
                 refused_external_data(params.path)
                 or f"not a valid ONNX model: {str(error).strip()}"
@@ -391,12 +392,8 @@ class Load(Step):
         lint = self._lint(ctx, params, model) if params.lint else None
         if params.check:
             try:
-                onnx.checker.check_model(str(params.path), full_check=params.check == "full")
-            except (
-                onnx.checker.ValidationError,
-                onnx.shape_inference.InferenceError,
-                DecodeError,
-            ) as error:
+                check_model_path(params.path, full_check=params.check == "full")
+            except (*refused, DecodeError) as error:
                 complaint = str(error).strip()
                 runtime = session_refusal(
                     params.path, run=bool(params.shapes), shapes=params.shapes

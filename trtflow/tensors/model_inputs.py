@@ -49,12 +49,12 @@ def non_tensor_inputs(model) -> dict[str, str]:
 
 def type_text(type_proto) -> str:
     """An ONNX value type in words: `sequence of tensor(float)`, `optional of ...`."""
-    import onnx
+    from trtflow.onnxmodel.proto import messages
 
     kind = type_proto.WhichOneof("value")
     if kind in ("tensor_type", "sparse_tensor_type"):
         elem_type = getattr(type_proto, kind).elem_type
-        return f"tensor({onnx.TensorProto.DataType.Name(elem_type).lower()})"
+        return f"tensor({messages().TensorProto.DataType.Name(elem_type).lower()})"
     if kind in ("sequence_type", "optional_type"):
         return f"{kind[: -len('_type')]} of {type_text(getattr(type_proto, kind).elem_type)}"
     return kind.replace("_type", "") if kind else "value of undeclared type"
@@ -63,11 +63,11 @@ def type_text(type_proto) -> str:
 def value_spec(value) -> InputSpec:
     """A graph input's or output's name, dtype and shape; only for tensors whose element type the
     model declares."""
-    import onnx
+    from trtflow.onnxmodel.proto import numpy_dtype
 
     elem_type = value.type.tensor_type.elem_type
     return InputSpec(
         value.name,
-        np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)),
+        numpy_dtype(elem_type),
         declared_shape(value.type),
     )

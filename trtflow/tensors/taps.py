@@ -65,7 +65,7 @@ def mark_outputs(
 ) -> None:
     """Make `names` graph outputs, in place (typed where the type is known); `replace` drops the
     model's own outputs first."""
-    from onnx import helper
+    from trtflow.onnxmodel.proto import value_info
 
     if replace:
         del model.graph.output[:]
@@ -76,7 +76,7 @@ def mark_outputs(
         info = tensors.get(name)
         if info is not None and info.elem_type:
             shape = list(info.shape) if info.shape is not None else None
-            model.graph.output.append(helper.make_tensor_value_info(name, info.elem_type, shape))
+            model.graph.output.append(value_info(name, info.elem_type, shape))
         else:
-            model.graph.output.append(helper.make_empty_tensor_value_info(name))
+            model.graph.output.append(value_info(name))
         present.add(name)

@@ -1,0 +1,366 @@
+"""ONNX's protobuf messages and C++ checks without the onnx package's Python layer.
+
+`import onnx` runs `onnx/__init__.py`, which imports onnx.helper, whose type tables import
+ml_dtypes; ml_dtypes 0.7 registering its types with numpy 2.4 costs about 0.5 s of CPU, more than
+reading, checking, tapping and running a 5 MB model (Polygraphy pays it on every `run`). A cold
+`load -> surgeon-insert-tap -> run-runners` needs none of that layer: the messages are
+`onnx.onnx_ml_pb2` (protobuf's generated classes), and the checker, shape inference and the
+inliner are the C++ extension `onnx.onnx_cpp2py_export`; the wrappers around them are a few lines.
+
+So this module loads those two from onnx's own folder under their own names, without running
+`onnx/__init__.py`, and keeps them in `sys.modules`: a later `import onnx` (a step that needs the
+rest, a user's loader) finds them there and builds on the very same modules, so a model read here
+is an `onnx.ModelProto` and the checker's errors are `onnx.checker.ValidationError`. Where onnx
+is imported already, its modules are used. What the light layer does not cover (external data,
+tensors of types numpy lacks) goes to onnx itself, so results never depend on which layer ran.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import onnx
+
+_MESSAGES, _EXTENSION = "onnx.onnx_ml_pb2", "onnx.onnx_cpp2py_export"
+_LOCK = threading.Lock()
+
+# TensorProto data types the light layer reads, with their numpy dtype and (when not stored in
+# raw_data) the field holding them; the rest (bfloat16, float8, 4-bit, strings) goes to onnx.
+NUMPY_TYPES = {
+    1: "float32",
+    2: "uint8",
+    3: "int8",
+    4: "uint16",
+    5: "int16",
+    6: "int32",
+    7: "int64",
+    9: "bool",
+    10: "float16",
+    11: "float64",
+    12: "uint32",
+    13: "uint64",
+}
+_STORAGE = {  # data type: the field that holds it outside raw_data (default: int32_data)
+    1: "float_data",
+    7: "int64_data",
+    11: "double_data",
+    12: "uint64_data",
+    13: "uint64_data",
+}
+_STORED_AS = {
+    "float_data": "float32",
+    "int64_data": "int64",
+    "double_data": "float64",
+    "uint64_data": "uint64",
+    "int32_data": "int32",
+}
+_BITS_IN_INT32 = {4, 5, 9, 10}  # uint16, int16, bool, float16: bit patterns in int32_data
+_DEFAULT, _EXTERNAL = 0, 1  # TensorProto.DataLocation
+_GRAPH, _GRAPHS = 5, 10  # AttributeProto.AttributeType
+_SIZE_THRESHOLD = 1024  # bytes under which a weight stays in the model (files._mark_external)
+
+
+def _load(name: str, file: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {file}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def _module(name: str) -> ModuleType:
+    """`name` from sys.modules, or loaded from onnx's folder without onnx's __init__."""
+    found = sys.modules.get(name)
+    if found is not None:
+        return found
+    with _LOCK:
+        found = sys.modules.get(name)
+        if found is not None:
+            return found
+        spec = importlib.util.find_spec("onnx")
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError("onnx is not installed")
+        folder = Path(next(iter(spec.submodule_search_locations)))
+        stem = name.rsplit(".", 1)[1]
+        if name == _MESSAGES:
+            return _load(name, folder / f"{stem}.py")
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            if (folder / f"{stem}{suffix}").exists():
+                return _load(name, folder / f"{stem}{suffix}")
+        raise ImportError(f"onnx's C++ extension is not in {folder}")
+
+
+def messages() -> Any:
+    """onnx's protobuf classes (ModelProto, TensorProto, ValueInfoProto, ...): `onnx.onnx_ml_pb2`."""
+    return _module(_MESSAGES)
+
+
+def extension() -> Any:
+    """onnx's C++ extension: checker, shape_inference, inliner (`onnx.onnx_cpp2py_export`)."""
+    return _module(_EXTENSION)
+
+
+def validation_errors() -> tuple[type[Exception], ...]:
+    """What the checker and strict shape inference raise: onnx.checker.ValidationError and
+    onnx.shape_inference.InferenceError."""
+    cpp = extension()
+    return cpp.checker.ValidationError, cpp.shape_inference.InferenceError
+
+
+def _uses_external_data(tensor) -> bool:
+    return tensor.HasField("data_location") and tensor.data_location == _EXTERNAL
+
+
+def load(path: Path, load_weights: bool = True) -> onnx.ModelProto:
+    """`onnx.load(path, load_external_data=load_weights)`: the same model, the same errors."""
+    from google.protobuf.message import DecodeError
+
+    content = Path(path).read_bytes()
+    model = messages().ModelProto()
+    decoded = model.ParseFromString(content)
+    if decoded is not None and decoded != len(content):
+        raise DecodeError(
+            f"Protobuf decoding consumed too few bytes: {decoded} out of {len(content)}"
+        )
+    folder = Path(path).absolute().parent
+    if load_weights and has_external_data(model) and not _read_external_data(model, folder):
+        from onnx.external_data_helper import load_external_data_for_model
+
+        load_external_data_for_model(model, str(folder))
+    return model
+
+
+def _initializers(graph) -> Iterator:
+    """onnx.external_data_helper's initializer order: a graph's, then its subgraphs', node by node."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attribute in node.attribute:
+            for subgraph in _subgraphs(attribute):
+                yield from _initializers(subgraph)
+
+
+def _attribute_tensors(graph) -> Iterator:
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("t"):
+                yield attribute.t
+            yield from attribute.tensors
+            for subgraph in _subgraphs(attribute):
+                yield from _attribute_tensors(subgraph)
+
+
+def _subgraphs(attribute) -> list:
+    if attribute.type == _GRAPH:
+        return [attribute.g]
+    return list(attribute.graphs) if attribute.type == _GRAPHS else []
+
+
+def _all_tensors(model: onnx.ModelProto) -> Iterator:
+    """Every tensor onnx reads or writes external data for, in onnx's order (`_get_all_tensors`)."""
+    yield from _initializers(model.graph)
+    yield from _attribute_tensors(model.graph)
+    for function in model.functions:
+        yield from _attribute_tensors(function)
+
+
+def has_external_data(model: onnx.ModelProto) -> bool:
+    """Whether a tensor of `model` (initializer or attribute, subgraphs and functions included)
+    points to external data."""
+    return any(_uses_external_data(tensor) for tensor in _all_tensors(model))
+
+
+def _read_external_data(model: onnx.ModelProto, folder: Path) -> bool:
+    """`onnx.external_data_helper.load_external_data_for_model(model, folder)`: each tensor's
+    bytes read through onnx's own C++ opener (which refuses locations outside `folder`, links),
+    bounds checked as onnx checks them. False, with nothing read, when a tensor carries keys
+    beyond location/offset/length (checksums, base paths: onnx's business, with its warnings)."""
+    external = [tensor for tensor in _all_tensors(model) if _uses_external_data(tensor)]
+    places = []
+    for tensor in external:
+        entries = {entry.key: entry.value for entry in tensor.external_data}
+        if set(entries) - {"location", "offset", "length"}:
+            return False
+        places.append(entries)
+    opener = extension().checker._open_external_data
+    for tensor, entries in zip(external, places):
+        offset, length = (
+            int(entries[key]) if key in entries else None for key in ("offset", "length")
+        )
+        for key, value in (("offset", offset), ("length", length)):
+            if value is not None and value < 0:
+                raise ValueError(
+                    f"External data {key} must be non-negative, got {value} for tensor {tensor.name!r}"
+                )
+        descriptor = opener(str(folder), entries.get("location", ""), tensor.name, True)
+        with os.fdopen(descriptor, "rb") as data:
+            tensor.raw_data = _bounded_read(data, offset, length, tensor.name)
+        tensor.data_location = _DEFAULT
+        del tensor.external_data[:]
+    return True
+
+
+def _bounded_read(data, offset: int | None, length: int | None, name: str) -> bytes:
+    """onnx's `_validate_external_data_file_bounds`: the same checks, the same messages."""
+    size = os.fstat(data.fileno()).st_size
+    if offset is not None:
+        if offset > size:
+            raise ValueError(
+                f"External data offset ({offset}) exceeds file size ({size}) for tensor {name!r}"
+            )
+        data.seek(offset)
+    if length is None:
+        return data.read()
+    start = offset if offset is not None else 0
+    if length > size - start:
+        raise ValueError(
+            f"External data length ({length}) exceeds available data ({size - start} bytes "
+            f"from offset {start}) for tensor {name!r}"
+        )
+    return data.read(length)
+
+
+def save_with_external_data(
+    model: onnx.ModelProto, path: Path, location: str, keep_weights: bool = True
+) -> None:
+    """What `files.save_model` does through onnx for a model with no external data yet: every
+    initializer of 1 KiB or more (`files._mark_external`) written to a fresh data file `location`
+    beside `path`, in the order onnx writes them, the model pointing at it; then, with
+    `keep_weights`, `load_external_data_for_model`. The same files byte for byte, and the same model
+    afterwards; the weights come back from memory instead of being read from the file again."""
+    moved = [
+        tensor
+        for tensor in _initializers(model.graph)
+        if tensor.HasField("raw_data") and len(tensor.raw_data) >= _SIZE_THRESHOLD
+    ]
+    weights = []
+    with open(path.parent / location, "wb") as data:
+        for tensor in moved:
+            raw = tensor.raw_data
+            offset = data.tell()
+            data.write(raw)
+            del tensor.external_data[:]
+            tensor.data_location = _EXTERNAL
+            for key, value in (("location", location), ("offset", offset), ("length", len(raw))):
+                entry = tensor.external_data.add()
+                entry.key, entry.value = key, str(value)
+            tensor.ClearField("raw_data")
+            weights.append(raw)
+    save(model, path)
+    if keep_weights:
+        for tensor, raw in zip(moved, weights):
+            tensor.raw_data = raw
+            tensor.data_location = _DEFAULT
+            del tensor.external_data[:]
+
+
+def save(model: onnx.ModelProto, path: Path) -> None:
+    """`onnx.save_model(model, path)` of a model without external data: its serialized bytes."""
+    Path(path).write_bytes(model.SerializeToString())
+
+
+def check_model_path(path: Path, full_check: bool = False) -> None:
+    """`onnx.checker.check_model(str(path), full_check=full_check)`."""
+    extension().checker.check_model_path(str(path), full_check, False, False)
+
+
+def infer_shapes(
+    model: onnx.ModelProto, strict_mode: bool = False, data_prop: bool = False
+) -> onnx.ModelProto:
+    """`onnx.shape_inference.infer_shapes(model, strict_mode=..., data_prop=...)`."""
+    inferred = messages().ModelProto()
+    inferred.ParseFromString(
+        extension().shape_inference.infer_shapes(
+            model.SerializeToString(), False, strict_mode, data_prop
+        )
+    )
+    return inferred
+
+
+def inline_local_functions(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`onnx.inliner.inline_local_functions(model)`."""
+    inlined = messages().ModelProto()
+    inlined.ParseFromString(
+        extension().inliner.inline_local_functions(model.SerializeToString(), False)
+    )
+    return inlined
+
+
+def numpy_dtype(elem_type: int) -> np.dtype:
+    """`onnx.helper.tensor_dtype_to_np_dtype(elem_type)`."""
+    import numpy as np
+
+    name = NUMPY_TYPES.get(elem_type)
+    if name is not None:
+        return np.dtype(name)
+    import onnx
+
+    return onnx.helper.tensor_dtype_to_np_dtype(elem_type)
+
+
+def value_info(
+    name: str, elem_type: int | None = None, shape: Sequence[int | str | None] | None = None
+) -> onnx.ValueInfoProto:
+    """`onnx.helper.make_tensor_value_info(name, elem_type, shape)`; with no `elem_type`,
+    `make_empty_tensor_value_info(name)`. Field for field what onnx.helper makes."""
+    made = messages().ValueInfoProto()
+    made.name = name
+    if elem_type is None:
+        return made
+    tensor_type = made.type.tensor_type
+    tensor_type.elem_type = elem_type
+    if shape is not None:
+        tensor_type.shape.dim.extend(
+            []
+        )  # an empty shape is a shape (rank 0), as onnx.helper writes
+        for size in shape:
+            dim = tensor_type.shape.dim.add()
+            if isinstance(size, int):
+                dim.dim_value = size
+            elif isinstance(size, str):
+                dim.dim_param = size
+            elif size is not None:
+                raise ValueError(f"Invalid item in shape: {size}. Needs to be of int or str.")
+    return made
+
+
+def to_array(tensor: onnx.TensorProto) -> np.ndarray:
+    """`onnx.numpy_helper.to_array(tensor)`: the same dtype, shape and values."""
+    import numpy as np
+
+    dtype_name = NUMPY_TYPES.get(tensor.data_type)
+    if (
+        dtype_name is None
+        or sys.byteorder != "little"
+        or _uses_external_data(tensor)
+        or tensor.HasField("segment")
+    ):
+        from onnx import numpy_helper
+
+        return numpy_helper.to_array(tensor)
+    dtype, dims = np.dtype(dtype_name), tensor.dims
+    if tensor.HasField("raw_data"):
+        return np.frombuffer(tensor.raw_data, dtype=dtype).reshape(dims)
+    if tensor.data_type in _BITS_IN_INT32:
+        bits = np.array(tensor.int32_data, dtype=np.int32).view(np.uint32)
+        if tensor.data_type == 9:
+            return bits.astype(np.uint8).view(dtype).reshape(dims)
+        return bits.astype(np.uint16).reshape(dims).view(dtype)
+    field = _STORAGE.get(tensor.data_type, "int32_data")
+    stored = np.asarray(getattr(tensor, field), dtype=_STORED_AS[field])
+    return stored.astype(dtype).reshape(dims)
