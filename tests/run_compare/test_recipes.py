@@ -463,6 +463,19 @@ def test_emulated_keep_takes_a_keep_file_and_refuses_unknown_nodes(trtflow, tmp_
     assert "steps.run.with.runners" in output and "`meansqq` (did you mean `meansq`?)" in output
 
 
+def _tap(trtflow, tmp_path, selector: str):
+    """`trtflow run` of one surgeon-insert-tap step on model.onnx with `selector`."""
+    return run_recipe(
+        trtflow,
+        tmp_path,
+        f"""
+    taps:
+      uses: surgeon-insert-tap
+      with: {{model: model.onnx, {selector}}}
+    """,
+    )
+
+
 @pytest.mark.parametrize(
     "selector,words",
     [
@@ -479,15 +492,7 @@ def test_emulated_keep_takes_a_keep_file_and_refuses_unknown_nodes(trtflow, tmp_
 )
 def test_a_tap_selector_that_selects_nothing_is_a_recipe_error(trtflow, tmp_path, selector, words):
     save(layer_norm_overflow(), tmp_path / "model.onnx")
-    result, out = run_recipe(
-        trtflow,
-        tmp_path,
-        f"""
-    taps:
-      uses: surgeon-insert-tap
-      with: {{model: model.onnx, {selector}}}
-    """,
-    )
+    result, out = _tap(trtflow, tmp_path, selector)
     output = result.stdout + result.stderr
     assert result.returncode == 2 and words in output, output
     assert "Traceback" not in output and not (out / "taps").exists()
@@ -503,15 +508,7 @@ def test_tapping_all_leaves_constants_out_unless_asked(
     """`tensors: all` taps what the model computes from its inputs, as Polygraphy's `mark all`
     does: a Constant's output (here the Reshape target) is the same in every run."""
     save(reshaped_chain(3, [2, 3, 4], computed=False), tmp_path / "model.onnx")
-    result, out = run_recipe(
-        trtflow,
-        tmp_path,
-        f"""
-    taps:
-      uses: surgeon-insert-tap
-      with: {{model: model.onnx, {selector}}}
-    """,
-    )
+    result, out = _tap(trtflow, tmp_path, selector)
     assert result.returncode == 0, result.stdout + result.stderr
     tapped = [tap["tensor"] for tap in json.loads((out / "taps" / "taps.json").read_text())["taps"]]
     assert ("target" in tapped) is constant_tapped
