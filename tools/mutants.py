@@ -902,6 +902,29 @@ MUTANTS: tuple[Mutant, ...] = (
         "            tensor.raw_data = raw\n",
         ("tests/test_onnx_proto.py::test_external_data_is_written_and_read_as_onnx_does",),
     ),
+    # issue 31 item 15: one property over every step kind: cosmetic params change no output's
+    # bytes, every other param changes the step key
+    Mutant(
+        "keys: a judgement param (compare's atol) left out of the step key",
+        "trtflow/executor/keys.py",
+        'return params.model_dump(mode="json", exclude=set(kind.Params.cosmetic))',
+        'return params.model_dump(mode="json", exclude=set(kind.Params.cosmetic | kind.Params.judgement))',
+        ("tests/test_cosmetic_params.py",),
+    ),
+    Mutant(
+        "build-engine: the timing cache's path always reaches the build log",
+        "trtflow/trt/builder.py",
+        '            if stored:\n                self.log.note(f"timing cache: {self.path}")',
+        '            self.log.note(f"timing cache: {self.path}")',
+        ("tests/test_cosmetic_params.py",),
+    ),
+    Mutant(
+        "compare: atol declared cosmetic (left out of the key, edits not rerun)",
+        "trtflow/steps/compare.py",
+        'cosmetic = frozenset({"gate"})',
+        'cosmetic = frozenset({"gate", "atol"})',
+        ("tests/test_cosmetic_params.py",),
+    ),
 )
 
 

@@ -94,6 +94,11 @@ def material(
     }
 
 
+def keyed_params(kind: type[Step], params: StepParams) -> dict:
+    """The params as they enter the step key: every one but those the kind declares cosmetic."""
+    return params.model_dump(mode="json", exclude=set(kind.Params.cosmetic))
+
+
 def step_key(step_material: dict) -> str:
     return _digest({k: v for k, v in step_material.items() if k != "labels"})
 
@@ -334,7 +339,7 @@ def resolve(
             label = user_file
         identities[user_file] = ("file", stat_cache.digest(path, step.kind.companions), label)
     labels: dict[str, str] = {}
-    dumped = params.model_dump(mode="json", exclude=set(step.kind.Params.cosmetic))
+    dumped = keyed_params(step.kind, params)
     needs: set[str] = set()
     _checked_out(template, store, {}, needs)
     return Resolved(
