@@ -6,13 +6,21 @@ For each model and quantizer setting:
   `quantized_model` -> bisect-precision qdq -> render-graph; must not crash, and the search should
   keep nothing (no fault was planted).
 - planted: one outlier channel planted deep inside the float model (`tests/quant/outliers.py`: the
-  float outputs do not change, every quantization loses it) -> quantize -> bisect-precision qdq
-  (against the float model) -> quantize again with `quantizer_exclusions` -> verify on fresh
-  samples; the search should keep the node reading the outlier (a handful at most) and the
-  re-quantized model should be as accurate as the clean model's quantization.
+  float outputs do not change, every quantization loses it), before a node the quantizer
+  quantizes in the clean model (ModelOpt leaves some MatMuls float) -> quantize -> bisect-precision
+  qdq (against the float model) -> quantize again with `quantizer_exclusions` -> verify on fresh
+  samples; the search should keep the node reading the outlier (a handful at most), pass on the
+  search's own fresh samples, and the re-quantized model should be as accurate as the clean
+  model's quantization. INT8 plants a factor of `--factor` (the classifier was swept with
+  `--factor 256`), FP8 one of `FP8_FACTOR`. Magika and MiniLM have no site where channel scaling
+  leaves the float model unchanged (a GELU between every pair of layers; MiniLM's LayerNorms feed
+  three readers each): their planted fault is one pair of their clean quantization calibrated on a
+  range 50x too small instead, searched against the float model (no loop: re-quantizing
+  recalibrates it away).
 
     PYTHONPATH=$PWD TRTFLOW_MODELOPT_PYTHON=/opt/modelopt-venv/bin/python \\
         python tools/quant_sweep.py [--models cls svtr magika] [--settings ort-trt modelopt-int8]
+    python tools/quant_sweep.py --table run1.log run2.log   # one table of separate runs
 
 Prints one line per case and a Markdown table at the end (numbers for the report). Seconds are
 wall-clock on whatever machine runs it.
@@ -41,7 +49,23 @@ MODELS = {  # name: (path getter, input shape, data ranges)
     "svtr": (lambda: corpus.SVTR, corpus.SVTR_SHAPE, "{'*': [-1, 1]}"),
     "rec": (lambda: real_model("ch_PP-OCRv4_rec_infer.onnx"), (1, 3, 48, 320), "{'*': [-1, 1]}"),
     "magika": (lambda: real_model("magika_standard_v3_3.onnx"), (1, 2048), "{'*': [0, 256]}"),
+    "minilm": (
+        lambda: _minilm(),
+        (1, 128),
+        "{input_ids: [0, 30000], attention_mask: [1, 1]}",
+    ),
 }
+
+
+def _minilm() -> onnx.ModelProto:
+    """paraphrase-MiniLM-L3-v2 with its attention mask pinned like its token ids (1, 128)."""
+    model = onnx.load(real_model("paraphrase-MiniLM-L3-v2.onnx"))
+    for dim, value in zip(model.graph.input[1].type.tensor_type.shape.dim, (1, 128), strict=True):
+        dim.Clear()
+        dim.dim_value = value
+    return model
+
+
 SETTINGS = {
     "ort-defaults": "symmetric: false, per_channel: false, float_weights: false",
     "ort-trt": "",
@@ -181,6 +205,100 @@ steps:
     return _metric(out / "verify_q"), _metric(out / "verify_q_fresh")
 
 
+def _plant(clean: onnx.ModelProto, quantized: Path, factor: float, target: Path) -> str | None:
+    """Write `clean` with an outlier channel planted before a node the quantizer quantized (read
+    from its `quantized` clean model: ModelOpt leaves some MatMuls in float, where an outlier
+    costs nothing); returns that node, or None when the model has no such site (a GELU, which
+    no channel scaling passes, between every pair of layers)."""
+    from trtflow.onnxmodel.qdq import quantized_nodes
+
+    readers = {
+        node
+        for node, read in quantized_nodes(onnx.load(quantized)).items()
+        if any(pair.role == "activation" for pair in read)
+    }
+    planted = onnx.ModelProto()
+    planted.CopyFrom(clean)
+    try:
+        reader = outliers.plant_outlier(planted, factor=factor, readers=readers)
+    except ValueError:
+        return None
+    onnx.save(planted, target)
+    return reader
+
+
+MISCALIBRATION = 50.0  # a pair calibrated on a range this many times too small
+# the nodes whose input is miscalibrated: linear in it (a Tanh of large inputs saturates the same,
+# clipped or not: measured on Magika, the planted model computed exactly the clean one)
+_LINEAR = ("Conv", "MatMul", "Gemm")
+
+
+def _miscalibrated(row: dict, float_model: Path, quantized: Path, folder: Path, data: str) -> dict:
+    """A model with no outlier site: the fault planted in its clean quantization instead (the
+    input pair of the quantized Conv/MatMul/Gemm 0.6 of the way through calibrated on a range 50x
+    too small, so its values clip: `corpus.plant_activation_range`), searched against the float
+    model. Re-quantizing would recalibrate the fault away, so there is no loop to close."""
+    from trtflow.onnxmodel.qdq import quantized_nodes
+
+    model = onnx.load(quantized)
+    inputs = {node.name: node.input[0] for node in model.graph.node if node.op_type in _LINEAR}
+    readers = [
+        node
+        for node, read in quantized_nodes(model).items()
+        if any(p.role == "activation" and p.output == inputs.get(node) for p in read)
+    ]
+    reader = readers[int(0.6 * len(readers))]
+    corpus.plant_activation_range(model, reader, MISCALIBRATION)
+    planted = folder / "miscalibrated.onnx"
+    onnx.save(model, planted)
+    probe = folder / "probe-miscalibrated"
+    probe.mkdir(exist_ok=True)
+    (probe / "probe.yaml").write_text(
+        f"""trtflow: 1
+name: probe
+steps:
+  q:
+    uses: load
+    with: {{path: {planted}}}
+{_verify("q", float_model, data, "{metric: max_abs_error, max: 1000000}")}"""
+    )
+    code, output, _ = _run(probe / "probe.yaml", probe)
+    if code != 0:
+        return row | {"result": "the miscalibrated model does not run", "loop_error": output[-600:]}
+    row["error_planted"] = _metric(probe / "out" / "probe" / "verify_q")
+    bound = max(1.5 * row["error_clean"], (row["error_clean"] + row["error_planted"]) / 2)
+    check = f"{{metric: max_abs_error, max: {bound:.4g}}}"
+    row["check_miscalibrated"] = round(bound, 4)
+    case = folder / "search-run"
+    case.mkdir(exist_ok=True)
+    (case / "recipe.yaml").write_text(
+        f"""trtflow: 1
+name: search
+steps:
+  load:
+    uses: load
+    with: {{path: {planted}, lint: true}}
+  hunt:
+    uses: bisect-precision
+    with: {{model: "${{steps.load.model}}", precision: qdq, data: {data}, check: {check},
+           reference_model: {float_model}}}
+  graph:
+    uses: render-graph
+    with: {{model: "${{steps.load.model}}", highlight: "${{steps.hunt.keep}}"}}
+"""
+    )
+    code, output, seconds = _run(case / "recipe.yaml", case)
+    row |= {"miscalibrated_reader": reader, "loop_exit": code, "loop_seconds": round(seconds, 1)}
+    if code != 0:
+        row["loop_error"] = output[-600:]
+        return row
+    hunt = json.loads((case / "out" / "search" / "hunt" / "report.json").read_text())
+    row["keep"] = [n["name"] for n in hunt["keep"]]
+    row["found"] = reader in row["keep"]
+    row["verified_fresh"] = hunt["passed"] and hunt["final"]["samples"] == "fresh"
+    return row
+
+
 def sweep_one(name: str, setting_name: str, factor: float, work: Path) -> dict:
     from trtflow.onnxmodel.files import name_nodes
 
@@ -188,30 +306,34 @@ def sweep_one(name: str, setting_name: str, factor: float, work: Path) -> dict:
     setting = SETTINGS[setting_name]
     folder = work / f"{name}-{setting_name}"
     folder.mkdir(parents=True, exist_ok=True)
-    clean = corpus.prepared(Path(source()), shape)
+    given = source()
+    clean = corpus.prepared(given if isinstance(given, onnx.ModelProto) else Path(given), shape)
     name_nodes(clean)
-    planted = onnx.ModelProto()
-    planted.CopyFrom(clean)
-    if SETTINGS[setting_name].endswith("precision: fp8"):
-        factor = FP8_FACTOR
-    reader = outliers.plant_outlier(planted, factor=factor)
     paths = {"clean": folder / "clean.onnx", "planted": folder / "planted.onnx"}
     onnx.save(clean, paths["clean"])
-    onnx.save(planted, paths["planted"])
     data = f"{{seed: 1, iterations: 8, ranges: {ranges}}}"
     fresh = f"{{seed: 77, iterations: 6, ranges: {ranges}}}"
-    row: dict = {"model": name, "setting": setting_name, "planted_reader": reader, "factor": factor}
-    errors = {}
-    for label in ("clean", "planted"):
-        probe = folder / f"probe-{label}"
+    row: dict = {"model": name, "setting": setting_name}
+    probe = folder / "probe-clean"
+    probe.mkdir(exist_ok=True)
+    found = _error(paths["clean"], setting, data, fresh, probe)
+    if found is None:
+        row["result"] = "quantizing the clean model failed"
+        return row
+    row["error_clean"], row["error_clean_fresh"] = found
+    factor = FP8_FACTOR if setting.endswith("precision: fp8") else factor
+    reader = _plant(clean, probe / "out" / "probe" / "q" / "model.onnx", factor, paths["planted"])
+    row |= {"planted_reader": reader, "factor": factor}
+    bound = 1.5 * row["error_clean"]
+    if reader is not None:
+        probe = folder / "probe-planted"
         probe.mkdir(exist_ok=True)
-        found = _error(paths[label], setting, data, fresh, probe)
+        found = _error(paths["planted"], setting, data, fresh, probe)
         if found is None:
-            row["result"] = f"quantizing the {label} model failed"
+            row["result"] = "quantizing the planted model failed"
             return row
-        errors[label], row[f"error_{label}_fresh"] = found
-    row["error_clean"], row["error_planted"] = errors["clean"], errors["planted"]
-    bound = max(1.5 * errors["clean"], (errors["clean"] + errors["planted"]) / 2)
+        row["error_planted"], row["error_planted_fresh"] = found
+        bound = max(bound, (row["error_clean"] + row["error_planted"]) / 2)
     check = f"{{metric: max_abs_error, max: {bound:.4g}}}"
     row["check"] = round(bound, 4)
     case = folder / "clean-run"  # the clean model through every quantized-model step
@@ -224,6 +346,9 @@ def sweep_one(name: str, setting_name: str, factor: float, work: Path) -> dict:
         row["clean_keep"] = [n["name"] for n in keep]
     else:
         row["clean_error"] = output[-600:]
+    if reader is None:
+        quantized = folder / "probe-clean" / "out" / "probe" / "q" / "model.onnx"
+        return _miscalibrated(row, paths["clean"], quantized, folder, data)
     case = folder / "loop-run"
     case.mkdir(exist_ok=True)
     (case / "recipe.yaml").write_text(_loop_recipe(paths["planted"], setting, data, fresh, check))
@@ -287,11 +412,14 @@ TABLE_HEAD = (
 def table_row(r: dict) -> str:
     """One Markdown table row of `sweep_one`'s result."""
     clean = r.get("error_clean_fresh")
+    planted = f"{r.get('found')}, {r.get('keep')}, {r.get('verified_fresh')}"
+    if "miscalibrated_reader" in r:  # no outlier site: a pair's range planted instead
+        planted = f"no outlier site; a pair 50x miscalibrated: {planted}"
     return (
         f"| {r['model']} | {r['setting']} | {r.get('clean_exit')}, "
-        f"{len(r.get('clean_keep', []))}, {r.get('clean_seconds')} | {r.get('found')}, "
-        f"{r.get('keep')}, {r.get('verified_fresh')} | {clean and round(clean, 4)} / "
-        f"{r.get('error_before')} / {r.get('error_after')} | {r.get('loop_seconds')} |"
+        f"{len(r.get('clean_keep', []))}, {r.get('clean_seconds')} | {planted} | "
+        f"{clean and round(clean, 4)} / {r.get('error_before')} / {r.get('error_after')} | "
+        f"{r.get('loop_seconds')} |"
     )
 
 

@@ -97,11 +97,16 @@ def _scale_channel(
 
 
 def plant_outlier(
-    model: onnx.ModelProto, depth: float = 0.6, factor: float = 64.0, channel: int = 0
+    model: onnx.ModelProto,
+    depth: float = 0.6,
+    factor: float = 64.0,
+    channel: int = 0,
+    readers: set[str] | None = None,
 ) -> str:
     """Plant an outlier channel, in place, at the candidate `depth` of the way through the graph
-    (0: first, 1: last); returns the reader's name: the node a search must find."""
-    found = candidates(model)
+    (0: first, 1: last), among those whose reader is in `readers` when given (the nodes a
+    quantizer quantized); returns the reader's name: the node a search must find."""
+    found = [site for site in candidates(model) if readers is None or site[1] in readers]
     if not found:
         raise ValueError("no producer -> reader chain to plant an outlier channel in")
     producer, reader, scales, weight, axis = found[min(len(found) - 1, int(depth * len(found)))]
