@@ -299,6 +299,26 @@ steps:
     return row
 
 
+def _probe(
+    row: dict,
+    label: str,
+    paths: dict[str, Path],
+    setting: str,
+    samples: tuple[str, str],
+    folder: Path,
+) -> bool:
+    """`row`'s error_LABEL and error_LABEL_fresh: the `label` model quantized against itself in
+    float (in folder/probe-LABEL); False, with the reason in `row`, when quantizing it failed."""
+    probe = folder / f"probe-{label}"
+    probe.mkdir(exist_ok=True)
+    found = _error(paths[label], setting, *samples, probe)
+    if found is None:
+        row["result"] = f"quantizing the {label} model failed"
+        return False
+    row[f"error_{label}"], row[f"error_{label}_fresh"] = found
+    return True
+
+
 def sweep_one(name: str, setting_name: str, factor: float, work: Path) -> dict:
     from trtflow.onnxmodel.files import name_nodes
 
@@ -314,25 +334,16 @@ def sweep_one(name: str, setting_name: str, factor: float, work: Path) -> dict:
     data = f"{{seed: 1, iterations: 8, ranges: {ranges}}}"
     fresh = f"{{seed: 77, iterations: 6, ranges: {ranges}}}"
     row: dict = {"model": name, "setting": setting_name}
-    probe = folder / "probe-clean"
-    probe.mkdir(exist_ok=True)
-    found = _error(paths["clean"], setting, data, fresh, probe)
-    if found is None:
-        row["result"] = "quantizing the clean model failed"
+    if not _probe(row, "clean", paths, setting, (data, fresh), folder):
         return row
-    row["error_clean"], row["error_clean_fresh"] = found
+    probe = folder / "probe-clean"
     factor = FP8_FACTOR if setting.endswith("precision: fp8") else factor
     reader = _plant(clean, probe / "out" / "probe" / "q" / "model.onnx", factor, paths["planted"])
     row |= {"planted_reader": reader, "factor": factor}
     bound = 1.5 * row["error_clean"]
     if reader is not None:
-        probe = folder / "probe-planted"
-        probe.mkdir(exist_ok=True)
-        found = _error(paths["planted"], setting, data, fresh, probe)
-        if found is None:
-            row["result"] = "quantizing the planted model failed"
+        if not _probe(row, "planted", paths, setting, (data, fresh), folder):
             return row
-        row["error_planted"], row["error_planted_fresh"] = found
         bound = max(bound, (row["error_clean"] + row["error_planted"]) / 2)
     check = f"{{metric: max_abs_error, max: {bound:.4g}}}"
     row["check"] = round(bound, 4)
