@@ -137,6 +137,13 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_display.py",),
     ),
     Mutant(
+        "store: filelock imported with the store (every start-up pays ~15 ms)",
+        "trtflow/executor/store.py",
+        "if TYPE_CHECKING:\n    from filelock import FileLock\n",
+        "from filelock import FileLock\n",
+        ("tests/test_light_imports.py",),
+    ),
+    Mutant(
         "journal: a torn last line is kept",
         "trtflow/executor/journal.py",
         "if end < len(\n            data\n        ):",

@@ -15,8 +15,6 @@ import secrets
 import shutil
 from pathlib import Path
 
-from filelock import FileLock
-
 from trtflow.executor.store import Entry
 
 
@@ -40,6 +38,8 @@ def publish(entry: Entry, folder: Path) -> None:
             raise
     # a real folder (a copy, or an older layout) cannot be replaced atomically: swap under a lock
     old = folder.with_name(f".{folder.name}.old.{secrets.token_hex(4)}")
+    from filelock import FileLock  # imported when taken: a cached run takes no lock
+
     with FileLock(folder.with_name(f".{folder.name}.lock")):
         try:
             os.rename(folder, old)

@@ -12,8 +12,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
 from trtflow.errors import UsageError
 from trtflow.executor.workspace import write_atomically
 
@@ -53,6 +51,8 @@ def save_remotes(workspace_root: Path, remotes: dict[str, str], default: str | N
     """Replace the workspace's remotes (written under a lock and renamed: concurrent edits never tear it)."""
     workspace_root.mkdir(parents=True, exist_ok=True)
     path = workspace_root / CONFIG
+    from filelock import FileLock  # imported when taken: a cached run takes no lock
+
     with FileLock(workspace_root / f"{CONFIG}.lock"):
         try:
             config = json.loads(path.read_text())

@@ -42,13 +42,14 @@ import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, TypeVar
-
-from filelock import FileLock
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from trtflow.executor.hashing import combine, file_digest, list_files
 from trtflow.executor.objects import BLOBS, CHUNK, MANIFEST_FORMAT, DamagedEntry, Meter, ObjectStore
 from trtflow.steps.base import Output
+
+if TYPE_CHECKING:
+    from filelock import FileLock
 
 MANIFEST = "manifest.json"
 VALUES = "values.json"
@@ -197,6 +198,8 @@ class Store(ObjectStore):
     def lock(self, key: str) -> FileLock:
         """Held while a step computes `key`, so concurrent runs compute it once."""
         self.locks.mkdir(parents=True, exist_ok=True)
+        from filelock import FileLock  # imported when taken: a cached run takes no lock
+
         return FileLock(self.locks / f"{key}.lock")
 
     def lookup(self, key: str) -> Entry | None:

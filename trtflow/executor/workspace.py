@@ -23,8 +23,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock
-
 from trtflow.executor.hashing import StatCache
 from trtflow.executor.store import Store, entry_holding
 
@@ -147,6 +145,8 @@ class Workspace:
             and (links is None or str(links) in recorded["links"])
         ):
             return  # the usual case, a run like the last: no lock, no write
+        from filelock import FileLock  # imported when taken: a cached run takes no lock
+
         with FileLock(self.root / f"{RECIPES}.lock"):
             known = self.known_recipes()
             record = known.setdefault(str(recipe_file.resolve()), {"name": name, "links": []})
@@ -166,6 +166,8 @@ class Workspace:
 
     def forget_recipes(self, recipe_files: list[str]) -> None:
         """Drop recipes that no longer exist from the record."""
+        from filelock import FileLock  # imported when taken: a cached run takes no lock
+
         with FileLock(self.root / f"{RECIPES}.lock"):
             known = self.known_recipes()
             for recipe_file in recipe_files:
