@@ -705,6 +705,20 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/scale/test_saved_weights.py",),
     ),
     Mutant(
+        "memory: a cgroup's usage is not subtracted from its limit",
+        "trtflow/memory.py",
+        "            return max(0, int(limit) - usage + int(stat.get(files[2], 0)))",
+        "            return max(0, int(limit))",
+        ("tests/scale/test_saved_weights.py",),
+    ),
+    Mutant(
+        "memory: an address-space limit (ulimit -v) is not counted",
+        "trtflow/memory.py",
+        "        for limit in (_meminfo_available(), _cgroup_left(), _address_space_left())",
+        "        for limit in (_meminfo_available(), _cgroup_left())",
+        ("tests/scale/test_large_model.py",),
+    ),
+    Mutant(
         "external data: a remembered companion outside the folder is read",
         "trtflow/executor/hashing.py",
         "if os.path.isabs(name) or not (folder / name).resolve().is_relative_to(folder):",

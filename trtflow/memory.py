@@ -14,6 +14,8 @@ from pathlib import Path
 from trtflow.errors import StepError
 
 MEMINFO = Path("/proc/meminfo")
+CGROUP = Path("/sys/fs/cgroup")
+PROC_CGROUP = Path("/proc/self/cgroup")  # which cgroup this process is in
 
 
 def human_size(size: float) -> str:
@@ -26,18 +28,75 @@ def human_size(size: float) -> str:
 
 
 def available_memory() -> int | None:
-    """Bytes a new allocation can get without swapping: Linux's MemAvailable (free memory plus the
-    page cache it can drop), else the physical memory, else None when the system does not say."""
+    """Bytes a new allocation can get: the least of Linux's MemAvailable (free memory plus the page
+    cache it can drop), what this process's cgroup has left (a container's MemAvailable is the
+    host's) and what its address-space limit (`ulimit -v`, `prlimit --as`) has left; the physical
+    memory where none says; None when the system does not say at all."""
+    limits = [
+        limit
+        for limit in (_meminfo_available(), _cgroup_left(), _address_space_left())
+        if limit is not None
+    ]
+    if limits:
+        return min(limits)
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _meminfo_available() -> int | None:
     try:
         for line in MEMINFO.read_text().splitlines():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
+    return None
+
+
+def _cgroup_left() -> int | None:
+    """Limit minus usage (less the file cache it can drop) of this process's memory cgroup, v2 or
+    v1; None without a limit."""
     try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):
+        lines = PROC_CGROUP.read_text().splitlines()
+    except OSError:
         return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            files = ("memory.max", "memory.current", "inactive_file")
+            roots = [CGROUP / path.lstrip("/"), CGROUP]
+        elif "memory" in controllers.split(","):
+            files = ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+            roots = [CGROUP / "memory" / path.lstrip("/"), CGROUP / "memory"]
+        else:
+            continue
+        for root in roots:
+            try:
+                limit = (root / files[0]).read_text().strip()
+                usage = int((root / files[1]).read_text())
+                stat = dict(row.split() for row in (root / "memory.stat").read_text().splitlines())
+            except (OSError, ValueError):
+                continue
+            if limit == "max" or int(limit) >= 1 << 60:
+                return None
+            return max(0, int(limit) - usage + int(stat.get(files[2], 0)))
+    return None
+
+
+def _address_space_left() -> int | None:
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    try:
+        status = Path("/proc/self/status").read_text().splitlines()
+        size = next(int(row.split()[1]) * 1024 for row in status if row.startswith("VmSize:"))
+    except (OSError, ValueError, StopIteration):
+        return None
+    return max(0, soft - size)
 
 
 def refuse_past_memory(needed: int, what: str, way_out: str) -> None:

@@ -73,3 +73,31 @@ def test_a_search_past_memory_is_refused_before_it_loads_with_the_way_out(tmp_pa
         refuse_a_model_past_memory(path, 1e12, "bisect-precision")
     with pytest.raises(StepError, match="`surgeon-extract` from the tensor"):
         refuse_a_model_past_memory(path, 1e12, "reduce")
+
+
+@pytest.mark.parametrize(
+    "cgroup, files",
+    [
+        ("0::/job\n", {"job/memory.max": "3000000", "job/memory.current": "2000000",
+                       "job/memory.stat": "anon 1\ninactive_file 500000\n"}),
+        ("4:memory:/job\n1:cpu:/\n", {"memory/job/memory.limit_in_bytes": "3000000",
+                                      "memory/job/memory.usage_in_bytes": "2000000",
+                                      "memory/job/memory.stat": "total_inactive_file 500000\n"}),
+    ],
+)  # fmt: skip
+def test_a_containers_memory_limit_bounds_what_is_available(
+    tmp_path: Path, monkeypatch, cgroup: str, files: dict[str, str]
+) -> None:
+    """A container's MemAvailable is the host's: the cgroup's limit minus its usage (less the file
+    cache it can drop) is what a search can have, v2 and v1 alike."""
+    from trtflow import memory
+
+    (tmp_path / "cgroup").write_text(cgroup)
+    for name, text in files.items():
+        (tmp_path / "fs" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "fs" / name).write_text(text)
+    monkeypatch.setattr(memory, "PROC_CGROUP", tmp_path / "cgroup")
+    monkeypatch.setattr(memory, "CGROUP", tmp_path / "fs")
+    assert memory.available_memory() == 1_500_000
+    (tmp_path / "fs" / next(iter(files))).write_text("max")
+    assert memory.available_memory() != 1_500_000

@@ -69,7 +69,7 @@ LOWERED = LOWERED_ON_CPU["name"]
 # Peak memory over the model's weights, measured (bench/large_model.py): the model, the switchable
 # emulated model (every candidate's weights twice), its session's mapped weights, the screening run
 # and the lowered model verified at the end: 6.8x on a 184 MB decoder, 8.3x on a 1.1 GB one.
-SEARCH_COPIES = 6
+SEARCH_COPIES = 7
 
 
 def _outputs(runner: PlanRunner, plan: PrecisionPlan, feeds: Sequence[Feed]) -> Iterator[Feed]:

@@ -42,7 +42,7 @@ from trtflow.tensors.judges import Candidate, Judge, JudgeSetting, Verdict
 # Peak memory over the model's weights, measured (bench/large_model.py): the model, a tapped copy,
 # the candidate's emulated model and both runners' sessions: 7.7x on a 184 MB decoder, 7.8x on a
 # 1.1 GB one.
-REDUCE_COPIES = 6
+REDUCE_COPIES = 7
 
 if TYPE_CHECKING:
     import onnx
