@@ -176,6 +176,13 @@ steps:
 {_verify("q", model, fresh, check)}{_verify("fixed", model, fresh, check)}"""
 
 
+def _case(folder: Path, name: str, steps: str) -> tuple[int, str, float]:
+    """`trtflow run` of a recipe `name` of `steps` (YAML, indented under `steps:`) in `folder`."""
+    folder.mkdir(exist_ok=True)
+    (folder / "recipe.yaml").write_text(f"trtflow: 1\nname: {name}\nsteps:{steps}")
+    return _run(folder / "recipe.yaml", folder)
+
+
 def _metric(folder: Path) -> float:
     report = json.loads((folder / "report.json").read_text())
     return float(report["task_metrics"][0]["value"])
@@ -252,17 +259,12 @@ def _miscalibrated(row: dict, float_model: Path, quantized: Path, folder: Path, 
     planted = folder / "miscalibrated.onnx"
     onnx.save(model, planted)
     probe = folder / "probe-miscalibrated"
-    probe.mkdir(exist_ok=True)
-    (probe / "probe.yaml").write_text(
-        f"""trtflow: 1
-name: probe
-steps:
+    load = f"""
   q:
     uses: load
-    with: {{path: {planted}}}
-{_verify("q", float_model, data, "{metric: max_abs_error, max: 1000000}")}"""
-    )
-    code, output, _ = _run(probe / "probe.yaml", probe)
+    with: {{path: {planted}}}"""
+    check = "{metric: max_abs_error, max: 1000000}"
+    code, output, _ = _case(probe, "probe", load + _verify("q", float_model, data, check))
     if code != 0:
         return row | {"result": "the miscalibrated model does not run", "loop_error": output[-600:]}
     row["error_planted"] = _metric(probe / "out" / "probe" / "verify_q")
@@ -270,11 +272,10 @@ steps:
     check = f"{{metric: max_abs_error, max: {bound:.4g}}}"
     row["check_miscalibrated"] = round(bound, 4)
     case = folder / "search-run"
-    case.mkdir(exist_ok=True)
-    (case / "recipe.yaml").write_text(
-        f"""trtflow: 1
-name: search
-steps:
+    code, output, seconds = _case(
+        case,
+        "search",
+        f"""
   load:
     uses: load
     with: {{path: {planted}, lint: true}}
@@ -285,9 +286,8 @@ steps:
   graph:
     uses: render-graph
     with: {{model: "${{steps.load.model}}", highlight: "${{steps.hunt.keep}}"}}
-"""
+""",
     )
-    code, output, seconds = _run(case / "recipe.yaml", case)
     row |= {"miscalibrated_reader": reader, "loop_exit": code, "loop_seconds": round(seconds, 1)}
     if code != 0:
         row["loop_error"] = output[-600:]
