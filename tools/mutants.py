@@ -946,6 +946,52 @@ MUTANTS: tuple[Mutant, ...] = (
         'cosmetic = frozenset({"gate", "atol"})',
         ("tests/test_cosmetic_params.py",),
     ),
+    # the Q/DQ round trip (issue 27): judged against the float model, re-quantized as first quantized
+    Mutant(
+        "qdq: a model with its activations put back still reads ranges starting at 0 as removed ones",
+        "trtflow/onnxmodel/qdq.py",
+        "made_by = producer.get(source) if not settled else None",
+        "made_by = producer.get(source)",
+        (
+            "tests/roundtrip/test_qdq_round_trip.py::test_dequantized_with_the_float_models_activations_is_the_float_model",
+        ),
+    ),
+    Mutant(
+        "qdq: a removed Clip (hard-swish) is not put back from the float model",
+        "trtflow/onnxmodel/qdq_activations.py",
+        "activation.op_type not in REMOVABLE:",
+        'activation.op_type != "Relu":',
+        (
+            "tests/roundtrip/test_qdq_round_trip.py::test_dequantized_with_the_float_models_activations_is_the_float_model",
+        ),
+    ),
+    Mutant(
+        "diagnose qdq: the search judges against the dequantized model although float_model is given",
+        "trtflow/sessions/diagnosis/session.py",
+        'return Path(s.float_model) if s.precision == "qdq" and s.float_model else None',
+        "return None",
+        (
+            "tests/roundtrip/test_qdq_round_trip.py::test_a_calibration_mismatch_is_found_and_fixed_by_quantize_static_again",
+        ),
+    ),
+    Mutant(
+        "round trip qdq: the quantizer excludes the kept nodes only, not the producers of their pairs",
+        "trtflow/sessions/roundtrip/session.py",
+        "settings = quantizer.library(name, found.nodes_for(name))",
+        "settings = quantizer.library(name, kept)",
+        (
+            "tests/roundtrip/test_qdq_round_trip.py::test_a_keep_set_alone_is_excluded_with_the_producers_the_quantizer_attaches_pairs_to",
+        ),
+    ),
+    Mutant(
+        "round trip qdq: the quantize step's report is ignored (re-quantized with other settings)",
+        "trtflow/sessions/roundtrip/tools.py",
+        "        if self.report is not None:",
+        "        if False:",
+        (
+            "tests/roundtrip/test_qdq_round_trip.py::test_a_keep_set_alone_is_excluded_with_the_producers_the_quantizer_attaches_pairs_to",
+        ),
+    ),
 )
 
 
