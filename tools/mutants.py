@@ -984,6 +984,16 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "diagnose qdq: a graph input's pair has no values to explain it with",
+        "trtflow/sessions/diagnosis/probe.py",
+        "return [r[name] for r in self._reference if name in r] or [",
+        "return [r[name] for r in self._reference if name in r] or 0 * [",
+        (
+            "tests/roundtrip/test_qdq_round_trip.py::"
+            "test_a_miscalibrated_input_pair_is_explained_by_its_clipping",
+        ),
+    ),
+    Mutant(
         "round trip qdq: the quantize step's report is ignored (re-quantized with other settings)",
         "trtflow/sessions/roundtrip/tools.py",
         "        if self.report is not None:",

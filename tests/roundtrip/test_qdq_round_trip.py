@@ -179,3 +179,25 @@ def test_dequantized_with_the_float_models_activations_is_the_float_model(tmp_pa
         else:
             assert names == []  # nothing was removed: the variances are non-negative by nature
             assert _worst(expected, _outputs(dequantize(quantized), feeds)) > 1.0
+
+
+def test_a_miscalibrated_input_pair_is_explained_by_its_clipping(tmp_path):
+    """The pair on a graph input (calibrated on [-0.05, 0.05], served [-1, 1]) clips the samples
+    themselves: the mechanism reads them from the feeds (no tap holds a graph input), not the
+    reading node's weight rounding."""
+    from trtflow.onnxmodel.qdq import pairs
+    from trtflow.sessions.diagnosis.mechanisms import explain
+    from trtflow.sessions.diagnosis.probe import Probe
+
+    rng = np.random.default_rng(1)
+    name, shape = "transpose_43.tmp_0", (1, 40, 120)
+    calibration = [{name: rng.uniform(-0.05, 0.05, shape).astype(np.float32)} for _ in range(2)]
+    settings = QuantizeSettings(symmetric=False, per_channel=False)
+    quantize(SVTR, tmp_path / "q.onnx", calibration, settings, lambda line: None)
+    model = onnx.load(str(tmp_path / "q.onnx"))
+    [pair] = [p for p in pairs(model) if p.source == name]
+    feeds = [{name: rng.uniform(-1, 1, shape).astype(np.float32)}]
+    with Probe(model, "qdq", feeds) as probe:
+        found = explain(list(pair.consumers[:1]), model, "qdq", {}, probe)
+    assert found[0].kind == "qdq_clipping" and found[0].numbers["source"] == name
+    assert found[0].numbers["clipped"] > 0.8  # |x| > 0.05 on 95% of a uniform [-1, 1]

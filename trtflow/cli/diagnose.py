@@ -48,7 +48,8 @@ def diagnose(
         None,
         "--quantizer",
         metavar="YAML",
-        help="qdq: how the float model was quantized ({per_channel, calibration: {...}, ...}).",
+        help="qdq: how the float model was quantized ({report: QUANTIZE_REPORT.json} from trtflow's "
+        "quantize step, or quantize_static's {per_channel, symmetric, calibration: {...}, ...}).",
     ),
     recipe: Path | None = typer.Option(
         None,

@@ -175,8 +175,11 @@ class Probe:
         return [{n: r[n] for n in self.output_names if n in r} for r in self._reference]
 
     def reference_tensor(self, name: str) -> list[np.ndarray]:
-        """A tapped tensor's FP32 values, one array per sample."""
-        return [r[name] for r in self._reference if name in r]
+        """A tapped tensor's FP32 values, one array per sample; a graph input's are the samples
+        (a miscalibrated input pair clips them: a mechanism the taps alone would not show)."""
+        return [r[name] for r in self._reference if name in r] or [
+            f[name] for f in self.feeds if name in f
+        ]
 
     def effect(
         self, keep: frozenset[str], tapped: bool = False, min_normal: float = 0.0
