@@ -410,8 +410,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "bisect-precision qdq: weights stored quantized keep their rounding (reference_model's unused)",
         "trtflow/sessions/precision/spaces/qdq.py",
-        "notices = self._restore_float_weights(model)",
-        "notices = ()",
+        "weights = restore_float_weights(model, float_model)",
+        "weights = restore_float_weights(type(model)(), float_model)",
         ("tests/quant/test_quantize_loop.py",),
     ),
     Mutant(
