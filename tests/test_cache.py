@@ -335,3 +335,16 @@ def test_cache_commands_find_the_workspace_of_a_recipe(trtflow, tmp_path, plugin
     assert (
         "a" in trtflow("cache", "ls", "--recipe", recipes["a"], cwd=tmp_path, env=plugin_env).stdout
     )
+
+
+def test_status_of_many_steps_lists_only_what_is_not_cached(trtflow, tmp_path, plugin_env):
+    steps = "".join(f"  s{i}: {{uses: test-sleep, with: {{text: s{i}}}}}\n" for i in range(45))
+    recipe = write_recipe(tmp_path, "trtflow: 1\nname: many\nsteps:\n" + steps)
+    assert trtflow("run", recipe, cwd=tmp_path, env=plugin_env).returncode == 0
+    for command in (["status", recipe], ["run", recipe, "--dry-run"]):
+        shown = trtflow(*command, "--set", "steps.s7.with.text=x", cwd=tmp_path, env=plugin_env)
+        assert shown.returncode == 0, shown.stderr
+        rows = [line.split()[0] for line in shown.stdout.splitlines() if "test-sleep" in line]
+        assert rows == ["s7"], shown.stdout
+        assert 'with.text: "s7" -> "x"' in shown.stdout
+        assert "44 of 45 steps cached (not listed past 40 steps)" in shown.stdout

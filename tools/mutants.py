@@ -144,6 +144,13 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_light_imports.py",),
     ),
     Mutant(
+        "status: thousands of cached steps are each listed",
+        "trtflow/cli/recipes.py",
+        "if len(statuses) > LISTED_CACHED:",
+        "if False:",
+        ("tests/test_cache.py",),
+    ),
+    Mutant(
         "journal: a torn last line is kept",
         "trtflow/executor/journal.py",
         "if end < len(\n            data\n        ):",

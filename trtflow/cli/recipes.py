@@ -163,16 +163,20 @@ def print_status(pipeline, space, only=None, force=frozenset(), dry_run=False) -
     from rich.table import Table
     from rich.text import Text
 
-    from trtflow.display import console
+    from trtflow.display import LISTED_CACHED, console
     from trtflow.executor.status import note_other_links, pipeline_status
 
-    steps = [s for s in pipeline.order if only is None or s in pipeline.dag.upstream(only)]
+    chosen = pipeline.dag.upstream(only) if only is not None else None
+    steps = [s for s in pipeline.order if chosen is None or s in chosen]
     table = Table(show_edge=False, header_style="bold")
     for column in ("step", "uses", "state", "why"):
         table.add_column(column, overflow="fold")  # names are never cut short to fit the terminal
     statuses = pipeline_status(pipeline, space, steps, force)
     note_other_links(statuses, space, pipeline.recipe.file)
-    for status in statuses:
+    listed = statuses
+    if len(statuses) > LISTED_CACHED:  # as the run's report: 4,000 `cached` rows took rich 13 s
+        listed = [status for status in statuses if status.state != "cached"]
+    for status in listed:
         state = (
             status.state
             if not dry_run or status.state in ("cached", "unknown", "error")
@@ -181,7 +185,14 @@ def print_status(pipeline, space, only=None, force=frozenset(), dry_run=False) -
         table.add_row(
             *map(Text, (status.step_id, status.uses, state, "\n".join(status.reasons)))
         )  # `[fp32]` is no markup
-    console.print(table)
+    if listed:
+        console.print(table)
+    if len(listed) < len(statuses):
+        console.print(
+            f"{len(statuses) - len(listed)} of {len(statuses)} steps cached (not listed past "
+            f"{LISTED_CACHED} steps)",
+            markup=False,
+        )
 
 
 def status(
