@@ -639,6 +639,33 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/diagnosis/test_diagnose.py::test_a_real_detectors_batchnorm_constant_survives_onnxconverter_common",
         ),
     ),
+    Mutant(
+        "round trip: the converter's copy shares weights between kept and lowered nodes",
+        "trtflow/sessions/roundtrip/exports.py",
+        "shared = _split_shared_weights(named, set(keep)) if converter else []",
+        "shared = []",
+        (
+            "tests/roundtrip/test_round_trip.py::test_the_converters_output_of_a_kept_node_loads_in_onnxruntime",
+        ),
+    ),
+    Mutant(
+        "round trip: Casts to FLOAT are left to the converter's mistyping",
+        "trtflow/sessions/roundtrip/exports.py",
+        "casts = _float_casts(named, set(keep)) if converter else []",
+        "casts = []",
+        (
+            "tests/roundtrip/test_round_trip.py::test_the_converters_output_of_a_kept_node_loads_in_onnxruntime",
+        ),
+    ),
+    Mutant(
+        "round trip: a graph output read inside reaches the converter as it is",
+        "trtflow/sessions/roundtrip/exports.py",
+        "read_outputs = _output_identities(named) if converter else []",
+        "read_outputs = []",
+        (
+            "tests/roundtrip/test_round_trip.py::test_the_converters_output_of_a_kept_node_loads_in_onnxruntime",
+        ),
+    ),
     # diagnose: a finding is attached to a cause only when keeping that cause removes it (measured)
     Mutant(
         "diagnose: every finding is attached to the first cause, measured or not",

@@ -177,3 +177,30 @@ def normalization_model(path: Path) -> Path:
         [numpy_helper.from_array(np.array(1e-5, np.float32), "eps")],
     )
     return _save(graph, path)
+
+
+def converter_traps_model(path: Path) -> Path:
+    """Three things onnxconverter-common's output trips on in ONNX Runtime (Magika, MiniLM): a Cast
+    to FLOAT (`ids_float`), a weight `scale` read by the kept `kept` and the lowered `lowered`,
+    and a graph output `h` that `relu` reads too."""
+    nodes = [
+        helper.make_node("Cast", ["ids"], ["ids_float"], name="ids_float", to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["x", "scale"], ["a"], name="lowered"),
+        helper.make_node("Mul", ["a", "scale"], ["b"], name="kept"),
+        helper.make_node("Add", ["b", "ids_float"], ["h"], name="add"),
+        helper.make_node("Relu", ["h"], ["y"], name="relu"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "traps",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8]),
+            helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 8]),
+        ],
+        [
+            helper.make_tensor_value_info("h", TensorProto.FLOAT, [2, 8]),
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8]),
+        ],
+        [numpy_helper.from_array(np.array(0.5, np.float32), "scale")],
+    )
+    return _save(graph, path)

@@ -15,7 +15,12 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnxconverter_common import float16
-from roundtrip_models import mask_model, normalization_model, overflow_model
+from roundtrip_models import (
+    converter_traps_model,
+    mask_model,
+    normalization_model,
+    overflow_model,
+)
 
 from trtflow.precision.stored import emulate_stored, stored_precision
 from trtflow.sessions.roundtrip.tools import modelopt_python
@@ -161,6 +166,26 @@ def test_the_converter_rounding_a_kept_value_read_twice_is_named(trtflow, tmp_pa
     assert tools["tensorrt-rtx"]["passed"] is True
     markdown = (tmp_path / "out" / "trip" / "proof" / "summary.md").read_text()
     assert "graph input `x`" in markdown
+
+
+def test_the_converters_output_of_a_kept_node_loads_in_onnxruntime(trtflow, tmp_path):
+    """A Cast to FLOAT, a weight kept and lowered nodes share, a graph output read inside: each makes
+    onnxconverter-common write a file ONNX Runtime refuses. The copy the converter is given (and the
+    block list) avoid all three, and the report says how."""
+    converter_traps_model(tmp_path / "traps.onnx")
+    path = recipe(
+        tmp_path, "traps.onnx", "[kept]", "[onnxconverter-common]", '{"x": [-1, 1], "ids": [0, 3]}'
+    )
+    done = run(trtflow, tmp_path, path)
+    assert done.returncode == 0, done.stderr
+    content = report(tmp_path)
+    converter = by_tool(content)["onnxconverter-common"]
+    assert converter["loads_in_onnxruntime"] is True, converter["onnxruntime_error"]
+    assert converter["passed"] is True
+    notes = " ".join(content["export_notes"])
+    assert "(scale)" in notes and "(ids_float)" in notes and "(h)" in notes
+    exported = tmp_path / "out" / "trip" / "proof" / "exports"
+    assert json.loads((exported / "node_block_list.json").read_text()) == ["kept", "ids_float"]
 
 
 def test_a_tool_missing_here_is_reported_with_how_to_install_it(trtflow, tmp_path):

@@ -261,8 +261,8 @@ class Diagnosis:
 
         keep = outcome.kept_nodes()
         original = load_model(self.settings.model)  # the user's file, as their tool reads it
-        converter = tool_input(original, keep, constants_as_initializers=True)
-        autocast = tool_input(original, keep, constants_as_initializers=False)
+        converter = tool_input(original, keep, converter=True)
+        autocast = tool_input(original, keep, converter=False)
         if precision in ("fp16", "bf16"):  # the folder `autocast_args` names
             s = self.settings
             write_samples(fixes / AUTOCAST_CALIBRATION, collect_samples(original, s.data, s.inputs))

@@ -39,10 +39,9 @@ class ToolInput:
     notes: list[str]
 
 
-def tool_input(
-    original: onnx.ModelProto, keep: Sequence[str], constants_as_initializers: bool
-) -> ToolInput:
-    """`keep` (trtflow's names) in the terms of `original`, the file the user hands the tool."""
+def tool_input(original: onnx.ModelProto, keep: Sequence[str], converter: bool) -> ToolInput:
+    """`keep` (trtflow's names) in the terms of `original`, the file the user hands the tool
+    (`converter`: onnxconverter-common, which needs the preparations below; else AutoCast)."""
     import onnx
 
     from trtflow.onnxmodel.files import inline_local_functions, name_nodes
@@ -64,7 +63,7 @@ def tool_input(
             f"{len(unnamed)} kept node(s) have no name of their own in the file ({', '.join(unnamed[:5])}): "
             "the copy the tool is given carries trtflow's stable names"
         )
-    constants = [n for n in keep if ops.get(n) == "Constant"] if constants_as_initializers else []
+    constants = [n for n in keep if ops.get(n) == "Constant"] if converter else []
     if constants:
         _as_initializers(named, set(constants))
         notes.append(
@@ -72,9 +71,89 @@ def tool_input(
             "onnxconverter-common wraps a blocked Constant in FP16 Casts (its value still becomes "
             "-inf), while an initializer only blocked nodes read stays FP32"
         )
-    prepared = named if (functions or unnamed or constants) else None
-    names = [n for n in keep if n not in constants]
+    shared = _split_shared_weights(named, set(keep)) if converter else []
+    if shared:
+        notes.append(
+            f"{len(shared)} weight(s) read by kept and lowered nodes alike ({', '.join(shared[:3])}) "
+            "have a copy for the kept readers in the copy the tool is given: onnxconverter-common "
+            "keeps a weight a blocked node reads in FP32 for every reader, and a lowered reader's "
+            "FP16 and FP32 inputs no longer type-check (ONNX Runtime refuses the file)"
+        )
+    casts = _float_casts(named, set(keep)) if converter else []
+    if casts:
+        notes.append(
+            f"Cast node(s) to FP32 join the block list ({', '.join(casts[:3])}): onnxconverter-common "
+            "types a Cast's output FP16 but leaves its `to` FLOAT (ONNX Runtime refuses the file); "
+            "blocked, the Cast writes FP32 and the converter casts it to FP16 after: the same values"
+        )
+    read_outputs = _output_identities(named) if converter else []
+    if read_outputs:
+        notes.append(
+            f"graph output(s) read inside the model too ({', '.join(read_outputs[:3])}) are written "
+            "by an Identity in the copy the tool is given: with keep_io_types, onnxconverter-common "
+            "makes the output FP32 but leaves its FP16 readers reading that FP32 name (ONNX Runtime "
+            "refuses the file)"
+        )
+    prepared = named if (functions or unnamed or constants or shared or read_outputs) else None
+    names = [n for n in keep if n not in constants] + casts
     return ToolInput(prepared, names, notes)
+
+
+def _split_shared_weights(model: onnx.ModelProto, keep: set[str]) -> list[str]:
+    """Give the kept readers of a float initializer that lowered nodes read too their own copy
+    (`<name>::kept`); the names of the initializers split."""
+    from onnx import TensorProto
+
+    floats = {t.name: t for t in model.graph.initializer if t.data_type == TensorProto.FLOAT}
+    readers: dict[str, set[bool]] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            if name in floats:
+                readers.setdefault(name, set()).add(node.name in keep)
+    shared = sorted(name for name, kept in readers.items() if kept == {True, False})
+    for name in shared:
+        copy = model.graph.initializer.add()
+        copy.CopyFrom(floats[name])
+        copy.name = f"{name}::kept"
+    for node in model.graph.node:
+        if node.name in keep:
+            for index, name in enumerate(node.input):
+                if name in shared:
+                    node.input[index] = f"{name}::kept"
+    return shared
+
+
+def _output_identities(model: onnx.ModelProto) -> list[str]:
+    """Graph outputs that nodes also read: the producer writes `<name>::inside`, which the readers
+    read, and an Identity writes the output; the names of the outputs so rewired."""
+    from onnx import helper
+
+    outputs = {o.name for o in model.graph.output}
+    read = sorted({name for node in model.graph.node for name in node.input if name in outputs})
+    if not read:
+        return []
+    inside = {name: f"{name}::inside" for name in read}
+    for node in model.graph.node:
+        node.input[:] = [inside.get(name, name) for name in node.input]
+        node.output[:] = [inside.get(name, name) for name in node.output]
+    model.graph.node.extend(
+        helper.make_node("Identity", [inside[name]], [name], name=f"{name}::output")
+        for name in read
+    )
+    return read
+
+
+def _float_casts(model: onnx.ModelProto, keep: set[str]) -> list[str]:
+    """The top-level Cast nodes to FLOAT not kept already (the converter mistypes their outputs)."""
+    from onnx import TensorProto
+
+    return [
+        node.name
+        for node in model.graph.node
+        if node.op_type == "Cast"
+        and node.name not in keep
+        and any(a.name == "to" and a.i == TensorProto.FLOAT for a in node.attribute)
+    ]
 
 
 def _as_initializers(model: onnx.ModelProto, constants: set[str]) -> None:
