@@ -257,6 +257,73 @@ def test_without_an_address_a_local_ray_runs_the_recipe_and_stops_with_it(
     )  # the cluster it started is gone (an older one may stop meanwhile)
 
 
+def _descendants(root: int) -> dict[int, str]:
+    """The live descendants of process `root`, each with its start time (a reused pid has
+    another), so that whether they outlive `root` can be seen."""
+    parents, started = {}, {}
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit():
+                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+                if fields[0] != "Z":  # a zombie has stopped
+                    parents[int(proc.name)], started[int(proc.name)] = int(fields[1]), fields[19]
+        except OSError:
+            continue
+    found: set[int] = set()
+    while grown := {pid for pid, parent in parents.items() if parent in found | {root}} - found:
+        found |= grown
+    return {pid: started[pid] for pid in found}
+
+
+def _alive(processes: dict[int, str]) -> list[int]:
+    alive = []
+    for pid, started in processes.items():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and fields[19] == started:
+            alive.append(pid)
+    return alive
+
+
+@requires_ray
+def test_a_killed_run_takes_the_local_ray_it_started_along(tmp_path, ray_env):
+    """SIGKILL runs nothing of the run: its local Ray's dashboard and runtime env agents lived on
+    for up to 105 s (issue 31 item 6). The run's descendants are listed while it runs."""
+    recipe = write_recipe(tmp_path, KILLED.replace("seconds: 6", "seconds: 60"))
+    run = subprocess.Popen(
+        [sys.executable, "-m", "trtflow", "run", str(recipe), "--executor", "ray"],
+        cwd=tmp_path,
+        env={**os.environ, **ray_env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    ray_processes: dict[int, str] = {}
+    try:
+        deadline = time.monotonic() + 120
+        while not _computed(ray_env, "slow") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _computed(ray_env, "slow"), "the step never started"
+        time.sleep(1)  # the agents are up (the step ran on a worker the raylet started)
+        ray_processes = _descendants(run.pid)
+        names = {Path(f"/proc/{pid}/cmdline").read_bytes()[:20] for pid in ray_processes}
+        assert any(b"DashboardAgent" in name for name in names), names  # and gcs, raylet...
+        run.kill()
+        run.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while _alive(ray_processes) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = {
+            pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:40] for pid in _alive(ray_processes)
+        }
+        assert left == {}
+    finally:  # leave nothing behind, even when the test fails
+        run.kill()
+        for pid in _alive(ray_processes):
+            os.kill(pid, signal.SIGKILL)
+
+
 def _ray_servers() -> set[int]:
     """Pids of the Ray cluster head processes running on this machine."""
     servers = set()

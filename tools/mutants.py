@@ -1036,6 +1036,13 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/roundtrip/test_qdq_round_trip.py::test_a_keep_set_alone_is_excluded_with_the_producers_the_quantizer_attaches_pairs_to",
         ),
     ),
+    Mutant(
+        "ray: a local Ray starts without its guard (a killed run leaves its agents running)",
+        "trtflow/executor/pools.py",
+        'if not address and sys.platform.startswith("linux"):',
+        "if False:",
+        ("tests/test_ray_executor.py::test_a_killed_run_takes_the_local_ray_it_started_along",),
+    ),
 )
 
 

@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -242,10 +243,68 @@ def _check_reachable(address: str) -> None:
         ) from None
 
 
+RAY_MARK = "TRTFLOW_LOCAL_RAY"
+"""Set, to a value of its own, in the environment of the processes of the local Ray a run starts:
+how its guard finds them (`RAY_GUARD`)."""
+
+RAY_GUARD = """
+import os, signal, sys, time
+mark, run = sys.argv[1].encode(), sys.argv[2]
+session = sys.stdin.readline().strip()  # the local Ray's session folder, once it has started
+sys.stdin.read()  # returns when the run has ended, however it ended
+
+def of_the_run(pid):
+    with open(f"/proc/{pid}/environ", "rb") as environ:
+        if mark in environ.read().split(b"\\0"):
+            return True
+    folder = f"/proc/{pid}/fd"
+    return bool(session) and any(
+        os.readlink(f"{folder}/{fd}").startswith(session) for fd in os.listdir(folder)
+    )
+
+for _ in range(50):  # until a look finds none: a dying raylet may still start a process
+    found = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if pid not in (run, str(os.getpid())) and of_the_run(pid):
+                os.kill(int(pid), signal.SIGKILL)
+                found += 1
+        except OSError:
+            continue
+    if not found:
+        break
+    time.sleep(0.2)
+"""
+"""Ends the processes of a run's local Ray once the run has ended. Ray ends them itself on
+`ray.shutdown()`, which a killed run never reaches: a SIGKILLed run left its dashboard and runtime
+env agents running for up to 105 s. The guard holds the read end of a pipe only the run writes to,
+in a session of its own (Ctrl-C in a terminal does not reach it), and on EOF kills every process
+of that Ray (Linux: /proc): those whose environment holds the run's mark, inherited from the run,
+and those with a file of its session folder open (the agents: setting their process title
+overwrites the environment /proc shows)."""
+
+
+def _start_ray_guard() -> subprocess.Popen:
+    """Mark this environment for the local Ray about to start, and start its guard."""
+    import secrets
+
+    mark = f"{RAY_MARK}={os.getpid()}-{secrets.token_hex(8)}"
+    guard = subprocess.Popen(
+        [sys.executable, "-c", RAY_GUARD, mark, str(os.getpid())],
+        stdin=subprocess.PIPE,
+        start_new_session=True,
+        text=True,
+    )
+    os.environ[RAY_MARK] = mark.partition("=")[2]
+    return guard
+
+
 class RayPool(StepPool):
     """Each step is a Ray task placed on a node with the GPUs and memory it declares; events come
     back through a Ray queue. Without `address` a local Ray with `jobs` CPUs starts for the run and
-    stops with it."""
+    stops with it, killed or not (`RAY_GUARD`)."""
+
+    guard: subprocess.Popen | None = None
 
     relay_seconds = 0.1
 
@@ -267,13 +326,21 @@ class RayPool(StepPool):
             if address
             else {"num_cpus": jobs, "include_dashboard": False}
         )
+        if not address and sys.platform.startswith("linux"):
+            self.guard = _start_ray_guard()
         try:  # worker output would garble the progress display; steps report through events
-            ray.init(**where, log_to_driver=False, logging_level=logging.WARNING)
+            started = ray.init(**where, log_to_driver=False, logging_level=logging.WARNING)
+            if self.guard is not None and self.guard.stdin is not None:
+                info = getattr(started, "address_info", {})  # a local Ray's RayContext has it
+                self.guard.stdin.write(f"{info.get('session_dir', '')}\n")
+                self.guard.stdin.flush()
         except ConnectionError as error:
             raise UsageError(
                 f"--address {address}: {error}; start a cluster (`ray start --head`) or "
                 "give the address `ray status` prints"
             ) from None
+        finally:
+            os.environ.pop(RAY_MARK, None)  # Ray's processes have it; what the run starts next not
         self.nodes = [node["Resources"] for node in ray.nodes() if node["Alive"]]
         self.events = Queue()
         self.step_task = ray.remote(run_on_ray_worker)
@@ -348,6 +415,8 @@ class RayPool(StepPool):
             self.ray.cancel(reference)
         self.homing.shutdown(wait=False, cancel_futures=True)
         self.ray.shutdown()
+        if self.guard is not None and self.guard.stdin is not None:
+            self.guard.stdin.close()  # it ends what of the local Ray outlived ray.shutdown()
 
 
 POOLS: dict[str, Callable[[int, Observer, str | None], StepPool]] = {
