@@ -201,3 +201,4 @@ def test_a_miscalibrated_input_pair_is_explained_by_its_clipping(tmp_path):
         found = explain(list(pair.consumers[:1]), model, "qdq", {}, probe)
     assert found[0].kind == "qdq_clipping" and found[0].numbers["source"] == name
     assert found[0].numbers["clipped"] > 0.8  # |x| > 0.05 on 95% of a uniform [-1, 1]
+    assert "recalibrate" in found[0].words  # the model's input: the calibration never saw it

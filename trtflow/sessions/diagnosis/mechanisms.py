@@ -220,11 +220,19 @@ def _float(
     return found
 
 
+# a model input's own pair clipping the samples: no exclusion downstream can give the range back
+_UNCOVERED = (
+    "; it is the model's input: the calibration samples did not cover the inputs served, and every "
+    "range calibrated after it is as short; recalibrate on representative inputs"
+)
+
+
 def _quantized(node: onnx.NodeProto, model: onnx.ModelProto, probe: Probe) -> list[Mechanism]:
     """A quantized node's pairs, each on its FP32 source values."""
     from trtflow.onnxmodel.qdq import pair_error, pairs
 
     found = []
+    inputs = {i.name for i in model.graph.input}
     for pair in pairs(model):
         if node.name not in pair.consumers:
             continue
@@ -250,7 +258,8 @@ def _quantized(node: onnx.NodeProto, model: onnx.ModelProto, probe: Probe) -> li
                     node.name,
                     f"Q/DQ scale clipping: pair `{pair.name}` ({pair.dtype}, scale {numbers['scale']:.3g}) "
                     f"clips {error.clipped:.1%} of `{pair.source}`, whose FP32 values reach {largest:.4g}; "
-                    f"it alone loses {error.relative_l2:.1%} of the tensor (relative L2)",
+                    f"it alone loses {error.relative_l2:.1%} of the tensor (relative L2)"
+                    + (_UNCOVERED if pair.source in inputs else ""),
                     numbers,
                 )
             )
