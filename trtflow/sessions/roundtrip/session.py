@@ -197,7 +197,8 @@ class RoundTrip:
         named = type(original)()
         named.CopyFrom(original)
         renamed = name_nodes(named)
-        source, notes = Path(self.settings.model), tuple[str, ...]()
+        source = Path(self.settings.model)
+        notes: tuple[str, ...] = ()
         if renamed:
             source = exported / "float_named.onnx"
             if not source.exists():
