@@ -74,26 +74,20 @@ def _ms(session, feeds: dict, repeat: int) -> float:
 
 
 def _where_switchable(model):
-    """The switchable model as it was built before: `Where` at every site, every read rounded
-    (for the before column)."""
+    """The switchable model as it was built before: every read and write of every candidate
+    switched on its own by `Where(mask, rounded, value)` (for the before column)."""
     from trtflow.precision import emulate
 
-    def read(self, site, tensor):
-        name = f"{tensor}::for::{site.node}"
-        if name in self.builder.made:
-            return name
-        where = [self.mask(site), self.builder.rounded(tensor), tensor]
-        return self.builder.node("Where", where, name)
+    def switch(self, flag, value, output, rounded=None):
+        where = [flag, rounded or self.builder.rounded(value), value]
+        return self.builder.node("Where", where, output)
 
-    def write(self, site, raw, output):
-        self.builder.node("Where", [self.mask(site), self.builder.rounded(raw), raw], output)
-
-    original = emulate._Switched.read, emulate._Switched.write
-    emulate._Switched.read, emulate._Switched.write = read, write
+    original = emulate._Switched.rewire, emulate._Switched.switch
+    emulate._Switched.rewire, emulate._Switched.switch = emulate._Switched._switch_around, switch
     try:
         return emulate.switchable(model, "fp16")
     finally:
-        emulate._Switched.read, emulate._Switched.write = original
+        emulate._Switched.rewire, emulate._Switched.switch = original
 
 
 def main() -> None:

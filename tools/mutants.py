@@ -272,8 +272,15 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "emulate: a low node's read of a kept node's output is not rounded",
         "trtflow/precision/emulate.py",
-        "reader not in plan.keep and writer in plan.keep for reader, writer in self.reads",
-        "reader not in plan.keep and writer not in plan.keep for reader, writer in self.reads",
+        "writer in plan.keep and any(reader not in plan.keep for reader in readers)",
+        "writer not in plan.keep and any(reader not in plan.keep for reader in readers)",
+        ("tests/run_compare/test_emulation.py",),
+    ),
+    Mutant(
+        "emulate: a switched low node reads a candidate's output as written, not its low view",
+        "trtflow/precision/emulate.py",
+        "return self.view_of[tensor]",
+        "return tensor",
         ("tests/run_compare/test_emulation.py",),
     ),
     Mutant(

@@ -12,10 +12,11 @@ The rewrite leaves tensor names alone: a rounded output takes the original name 
 writes a `<name>::raw` tensor, so taps, graph outputs and subgraphs reading outer values see
 what the low-precision node stored.
 
-Two realizations share one graph walk (`_rewrite`), so they cannot drift apart:
+Two realizations share one graph walk (`_rewrite`) and one low-node rewiring (`_Builder.in_low`),
+so they cannot drift apart:
 - `emulate(model, plan)`: a model for one plan, with rounding only where the plan says so;
-- `switchable(model, precision)`: one model in which every candidate node's rounding is selected
-  at run time by a boolean mask input (`If(mask[i])` rounding in one branch), so judging a plan is
+- `switchable(model, precision)`: one model in which every candidate node is selected at run time
+  by a boolean mask input (`If(mask[i])`, the node in the low type in one branch), so judging a plan is
   one inference on an already-built session. For any plan both give bit-identical outputs (tested),
   provided both run with the same session options (`runners/emulated.py` fixes them).
 
@@ -32,6 +33,7 @@ FP8 needs `Cast` to FLOAT8E4M3FN (opset 19); an older model is converted to opse
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -55,15 +57,15 @@ FP8_MIN_OPSET = 19
 FP8_PURPOSE = "FP8 (a Cast to FLOAT8E4M3FN)"
 WHERE_OPSET = 9  # the switchable model selects with Where from here on, with If before
 
+_Write = Callable[[str, str], object]  # (raw, output): store a low output
+
 
 class _Policy(Protocol):
-    """How `_rewrite` wires one node: what it reads in place of a float input, how its output is made."""
+    """How `_rewrite` wires one candidate node: the nodes that replace it, in graph order."""
 
     def applies(self, site: Site) -> bool: ...
 
-    def read(self, site: Site, tensor: str) -> str: ...
-
-    def write(self, site: Site, raw: str, output: str) -> None: ...
+    def rewire(self, node: onnx.NodeProto, site: Site) -> list[onnx.NodeProto]: ...
 
 
 class _Builder(GraphAdditions):
@@ -85,6 +87,24 @@ class _Builder(GraphAdditions):
     def round(self, tensor: str, output: str) -> str:
         low = self.node("Cast", [tensor], f"{output}::cast", to=self.fmt.onnx_type)
         return self.node("Cast", [low], output, to=FLOAT)
+
+    def in_low(
+        self, node: onnx.NodeProto, site: Site, read: Callable[[str], str], write: _Write
+    ) -> list[onnx.NodeProto]:
+        """`node` (changed in place) in the low type: each float input it reads low is replaced
+        by `read(input)`; each low output is written as `<output>::raw` and `write(raw, output)`
+        stores it. The conversions made and the node, in graph order."""
+        for index in site.reads:
+            node.input[index] = read(node.input[index])
+        finals = []
+        for index, output in enumerate(node.output):
+            if output in site.low_outputs:
+                node.output[index] = f"{output}::raw"
+                finals.append(output)
+        before = self.take()
+        for output in finals:
+            write(f"{output}::raw", output)
+        return [*before, node, *self.take()]
 
 
 def _outside(sites: list[Site], graph: onnx.GraphProto, internal: frozenset[str]) -> list[Site]:
@@ -137,18 +157,7 @@ def _rewrite(
         if site is None or not policy.applies(site):
             rewired.append(node)
             continue
-        for index in site.reads:
-            node.input[index] = policy.read(site, node.input[index])
-        finals = []
-        for index, output in enumerate(node.output):
-            if output in site.low_outputs:
-                node.output[index] = f"{output}::raw"
-                finals.append(output)
-        rewired.extend(builder.take())
-        rewired.append(node)
-        for output in finals:
-            policy.write(site, f"{output}::raw", output)
-        rewired.extend(builder.take())
+        rewired.extend(policy.rewire(node, site))
     del graph.node[:]
     graph.node.extend(rewired)
     graph.initializer.extend(builder.new_initializers)
@@ -167,11 +176,11 @@ class _FixedPlan:
     def applies(self, site: Site) -> bool:
         return site.node in self.low
 
-    def read(self, site: Site, tensor: str) -> str:
-        return tensor if tensor in self.low_outputs else self.builder.rounded(tensor)
+    def rewire(self, node: onnx.NodeProto, site: Site) -> list[onnx.NodeProto]:
+        def read(tensor: str) -> str:
+            return tensor if tensor in self.low_outputs else self.builder.rounded(tensor)
 
-    def write(self, site: Site, raw: str, output: str) -> None:
-        self.builder.round(raw, output)
+        return self.builder.in_low(node, site, read, self.builder.round)
 
 
 def emulate(
@@ -192,24 +201,36 @@ def emulate(
     return _rewrite(folded, plan.low, fixed, layers.internal_tensors(folded))
 
 
+def _holds_graphs(node: onnx.NodeProto) -> bool:
+    return any(a.g.ByteSize() or len(a.graphs) for a in node.attribute)
+
+
 @dataclass
 class _Switched:
-    """Round where a run-time mask says so. A computed tensor goes through `If(mask[i])` whose
-    then-branch rounds it (`Cast(low) -> Cast(float)`) and whose else-branch passes it on, so only
-    the chosen side is computed: a `Where(mask[i], rounded, value)` computed both sides and then
-    selected, a full pass more over every tensor, and ran a trial 15x the plain model's time on
-    Magika. A rounded initializer is a constant, so `Where` selects between the two copies (`If`
-    with Identity branches before opset 9, which has no Where).
+    """Round where a run-time mask says so: each candidate node becomes `If(mask[i])` whose
+    then-branch is the node in the low type (what `emulate` makes of a low node) and whose
+    else-branch is the node as written. Only the chosen side runs and nothing is copied: the node
+    computes straight into the If's outputs, reading the rounded copy of its initializers, made
+    once. (Before: an `If` per rounded read and per output, its else-branch an Identity copy, and a
+    `Where` per rounded initializer copying the weight on every inference: 4x the plain model's
+    time on Magika; with `Where` everywhere, 11x.)
 
-    A low node's read of a tensor another low node wrote is not rounded again, as in `emulate`:
-    each such read has a mask entry of its own, `reads[j]` = (reader, writer), true when the reader
-    is low and the writer kept (`SwitchableModel.mask`)."""
+    Rounding happens only where the plan changes precision, as in `emulate`: a low node reading a
+    tensor another candidate writes in the low type reads its low view (`<tensor>::low-view`), an
+    extra output of the writer's If: the rounded tensor itself when the writer is low (listed
+    twice, not copied), rounded from the FP32 tensor when the writer is kept and some reader is
+    low (the view's own mask entry, `SwitchableModel.views`), else empty. Other reads (graph
+    inputs, tensors no candidate rounds) are rounded inside the then-branch.
+
+    A node without inputs (Constant) or with subgraphs stays outside, its low reads and writes
+    switched one by one: copying it into both branches would hold its weights or bodies twice."""
 
     builder: _Builder
     index: dict[str, int]
-    writers: dict[str, str]  # a tensor a candidate writes in the low type -> that candidate
+    low_readers: dict[str, tuple[str, ...]]  # a tensor -> the candidates reading it low
     has_where: bool = True
-    reads: list[tuple[str, str]] = field(default_factory=list)
+    views: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)  # (writer, readers)
+    view_of: dict[str, str] = field(default_factory=dict)  # a tensor -> its low view
 
     def applies(self, site: Site) -> bool:
         return True
@@ -225,15 +246,96 @@ class _Switched:
             self.builder.node("Gather", [MASK_INPUT, at], entry, axis=0)
         return entry
 
-    def read_mask(self, site: Site, tensor: str) -> str:
-        """The switch of `site`'s read of `tensor`: its own mask entry when a candidate writes
-        `tensor` (rounded already when that one is low), else `site`'s."""
-        writer = self.writers.get(tensor)
-        if writer is None:
-            return self.mask(site)
-        self.reads.append((site.node, writer))
-        position = len(self.index) + len(self.reads) - 1
-        return self._entry(f"{site.node}::reads::{tensor}", position)
+    def rewire(self, node: onnx.NodeProto, site: Site) -> list[onnx.NodeProto]:
+        if not node.input or _holds_graphs(node):
+            return self._switch_around(node, site)
+        from onnx import helper
+
+        flag = self.mask(site)
+        outputs = [output for output in node.output if output]
+        viewed = [o for o in site.low_outputs if self.low_readers.get(o)]
+        kept = _copy(node)
+        kept.output[:] = [f"{output}::else" if output else "" for output in node.output]
+        kept_views = [self._view_when_kept(node.name, o) for o in viewed]
+        before = self.builder.take()
+
+        def read(tensor: str) -> str:
+            if tensor in self.view_of:
+                return self.view_of[tensor]
+            if tensor in self.builder.initializers:
+                return self.builder.rounded(tensor)  # outside the branch, made once
+            name = f"{tensor}::{self.builder.fmt.name}::for::{node.name}"
+            return name if name in self.builder.made else self.builder.round(tensor, name)
+
+        def write(raw: str, output: str) -> None:
+            self.builder.round(raw, f"{output}::then")
+
+        low = _copy(node)
+        branch = self.builder.in_low(low, site, read, write)
+        low.output[:] = [f"{o}::then" if o in outputs else o for o in low.output]
+        for output in viewed:
+            self.view_of[output] = f"{output}::low-view"
+        switch = helper.make_node(
+            "If",
+            [flag],
+            outputs + [self.view_of[o] for o in viewed],
+            name=f"trtflow::{node.name}::switch",
+            then_branch=_branch(
+                f"{node.name}::low",
+                branch
+                + [
+                    helper.make_node("Identity", [f"{o}::then"], [f"{o}::low-view::then"])
+                    for o in viewed
+                ],
+                [f"{o}::then" for o in outputs] + [f"{o}::low-view::then" for o in viewed],
+            ),
+            else_branch=_branch(
+                f"{node.name}::kept",
+                [kept, *kept_views],
+                [f"{o}::else" for o in outputs] + [v.output[0] for v in kept_views],
+            ),
+        )
+        return [*before, switch]
+
+    def _view_when_kept(self, writer: str, output: str) -> onnx.NodeProto:
+        """The low view of `output` of a kept `writer`: rounded when its mask entry says a reader
+        is low, else an empty tensor (nobody reads it)."""
+        from onnx import helper
+
+        self.views.append((writer, self.low_readers[output]))
+        flag = self._entry(f"{output}::low-view", len(self.index) + len(self.views) - 1)
+        rounded, empty = f"{output}::low-view::rounded", f"{output}::low-view::empty"
+        cast = f"{rounded}::cast"
+        rounding = [
+            helper.make_node("Cast", [f"{output}::else"], [cast], to=self.builder.fmt.onnx_type),
+            helper.make_node("Cast", [cast], [rounded], to=FLOAT),
+        ]
+        nothing = helper.make_node(
+            "Constant", [], [empty], value=helper.make_tensor(empty, FLOAT, [0], [])
+        )
+        return helper.make_node(
+            "If",
+            [flag],
+            [f"{output}::low-view::else"],
+            then_branch=_branch(f"{output}::low-view::rounded", rounding, [rounded]),
+            else_branch=_branch(f"{output}::low-view::empty", [nothing], [empty]),
+        )
+
+    def _switch_around(self, node: onnx.NodeProto, site: Site) -> list[onnx.NodeProto]:
+        """`node` left in place, each of its low reads and writes switched on its own."""
+        flag = self.mask(site)
+
+        def read(tensor: str) -> str:
+            name = f"{tensor}::for::{site.node}"
+            if name in self.builder.made:  # the node reads this tensor twice
+                return name
+            rounded = self.builder.rounded(tensor) if tensor in self.builder.initializers else None
+            return self.switch(flag, tensor, name, rounded)
+
+        def write(raw: str, output: str) -> None:
+            self.switch(flag, raw, output)
+
+        return self.builder.in_low(node, site, read, write)
 
     def switch(self, flag: str, value: str, output: str, rounded: str | None = None) -> str:
         """`output` = `value` rounded where the mask entry `flag` is true, else `value`;
@@ -241,12 +343,6 @@ class _Switched:
         if rounded is not None and self.has_where:
             return self.builder.node("Where", [flag, rounded, value], output)
         from onnx import helper
-
-        def branch(tag: str, nodes: list[onnx.NodeProto]) -> onnx.GraphProto:
-            result = nodes[-1].output[0]
-            return helper.make_graph(
-                nodes, f"{output}::{tag}", [], [helper.make_tensor_value_info(result, FLOAT, None)]
-            )
 
         low, then_out = f"{output}::then::{self.builder.fmt.name}", f"{output}::then"
         rounding = (
@@ -262,20 +358,26 @@ class _Switched:
             "If",
             [flag],
             output,
-            then_branch=branch("rounded", rounding),
-            else_branch=branch("as-is", as_is),
+            then_branch=_branch(f"{output}::rounded", rounding, [then_out]),
+            else_branch=_branch(f"{output}::as-is", as_is, [f"{output}::else"]),
         )
 
-    def read(self, site: Site, tensor: str) -> str:
-        name = f"{tensor}::for::{site.node}"
-        if name in self.builder.made:  # the node reads this tensor twice
-            return name
-        if tensor in self.builder.initializers:
-            return self.switch(self.mask(site), tensor, name, self.builder.rounded(tensor))
-        return self.switch(self.read_mask(site, tensor), tensor, name)
 
-    def write(self, site: Site, raw: str, output: str) -> None:
-        self.switch(self.mask(site), raw, output)
+def _copy(node: onnx.NodeProto) -> onnx.NodeProto:
+    import onnx
+
+    copied = onnx.NodeProto()
+    copied.CopyFrom(node)
+    return copied
+
+
+def _branch(name: str, nodes: list[onnx.NodeProto], outputs: list[str]) -> onnx.GraphProto:
+    """A branch of an If computing `outputs` (types left to the runtime: the node's own)."""
+    from onnx import helper
+
+    return helper.make_graph(
+        nodes, name, [], [helper.make_empty_tensor_value_info(o) for o in outputs]
+    )
 
 
 @dataclass(frozen=True)
@@ -285,14 +387,17 @@ class SwitchableModel:
     model: onnx.ModelProto
     precision: PlanPrecision
     nodes: tuple[str, ...]  # the candidate nodes, in mask order
-    reads: tuple[tuple[str, str], ...] = ()  # (reader, writer) mask entries after the nodes'
+    views: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (writer, low readers) entries after them
 
     def mask(self, plan: PrecisionPlan) -> np.ndarray:
         if plan.precision != self.precision:
             raise ValueError(f"this model switches {self.precision}, not {plan.precision}")
         low = [node not in plan.keep for node in self.nodes]
-        rounds = [reader not in plan.keep and writer in plan.keep for reader, writer in self.reads]
-        return np.array(low + rounds, dtype=bool)
+        views = [
+            writer in plan.keep and any(reader not in plan.keep for reader in readers)
+            for writer, readers in self.views
+        ]
+        return np.array(low + views, dtype=bool)
 
     def feed(self, plan: PrecisionPlan, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """`inputs` plus the mask input that realizes `plan`."""
@@ -313,11 +418,15 @@ def switchable(model: onnx.ModelProto, precision: PlanPrecision) -> SwitchableMo
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
 
     def switched(builder: _Builder, sites: list[Site]) -> _Switched:
+        readers: dict[str, list[str]] = {}
+        for site in sites:
+            for tensor in site.low_inputs:
+                readers.setdefault(tensor, []).append(site.node)
         made.append(
             _Switched(
                 builder,
                 {s.node: i for i, s in enumerate(sites)},
-                {output: s.node for s in sites for output in s.low_outputs},
+                {tensor: tuple(nodes) for tensor, nodes in readers.items()},
                 opset >= WHERE_OPSET or precision == "fp8",  # FP8 converts the model to opset 19
             )
         )
@@ -325,6 +434,6 @@ def switchable(model: onnx.ModelProto, precision: PlanPrecision) -> SwitchableMo
 
     rewritten = _rewrite(model, precision, switched)
     (policy,) = made
-    entries = len(policy.index) + len(policy.reads)
+    entries = len(policy.index) + len(policy.views)
     rewritten.graph.input.append(helper.make_tensor_value_info(MASK_INPUT, 9, [entries]))  # BOOL
-    return SwitchableModel(rewritten, precision, tuple(policy.index), tuple(policy.reads))
+    return SwitchableModel(rewritten, precision, tuple(policy.index), tuple(policy.views))
