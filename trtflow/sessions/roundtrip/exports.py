@@ -52,48 +52,54 @@ def tool_input(original: onnx.ModelProto, keep: Sequence[str], converter: bool) 
     renamed = name_nodes(named)
     ops = {node.name: node.op_type for node in named.graph.node}
     notes: list[str] = []
+
+    def say(found: Sequence[str], words: str) -> None:
+        """A note for a preparation that changed something: `words` names the first few found."""
+        if found:
+            notes.append(words.format(count=len(found), names=", ".join(found[:5])))
+
     unnamed = [n for n in keep if n in renamed]
-    if functions:
-        notes.append(
-            f"the model's local functions ({', '.join(functions)}) are inlined in the copy the tool is "
-            "given: kept nodes inside them exist only there"
-        )
-    if unnamed:
-        notes.append(
-            f"{len(unnamed)} kept node(s) have no name of their own in the file ({', '.join(unnamed[:5])}): "
-            "the copy the tool is given carries trtflow's stable names"
-        )
+    say(
+        functions,
+        "the model's local functions ({names}) are inlined in the copy the tool is given: kept "
+        "nodes inside them exist only there",
+    )
+    say(
+        unnamed,
+        "{count} kept node(s) have no name of their own in the file ({names}): the copy the tool "
+        "is given carries trtflow's stable names",
+    )
     constants = [n for n in keep if ops.get(n) == "Constant"] if converter else []
     if constants:
         _as_initializers(named, set(constants))
-        notes.append(
-            f"kept Constant node(s) {', '.join(constants)} are initializers in the copy the tool is given: "
-            "onnxconverter-common wraps a blocked Constant in FP16 Casts (its value still becomes "
-            "-inf), while an initializer only blocked nodes read stays FP32"
-        )
+    say(
+        constants,
+        "kept Constant node(s) {names} are initializers in the copy the tool is given: "
+        "onnxconverter-common wraps a blocked Constant in FP16 Casts (its value still becomes "
+        "-inf), while an initializer only blocked nodes read stays FP32",
+    )
     shared = _split_shared_weights(named, set(keep)) if converter else []
-    if shared:
-        notes.append(
-            f"{len(shared)} weight(s) read by kept and lowered nodes alike ({', '.join(shared[:3])}) "
-            "have a copy for the kept readers in the copy the tool is given: onnxconverter-common "
-            "keeps a weight a blocked node reads in FP32 for every reader, and a lowered reader's "
-            "FP16 and FP32 inputs no longer type-check (ONNX Runtime refuses the file)"
-        )
+    say(
+        shared,
+        "{count} weight(s) read by kept and lowered nodes alike ({names}) have a copy for the kept "
+        "readers in the copy the tool is given: onnxconverter-common keeps a weight a blocked node "
+        "reads in FP32 for every reader, and a lowered reader's FP16 and FP32 inputs no longer "
+        "type-check (ONNX Runtime refuses the file)",
+    )
     casts = _float_casts(named, set(keep)) if converter else []
-    if casts:
-        notes.append(
-            f"Cast node(s) to FP32 join the block list ({', '.join(casts[:3])}): onnxconverter-common "
-            "types a Cast's output FP16 but leaves its `to` FLOAT (ONNX Runtime refuses the file); "
-            "blocked, the Cast writes FP32 and the converter casts it to FP16 after: the same values"
-        )
+    say(
+        casts,
+        "Cast node(s) to FP32 join the block list ({names}): onnxconverter-common types a Cast's "
+        "output FP16 but leaves its `to` FLOAT (ONNX Runtime refuses the file); blocked, the Cast "
+        "writes FP32 and the converter casts it to FP16 after: the same values",
+    )
     read_outputs = _output_identities(named) if converter else []
-    if read_outputs:
-        notes.append(
-            f"graph output(s) read inside the model too ({', '.join(read_outputs[:3])}) are written "
-            "by an Identity in the copy the tool is given: with keep_io_types, onnxconverter-common "
-            "makes the output FP32 but leaves its FP16 readers reading that FP32 name (ONNX Runtime "
-            "refuses the file)"
-        )
+    say(
+        read_outputs,
+        "graph output(s) read inside the model too ({names}) are written by an Identity in the "
+        "copy the tool is given: with keep_io_types, onnxconverter-common makes the output FP32 "
+        "but leaves its FP16 readers reading that FP32 name (ONNX Runtime refuses the file)",
+    )
     prepared = named if (functions or unnamed or constants or shared or read_outputs) else None
     names = [n for n in keep if n not in constants] + casts
     return ToolInput(prepared, names, notes)
