@@ -181,6 +181,20 @@ def run_trtflow(
             flush=True,
         )
     summary = work / "trtflow-out" / "large-model"
+    report = summary / "diff" / "report.json"
+    if report.exists():
+        found = json.loads(report.read_text())
+        for mark in ("first_divergence", "first_nonfinite"):
+            where = found.get(mark) or {}
+            print(
+                f"\ncompare's {mark}: `{where.get('node')}` ({where.get('op')}), runner {where.get('runner')}"
+            )
+    drawn = summary / "graph" / "graph" / "summary.json"
+    if drawn.exists():
+        facts = json.loads(drawn.read_text())
+        print(
+            f"render-graph: {facts['source_nodes']} nodes drawn as {facts['nodes']} ({facts['mode']})"
+        )
     for name in ("diff", "hunt", "cut", "hunt_tail", "cut_tail"):
         text = (
             next((summary / name).glob("summary.md"), None) if (summary / name).exists() else None

@@ -82,6 +82,6 @@ def test_searches_that_would_not_fit_refuse_before_loading_and_name_the_way_out(
     )
     assert result.returncode == 3, result.stdout + result.stderr
     for step in ("bisect-precision", "reduce"):
-        assert f"{step} holds the model about 7 times" in result.stdout + result.stderr, step
+        assert f"{step} (it holds the model about 7 times" in result.stdout + result.stderr, step
     assert "`surgeon-extract` from the tensor" in result.stdout + result.stderr
     assert "bad_alloc" not in result.stdout + result.stderr

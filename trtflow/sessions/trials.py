@@ -214,7 +214,7 @@ def refuse_a_model_past_memory(model: Path, copies: float, session: str) -> None
     size = model_bytes(model)
     refuse_past_memory(
         int(size * copies),
-        f"{session} holds the model about {copies:g} times ({size / 2**30:.1f} GiB of weights)",
+        f"{session} (it holds the model about {copies:g} times: {size / 2**30:.1f} GiB of weights)",
         "search a layer range of it: `surgeon-extract` from the tensor that enters the first layer "
         "you suspect (compare's first divergence says where) to the model's outputs, and give that "
         "step's `model` here; then only its weights count",
