@@ -357,7 +357,7 @@ def test_an_overlay_is_read_by_its_report_kind(trtflow, tmp_path):
         ),
         (
             {"kind": "compare", "schema_version": 1},
-            "schema version 1; this trtflow reads version 3",
+            "schema version 1; this trtflow reads version 4",
         ),
     ):
         (tmp_path / "report.json").write_text(json.dumps(document))

@@ -51,7 +51,7 @@ def test_a_tensor_failing_in_one_iteration_of_three_fails_the_compare(trtflow, t
     assert tensor["failed_iterations"] == [1] and tensor["worst_iteration"] == 1
     assert tensor["passed"] is False and report["runners"]["golden"]["passed"] is False
     assert report["passed"] is False
-    assert report["kind"] == "compare" and report["schema_version"] == 3
+    assert report["kind"] == "compare" and report["schema_version"] == 4
 
 
 def test_a_tensor_passing_in_every_iteration_passes(trtflow, tmp_path):
@@ -67,12 +67,12 @@ def test_the_report_schema_is_in_the_step_key_and_status_says_so(tmp_path):
     from trtflow.executor.keys import describe_changes, material, step_key
     from trtflow.steps.compare import Compare
 
-    assert Compare.report_schemas() == {"report": "compare/3"}
-    now = material("compare", Compare.version, {}, {}, {}, {"report": "compare/3"})
+    assert Compare.report_schemas() == {"report": "compare/4"}
+    now = material("compare", Compare.version, {}, {}, {}, {"report": "compare/4"})
     before = material("compare", Compare.version, {}, {}, {}, {"report": "compare/1"})
     assert step_key(now) != step_key(before)
     assert describe_changes(before, now) == [
-        "output `report` of `compare` has a new report schema (compare/1 -> compare/3)"
+        "output `report` of `compare` has a new report schema (compare/1 -> compare/4)"
     ]
     untyped = material("load", 1, {}, {}, {})
     assert "reports" not in untyped  # steps without typed reports keep their keys

@@ -126,8 +126,10 @@ class PairQuantization(ReportPart):
     pair: str  # its DequantizeLinear node
     source: str  # the float tensor it quantizes
     nodes: list[str]  # the quantized nodes that read it
-    relative_l2: float
-    max_abs: float
+    # None where not finite: the pair overflows float32 (MiniLM's attention-mask constant -3.4e38,
+    # quantized by quantize_static, dequantizes to -inf); JSON holds no infinity
+    relative_l2: float | None
+    max_abs: float | None
     clipped: float  # share of values outside the representable range
     zeroed: float  # share of non-zero values that become zero
 
@@ -145,8 +147,9 @@ class CompareReport(Report):
     """Everything `compare` found; `passed` is derived, never stored apart from its facts."""
 
     KIND: ClassVar[str] = "compare"
-    SCHEMA_VERSION: ClassVar[int] = 3  # 2: per-tensor `gates`, per-runner `unchecked`, `plots`
+    SCHEMA_VERSION: ClassVar[int] = 4  # 2: per-tensor `gates`, per-runner `unchecked`, `plots`
     # 3: `quantization` (it came without a bump; tests/test_report_schemas.py now catches that)
+    # 4: a pair's `relative_l2` / `max_abs` may be null (not finite: render-graph refused the report)
 
     reference: str
     candidates: list[str]

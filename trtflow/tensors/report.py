@@ -456,8 +456,10 @@ def quantization_markdown(pairs: list[PairQuantization], limit: int = 15) -> str
         "|---|---|---|---|---|---|---|",
     ]
     for pair in pairs[:limit]:
+        relative = "inf" if pair.relative_l2 is None else f"{pair.relative_l2:.2%}"
+        largest = "inf" if pair.max_abs is None else f"{pair.max_abs:.4g}"
         lines.append(
-            f"| {pair.pair} | {pair.source} | {', '.join(pair.nodes)} | {pair.relative_l2:.2%} | "
-            f"{pair.max_abs:.4g} | {pair.clipped:.1%} | {pair.zeroed:.1%} |"
+            f"| {pair.pair} | {pair.source} | {', '.join(pair.nodes)} | {relative} | "
+            f"{largest} | {pair.clipped:.1%} | {pair.zeroed:.1%} |"
         )
     return "\n".join(lines) + "\n"
