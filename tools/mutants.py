@@ -339,8 +339,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "load: its own output is not checked",
         "trtflow/steps/load.py",
-        "refusal = _refusal(model_path, params)",
-        "refusal = None",
+        'opening, running = _refusals(model_path, params, run, inlined or params.check == "full")',
+        "opening, running = None, None",
         ("tests/test_load.py", "tests/subgraphs"),
     ),
     # the survivors of the first mutation check, outside those modules
@@ -1049,6 +1049,22 @@ MUTANTS: tuple[Mutant, ...] = (
         'if not address and sys.platform.startswith("linux"):',
         "if False:",
         ("tests/test_ray_executor.py::test_a_killed_run_takes_the_local_ray_it_started_along",),
+    ),
+    Mutant(
+        "load: a model with If/Loop/Scan bodies is only opened, not run, by the self-check",
+        "trtflow/steps/load.py",
+        "    run = inlined or _has_bodies(model)\n",
+        "    run = inlined\n",
+        ("tests/subgraphs",),
+    ),
+    Mutant(
+        "load: a model whose functions were inlined is only opened, not run, by the self-check",
+        "trtflow/steps/load.py",
+        "    run = inlined or _has_bodies(model)\n",
+        "    run = _has_bodies(model)\n",
+        (
+            "tests/test_polygraphy_models.py::test_a_model_onnx_cannot_inline_is_loaded_with_its_functions",
+        ),
     ),
 )
 

@@ -123,16 +123,29 @@ def session_refusal(
     One synthesized feed then runs, because a wrong declared shape in a branch (literal 0 dims)
     only fails when a kernel writes its output; `shapes` gives inputs their pinned dims. The file is opened by path, so its external data
     is mapped from beside it, not copied."""
+    opening, running = session_refusals(path, run, shapes)
+    return opening or running
+
+
+def session_refusals(
+    path: Path, run: bool = True, shapes: Mapping[str, Sequence[int]] | None = None
+) -> tuple[str | None, str | None]:
+    """`session_refusal` in two parts: why ONNX Runtime will not open the model, and why (having
+    opened it) it will not run the feed; a caller that learns a model opens but does not run needs
+    no second session to know it opens."""
     import onnxruntime as ort
 
     options = runner_session_options()
     try:
         session = open_session(str(path), options, providers=["CPUExecutionProvider"])
         feed = synthesized_feed(session, shapes)
-        if run and feed is not None:
-            quiet = ort.RunOptions()
-            quiet.log_severity_level = 4
-            session.run(None, feed, quiet)
     except Exception as error:  # noqa: BLE001 - ORT raises its own untyped errors
-        return str(error).strip()
-    return None
+        return str(error).strip(), None
+    if run and feed is not None:
+        quiet = ort.RunOptions()
+        quiet.log_severity_level = 4
+        try:
+            session.run(None, feed, quiet)
+        except Exception as error:  # noqa: BLE001
+            return None, str(error).strip()
+    return None, None

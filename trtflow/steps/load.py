@@ -176,39 +176,69 @@ def _forget_subgraph_shapes(model) -> None:
                     output.type.tensor_type.ClearField("shape")
 
 
+def _has_bodies(model) -> bool:
+    """Whether the model has If/Loop/Scan bodies (subgraphs)."""
+    from trtflow.onnxmodel.files import iter_graphs
+
+    return any(index for index, _ in enumerate(iter_graphs(model.graph)))
+
+
 def _refusal(path: Path, params: Params, run: bool = True) -> str | None:
     """Why onnx.checker (at the step's `check` level) or ONNX Runtime refuses the model file (opening
     it, and with `run` running one synthesized feed of the pinned `shapes`); None if both accept it."""
-    from trtflow.onnxmodel.proto import check_model_path, validation_errors
-    from trtflow.ort_sessions import session_refusal
+    opening, running = _refusals(path, params, run)
+    return opening or running
 
-    if params.check:
+
+def _refusals(
+    path: Path, params: Params, run: bool = True, checker: bool = True
+) -> tuple[str | None, str | None]:
+    """`_refusal` in two parts: why the model does not open (onnx.checker, unless `checker` is
+    False, or ONNX Runtime), and why, opened, it does not run the feed."""
+    from trtflow.onnxmodel.proto import check_model_path, validation_errors
+    from trtflow.ort_sessions import session_refusals
+
+    if params.check and checker:
         try:
             check_model_path(path, full_check=params.check == "full")
         except validation_errors() as error:
-            return f"onnx.checker: {str(error).strip()}"
-    refusal = session_refusal(path, run, params.shapes)
-    return refusal and f"ONNX Runtime: {refusal}"
+            return f"onnx.checker: {str(error).strip()}", None
+    opening, running = session_refusals(path, run, params.shapes)
+    return (opening and f"ONNX Runtime: {opening}"), (running and f"ONNX Runtime: {running}")
 
 
-def _verify_written(model, model_path: Path, params: Params, declared, inference: str):
+def _verify_written(
+    model, model_path: Path, params: Params, declared, inference: str, inlined: bool = False
+):
     """Make sure `load` never turns a model that opens into one that does not; returns (model, inference).
 
     If ONNX Runtime refuses the user's file too (custom ops, a plugin for TensorRT), it cannot
     judge ours, and the model is kept as written. Otherwise the top-level inferred types go too,
     and if that is not enough, the subgraphs' declared shapes. ONNX Runtime judges with a default
-    `onnxruntime` runner's session options and one synthesized feed (`session_refusal`); where the
-    user's file cannot run that feed (unknown dims made 1), only opening is judged."""
+    `onnxruntime` runner's session options (`session_refusals`): opening the model, where its
+    optimizer checks every inferred type, and for a model with If/Loop/Scan bodies one synthesized
+    feed, because a branch's wrong declared shape (literal 0 dims) fails only when a kernel writes
+    its output; so does one whose local functions were `inlined` (onnx's inliner can write a
+    MatMul that opens and cannot run). Any other model is only opened: running PP-OCRv4 det once
+    more cost as much as opening it. onnx.checker judged the user's file already; it judges ours
+    again only where more than names and types changed (inlined functions) or `check: full` makes
+    it check the pinned shapes (a 32 MB model's check: 0.5 s). Where the user's file cannot run the feed
+    (unknown dims made 1), only opening is judged: a session that opened and then failed to run
+    already said so (Silero VAD: two sessions, not three)."""
     from trtflow.onnxmodel.files import save_model
 
-    refusal = _refusal(model_path, params)
-    if refusal is None:
+    run = inlined or _has_bodies(model)
+    opening, running = _refusals(model_path, params, run, inlined or params.check == "full")
+    if opening is None and running is None:
         return model, inference
-    run = _refusal(params.path, params) is None
-    if not run:
-        refusal = _refusal(model_path, params, run=False)
-        if refusal is None or _refusal(params.path, params, run=False) is not None:
+    theirs_opening, theirs_running = _refusals(params.path, params, run)
+    if theirs_opening is not None:  # ONNX Runtime refuses the user's file too: it cannot judge
+        return model, inference
+    if theirs_running is not None:  # judged on opening only, and ours opened if only its run failed
+        if opening is None:
             return model, inference
+        run = False
+    refusal = opening or running
     _restore_types(model, declared, 0)
     save_model(model, model_path)
     final = _refusal(model_path, params, run)
@@ -235,7 +265,7 @@ def _verify_written(model, model_path: Path, params: Params, declared, inference
     )
 
 
-def _write(model, ctx: StepContext, params: Params):
+def _write(model, ctx: StepContext, params: Params, inlined: bool = False):
     """Name the nodes, pin `shapes`, infer and write `model`, and make sure what was written opens
     where the user's file does; returns (model, renamed nodes, how inference went)."""
     from trtflow.onnxmodel.files import name_nodes
@@ -247,7 +277,9 @@ def _write(model, ctx: StepContext, params: Params):
     ctx.progress(2, 5, "inferring shapes")
     model, inference = _infer_and_save(model, ctx.output_path("model"), ctx, declared)
     ctx.progress(3, 5, "checking what was written")
-    model, inference = _verify_written(model, ctx.output_path("model"), params, declared, inference)
+    model, inference = _verify_written(
+        model, ctx.output_path("model"), params, declared, inference, inlined
+    )
     return model, renamed, inference
 
 
@@ -424,7 +456,7 @@ class Load(Step):
         if params.inline_functions:
             kept, (model, inlined) = model, inline_local_functions(model)
         try:
-            model, renamed, inference = _write(model, ctx, params)
+            model, renamed, inference = _write(model, ctx, params, bool(inlined))
         except WrittenModelRefused as refused:
             if not inlined:
                 raise
