@@ -277,6 +277,13 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/run_compare/test_emulation.py",),
     ),
     Mutant(
+        "emulate: a small switched Constant is selected unrounded when low",
+        "trtflow/precision/emulate.py",
+        'self.builder.node("Where", [flag, rounded, raw], output)',
+        'self.builder.node("Where", [flag, raw, raw], output)',
+        ("tests/run_compare/test_emulation.py",),
+    ),
+    Mutant(
         "emulate: a switched low node reads a candidate's output as written, not its low view",
         "trtflow/precision/emulate.py",
         "return self.view_of[tensor]",

@@ -184,3 +184,31 @@ def test_taps_skip_subgraph_tensors_and_list_them():
     mark_outputs(model, select(tensors, ["r*"]), tensors)
     out = run(model, {"x": np.array([-1, 2], np.float32), "flag": np.array(True)})
     np.testing.assert_array_equal(out["r"], [0, 2])
+
+
+@pytest.mark.parametrize("precision", ["fp16", "fp8"])
+def test_a_switched_constant_is_rounded_only_when_low(precision):
+    """A float Constant feeding data is a candidate of its own: low, its value is stored in the low
+    type whatever its reader's precision; kept, its reader rounds it only when low."""
+    value = np.array([0.1, 70000.0, 1.0 / 3], np.float32)
+    model = make_model(
+        [
+            helper.make_node(
+                "Constant", [], ["c"], name="const", value=numpy_helper.from_array(value)
+            ),
+            helper.make_node("Add", ["x", "c"], ["y"], name="add"),
+        ],
+        [float_input("x", [3])],
+        [float_input("y", [3])],
+    )
+    switched = switchable(model, precision)
+    assert set(switched.nodes) == {"const", "add"}
+    session = ort.InferenceSession(switched.model.SerializeToString())
+    x = {"x": np.array([1e-4, 2.0, 0.5], np.float32)}
+    results = set()
+    for keep in ({"add"}, {"const"}, set(), {"const", "add"}):
+        plan = PrecisionPlan(precision, frozenset(keep))
+        (got,) = session.run(["y"], switched.feed(plan, x))
+        np.testing.assert_array_equal(got, run(plan.emulate(model), x)["y"])
+        results.add(got.tobytes())
+    assert len(results) == 3  # a low Add rounds the constant whatever the Constant's precision

@@ -55,6 +55,7 @@ MASK_INPUT = (
 FLOAT = 1  # onnx.TensorProto.FLOAT
 FP8_MIN_OPSET = 19
 FP8_PURPOSE = "FP8 (a Cast to FLOAT8E4M3FN)"
+SMALL_CONSTANT = 16384  # bytes: a Constant this small is rounded always and selected by Where
 WHERE_OPSET = 9  # the switchable model selects with Where from here on, with If before
 
 _Write = Callable[[str, str], object]  # (raw, output): store a low output
@@ -223,7 +224,9 @@ class _Switched:
     inputs, tensors no candidate rounds) are rounded inside the then-branch.
 
     A node without inputs (Constant) or with subgraphs stays outside, its low reads and writes
-    switched one by one: copying it into both branches would hold its weights or bodies twice."""
+    switched one by one: copying it into both branches would hold its weights or bodies twice. A
+    small Constant's output is rounded on every inference and selected by `Where`: PP-OCR rec has
+    360 scalar ones, each an If before."""
 
     builder: _Builder
     index: dict[str, int]
@@ -332,8 +335,14 @@ class _Switched:
             rounded = self.builder.rounded(tensor) if tensor in self.builder.initializers else None
             return self.switch(flag, tensor, name, rounded)
 
+        small = not node.input and all(a.t.ByteSize() <= SMALL_CONSTANT for a in node.attribute)
+
         def write(raw: str, output: str) -> None:
-            self.switch(flag, raw, output)
+            if small and self.has_where:  # both sides cost less than an If
+                rounded = self.builder.round(raw, f"{output}::{self.builder.fmt.name}")
+                self.builder.node("Where", [flag, rounded, raw], output)
+            else:
+                self.switch(flag, raw, output)
 
         return self.builder.in_low(node, site, read, write)
 
