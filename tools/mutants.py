@@ -223,6 +223,13 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/bisect/test_bisect_step.py",),
     ),
     Mutant(
+        "precision search: AutoCast arguments let it make the graph's inputs FP16",
+        "trtflow/sessions/precision/outcome.py",
+        'arguments = ["--low_precision_type", self.settings.precision, "--keep_io_types"]',
+        'arguments = ["--low_precision_type", self.settings.precision]',
+        ("tests/bisect/test_bisect_step.py",),
+    ),
+    Mutant(
         "judges: a task metric the FP32 outputs fail is not refused",
         "trtflow/tensors/judges.py",
         "        itself = check_metric(self.metric, reference.reference, reference.reference)\n        if itself.passed:",

@@ -594,9 +594,14 @@ def test_the_keep_set_is_written_for_modelopt_autocast_and_onnxconverter_common(
     assert done.returncode == 0, done.stdout + done.stderr
     out = outputs(tmp_path)
     arguments = shlex.split((out / "autocast_args.txt").read_text())
-    assert arguments[:3] == ["--low_precision_type", "fp16", "--nodes_to_exclude"]
+    assert arguments[:4] == [
+        "--low_precision_type",
+        "fp16",
+        "--keep_io_types",
+        "--nodes_to_exclude",
+    ]
     names = [node.name for node in model.graph.node]
-    excluded = [n for n in names if any(re.match(p, n) for p in arguments[3:])]
+    excluded = [n for n in names if any(re.match(p, n) for p in arguments[4:])]
     assert excluded == culprits == ["node3", "node40"]
     block_list = json.loads((out / "node_block_list.json").read_text())
     assert block_list == culprits
@@ -633,7 +638,9 @@ def test_no_autocast_arguments_for_fp8_and_no_block_list_for_bf16(trtflow, tmp_p
         present = {n for n in ("autocast_args.txt", "node_block_list.json") if (out / n).exists()}
         assert present == written, precision
         if written:
-            assert (out / "autocast_args.txt").read_text() == "--low_precision_type bf16\n"
+            assert (
+                out / "autocast_args.txt"
+            ).read_text() == "--low_precision_type bf16 --keep_io_types\n"
 
 
 GPU_BACKEND_MODULE = """

@@ -100,7 +100,7 @@ class BisectPrecision(Step):
             "manifest, not in the report, so the same search writes the same files, resumed or not.",
         ),
     }
-    version = 7  # 2: parameters typed apart from the data (Resize scales...) stay FP32; commands run in the recipe folder;
+    version = 8  # 2: parameters typed apart from the data (Resize scales...) stay FP32; commands run in the recipe folder;
     # 3: the report says which nodes the opset holds in FP32 (`held_by_opset`);
     # 4: a weight that flushes a stray value to zero is no suspect (a clean CNN is answered in one trial)
     # 5: the verification's seed in the report; AutoCast and onnxconverter-common keep lists
@@ -108,6 +108,7 @@ class BisectPrecision(Step):
     # 7: qdq with reference_model: the Relu/Clip the quantizer removed are put back from the float
     #    model (no non-negative range is read as a removed activation); exclusions add their producers;
     #    weights stored quantized take their float values from it
+    # 8: autocast_args.txt keeps the graph's inputs and outputs FP32 (--keep_io_types), as the plan does
     journaled = True
 
     def needs(self, params: Params) -> Resources:

@@ -177,11 +177,13 @@ class SearchOutcome:
         return notice
 
     def autocast_arguments(self) -> str:
-        """`--low_precision_type fp16 --nodes_to_exclude '^a$' ...`, shell-quoted on one line: ModelOpt
-        AutoCast matches each pattern with `re.match`, so names are escaped and anchored (`node3`
-        must not keep `node30`)."""
+        """`--low_precision_type fp16 --keep_io_types --nodes_to_exclude '^a$' ...`, shell-quoted on
+        one line: ModelOpt AutoCast matches each pattern with `re.match`, so names are escaped and
+        anchored (`node3` must not keep `node30`). `--keep_io_types`: the searched plan reads FP32
+        inputs; AutoCast's default makes the graph inputs FP16, so a kept node reading an input would
+        read rounded values and the fix might not hold (the round trip measured it on Silero VAD)."""
         patterns = [f"^{re.escape(node)}$" for node in self.kept_nodes()]
-        arguments = ["--low_precision_type", self.settings.precision]
+        arguments = ["--low_precision_type", self.settings.precision, "--keep_io_types"]
         arguments += ["--nodes_to_exclude", *patterns] if patterns else []
         return shlex.join(arguments) + "\n"
 
