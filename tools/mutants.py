@@ -739,6 +739,13 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/scale/test_saved_weights.py",),
     ),
     Mutant(
+        "external data: a model saved again appends its weights to the data file there (trtflow's writer)",
+        "trtflow/onnxmodel/proto.py",
+        'with open(path.parent / location, "wb") as data:',
+        'with open(path.parent / location, "ab") as data:',
+        ("tests/scale/test_saved_weights.py",),
+    ),
+    Mutant(
         "external data: a graph-only model's data file is started afresh under it",
         "trtflow/onnxmodel/files.py",
         "    if not any(_reads_from(t, location) for t in iter_initializers(model.graph)):",

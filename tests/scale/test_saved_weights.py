@@ -47,11 +47,34 @@ def test_a_model_saves_beside_a_data_file_of_its_name_in_the_working_directory(
 
 
 def test_saving_twice_to_one_path_writes_the_weights_once(tmp_path: Path) -> None:
-    model, path = _model(), tmp_path / "model.onnx"
+    """Two models with their weights in memory (as a step writes its output again after an edit):
+    the second write starts the data file afresh instead of appending to the first one's."""
+    path = tmp_path / "model.onnx"
     for _ in range(2):
-        save_model(model, path, external_data=True)
+        save_model(_model(), path, external_data=True)
     assert os.path.getsize(tmp_path / "model.onnx.data") == 4096 * 4
     assert numpy_helper.to_array(load_model(path).graph.initializer[0])[63, 63] == 4095
+
+
+def test_a_model_reading_another_data_file_saved_over_a_stale_one_writes_its_weights_once(
+    tmp_path: Path,
+) -> None:
+    """A model that already reads weights from a file of another name goes through onnx's own
+    writer, which appends to a data file that exists: the stale file is started afresh."""
+    from onnx.external_data_helper import set_external_data
+
+    model = _model()
+    other = numpy_helper.from_array(np.ones((16, 16), np.float32), "other")
+    (tmp_path / "other.bin").write_bytes(other.raw_data)
+    set_external_data(other, "other.bin")
+    other.ClearField("raw_data")
+    model.graph.initializer.append(other)
+    (tmp_path / "model.onnx.data").write_bytes(b"stale" * 1000)
+    save_model(model, tmp_path / "model.onnx", external_data=True)
+    assert os.path.getsize(tmp_path / "model.onnx.data") == 4096 * 4
+    assert (
+        numpy_helper.to_array(load_model(tmp_path / "model.onnx").graph.initializer[0])[1, 2] == 66
+    )
 
 
 def test_a_graph_only_model_saved_over_its_own_file_keeps_its_weights(tmp_path: Path) -> None:
