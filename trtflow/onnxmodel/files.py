@@ -81,7 +81,8 @@ def save_model(
 
 
 def _mark_external(model: onnx.ModelProto, path: Path) -> None:
-    """Point every initializer of 1 KiB or more at `EXTERNAL_DATA` beside `path`, to be written there.
+    """Point every initializer of `proto.EXTERNAL_MIN_BYTES` or more at `EXTERNAL_DATA` beside
+    `path`, to be written there (the threshold `proto.save_with_external_data` writes by).
 
     Not `onnx.save_model(save_as_external_data=True)`: onnx 1.17-1.23 refuses when a file named
     like the data file exists in the *working directory* (it tests the relative name), which is
@@ -90,11 +91,13 @@ def _mark_external(model: onnx.ModelProto, path: Path) -> None:
     started afresh."""
     from onnx.external_data_helper import set_external_data
 
+    from trtflow.onnxmodel.proto import EXTERNAL_MIN_BYTES
+
     location = EXTERNAL_DATA.format(file=path.name)
     if not any(_reads_from(t, location) for t in iter_initializers(model.graph)):
         (path.parent / location).unlink(missing_ok=True)
     for tensor in iter_initializers(model.graph):
-        if tensor.HasField("raw_data") and len(tensor.raw_data) >= 1024:
+        if tensor.HasField("raw_data") and len(tensor.raw_data) >= EXTERNAL_MIN_BYTES:
             set_external_data(tensor, location)
 
 

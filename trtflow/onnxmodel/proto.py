@@ -67,7 +67,7 @@ _STORED_AS = {
 _BITS_IN_INT32 = {4, 5, 9, 10}  # uint16, int16, bool, float16: bit patterns in int32_data
 _DEFAULT, _EXTERNAL = 0, 1  # TensorProto.DataLocation
 _GRAPH, _GRAPHS = 5, 10  # AttributeProto.AttributeType
-_SIZE_THRESHOLD = 1024  # bytes under which a weight stays in the model (files._mark_external)
+EXTERNAL_MIN_BYTES = 1024  # a weight this size or larger goes to the data file (both writers)
 
 
 def _load(name: str, file: Path) -> ModuleType:
@@ -239,14 +239,14 @@ def save_with_external_data(
     model: onnx.ModelProto, path: Path, location: str, keep_weights: bool = True
 ) -> None:
     """What `files.save_model` does through onnx for a model with no external data yet: every
-    initializer of 1 KiB or more (`files._mark_external`) written to a fresh data file `location`
-    beside `path`, in the order onnx writes them, the model pointing at it; then, with
+    initializer of `EXTERNAL_MIN_BYTES` or more (as `files._mark_external`) written to a fresh data
+    file `location` beside `path`, in the order onnx writes them, the model pointing at it; then, with
     `keep_weights`, `load_external_data_for_model`. The same files byte for byte, and the same model
     afterwards; the weights come back from memory instead of being read from the file again."""
     moved = [
         tensor
         for tensor in _initializers(model.graph)
-        if tensor.HasField("raw_data") and len(tensor.raw_data) >= _SIZE_THRESHOLD
+        if tensor.HasField("raw_data") and len(tensor.raw_data) >= EXTERNAL_MIN_BYTES
     ]
     weights = []
     with open(path.parent / location, "wb") as data:
