@@ -4,22 +4,18 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, computed_field
+from pydantic import computed_field
 
-from trtflow.schema.reports import Report
+from trtflow.schema.reports import Report, ReportPart
 from trtflow.sessions.roundtrip.report import RoundTripReport
 
 
-class _Part(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class CauseNode(_Part):
+class CauseNode(ReportPart):
     name: str
     op: str
 
 
-class CauseEntry(_Part):
+class CauseEntry(ReportPart):
     """One cause: its nodes, the mechanism with its numbers, and the counterfactual measurements."""
 
     rank: int
@@ -39,7 +35,7 @@ class CauseEntry(_Part):
     repro_note: str
 
 
-class Finding(_Part):
+class Finding(ReportPart):
     """Another tool's answer (first divergence, first non-finite tensor) and how it relates."""
 
     kind: str
@@ -52,7 +48,7 @@ class Finding(_Part):
     output_effect: float | None  # change in output damage when its node is kept too (harmless ones)
 
 
-class Fix(_Part):
+class Fix(ReportPart):
     keep: list[str]
     autocast_args: str | None
     node_block_list: list[str] | None
