@@ -401,6 +401,27 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/quant/test_qdq.py", "tests/quant/test_qdq_reference.py"),
     ),
     Mutant(
+        "qdq lint: every pair is said to dequantize past float32",
+        "trtflow/onnxmodel/qdq_lint.py",
+        "if not _FLOAT32_MAX < peak < np.inf:",
+        "if not 0 < peak < np.inf:",
+        ("tests/quant/test_quantize_step.py::test_tensorrt_settings_write_symmetric_int8_pairs",),
+    ),
+    Mutant(
+        "qdq lint: the float32 overflow flag names no reader to leave unquantized",
+        "trtflow/onnxmodel/qdq_lint.py",
+        'readers = ", ".join(f"`{name}`" for name in pair.consumers) or "its readers"',
+        'readers = "its readers"',
+        ("tests/quant/test_pair_overflow.py",),
+    ),
+    Mutant(
+        "qdq lint: a pair dequantizing past float32 (an attention mask's -3.4e38) is not said",
+        "trtflow/onnxmodel/qdq_lint.py",
+        "if not _FLOAT32_MAX < peak < np.inf:",
+        "if not _FLOAT32_MAX * 2 < peak < np.inf:",
+        ("tests/quant/test_pair_overflow.py",),
+    ),
+    Mutant(
         "quantizer exclusions: onnxruntime's list lacks the producers of the kept nodes' pairs",
         "trtflow/precision/exclusions.py",
         "if made_by is not None and made_by not in entries and ops[made_by] not in _QDQ_OPS:",

@@ -1,6 +1,7 @@
 """A Q/DQ pair that overflows float32 (MiniLM's attention-mask constant, -3.4e38, quantized by
-`quantize_static`, dequantizes to -inf): compare's report says its own error is not finite (null),
-and render-graph reads that report (it refused it: "not a valid compare report")."""
+`quantize_static`, dequantizes to -inf): load's lint says so and names the reader to leave
+unquantized, compare's report says the pair's own error is not finite (null), and render-graph
+reads that report (it refused it: "not a valid compare report")."""
 
 from __future__ import annotations
 
@@ -42,6 +43,9 @@ def test_an_overflowing_pair_is_reported_and_drawn(trtflow, tmp_path):
     text = f"""trtflow: 1
 name: mask
 steps:
+  load:
+    uses: load
+    with: {{path: {model}, lint: true}}
   run:
     uses: run-runners
     with:
@@ -64,3 +68,6 @@ steps:
     [pair] = json.loads((out / "diff" / "report.json").read_text())["quantization"]
     assert pair["pair"] == "dq" and pair["relative_l2"] is None and pair["max_abs"] is None
     assert "| dq | mask | add | inf" in (out / "diff" / "summary.md").read_text()
+    [problem] = json.loads((out / "load" / "lint.json").read_text())["problems"]
+    assert problem["node"] == "dq" and "past float32's largest value" in problem["message"]
+    assert "Leave `add` unquantized" in problem["message"]

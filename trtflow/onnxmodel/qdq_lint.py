@@ -3,7 +3,8 @@
 Some of it TensorRT refuses outright (a zero point that is not 0: its explicit quantization is
 symmetric), some a quantizer leaves behind silently (a Relu or Clip it removed because the pair's
 range took its clipping over, so the dequantized model is not the float model; a pair nobody
-reads; a scale of 0, a denormal or inf), some is a likely accuracy loss (a weight scale that clips
+reads; a scale of 0, a denormal or inf; a pair whose dequantized values pass float32's range, as
+quantizing an attention mask's -3.4e38 does), some is a likely accuracy loss (a weight scale that clips
 or rounds the weight to zero, inputs of one Add on scales far apart). Each flag names the pair
 (its DequantizeLinear) or the node, so the user can find it in the graph and the quantizer's
 options.
@@ -42,8 +43,10 @@ LINT_KINDS: dict[str, Literal["error", "warning"]] = {
     "scale-invalid": "error",
     "activation-removed": "warning",
     "pair-unread": "warning",
+    "dequantize-overflow": "warning",
 }
 _FLOAT32_TINY = 1.1754944e-38  # the smallest normal float32: a smaller scale is denormal
+_FLOAT32_MAX = 3.4028234663852886e38
 # Ops whose inputs are combined elementwise or stacked: a different scale on each quantized input
 # means a requantization TensorRT cannot fuse away, and the finer scale's precision is lost.
 _COMBINING_OPS = {"Add", "Sub", "Concat", "Sum", "Max", "Min", "Mean", "Where"}
@@ -62,6 +65,7 @@ class QdqFlag:
         "activation-removed",
         "pair-unread",
         "scale-invalid",
+        "dequantize-overflow",
     ]
     node: str  # the DequantizeLinear (pair flags) or the quantized node (scale-mismatch)
     message: str
@@ -121,6 +125,7 @@ def _pair_flags(pair: QdqPair, constants: dict, outputs: set[str]) -> list[QdqFl
                 f"(of {scale.size}): its values dequantize to 0 or inf",
             )
         )
+    found.extend(_overflow_flags(pair, constants))
     if not pair.consumers and pair.output not in outputs:
         found.append(
             QdqFlag(
@@ -154,6 +159,40 @@ def _pair_flags(pair: QdqPair, constants: dict, outputs: set[str]) -> list[QdqFl
     if pair.role == "weight" and pair.dtype not in FLOAT8_NAMES:
         found.extend(_weight_flags(pair, constants))
     return found
+
+
+def _overflow_flags(pair: QdqPair, constants: dict) -> list[QdqFlag]:
+    """A pair whose dequantized values pass float32's range: they come out as inf where the float
+    model had a finite value, and a reader multiplying one by 0 makes NaN. HuggingFace exports
+    write an attention mask as `(1 - mask) * float32.min`; `quantize_static` quantizes that
+    constant symmetrically, and its 127 steps of the scale round past float32's max (MiniLM).
+    A weight is judged by its values, an activation by the farthest value its type holds."""
+    scale = np.abs(np.asarray(pair.scale, np.float64))
+    if pair.role == "weight" and pair.source in constants and pair.dtype not in FLOAT8_NAMES:
+        raw = array_of(constants[pair.source]).astype(np.float64)
+        zero = pair._broadcast(pair.zero_point, raw.shape)
+        scaled = pair._broadcast(scale, raw.shape)
+        low, high = pair.limits
+        stored = raw if pair.quantize is None else np.clip(np.rint(raw / scaled) + zero, low, high)
+        peak = float(np.max(np.abs(stored - zero) * scaled, initial=0.0))
+    else:
+        low, high = pair.limits
+        zero = np.asarray(pair.zero_point, np.float64)
+        peak = float(np.max(np.maximum(np.abs(low - zero), np.abs(high - zero)) * scale))
+    if not _FLOAT32_MAX < peak < np.inf:  # an inf scale is `scale-invalid`'s
+        return []
+    readers = ", ".join(f"`{name}`" for name in pair.consumers) or "its readers"
+    return [
+        QdqFlag(
+            "dequantize-overflow",
+            pair.name,
+            f"`{pair.name}` dequantizes {pair.role} `{pair.source}` past float32's largest value "
+            f"({peak:.8g} > {_FLOAT32_MAX:.8g}): its readers read inf there (and 0 x inf is "
+            f"NaN) where the float model has a finite value. Leave {readers} unquantized "
+            "(the quantizer's nodes_to_exclude), or make the constant finite (an attention mask "
+            "of -1e4 masks as well as float32's minimum)",
+        )
+    ]
 
 
 def _weight_flags(pair: QdqPair, constants: dict) -> list[QdqFlag]:
