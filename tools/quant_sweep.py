@@ -12,11 +12,13 @@ For each model and quantizer setting:
   samples; the search should keep the node reading the outlier (a handful at most), pass on the
   search's own fresh samples, and the re-quantized model should be as accurate as the clean
   model's quantization. INT8 plants a factor of `--factor` (the classifier was swept with
-  `--factor 256`), FP8 one of `FP8_FACTOR`. Magika and MiniLM have no site where channel scaling
-  leaves the float model unchanged (a GELU between every pair of layers; MiniLM's LayerNorms feed
-  three readers each): their planted fault is one pair of their clean quantization calibrated on a
-  range 50x too small instead, searched against the float model (no loop: re-quantizing
-  recalibrates it away).
+  `--factor 256`), FP8 one of `FP8_FACTOR`. Models with no site where channel scaling leaves the
+  float model unchanged among the nodes the quantizer quantized (Magika, MiniLM: a GELU between
+  every pair of layers, LayerNorms feeding several readers; ModelOpt FP8's classifier) get one pair
+  of their clean quantization calibrated on a range too small instead (`MISCALIBRATION`: 50x for
+  INT8, 1000x for FP8, whose fault is saturation), at a site where that costs `PLANT_RATIO` times
+  the clean error, searched against the float model (no loop: re-quantizing recalibrates it
+  away). That fault is the pair: keeping any node that reads it finds it.
 
     PYTHONPATH=$PWD TRTFLOW_MODELOPT_PYTHON=/opt/modelopt-venv/bin/python \\
         python tools/quant_sweep.py [--models cls svtr magika] [--settings ort-trt modelopt-int8]
@@ -234,43 +236,73 @@ def _plant(clean: onnx.ModelProto, quantized: Path, factor: float, target: Path)
     return reader
 
 
-MISCALIBRATION = 50.0  # a pair calibrated on a range this many times too small
+# A pair calibrated on a range this many times too small, by the format it quantizes to: INT8
+# clips past 127 steps of its scale; FP8 (E4M3) keeps 3 bits of every magnitude and loses only what
+# passes 448 x scale, so only a saturation deep into the range is a fault (measured on the PP-OCR
+# classifier's FP8 pairs: 50x cost nothing at the first site tried, 1000x up to 2.5x the error).
+MISCALIBRATION = {"int8": 50.0, "fp8": 1000.0}
 # the nodes whose input is miscalibrated: linear in it (a Tanh of large inputs saturates the same,
 # clipped or not: measured on Magika, the planted model computed exactly the clean one)
-_LINEAR = ("Conv", "MatMul", "Gemm")
+_LINEAR = ("Conv", "MatMul", "Gemm", "Add")
+# A plant is a fault when it costs at least this many times the clean quantization's error; sites
+# are tried from 0.6 of the way through outwards, `_SITES` of them at most, else the costliest.
+PLANT_RATIO = 2.0
+_SITES = 8
 
 
-def _miscalibrated(row: dict, float_model: Path, quantized: Path, folder: Path, data: str) -> dict:
-    """A model with no outlier site: the fault planted in its clean quantization instead (the
-    input pair of the quantized Conv/MatMul/Gemm 0.6 of the way through calibrated on a range 50x
-    too small, so its values clip: `corpus.plant_activation_range`), searched against the float
-    model. Re-quantizing would recalibrate the fault away, so there is no loop to close."""
-    from trtflow.onnxmodel.qdq import quantized_nodes
+def _sites(model: onnx.ModelProto) -> list[tuple[str, tuple[str, ...]]]:
+    """The quantized linear nodes whose first input is an activation pair, with that pair's
+    readers, from 0.6 of the way through outwards."""
+    from trtflow.onnxmodel.qdq import pairs
 
-    model = onnx.load(quantized)
-    inputs = {node.name: node.input[0] for node in model.graph.node if node.op_type in _LINEAR}
-    readers = [
-        node
-        for node, read in quantized_nodes(model).items()
-        if any(p.role == "activation" and p.output == inputs.get(node) for p in read)
+    by_output = {pair.output: pair for pair in pairs(model) if pair.role == "activation"}
+    found = [
+        (node.name, by_output[node.input[0]].consumers)
+        for node in model.graph.node
+        if node.op_type in _LINEAR and node.input and node.input[0] in by_output
     ]
-    reader = readers[int(0.6 * len(readers))]
-    corpus.plant_activation_range(model, reader, MISCALIBRATION)
-    planted = folder / "miscalibrated.onnx"
-    onnx.save(model, planted)
-    probe = folder / "probe-miscalibrated"
-    load = f"""
-  q:
-    uses: load
-    with: {{path: {planted}}}"""
+    middle = int(0.6 * len(found))
+    order = sorted(range(len(found)), key=lambda index: abs(index - middle))
+    return [found[index] for index in order[:_SITES]]
+
+
+def _miscalibrated(
+    row: dict, float_model: Path, quantized: Path, folder: Path, data: str, fp8: bool
+) -> dict:
+    """A model with no outlier site: the fault planted in its clean quantization instead (the
+    input pair of a quantized Conv/MatMul/Gemm/Add calibrated on a range `MISCALIBRATION` times
+    too small, so its values clip: `corpus.plant_activation_range`) at the first site where it
+    costs `PLANT_RATIO` times the clean error, searched against the float model. The fault is the
+    pair: the search finds it when it keeps any of the pair's readers. Re-quantizing would
+    recalibrate the fault away, so there is no loop to close."""
+    factor = MISCALIBRATION["fp8" if fp8 else "int8"]
+    sites = _sites(onnx.load(quantized))
     check = "{metric: max_abs_error, max: 1000000}"
-    code, output, _ = _case(probe, "probe", load + _verify("q", float_model, data, check))
+    steps = ""
+    for index, (reader, _) in enumerate(sites):
+        model = onnx.load(quantized)
+        corpus.plant_activation_range(model, reader, factor)
+        onnx.save(model, folder / f"miscalibrated-{index}.onnx")
+        steps += f"""
+  m{index}:
+    uses: load
+    with: {{path: {folder / f"miscalibrated-{index}.onnx"}}}{_verify(f"m{index}", float_model, data, check)}"""
+    probe = folder / "probe-miscalibrated"
+    code, output, _ = _case(probe, "probe", steps)
     if code != 0:
         return row | {"result": "the miscalibrated model does not run", "loop_error": output[-600:]}
-    row["error_planted"] = _metric(probe / "out" / "probe" / "verify_q")
+    errors = [_metric(probe / "out" / "probe" / f"verify_m{i}") for i in range(len(sites))]
+    strong = [i for i, error in enumerate(errors) if error >= PLANT_RATIO * row["error_clean"]]
+    chosen = strong[0] if strong else max(range(len(sites)), key=errors.__getitem__)
+    (reader, pair_readers), planted = sites[chosen], folder / f"miscalibrated-{chosen}.onnx"
+    row["error_planted"] = errors[chosen]
     bound = max(1.5 * row["error_clean"], (row["error_clean"] + row["error_planted"]) / 2)
     check = f"{{metric: max_abs_error, max: {bound:.4g}}}"
-    row["check_miscalibrated"] = round(bound, 4)
+    row |= {
+        "check_miscalibrated": round(bound, 4),
+        "miscalibration": factor,
+        "plant_ratio": round(errors[chosen] / row["error_clean"], 2),
+    }
     case = folder / "search-run"
     code, output, seconds = _case(
         case,
@@ -288,13 +320,14 @@ def _miscalibrated(row: dict, float_model: Path, quantized: Path, folder: Path, 
     with: {{model: "${{steps.load.model}}", highlight: "${{steps.hunt.keep}}"}}
 """,
     )
-    row |= {"miscalibrated_reader": reader, "loop_exit": code, "loop_seconds": round(seconds, 1)}
+    row |= {"miscalibrated_reader": reader, "pair_readers": list(pair_readers)}
+    row |= {"loop_exit": code, "loop_seconds": round(seconds, 1)}
     if code != 0:
         row["loop_error"] = output[-600:]
         return row
     hunt = json.loads((case / "out" / "search" / "hunt" / "report.json").read_text())
     row["keep"] = [n["name"] for n in hunt["keep"]]
-    row["found"] = reader in row["keep"]
+    row["found"] = bool(set(pair_readers) & set(row["keep"]))
     row["verified_fresh"] = hunt["passed"] and hunt["final"]["samples"] == "fresh"
     return row
 
@@ -359,7 +392,8 @@ def sweep_one(name: str, setting_name: str, factor: float, work: Path) -> dict:
         row["clean_error"] = output[-600:]
     if reader is None:
         quantized = folder / "probe-clean" / "out" / "probe" / "q" / "model.onnx"
-        return _miscalibrated(row, paths["clean"], quantized, folder, data)
+        fp8 = setting.endswith("precision: fp8")
+        return _miscalibrated(row, paths["clean"], quantized, folder, data, fp8)
     case = folder / "loop-run"
     case.mkdir(exist_ok=True)
     (case / "recipe.yaml").write_text(_loop_recipe(paths["planted"], setting, data, fresh, check))
@@ -425,7 +459,11 @@ def table_row(r: dict) -> str:
     clean = r.get("error_clean_fresh")
     planted = f"{r.get('found')}, {r.get('keep')}, {r.get('verified_fresh')}"
     if "miscalibrated_reader" in r:  # no outlier site: a pair's range planted instead
-        planted = f"no outlier site; a pair 50x miscalibrated: {planted}"
+        planted = (
+            f"no outlier site; `{r['miscalibrated_reader']}`'s input pair {r['miscalibration']:g}x "
+            f"miscalibrated ({r['plant_ratio']}x the clean error; read by "
+            f"{len(r['pair_readers'])}): {planted}"
+        )
     return (
         f"| {r['model']} | {r['setting']} | {r.get('clean_exit')}, "
         f"{len(r.get('clean_keep', []))}, {r.get('clean_seconds')} | {planted} | "
