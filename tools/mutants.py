@@ -1086,6 +1086,24 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "round trip qdq: TensorRT-RTX's refusal of an asymmetric model is its parser's bare words",
+        "trtflow/sessions/roundtrip/tools.py",
+        'f"{asymmetric}; {refused}" if asymmetric else refused',
+        "refused",
+        (
+            "tests/roundtrip/test_qdq_round_trip.py::test_a_calibration_mismatch_is_found_and_fixed_by_quantize_static_again",
+        ),
+    ),
+    Mutant(
+        "round trip qdq: TensorRT-RTX is told the model is asymmetric from its weights' pairs only",
+        "trtflow/sessions/roundtrip/tools.py",
+        'if f.kind == "zero-point-nonzero"]',
+        'if f.kind == "zero-point-nonzero" and "w_0" in f.node]',
+        (
+            "tests/roundtrip/test_qdq_round_trip.py::test_a_calibration_mismatch_is_found_and_fixed_by_quantize_static_again",
+        ),
+    ),
+    Mutant(
         "ray: a local Ray starts without its guard (a killed run leaves its agents running)",
         "trtflow/executor/pools.py",
         'if not address and sys.platform.startswith("linux"):',

@@ -379,7 +379,34 @@ def tensorrt_rtx(mixed: Path, engine: Path, shapes: dict[str, tuple[int, ...]]) 
         ranges = {name: ShapeRange(shape, shape, shape) for name, shape in shapes.items()}
         built = build_engine(mixed, BuildSettings(typing="strong", shapes=ranges), trt=trt)
     except Exception as error:  # noqa: BLE001 - a build error is the verdict
-        return Applied("tensorrt-rtx", None, how, f"the build failed: {error}")
+        refused, asymmetric = f"the build failed: {error}", _asymmetric(mixed)
+        return Applied(
+            "tensorrt-rtx", None, how, f"{asymmetric}; {refused}" if asymmetric else refused
+        )
     engine.write_bytes(built.serialized)
     notes = () if built.loads_here else ("built here; the engine runs only on a supported GPU",)
     return Applied("tensorrt-rtx", mixed, how, notes=notes)
+
+
+def _asymmetric(model: Path) -> str:
+    """Why TensorRT refuses a quantized model whatever the fix keeps: pairs with a non-zero zero
+    point (an asymmetric quantization, quantize_static's default), named, and the setting that
+    makes them symmetric; "" when it has none (measured on PP-OCRv4's SVTR neck: the parser's
+    bare "Non-zero zero point is not supported" named no pair and no setting)."""
+    import onnx
+
+    from trtflow.onnxmodel.qdq_lint import flags
+
+    asymmetric = [f.node for f in flags(onnx.load(str(model))) if f.kind == "zero-point-nonzero"]
+    if not asymmetric:
+        return ""
+    shown = ", ".join(f"`{name}`" for name in asymmetric[:5])
+    more = f" and {len(asymmetric) - 5} more" if len(asymmetric) > 5 else ""
+    return (
+        f"the quantized model itself is asymmetric, whatever the fix keeps: {len(asymmetric)} Q/DQ "
+        f"pair(s) have a non-zero zero point ({shown}{more}), and TensorRT takes only symmetric "
+        "INT8 (zero point 0). Quantize the float model with symmetric activations and weights (the "
+        "`quantize` step's `symmetric: true`, its default; quantize_static: extra_options "
+        "ActivationSymmetric and WeightSymmetric True, activation_type QInt8) and diagnose that "
+        "model"
+    )
