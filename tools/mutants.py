@@ -1096,9 +1096,9 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "round trip qdq: TensorRT-RTX is told the model is asymmetric from its weights' pairs only",
-        "trtflow/sessions/roundtrip/tools.py",
-        'if f.kind == "zero-point-nonzero"]',
-        'if f.kind == "zero-point-nonzero" and "w_0" in f.node]',
+        "trtflow/onnxmodel/qdq_lint.py",
+        'asymmetric = [f.node for f in flags(model) if f.kind == "zero-point-nonzero"]',
+        'asymmetric = [f.node for f in flags(model) if f.kind == "zero-point-nonzero" and "w_0" in f.node]',
         (
             "tests/roundtrip/test_qdq_round_trip.py::test_a_calibration_mismatch_is_found_and_fixed_by_quantize_static_again",
         ),

@@ -296,12 +296,35 @@ def reference_caveat(model: onnx.ModelProto) -> str | None:
     removed = [pair for pair in pairs(model) if pair.restores is not None]
     if not removed:
         return None
-    shown = ", ".join(f"`{pair.source}`" for pair in removed[:5])
-    more = f" and {len(removed) - 5} more" if len(removed) > 5 else ""
     return (
         f"the quantizer removed {len(removed)} Relu/Clip activation(s) (asymmetric activations "
-        f"fold them into their producer's Q/DQ pair: {shown}{more}); the dequantized reference "
+        f"fold them into their producer's Q/DQ pair: {_listed([p.source for p in removed])}); "
+        "the dequantized reference "
         "keeps each as a clip to its pair's range, and its weights are the quantized ones, so it "
         "is not the float model: give the float ONNX the quantized one was made from as "
         "`reference_model` to judge against it"
     )
+
+
+def asymmetric_caveat(model: onnx.ModelProto) -> str | None:
+    """Why TensorRT refuses `model` whatever a fix keeps in high precision (None when it would
+    not for this reason): pairs with a non-zero zero point, named, and the setting that makes them
+    symmetric. Measured on PP-OCRv4's SVTR neck, the parser says only "Non-zero zero point is not
+    supported" at the first pair it meets, naming neither the quantization nor the setting."""
+    asymmetric = [f.node for f in flags(model) if f.kind == "zero-point-nonzero"]
+    if not asymmetric:
+        return None
+    return (
+        f"the quantized model itself is asymmetric, whatever the fix keeps: {len(asymmetric)} Q/DQ "
+        f"pair(s) have a non-zero zero point ({_listed(asymmetric)}), and TensorRT takes only "
+        "symmetric INT8 (zero point 0). Quantize the float model with symmetric activations and "
+        "weights (the `quantize` step's `symmetric: true`, its default; quantize_static: "
+        "extra_options ActivationSymmetric and WeightSymmetric True, activation_type QInt8) and "
+        "diagnose that model"
+    )
+
+
+def _listed(names: list[str], shown: int = 5) -> str:
+    """The first `shown` names in backticks, and how many more."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(f"`{name}`" for name in names[:shown]) + more

@@ -389,24 +389,9 @@ def tensorrt_rtx(mixed: Path, engine: Path, shapes: dict[str, tuple[int, ...]]) 
 
 
 def _asymmetric(model: Path) -> str:
-    """Why TensorRT refuses a quantized model whatever the fix keeps: pairs with a non-zero zero
-    point (an asymmetric quantization, quantize_static's default), named, and the setting that
-    makes them symmetric; "" when it has none (measured on PP-OCRv4's SVTR neck: the parser's
-    bare "Non-zero zero point is not supported" named no pair and no setting)."""
+    """`qdq_lint.asymmetric_caveat` of the model the build refused, or ""."""
     import onnx
 
-    from trtflow.onnxmodel.qdq_lint import flags
+    from trtflow.onnxmodel.qdq_lint import asymmetric_caveat
 
-    asymmetric = [f.node for f in flags(onnx.load(str(model))) if f.kind == "zero-point-nonzero"]
-    if not asymmetric:
-        return ""
-    shown = ", ".join(f"`{name}`" for name in asymmetric[:5])
-    more = f" and {len(asymmetric) - 5} more" if len(asymmetric) > 5 else ""
-    return (
-        f"the quantized model itself is asymmetric, whatever the fix keeps: {len(asymmetric)} Q/DQ "
-        f"pair(s) have a non-zero zero point ({shown}{more}), and TensorRT takes only symmetric "
-        "INT8 (zero point 0). Quantize the float model with symmetric activations and weights (the "
-        "`quantize` step's `symmetric: true`, its default; quantize_static: extra_options "
-        "ActivationSymmetric and WeightSymmetric True, activation_type QInt8) and diagnose that "
-        "model"
-    )
+    return asymmetric_caveat(onnx.load(str(model))) or ""
