@@ -299,10 +299,9 @@ def reference_caveat(model: onnx.ModelProto) -> str | None:
     return (
         f"the quantizer removed {len(removed)} Relu/Clip activation(s) (asymmetric activations "
         f"fold them into their producer's Q/DQ pair: {_listed([p.source for p in removed])}); "
-        "the dequantized reference "
-        "keeps each as a clip to its pair's range, and its weights are the quantized ones, so it "
-        "is not the float model: give the float ONNX the quantized one was made from as "
-        "`reference_model` to judge against it"
+        "the dequantized reference keeps each as a clip to its pair's range, and its weights are "
+        "the quantized ones, so it is not the float model: give the float ONNX the quantized one "
+        "was made from as `reference_model` to judge against it"
     )
 
 
