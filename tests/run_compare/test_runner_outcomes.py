@@ -314,12 +314,31 @@ def test_a_session_past_protobufs_limit_loads_from_a_scratch_file(tmp_path, monk
             return serialize(self, **kwargs)
 
         monkeypatch.setattr(onnx.ModelProto, "SerializeToString", refuse_once)
-    runner = runner_module.OnnxruntimeRunner("fp32", tmp_path / "model.onnx", None)
+    # a model in memory: a file run as it is goes to ONNX Runtime by path, whatever its size
+    model = onnx.load(str(tmp_path / "model.onnx"))
+    runner = runner_module.OnnxruntimeRunner("fp32", model, None)
     runner.activate()
     scratch = runner._scratch
     np.testing.assert_array_equal(runner.infer({"x": x})["act2"], expected["act2"])
     runner.deactivate()
     assert scratch is not None and not scratch.exists()
+
+
+def test_a_model_file_run_as_it_is_is_opened_by_path_unparsed(tmp_path, monkeypatch):
+    """Nothing to rewrite (no transform, the model's own outputs): ONNX Runtime reads the file and
+    its external data itself, and the runner neither parses nor serializes the model."""
+    import trtflow.onnxmodel.files as files
+    import trtflow.runners.onnxruntime as runner_module
+
+    (tmp_path / "weights").mkdir()
+    _save_with_external_data(mlp_chain(layers=3), tmp_path / "weights" / "model.onnx")
+    x = np.random.default_rng(0).normal(size=(4, 16)).astype(np.float32)
+    expected = _reference_outputs(tmp_path / "weights" / "model.onnx", x)
+    monkeypatch.setattr(files, "load_model", None)  # read it, and the runner fails
+    runner = runner_module.OnnxruntimeRunner("fp32", tmp_path / "weights" / "model.onnx", None)
+    runner.activate()
+    np.testing.assert_array_equal(runner.infer({"x": x})["act2"], expected["act2"])
+    runner.deactivate()
 
 
 @pytest.mark.parametrize(

@@ -5,10 +5,12 @@ FP16, inputs and outputs keep their types). On the CPU provider ONNX Runtime com
 ops in FP32 internally and hides overflows — use the `emulated` runner to see what a GPU sees.
 The emulated runner reuses this one with a model transform.
 
-The session gets the (rewritten) model as bytes and reads external weights from the model's own
-folder (`EXTERNAL_DATA_FOLDER`): nothing is copied or linked, so a multi-GB model costs no disk and
-no second copy in memory, and ONNX Runtime's check that external data stays inside the model's
-folder holds. Only a rewritten model over protobuf's 2 GB limit goes through a scratch file, and
+A model file run as it is (no transform, its own outputs) is opened by path: ONNX Runtime reads
+it and its external data itself, so the runner neither parses nor serializes it (a 32 MB model held
+twice more while the session opened). A rewritten model goes to the session as bytes and reads
+external weights from the model's own folder (`EXTERNAL_DATA_FOLDER`): nothing is copied or linked,
+so a multi-GB model costs no disk and no second copy in memory, and ONNX Runtime's check that
+external data stays inside the model's folder holds. Only a rewritten model over protobuf's 2 GB limit goes through a scratch file, and
 so does one made with `scratch_weights` (the switchable emulated model, the screening probe): its
 weights move to the file, so the session holds the only other copy. `deactivate` removes it.
 Every session a runner needs is opened here (through `trtflow.ort_sessions.open_session`); the
@@ -248,7 +250,8 @@ class OnnxruntimeRunner:
         return Path(self.model).absolute().parent if isinstance(self.model, (str, Path)) else None
 
     def _session_source(self) -> bytes | str:
-        """The model as ORT should load it: bytes, or a scratch file (`scratch_weights`, or over 2 GB)."""
+        """The model as ORT should load it: the file itself when nothing rewrites it, else bytes, or a
+        scratch file (`scratch_weights`, or over 2 GB)."""
         from google.protobuf.message import EncodeError
 
         from trtflow.onnxmodel.catalog import catalog
@@ -261,6 +264,8 @@ class OnnxruntimeRunner:
         from trtflow.tensors.taps import mark_outputs
 
         given = self.model
+        if isinstance(given, (str, Path)) and self.transform is None and self.outputs is None:
+            return str(given)  # nothing to rewrite: ONNX Runtime reads the file itself
         model = (
             given
             if not isinstance(given, (str, Path))
