@@ -234,3 +234,69 @@ def test_overflows_and_underflows_are_what_rounding_gives(name):
     assert (fmt.overflows(values) == (finite & np.isinf(rounded))).all()
     assert (fmt.underflows(values) == ((values != 0) & finite & (rounded == 0))).all()
     assert fmt.overflows(values).any() and fmt.underflows(values).any()
+
+
+def _relaid(folder, case: str) -> None:
+    """Give the model `save_model` wrote in `folder` the layout of another writer."""
+    model, data = folder / "m.onnx", folder / "m.onnx.data"
+    read = proto.load(model, load_weights=False)
+    moved = [t for t in proto.initializers(read.graph) if t.external_data]
+    content = data.read_bytes()
+    data.unlink()
+    if case == "trailing bytes":
+        content += b"\0" * 4
+    if case == "reversed":  # the same bytes, the tensors written last to first
+        pieces = [
+            content[int(t.external_data[1].value) :][: int(t.external_data[2].value)] for t in moved
+        ]
+        offset = 0
+        for tensor, piece in reversed(list(zip(moved, pieces))):
+            tensor.external_data[1].value = str(offset)
+            offset += len(piece)
+        content = b"".join(reversed(pieces))
+    for tensor in moved:
+        if case == "another data file":
+            tensor.external_data[0].value = "weights.bin"
+    (folder / ("weights.bin" if case == "another data file" else data.name)).write_bytes(content)
+    proto.save(read, model)
+
+
+@pytest.mark.parametrize(
+    "case, threshold",
+    [
+        ("as saved", 0),
+        ("as saved", 64 << 20),  # saving writes the weights inline below the threshold
+        ("reversed", 0),
+        ("trailing bytes", 0),
+        ("another data file", 0),
+    ],
+)
+def test_a_graph_edit_saves_what_saving_the_whole_model_saves(
+    tmp_path, monkeypatch, case, threshold
+):
+    """A model read without its weights, an output added (as taps do) and saved with `save_edited`:
+    the same files, byte for byte, as the model read with its weights and saved with `save_model`.
+    Where the data file is the one saving writes, it is copied (one link: onnx refuses more) and
+    no weight is read; any other layout gets its weights read."""
+    import trtflow.onnxmodel.files as files
+    from trtflow.onnxmodel.graph_edit import save_edited
+
+    source, edited, saved = (tmp_path / name for name in ("source", "edited", "saved"))
+    source.mkdir()
+    files.save_model(_weighted_model(), source / "m.onnx", external_data=True)
+    if case != "as saved":
+        _relaid(source, case)
+    monkeypatch.setattr(files, "EXTERNAL_DATA_THRESHOLD", threshold)
+    whole = files.load_model(source / "m.onnx")
+    whole.graph.output.append(proto.value_info("z"))
+    files.save_model(whole, saved / "m.onnx")
+    if case == "as saved" and threshold == 0:
+        monkeypatch.setattr(proto, "read_weights", None)  # the copy reads no weight
+    graph = files.load_model(source / "m.onnx", load_weights=False)
+    graph.graph.output.append(proto.value_info("z"))
+    save_edited(graph, source / "m.onnx", edited / "m.onnx")
+    assert sorted(p.name for p in edited.iterdir()) == sorted(p.name for p in saved.iterdir())
+    for written in saved.iterdir():
+        assert (edited / written.name).read_bytes() == written.read_bytes(), written.name
+        assert (edited / written.name).stat().st_nlink == 1
+    assert (saved / "m.onnx.data").exists() == (threshold == 0)

@@ -1111,6 +1111,36 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_ray_executor.py::test_a_killed_run_takes_the_local_ray_it_started_along",),
     ),
     Mutant(
+        "onnxruntime runner: a model file run as it is is parsed and serialized again",
+        "trtflow/runners/onnxruntime.py",
+        "if isinstance(given, (str, Path)) and self.transform is None and self.outputs is None:",
+        "if False:",
+        (
+            "tests/run_compare/test_runner_outcomes.py::test_a_model_file_run_as_it_is_is_opened_by_path_unparsed",
+        ),
+    ),
+    Mutant(
+        "graph edit: a data file laid out in another order is copied as if saving wrote it",
+        "trtflow/onnxmodel/proto.py",
+        "if where != location or offset != str(end) or length != str(size):",
+        "if where != location or length != str(size):",
+        ("tests/test_onnx_proto.py::test_a_graph_edit_saves_what_saving_the_whole_model_saves",),
+    ),
+    Mutant(
+        "graph edit: a data file holding more than the weights is copied",
+        "trtflow/onnxmodel/proto.py",
+        "or data.stat().st_size != end:",
+        ":",
+        ("tests/test_onnx_proto.py::test_a_graph_edit_saves_what_saving_the_whole_model_saves",),
+    ),
+    Mutant(
+        "graph edit: weights saving would write inline are copied to a data file",
+        "trtflow/onnxmodel/graph_edit.py",
+        "if data is None or data.stat().st_size + weight_bytes(model) <= EXTERNAL_DATA_THRESHOLD:",
+        "if data is None:",
+        ("tests/test_onnx_proto.py::test_a_graph_edit_saves_what_saving_the_whole_model_saves",),
+    ),
+    Mutant(
         "load: a model with If/Loop/Scan bodies is only opened, not run, by the self-check",
         "trtflow/steps/load.py",
         "    run = inlined or _has_bodies(model)\n",

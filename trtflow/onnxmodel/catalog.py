@@ -111,8 +111,11 @@ def catalog(model: onnx.ModelProto) -> dict[str, TensorInfo]:
     return tensors
 
 
-def load_cataloged(path: Path) -> tuple[onnx.ModelProto, dict[str, TensorInfo]]:
-    """A model read for surgery: loaded with its weights, every node named, every tensor cataloged."""
-    model = load_model(path)
+def load_cataloged(
+    path: Path, *, load_weights: bool = True
+) -> tuple[onnx.ModelProto, dict[str, TensorInfo]]:
+    """A model read for surgery: loaded (with its weights unless told), every node named, every
+    tensor cataloged."""
+    model = load_model(path, load_weights=load_weights)
     name_nodes(model)
     return model, catalog(model)

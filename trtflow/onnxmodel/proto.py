@@ -138,21 +138,28 @@ def load(path: Path, load_weights: bool = True) -> onnx.ModelProto:
         raise DecodeError(
             f"Protobuf decoding consumed too few bytes: {decoded} out of {len(content)}"
         )
-    folder = Path(path).absolute().parent
-    if load_weights and has_external_data(model) and not _read_external_data(model, folder):
-        from onnx.external_data_helper import load_external_data_for_model
-
-        load_external_data_for_model(model, str(folder))
+    if load_weights:
+        read_weights(model, path)
     return model
 
 
-def _initializers(graph) -> Iterator:
+def read_weights(model: onnx.ModelProto, path: Path) -> None:
+    """Put the external weights of `model`, read from `path` without them (`load_weights=False`),
+    into it: what `load(path)` would have read."""
+    folder = Path(path).absolute().parent
+    if has_external_data(model) and not _read_external_data(model, folder):
+        from onnx.external_data_helper import load_external_data_for_model
+
+        load_external_data_for_model(model, str(folder))
+
+
+def initializers(graph) -> Iterator:
     """onnx.external_data_helper's initializer order: a graph's, then its subgraphs', node by node."""
     yield from graph.initializer
     for node in graph.node:
         for attribute in node.attribute:
             for subgraph in _subgraphs(attribute):
-                yield from _initializers(subgraph)
+                yield from initializers(subgraph)
 
 
 def _attribute_tensors(graph) -> Iterator:
@@ -173,7 +180,7 @@ def _subgraphs(attribute) -> list:
 
 def _all_tensors(model: onnx.ModelProto) -> Iterator:
     """Every tensor onnx reads or writes external data for, in onnx's order (`_get_all_tensors`)."""
-    yield from _initializers(model.graph)
+    yield from initializers(model.graph)
     yield from _attribute_tensors(model.graph)
     for function in model.functions:
         yield from _attribute_tensors(function)
@@ -245,7 +252,7 @@ def save_with_external_data(
     afterwards; the weights come back from memory instead of being read from the file again."""
     moved = [
         tensor
-        for tensor in _initializers(model.graph)
+        for tensor in initializers(model.graph)
         if tensor.HasField("raw_data") and len(tensor.raw_data) >= EXTERNAL_MIN_BYTES
     ]
     weights = []
@@ -267,6 +274,39 @@ def save_with_external_data(
             tensor.raw_data = raw
             tensor.data_location = _DEFAULT
             del tensor.external_data[:]
+
+
+def written_data_file(model: onnx.ModelProto, path: Path, location: str) -> Path | None:
+    """The data file `location` beside `path`, when `model`, read from `path` without its weights,
+    points into it exactly as `save_with_external_data` writes: every initializer of
+    `EXTERNAL_MIN_BYTES` or more there and no other tensor, in the writer's order, end to end, the
+    file holding nothing else. None otherwise (a user's layout, a tensor the writer would move).
+
+    Such a model, given back its weights and saved there again, gets this very file: a step that
+    only edits the graph (taps) copies it instead of reading every weight in and writing it out."""
+    moved = [tensor for tensor in initializers(model.graph) if _uses_external_data(tensor)]
+    pointing = sum(1 for tensor in _all_tensors(model) if _uses_external_data(tensor))
+    if not moved or len(moved) != pointing:
+        return None
+    end = 0
+    for tensor in moved:
+        entries = [(entry.key, entry.value) for entry in tensor.external_data]
+        keys = [key for key, _ in entries]
+        if tensor.HasField("raw_data") or keys != ["location", "offset", "length"]:
+            return None
+        (_, where), (_, offset), (_, length) = entries
+        size = int(length) if length.isdigit() else -1
+        if where != location or offset != str(end) or length != str(size):
+            return None
+        if size < EXTERNAL_MIN_BYTES:
+            return None
+        end += size
+    if any(len(tensor.raw_data) >= EXTERNAL_MIN_BYTES for tensor in initializers(model.graph)):
+        return None
+    data = Path(path).parent / location
+    if data.is_symlink() or not data.is_file() or data.stat().st_size != end:
+        return None
+    return data
 
 
 def save(model: onnx.ModelProto, path: Path) -> None:

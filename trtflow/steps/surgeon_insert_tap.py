@@ -101,10 +101,11 @@ class SurgeonInsertTap(Step):
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from trtflow.onnxmodel.catalog import load_cataloged
-        from trtflow.onnxmodel.files import save_model
+        from trtflow.onnxmodel.graph_edit import save_edited
         from trtflow.tensors.taps import mark_outputs, select, subgraph_tensors
 
-        model, tensors = load_cataloged(params.model)
+        # taps change no weight: the graph is read, and its data file copied (`save_edited`)
+        model, tensors = load_cataloged(params.model, load_weights=False)
         if not tensors:  # said here: the selectors' message below would blame them
             raise ParamError(
                 "model", "the model computes no tensor (its graph has no nodes): nothing to tap"
@@ -138,7 +139,7 @@ class SurgeonInsertTap(Step):
                 "selects some, but no tensor passes all three",
             )
         mark_outputs(model, chosen, tensors)
-        save_model(model, ctx.output_path("model"))
+        save_edited(model, params.model, ctx.output_path("model"))
         taps = {
             "taps": [{"tensor": name, **tensors[name].as_json()} for name in chosen],
             "not_tapped": [

@@ -1,0 +1,47 @@
+"""Writing a model whose graph alone was edited (taps), without reading its weights in.
+
+`surgeon-insert-tap` adds graph outputs and changes no weight. Read with its weights and saved, a
+model with external data (69 MB MiniLM) had every weight read, held, written out and hashed again,
+the step's largest costs. Read without them (`load_model(load_weights=False)`), the model is its
+graph; when the data file beside it is the one `save_model` would write for it (`load` wrote it:
+`proto.written_data_file`), a copy of that file is what saving would have written, byte for byte.
+Any other model gets its weights read and goes through `save_model`, as before.
+
+The data file is copied, not hard-linked: onnx refuses external data with more than one link.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import onnx
+
+
+def save_edited(model: onnx.ModelProto, source: Path, target: Path) -> None:
+    """Write `model`, read from `source` without its weights and its graph edited since, to `target`
+    as `save_model` would write it with its weights."""
+    from trtflow.onnxmodel import proto
+    from trtflow.onnxmodel.files import (
+        EXTERNAL_DATA,
+        EXTERNAL_DATA_THRESHOLD,
+        save_model,
+        weight_bytes,
+    )
+
+    data = proto.written_data_file(model, source, EXTERNAL_DATA.format(file=source.name))
+    # save_model writes a data file only past the threshold; below it, the weights go inline
+    if data is None or data.stat().st_size + weight_bytes(model) <= EXTERNAL_DATA_THRESHOLD:
+        proto.read_weights(model, source)
+        save_model(model, target)
+        return
+    location = EXTERNAL_DATA.format(file=target.name)
+    for tensor in proto.initializers(model.graph):
+        for entry in tensor.external_data:
+            if entry.key == "location":
+                entry.value = location
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(data, target.parent / location)
+    proto.save(model, target)
