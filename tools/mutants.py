@@ -422,6 +422,20 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/quant/test_pair_overflow.py",),
     ),
     Mutant(
+        "bisect-precision qdq: a kept reader of a shared pair does not name the pair",
+        "trtflow/sessions/precision/outcome.py",
+        "if node in self.setup.notes:",
+        "if False:",
+        ("tests/quant/test_qdq_layouts.py",),
+    ),
+    Mutant(
+        "bisect-precision qdq: a pair read by two nodes is not taken as shared",
+        "trtflow/sessions/precision/spaces/qdq.py",
+        'if pair.role != "activation" or len(readers) < 2:',
+        'if pair.role != "activation" or len(readers) < 3:',
+        ("tests/quant/test_qdq_layouts.py",),
+    ),
+    Mutant(
         "quantizer exclusions: onnxruntime's list lacks the producers of the kept nodes' pairs",
         "trtflow/precision/exclusions.py",
         "if made_by is not None and made_by not in entries and ops[made_by] not in _QDQ_OPS:",

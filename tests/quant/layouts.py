@@ -52,9 +52,10 @@ def _pair(source: str, scale: float, zero, zero_type: int, name: str) -> tuple[l
     )
 
 
-def zoo(seed: int = 0, fp8_scale: float = 0.01) -> onnx.ModelProto:
+def zoo(seed: int = 0, fp8_scale: float = 0.01, shared_scale: float = 0.02) -> onnx.ModelProto:
     """The chain above; a small `fp8_scale` plants a fault: the FP8 pair saturates at
-    448 * fp8_scale, below the squares it quantizes (the node at fault is `mm2`)."""
+    448 * fp8_scale, below the squares it quantizes (the node at fault is `mm2`); a small
+    `shared_scale` one in the shared pair (read by `tanh` and `sigmoid`)."""
     rng = np.random.default_rng(seed)
     w1 = (rng.standard_normal((WIDTH, WIDTH)) / 4).astype(np.float32)
     w1_scale = (np.abs(w1).max(axis=0) / 127).astype(np.float32)
@@ -69,7 +70,7 @@ def zoo(seed: int = 0, fp8_scale: float = 0.01) -> onnx.ModelProto:
         "x": _pair("x", x_scale, 0, TensorProto.INT8, "xa"),
         "sum": _pair("sum", 0.02, 128, TensorProto.UINT8, "asym"),
         "sq": _pair("sq", fp8_scale, 0, TensorProto.FLOAT8E4M3FN, "fp8"),
-        "mm2_out": _pair("mm2_out", 0.02, 0, TensorProto.INT8, "shared"),
+        "mm2_out": _pair("mm2_out", shared_scale, 0, TensorProto.INT8, "shared"),
     }
     inits = [initializer for _, made in pairs.values() for initializer in made]
     nodes = [

@@ -116,3 +116,19 @@ def test_a_fault_in_the_layout_zoo_is_found_and_only_it(trtflow, tmp_path, fp8_s
     assert [n["name"] for n in json.loads((folder / "keep.json").read_text())["nodes"]] == kept
     report = json.loads((folder / "report.json").read_text())
     assert report["passed"] and report["final"]["samples"] == "fresh"
+
+
+def test_a_kept_reader_of_a_shared_pair_names_the_pair_and_its_other_readers(trtflow, tmp_path):
+    """A fault in a pair read by several nodes (MiniLM: a LayerNorm output read by the next MatMul
+    and by the residual Add) shows at each reader, and the search keeps whichever passes the
+    check: its keep entry names the pair and the other readers, where the fix belongs."""
+    path = tmp_path / "zoo.onnx"
+    onnx.save(layouts.zoo(shared_scale=0.002), path)
+    done, folder = _bisect(trtflow, tmp_path, path, "{metric: max_abs_error, max: 0.1}")
+    assert done.returncode == 0, done.stderr
+    kept = {n["name"]: n["reason"] for n in json.loads((folder / "keep.json").read_text())["nodes"]}
+    assert kept and set(kept) <= {"tanh", "sigmoid"}, kept
+    for node, reason in kept.items():
+        other = ({"tanh", "sigmoid"} - {node}).pop()
+        assert f"it reads pair `shared_DQ` (of `mm2_out`) with `{other}`" in reason, reason
+    assert json.loads((folder / "report.json").read_text())["passed"]

@@ -99,6 +99,8 @@ class SearchOutcome:
             else:
                 settings = self.settings
                 reason = f"{settings.mode} search ({settings.direction}): {self.result.message}"
+            if node in self.setup.notes:
+                reason += f"; {self.setup.notes[node]}"
             entries.append({"name": node, "op": self.setup.ops[node], "reason": reason})
         fixed = self.setup.fixed.items()
         return entries + [{"name": n, "op": self.setup.ops[n], "reason": w} for n, w in fixed]

@@ -5,7 +5,7 @@ over a model that arrives quantized; `trtflow.sessions.precision.search.plan_spa
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -26,6 +26,8 @@ class Setup:
     fixed: dict[str, str]  # node -> why it stays in high precision in every plan
     held: OpsetHeld | None = None  # nodes the opset gives no low type (a note for the report)
     notices: tuple[str, ...] = ()  # what preparing changed in the model, for the step's notice
+    # node -> what its keep entry should add: the Q/DQ pair it reads that other nodes read too
+    notes: dict[str, str] = field(default_factory=dict)
 
 
 class LoweringOrder(Protocol):

@@ -45,7 +45,8 @@ class QdqSpace:
                 "nodes",
                 f"no candidate nodes: `nodes` selects none of the {len(every)} quantized nodes",
             )
-        return Setup(model, ops, frozenset(every), candidates, {}, notices=notices)
+        notes = _shared_pairs(model, candidates)
+        return Setup(model, ops, frozenset(every), candidates, {}, notices=notices, notes=notes)
 
     def screen(self, setup: Setup, feeds: Sequence[Feed], magnitudes: bool) -> LoweringOrder:
         from trtflow.onnxmodel.qdq import dequantize, pair_errors, pairs
@@ -63,6 +64,29 @@ class QdqSpace:
             setup.model, lambda source: [o[source] for o in outputs if source in o]
         )
         return screen(setup.model, errors)
+
+
+def _shared_pairs(model: onnx.ModelProto, candidates: list[str]) -> dict[str, str]:
+    """Candidate -> the activation pairs it reads that other nodes read too. A fault in such a pair
+    (a range calibrated too small) shows at every reader, and the search keeps the one whose float
+    input passes the check (on MiniLM, the residual Add of the LayerNorm output that the next
+    MatMul reads too): the keep entry names the pair and the others, which still read it
+    quantized unless kept, so that the fix lands on the pair."""
+    from trtflow.onnxmodel.qdq import pairs
+
+    wanted = set(candidates)
+    notes: dict[str, list[str]] = {}
+    for pair in pairs(model, values=False):
+        readers = pair.consumers
+        if pair.role != "activation" or len(readers) < 2:
+            continue
+        for node in wanted.intersection(readers):
+            others = ", ".join(f"`{other}`" for other in readers if other != node)
+            notes.setdefault(node, []).append(
+                f"it reads pair `{pair.name}` (of `{pair.source}`) with {others}: a fault in that "
+                "pair shows at each of its readers"
+            )
+    return {node: "; ".join(found) for node, found in notes.items()}
 
 
 def _from_float_model(
