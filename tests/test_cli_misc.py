@@ -208,7 +208,7 @@ def test_long_steps_print_progress_lines_in_logs(trtflow, tmp_path, plugin_env):
     )
 
 
-def _with_closed_stdout(*args, cwd) -> subprocess.CompletedProcess:
+def _with_closed_stdout(*args, cwd, env=None) -> subprocess.CompletedProcess:
     """`trtflow ARGS | head -0`, deterministically: stdout is a pipe whose reader is already gone."""
     reader, writer = os.pipe()
     os.close(reader)
@@ -219,6 +219,7 @@ def _with_closed_stdout(*args, cwd) -> subprocess.CompletedProcess:
             stdout=writer,
             stderr=subprocess.PIPE,
             text=True,
+            env={**os.environ, **(env or {})},
             timeout=120,
         )
     finally:
@@ -240,6 +241,17 @@ def _with_closed_stdout(*args, cwd) -> subprocess.CompletedProcess:
 def test_a_closed_stdout_is_not_an_error(tmp_path, args):
     result = _with_closed_stdout(*args, cwd=tmp_path)
     assert (result.returncode, result.stderr) == (0, "")
+
+
+def test_a_run_into_a_closed_stdout_ends_quietly(tmp_path, plugin_env):
+    """A plain `run` is read without typer (`cli.run_command`), and ends as typer's commands do."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("trtflow: 1\nname: r\nsteps:\n  a: {uses: test-sleep}\n")
+    result = _with_closed_stdout(
+        "run", recipe, "--workspace", tmp_path / "w", cwd=tmp_path, env=plugin_env
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+    assert (tmp_path / "trtflow-out" / "r" / "a").exists()
 
 
 def test_version_and_help_placeholders(trtflow, tmp_path):

@@ -27,23 +27,36 @@ QUICKSTART = REPO / "pipelines" / "quickstart.yaml"
 
 PROBE = """
 import json, sys
+{call}
+print("EXIT=" + str(code))
+print("HEAVY=" + json.dumps(sorted(m for m in {heavy} if m in sys.modules)))
+print("CLI=" + json.dumps(sorted(m for m in ("typer", "click") if m in sys.modules)))
+from trtflow.schema.reports import Report
+built = [kind for kind, model in Report.registered().items() if model.__pydantic_complete__]
+print("BUILT=" + json.dumps(sorted(built)))
+"""
+VIA_APP = """
 from trtflow.cli import app
 try:
     code = app(sys.argv[1:], standalone_mode=False) or 0
 except SystemExit as error:
     code = error.code or 0
-print("EXIT=" + str(code))
-print("HEAVY=" + json.dumps(sorted(m for m in {heavy} if m in sys.modules)))
-from trtflow.schema.reports import Report
-built = [kind for kind, model in Report.registered().items() if model.__pydantic_complete__]
-print("BUILT=" + json.dumps(sorted(built)))
+"""
+VIA_MAIN = """
+from trtflow.cli import main
+sys.argv = ["trtflow", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as error:
+    code = error.code or 0
 """
 
 
-def _probe(*args: str, cwd) -> dict[str, list[str]]:
-    """What the CLI left behind in-process: the heavy modules it imported (`HEAVY`) and the report
-    models whose validators it built (`BUILT`)."""
-    code = PROBE.format(heavy=repr(HEAVY))
+def _probe(*args: str, cwd, call: str = VIA_APP) -> dict[str, list[str]]:
+    """What the CLI (the typer app, or `trtflow`'s entry point with `VIA_MAIN`) left behind
+    in-process: the heavy modules it imported (`HEAVY`), whether typer/click parsed the command
+    line (`CLI`), and the report models whose validators it built (`BUILT`)."""
+    code = PROBE.format(heavy=repr(HEAVY), call=call)
     result = subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd
     )
@@ -51,7 +64,7 @@ def _probe(*args: str, cwd) -> dict[str, list[str]]:
     return {
         name: json.loads(value)
         for name, _, value in (line.partition("=") for line in result.stdout.splitlines())
-        if name in ("HEAVY", "BUILT")
+        if name in ("HEAVY", "CLI", "BUILT")
     }
 
 
@@ -93,3 +106,33 @@ def test_fully_cached_run_does_not_import_frameworks(tmp_path):
     assert left["HEAVY"] == []
     # nor build the models of the reports its steps write (it reads none): ~20 ms of start-up
     assert left["BUILT"] == []
+
+
+TAPPED_RUN = """trtflow: 1
+name: cold
+steps:
+  model: {uses: load, with: {path: %s}}
+  taps: {uses: surgeon-insert-tap, with: {model: "${steps.model.model}", tensors: all}}
+  run:
+    uses: run-runners
+    with:
+      model: ${steps.taps.model}
+      data: {seed: 1, iterations: 1, shapes: {x: [1, 16, 64]}}
+      runners: [{name: ort, backend: onnxruntime}]
+"""
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["cold", "cached"])
+def test_a_plain_run_is_parsed_without_typer(tmp_path, cached):
+    """`trtflow run RECIPE --workspace W --out O` (the cold first run users time) never imports
+    typer or click: `cli.run_command.parse` reads it (typer's parse cost ~30 ms and ~2 MB)."""
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(TAPPED_RUN % (REPO / "pipelines" / "models" / "overflow_demo.onnx"))
+    args = ("run", str(recipe), "--workspace", str(tmp_path / "ws"), "--out", str(tmp_path / "o"))
+    if cached:
+        assert run_cli(*args, cwd=tmp_path).returncode == 0
+    left = _probe(*args, "-v", cwd=tmp_path, call=VIA_MAIN)
+    assert left["CLI"] == []
+    assert ("onnxruntime" in left["HEAVY"]) is not cached  # the cold one did run its steps
+    help_left = _probe("run", "--help", cwd=tmp_path, call=VIA_MAIN)  # what parse leaves to typer
+    assert "typer" in help_left["CLI"]

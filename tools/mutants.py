@@ -1170,6 +1170,28 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/test_polygraphy_models.py::test_a_model_onnx_cannot_inline_is_loaded_with_its_functions",
         ),
     ),
+    # issue 30: a cold run parses `run` without typer
+    Mutant(
+        "run: typer parses every command line (~30 ms and ~2 MB of each cold run)",
+        "trtflow/cli/__init__.py",
+        "    if request is not None:\n",
+        "    if False:\n",
+        ("tests/test_light_imports.py::test_a_plain_run_is_parsed_without_typer",),
+    ),
+    Mutant(
+        "run: `-j 0` is read without typer, as no parallelism at all",
+        "trtflow/cli/run_command.py",
+        "or int(given) < 1:",
+        "or int(given) < 0:",
+        ("tests/test_cli_fast_run.py",),
+    ),
+    Mutant(
+        "run: a repeated --set keeps only the last one",
+        "trtflow/cli/run_command.py",
+        "            repeated[option].append(given)\n",
+        "            repeated[option][:] = [given]\n",
+        ("tests/test_cli_fast_run.py",),
+    ),
 )
 
 

@@ -6,13 +6,8 @@ from pathlib import Path
 
 import typer
 
-from trtflow.cli.common import (
-    CacheRecipeOption,
-    DebugOption,
-    WorkspaceOption,
-    cache_workspace,
-    errors_to_exit_codes,
-)
+from trtflow.cli.common import cache_workspace, errors_to_exit_codes
+from trtflow.cli.options import CacheRecipeOption, DebugOption, WorkspaceOption
 from trtflow.memory import human_size
 
 

@@ -1,5 +1,7 @@
-"""What every command shares: its options, the error-to-exit-code mapping, and finding the recipe's
-pipeline and workspace (light imports only: the executor is imported inside the functions)."""
+"""What every command shares: the error-to-exit-code mapping, and finding the recipe's pipeline and
+workspace (light imports only: the executor is imported inside the functions). No typer here: a
+plain `trtflow run` is parsed without it (`trtflow.cli.run_command`); the options typer parses
+are in `options.py`."""
 
 from __future__ import annotations
 
@@ -12,41 +14,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import typer
-
 from trtflow.errors import TrtflowError, UsageError
 
-RecipeArg = typer.Argument(
-    ..., metavar="RECIPE", help="The recipe file (YAML).", show_default=False
-)
-SetOption = typer.Option(
-    [],
-    "--set",
-    metavar="NAME=VALUE",
-    help=(
-        "Override a var: NAME=VALUE replaces it whole (a mapping var too), NAME.KEY=VALUE sets one key of a mapping "
-        "var and keeps the others; or any step value: steps.ID.with.KEY=VALUE. VALUE is YAML."
-    ),
-)
-WorkspaceOption = typer.Option(
-    None,
-    "--workspace",
-    metavar="DIR",
-    help="Cache folder [default: .trtflow/ next to the recipe, or $TRTFLOW_WORKSPACE].",
-)
-DebugOption = typer.Option(False, "--debug", help="Show Python tracebacks.")
-RemoteOption = typer.Option(
-    None,
-    "--remote",
-    metavar="URL|NAME",
-    help=(
-        "Shared cache (file://, s3://, gs://, az://, or a name from `trtflow remote add`) [default: $TRTFLOW_REMOTE, "
-        "else the workspace's default remote]."
-    ),
-)
-CacheRecipeOption = typer.Option(
-    None, "--recipe", metavar="RECIPE", help="Use the workspace of this recipe."
-)
+
+@contextmanager
+def ends_quietly_on_closed_stdout() -> Iterator[None]:
+    """A reader that stops early (`trtflow inspect m.onnx | head -2`) closes the pipe; that is its
+    choice, not an error: end with exit 0 and nothing on stderr (Python docs, "Note on SIGPIPE")."""
+    try:
+        try:
+            yield
+        finally:
+            sys.stdout.flush()  # what is still buffered fails here, not at interpreter exit
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at /dev/null so that flush succeeds
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(0) from None
 
 
 class Terminated(KeyboardInterrupt):
@@ -75,7 +58,7 @@ def errors_to_exit_codes(debug: bool) -> Iterator[None]:
         if debug:
             raise
         print(f"error: {error}", file=sys.stderr)
-        raise typer.Exit(error.exit_code) from None
+        raise SystemExit(error.exit_code) from None
     except KeyboardInterrupt as interrupt:
         how = "terminated" if isinstance(interrupt, Terminated) else "interrupted"
         print(f"{how}; finished steps are cached, run again to resume", file=sys.stderr)
@@ -84,14 +67,8 @@ def errors_to_exit_codes(debug: bool) -> Iterator[None]:
 
         end_worker_processes()  # what the interpreter's exit would have done for them
         os._exit(143 if isinstance(interrupt, Terminated) else 130)  # no wait for step threads
-    except (
-        typer.Exit,
-        typer.Abort,
-        BrokenPipeError,
-    ):  # a closed stdout is `_Commands.invoke`'s to handle
-        raise
     except Exception as error:  # a bug of ours: say so plainly, keep the traceback for --debug
-        if debug:
+        if debug or _ends_the_command(error):
             raise
         if _disk_full(error):  # not a bug: the one thing to say is where space is missing
             where = getattr(error, "filename", None)
@@ -101,13 +78,22 @@ def errors_to_exit_codes(debug: bool) -> Iterator[None]:
                 "on another disk, and run again",
                 file=sys.stderr,
             )
-            raise typer.Exit(3) from None
+            raise SystemExit(3) from None
         print(
             f"internal error: {type(error).__name__}: {error} (run again with --debug for the traceback, "
             "and please report it)",
             file=sys.stderr,
         )
-        raise typer.Exit(3) from None
+        raise SystemExit(3) from None
+
+
+def _ends_the_command(error: Exception) -> bool:
+    """`typer.Exit` / `typer.Abort` (a command's chosen end; typer is imported only when it parsed
+    the command line) and a closed stdout (`ends_quietly_on_closed_stdout`'s to handle)."""
+    if isinstance(error, BrokenPipeError):
+        return True
+    typer = sys.modules.get("typer")
+    return typer is not None and isinstance(error, (typer.Exit, typer.Abort))
 
 
 def _disk_full(error: Exception) -> bool:

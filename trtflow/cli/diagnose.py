@@ -11,7 +11,8 @@ from pathlib import Path
 
 import typer
 
-from trtflow.cli.common import DebugOption, WorkspaceOption, errors_to_exit_codes
+from trtflow.cli.common import errors_to_exit_codes
+from trtflow.cli.options import DebugOption, WorkspaceOption
 from trtflow.errors import UsageError
 
 DEFAULT_CHECK = "{metric: cosine, min: 0.999}"

@@ -8,7 +8,8 @@ from typing import cast
 
 import typer
 
-from trtflow.cli.common import DebugOption, errors_to_exit_codes
+from trtflow.cli.common import errors_to_exit_codes
+from trtflow.cli.options import DebugOption
 from trtflow.errors import UsageError
 
 

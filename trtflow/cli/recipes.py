@@ -6,19 +6,9 @@ from pathlib import Path
 
 import typer
 
-from trtflow.cli.common import (
-    DebugOption,
-    RecipeArg,
-    RemoteOption,
-    SetOption,
-    WorkspaceOption,
-    end_cleanly_on_term,
-    errors_to_exit_codes,
-    load,
-    step_ids,
-    workspace_of,
-    writable_folder,
-)
+from trtflow.cli.common import errors_to_exit_codes, load, step_ids, workspace_of
+from trtflow.cli.options import DebugOption, RecipeArg, RemoteOption, SetOption, WorkspaceOption
+from trtflow.cli.run_command import RunRequest, run_recipe
 from trtflow.errors import UsageError
 
 
@@ -67,50 +57,24 @@ def run(
     debug: bool = DebugOption,
 ) -> None:
     """Run a recipe: every step not already cached (here, else on the remote cache), in dependency order."""
-    end_cleanly_on_term()
-    with errors_to_exit_codes(debug):
-        from trtflow.display import ProgressDisplay, print_report
-        from trtflow.executor.pools import POOLS
-        from trtflow.executor.run import RunOptions, run_pipeline
-        from trtflow.executor.transfer import run_remote
-
-        if executor not in POOLS:
-            raise UsageError(f"--executor {executor}: expected one of {', '.join(POOLS)}")
-        if address is not None and executor != "ray":
-            raise UsageError(
-                f"--address {address}: only --executor ray runs on a cluster; add --executor ray"
-            )
-        pipeline = load(recipe, overrides)
-        chosen_force = step_ids(pipeline, force, "--force")
-        chosen_only = step_ids(pipeline, only, "--only") or None
-        space = workspace_of(recipe, workspace)
-        if dry_run:
-            print_status(pipeline, space, only=chosen_only, force=chosen_force, dry_run=True)
-            return
-        writable_folder(out.absolute(), "--out DIR")
-        space.remember_recipe(
-            recipe.absolute(), pipeline.recipe.name, out.absolute() / pipeline.recipe.name
-        )
-        options = RunOptions(
-            force=chosen_force,
-            only=chosen_only,
-            jobs=jobs,
-            out=out.absolute(),
-            debug=debug,
-            executor=executor,
-            address=address,
-            remote=run_remote(space, remote, offline, push=not no_push),
-        )
-        display = ProgressDisplay(verbose=verbose)
-        try:
-            report = run_pipeline(pipeline, space, options, display)
-        finally:
-            display.close()
-        print_report(report)
-        if report.outcomes:
-            folder = out / pipeline.recipe.name
-            print(f"files: {folder}/<step>/ (e.g. {folder / report.outcomes[-1].step_id}/)")
-        raise typer.Exit(report.exit_code)
+    request = RunRequest(
+        recipe=recipe,
+        overrides=overrides,
+        workspace=workspace,
+        out=out,
+        force=force,
+        only=only,
+        dry_run=dry_run,
+        jobs=jobs,
+        executor=executor,
+        address=address,
+        verbose=verbose,
+        remote=remote,
+        no_push=no_push,
+        offline=offline,
+        debug=debug,
+    )
+    raise typer.Exit(run_recipe(request))
 
 
 def validate(

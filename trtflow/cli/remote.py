@@ -11,16 +11,13 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from trtflow.cli.common import (
+from trtflow.cli.common import cache_workspace, errors_to_exit_codes, load, workspace_of
+from trtflow.cli.options import (
     CacheRecipeOption,
     DebugOption,
     RemoteOption,
     SetOption,
     WorkspaceOption,
-    cache_workspace,
-    errors_to_exit_codes,
-    load,
-    workspace_of,
 )
 from trtflow.errors import UsageError
 from trtflow.memory import human_size
