@@ -1170,7 +1170,7 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/test_polygraphy_models.py::test_a_model_onnx_cannot_inline_is_loaded_with_its_functions",
         ),
     ),
-    # issue 30: a cold run parses `run` without typer
+    # issue 30: a cold run parses `run` without typer, and hashes tensors as it writes them
     Mutant(
         "run: typer parses every command line (~30 ms and ~2 MB of each cold run)",
         "trtflow/cli/__init__.py",
@@ -1191,6 +1191,27 @@ MUTANTS: tuple[Mutant, ...] = (
         "            repeated[option].append(given)\n",
         "            repeated[option][:] = [given]\n",
         ("tests/test_cli_fast_run.py",),
+    ),
+    Mutant(
+        "packs: a member's CRC leaves out its .npy header",
+        "trtflow/tensors/packs.py",
+        "info.CRC = zlib.crc32(data, zlib.crc32(header))",
+        "info.CRC = zlib.crc32(data)",
+        ("tests/run_compare/test_packs.py",),
+    ),
+    Mutant(
+        "store: a digest hashed while written is taken though the file's size changed",
+        "trtflow/executor/store.py",
+        'if known is not None and os.stat(f"{work_dir}/{name}").st_size == known[1]:',
+        "if known is not None:",
+        ("tests/run_compare/test_packs.py",),
+    ),
+    Mutant(
+        "run-runners: the results are read back to hash them",
+        "trtflow/steps/run_runners.py",
+        "        _hashed_while_written(ctx, results)\n",
+        "",
+        ("tests/run_compare/test_packs.py",),
     ),
 )
 

@@ -16,7 +16,9 @@ stored once. Files a tool refuses to read through a hard link are *private*: the
 companions of a file output (`Output.companions`, ONNX external data, which onnx refuses when its
 link count is above one) are kept as the checkout's own copy and never linked to a blob.
 
-A step writes into a private folder under `<root>/tmp/`; `commit` hashes what it wrote, makes the
+A step writes into a private folder under `<root>/tmp/`; `commit` hashes what it wrote (or takes
+the digest of a file the step hashed as it wrote it, `StepContext.hashed_while_written`, while the
+file has the size the step wrote: a mark-all run's tensors are not read back), makes the
 files read-only blobs (or links to the blob already there), writes the manifest last and renames
 the folder into place. A rename is atomic, so an entry either exists whole or not at all: a kill,
 a crash or a full disk leaves only a `tmp/` folder (and blobs no manifest names) that `gc`
@@ -114,10 +116,21 @@ def _describe(path: Path) -> dict:
     return {"sha256": file_digest(path), "size": path.stat().st_size}
 
 
-def _describe_all(paths: list[Path]) -> list[dict]:
-    """sha256 and size of every file, the cores hashing side by side (a mark-all run-runners
-    entry is hundreds of files, 200 MB for PP-OCRv4's recognizer)."""
-    return _side_by_side(_describe, paths, os.cpu_count() or 1)
+def _describe_all(
+    work_dir: Path, names: list[str], hashed: dict[str, tuple[str, int]]
+) -> dict[str, dict]:
+    """sha256 and size of every file: as the step hashed it while writing it, when it did and the
+    file still has the size it wrote, else read and hashed here, the cores side by side (a
+    mark-all run-runners entry is hundreds of MB: 200 for PP-OCRv4's recognizer)."""
+    described: dict[str, dict] = {}
+    for name in names:
+        known = hashed.get(name)
+        if known is not None and os.stat(f"{work_dir}/{name}").st_size == known[1]:
+            described[name] = {"sha256": known[0], "size": known[1]}
+    unknown = [name for name in names if name not in described]
+    found = _side_by_side(_describe, [work_dir / name for name in unknown], os.cpu_count() or 1)
+    described.update(zip(unknown, found))
+    return {name: described[name] for name in names}
 
 
 def _private_files(outputs: dict[str, dict]) -> set[str]:
@@ -234,8 +247,10 @@ class Store(ObjectStore):
         outputs: dict[str, Output],
         values: dict[str, Any],
         info: dict[str, Any],
+        hashed: dict[str, tuple[str, int]] | None = None,
     ) -> Entry:
         """Seal `work_dir` as the entry for `key` (see the module docstring for why in this order).
+        `hashed`: (sha256, size) of the files the step hashed as it wrote them, by relative name.
 
         Value outputs are also written to `values.json`, so the entry folder — which the output
         links point at — holds every output a user looks for; measured ones (timings) stay in the
@@ -248,7 +263,7 @@ class Store(ObjectStore):
         if published:
             (work_dir / VALUES).write_text(json.dumps(published, indent=1, sort_keys=True))
         all_files = list_files(work_dir)
-        files = dict(zip(all_files, _describe_all([work_dir / name for name in all_files])))
+        files = _describe_all(work_dir, all_files, hashed or {})
         manifest_outputs: dict[str, dict] = {}
         for name, output in outputs.items():
             if output.kind == "value":

@@ -202,7 +202,9 @@ def compute_step(
             }
             if incomplete:
                 info["incomplete"] = "; ".join(incomplete)
-            entry = store.commit(prepared.key, work_dir, kind.outputs, values, info)
+            entry = store.commit(
+                prepared.key, work_dir, kind.outputs, values, info, hashed=context.hashed
+            )
             if memo:
                 memo.keep()
             return entry, True

@@ -11,7 +11,7 @@ A step never sees the store, the journal file or other steps: only its params an
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -156,10 +156,19 @@ class StepContext:
     mark_incomplete: Callable[[str], None] = lambda reason: None
     """Say the outputs are usable by this run but must not be reused: the next run recomputes the
     step (e.g. a runner crashed and the others' results are kept for diagnosis)."""
+    hashed: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """Files the step hashed as it wrote them (`hashed_while_written`), by path in `work_dir`."""
 
     def output_path(self, name: str) -> Path:
         """Where output `name` must be written (`model` -> `<work_dir>/model.onnx`)."""
         return self.work_dir / self.outputs[name].file_name(name)
+
+    def hashed_while_written(self, path: Path, sha256: str, size: int) -> None:
+        """Tell the store the sha256 of a file in `work_dir` the step computed while writing it,
+        so the store does not read the file again to hash it (a mark-all run writes hundreds of MB
+        of tensors). The file must not change afterwards; the store still checks its size, and
+        `cache verify` hashes every file anew."""
+        self.hashed[path.relative_to(self.work_dir).as_posix()] = sha256, size
 
     def state_dir(self, name: str) -> Path:
         """A workspace folder that persists across runs and is never part of a cache key."""

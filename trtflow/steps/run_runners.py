@@ -56,6 +56,8 @@ from trtflow.tensors.inputs import DataSpec, ExtraInputs, LoaderSpec, ResultsFee
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from trtflow.tensors.tensor_set import TensorSetWriter
 else:
     np = lazy_import("numpy")
 
@@ -248,6 +250,12 @@ def _run_one(
     return timings, profile
 
 
+def _hashed_while_written(ctx: StepContext, written: TensorSetWriter) -> None:
+    """The store takes the sets' digests from their writer rather than reading them back."""
+    for path, (sha256, size) in written.written.items():
+        ctx.hashed_while_written(path, sha256, size)
+
+
 def _write_profile(ctx: StepContext, runner: str, profile: list[dict]) -> None:
     folder = ctx.output_path("profiles")
     folder.mkdir(exist_ok=True)
@@ -348,6 +356,7 @@ class RunRunners(Step):
         for iteration, feed in enumerate(feeds):
             inputs_set.add_feed(INPUTS, iteration, feed)
         feeds = list(inputs_set.close().feeds())  # memory-mapped from here on
+        _hashed_while_written(ctx, inputs_set)
 
         tensors = catalog(with_input_shapes(model, feeds[0])) if model is not None else {}
         requested = _requested(params, tensors, model) if model is not None else None
@@ -396,6 +405,7 @@ class RunRunners(Step):
                 )
                 ctx.mark_incomplete(f"runner `{config.name}` failed")
         finished = results.close()
+        _hashed_while_written(ctx, results)
         if params.polygraphy_json:
             _write_polygraphy_files(ctx, feeds, finished)
         if all("error" in timing for timing in timings.values()):

@@ -10,11 +10,8 @@ member is expanded.
 
 from __future__ import annotations
 
-import errno
 import io
 import math
-import os
-import shutil
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -130,46 +127,6 @@ def _member(archive: np.lib.npyio.NpzFile, path: Path, name: str) -> np.ndarray:
         return archive[name]
     except NOT_AN_ARRAY as error:
         raise _unreadable(f"{path}: array `{name}`", error) from None
-
-
-_FIXED_DATE = (
-    1980,
-    1,
-    1,
-    0,
-    0,
-    0,
-)  # zip's earliest date: a member's date never changes its pack's bytes
-
-
-def write_packed_array(pack: zipfile.ZipFile, member: str, array: np.ndarray) -> int:
-    """Append `array` to the open, uncompressed `.npz` `pack` as `member`; return where its `.npy`
-    bytes start in the file, so a reader maps it without the zip (`packed_array`)."""
-    if not array.flags.c_contiguous:
-        array = np.ascontiguousarray(array)  # (which would make a 0-d array 1-d)
-    header = io.BytesIO()
-    fields = np.lib.format.header_data_from_array_1_0(array)
-    try:
-        np.lib.format.write_array_header_1_0(header, fields)
-    except ValueError:  # a header over 64 KiB (a dtype with very many fields)
-        header = io.BytesIO()
-        np.lib.format.write_array_header_2_0(header, fields)
-    info = zipfile.ZipInfo(member, date_time=_FIXED_DATE)
-    info.compress_type = zipfile.ZIP_STORED
-    info.external_attr = 0o644 << 16
-    assert pack.fp is not None
-    try:
-        with pack.open(info, "w", force_zip64=True) as handle:
-            offset = pack.fp.tell()
-            handle.write(header.getvalue())
-            handle.write(array.reshape(-1).view(np.uint8).data)
-    except OSError as error:
-        # a short write can come without the errno that lets the executor say the disk is full
-        folder = Path(str(pack.filename)).parent
-        if error.errno is None and shutil.disk_usage(folder).free < array.nbytes:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(pack.filename)) from error
-        raise
-    return offset
 
 
 def packed_array(path: Path, offset: int, name: str) -> np.ndarray:

@@ -19,9 +19,9 @@ them. Sets of format 1 (one `.npy` per tensor, written before packs) are still r
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import re
-import zipfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
@@ -30,7 +30,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from trtflow.errors import TensorFileError
-from trtflow.tensors.array_files import load_array, packed_array, write_packed_array
+from trtflow.tensors.array_files import load_array, packed_array
+from trtflow.tensors.packs import PackWriter
 
 INDEX = "index.json"
 FORMAT = 2
@@ -62,8 +63,12 @@ class TensorSetWriter:
     tensors: dict[str, dict] = field(default_factory=dict)  # tensor -> {node, op, topo, ...}
     arrays: list[StoredArray] = field(default_factory=list)
     runners: dict[str, dict] = field(default_factory=dict)
-    # each runner's open pack: (its file, the archive); one per runner, its latest iteration
-    _packs: dict[str, tuple[str, zipfile.ZipFile]] = field(default_factory=dict)
+    written: dict[Path, tuple[str, int]] = field(default_factory=dict)
+    """Every file of the closed set: (sha256, size), computed as it was written."""
+    _packs: dict[str, PackWriter] = field(default_factory=dict)  # by file, relative to the folder
+    _open: dict[str, str] = field(
+        default_factory=dict
+    )  # each runner's open pack: its latest iteration
     _members: dict[str, set[str]] = field(default_factory=dict)  # member names taken, by file
 
     def __post_init__(self) -> None:
@@ -84,7 +89,7 @@ class TensorSetWriter:
             suffix += 1
         taken.add(member)
         try:
-            offset = write_packed_array(self._pack(runner, relative), member, array)
+            offset = self._pack(runner, relative).add(member, array)
         except BaseException:
             self._abandon()
             raise
@@ -95,18 +100,18 @@ class TensorSetWriter:
         )
         self.runners.setdefault(runner, {"status": "ok"})
 
-    def _pack(self, runner: str, relative: str) -> zipfile.ZipFile:
-        """The open pack `relative` of `runner`; the runner's earlier iteration is finished, so
-        its pack closes."""
-        current = self._packs.get(runner)
-        if current is None or current[0] != relative:
+    def _pack(self, runner: str, relative: str) -> PackWriter:
+        """The pack `relative` of `runner`, open; the runner's other iteration is done for now
+        (a sliced run comes back to it with the next slice), so its file closes."""
+        current = self._open.get(runner)
+        if current != relative:
             if current is not None:
-                current[1].close()
-            path = self.folder / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            archive = zipfile.ZipFile(path, "a" if path.exists() else "w")
-            self._packs[runner] = (relative, archive)
-        return self._packs[runner][1]
+                self._packs[current].suspend()
+            if relative not in self._packs:
+                (self.folder / relative).parent.mkdir(parents=True, exist_ok=True)
+                self._packs[relative] = PackWriter(self.folder / relative)
+            self._open[runner] = relative
+        return self._packs[relative]
 
     def add_feed(self, runner: str, iteration: int, feed: dict[str, np.ndarray]) -> None:
         """One feed; its iteration counts even when empty (a model without inputs, a run of saved runners)."""
@@ -122,17 +127,18 @@ class TensorSetWriter:
     def _abandon(self) -> None:
         """Close every open pack, ignoring what fails: the set's writing failed (a full disk), its
         folder is discarded, and the error on its way says why. A pack left to the garbage
-        collector failed again as the process ended (`Exception ignored in ZipFile.__del__ ...
+        collector failed again as the process ended (`Exception ignored in ... __del__ ...
         OSError`), after the clear message."""
-        for _, archive in self._packs.values():
+        for pack in self._packs.values():
             with contextlib.suppress(OSError):
-                archive.close()
+                pack.suspend()
         self._packs.clear()
+        self._open.clear()
 
     def close(self) -> TensorSet:
         try:
-            for _, archive in self._packs.values():
-                archive.close()
+            for relative, pack in self._packs.items():
+                self.written[self.folder / relative] = pack.finish(), pack.size
         finally:
             self._abandon()  # the packs after one that failed to close (a full disk)
         index = {
@@ -141,7 +147,9 @@ class TensorSetWriter:
             "runners": self.runners,
             "arrays": [asdict(a) for a in self.arrays],
         }
-        (self.folder / INDEX).write_text(json.dumps(index, indent=1))
+        text = json.dumps(index, indent=1).encode()
+        (self.folder / INDEX).write_bytes(text)
+        self.written[self.folder / INDEX] = hashlib.sha256(text).hexdigest(), len(text)
         return TensorSet.open(self.folder)
 
 
