@@ -1118,6 +1118,24 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "diagnose qdq: any clipping names the mechanism, though the scale rounds far more to zero",
+        "trtflow/sessions/diagnosis/mechanisms.py",
+        "if error.clipped > 0 and error.clipped >= error.zeroed:",
+        "if error.clipped > 0:",
+        (
+            "tests/roundtrip/test_qdq_round_trip.py::test_a_scale_set_by_an_outlier_channel_is_explained_by_its_rounding",
+        ),
+    ),
+    Mutant(
+        "diagnose qdq: a tensor mostly rounded to zero does not say an outlier set its scale",
+        "trtflow/sessions/diagnosis/mechanisms.py",
+        '+ (_OUTLIER.format(largest) if error.zeroed > 0.5 else ""),',
+        '+ (_OUTLIER.format(largest) if error.zeroed > 1.5 else ""),',
+        (
+            "tests/roundtrip/test_qdq_round_trip.py::test_a_scale_set_by_an_outlier_channel_is_explained_by_its_rounding",
+        ),
+    ),
+    Mutant(
         "ray: a local Ray starts without its guard (a killed run leaves its agents running)",
         "trtflow/executor/pools.py",
         'if not address and sys.platform.startswith("linux"):',

@@ -226,3 +226,25 @@ def test_a_miscalibrated_input_pair_is_explained_by_its_clipping(tmp_path):
     assert found[0].kind == "qdq_clipping" and found[0].numbers["source"] == name
     assert found[0].numbers["clipped"] > 0.8  # |x| > 0.05 on 95% of a uniform [-1, 1]
     assert "recalibrate" in found[0].words  # the model's input: the calibration never saw it
+
+
+def test_a_scale_set_by_an_outlier_channel_is_explained_by_its_rounding(tmp_path):
+    """One channel of `h` 1000x the others sets its per-tensor scale: 94% of `h` rounds to zero,
+    while served samples a little past the calibration range clip 3% of it. The larger share
+    names the mechanism (on PP-OCR cls with a planted outlier: 96% zeroed, 0.007% clipped, once
+    read as "clips 0.0%")."""
+    from tests.roundtrip.roundtrip_models import outlier_float_model
+    from trtflow.sessions.diagnosis.mechanisms import explain
+    from trtflow.sessions.diagnosis.probe import Probe
+
+    rng = np.random.default_rng(0)
+    calibration = [{"x": rng.uniform(-1, 1, (4, 16)).astype(np.float32)} for _ in range(2)]
+    float_model = outlier_float_model(tmp_path / "float.onnx")
+    quantize(float_model, tmp_path / "q.onnx", calibration, QuantizeSettings(), lambda line: None)
+    model = onnx.load(str(tmp_path / "q.onnx"))
+    feeds = [{"x": rng.uniform(-1.2, 1.2, (4, 16)).astype(np.float32)}]
+    with Probe(model, "qdq", feeds) as probe:
+        [found] = explain(["second"], model, "qdq", {}, probe)
+    assert 0 < found.numbers["clipped"] < found.numbers["zeroed"]
+    assert found.kind == "qdq_zeroing", found.words
+    assert "outlier channel" in found.words and "clips" not in found.words
