@@ -1136,6 +1136,15 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "diagnose qdq: an unverified fix of a model calibrated off its served inputs does not say recalibrate",
+        "trtflow/sessions/diagnosis/session.py",
+        '        if not report.search.get("verified"):\n            parts += _uncovered(report.causes)\n',
+        "",
+        (
+            "tests/roundtrip/test_qdq_round_trip.py::test_a_quantization_calibrated_far_off_the_served_inputs_is_to_be_recalibrated",
+        ),
+    ),
+    Mutant(
         "ray: a local Ray starts without its guard (a killed run leaves its agents running)",
         "trtflow/executor/pools.py",
         'if not address and sys.platform.startswith("linux"):',

@@ -42,6 +42,31 @@ def run(trtflow, tmp_path: Path, text: str):
     )
 
 
+def _diagnosed(calibration: str, settings: str, tools: str) -> str:
+    """A recipe: the SVTR neck quantized by the `quantize` step (`settings` appended to its `with:`)
+    on `calibration`, diagnosed on [-1, 1] against the float model, the fix through `tools`."""
+    return f"""trtflow: 1
+name: qdq
+vars:
+  calibration: {calibration}
+  data: {{seed: 1, iterations: 6, ranges: {{'*': [-1, 1]}}}}
+steps:
+  int8:
+    uses: quantize
+    with: {{model: {SVTR}, data: "${{vars.calibration}}"{settings}}}
+  diagnose:
+    uses: diagnose
+    with:
+      model: ${{steps.int8.model}}
+      precision: qdq
+      float_model: {SVTR}
+      quantizer: {{report: "${{steps.int8.report}}", calibration: "${{vars.calibration}}"}}
+      tools: [{tools}]
+      data: ${{vars.data}}
+      check: {{metric: max_abs_error, max: 0.4}}
+"""
+
+
 @pytest.mark.parametrize(
     "settings",
     [
@@ -56,28 +81,7 @@ def test_a_calibration_mismatch_is_found_and_fixed_by_quantize_static_again(
     builds the fixed model of a symmetric quantization, and refuses an asymmetric one for its zero
     points, which the verdict says are the quantized model's own (named, with the setting)."""
     done = run(
-        trtflow,
-        tmp_path,
-        f"""trtflow: 1
-name: qdq
-vars:
-  calibration: {CALIBRATION}
-  data: {{seed: 1, iterations: 6, ranges: {{'*': [-1, 1]}}}}
-steps:
-  int8:
-    uses: quantize
-    with: {{model: {SVTR}, data: "${{vars.calibration}}"{settings}}}
-  diagnose:
-    uses: diagnose
-    with:
-      model: ${{steps.int8.model}}
-      precision: qdq
-      float_model: {SVTR}
-      quantizer: {{report: "${{steps.int8.report}}", calibration: "${{vars.calibration}}"}}
-      tools: [onnxruntime-quantizer, tensorrt-rtx]
-      data: ${{vars.data}}
-      check: {{metric: max_abs_error, max: 0.4}}
-""",
+        trtflow, tmp_path, _diagnosed(CALIBRATION, settings, "onnxruntime-quantizer, tensorrt-rtx")
     )
     assert done.returncode == 0, done.stderr
     folder = tmp_path / "out" / "qdq" / "diagnose" / "diagnosis"
@@ -248,3 +252,22 @@ def test_a_scale_set_by_an_outlier_channel_is_explained_by_its_rounding(tmp_path
     assert 0 < found.numbers["clipped"] < found.numbers["zeroed"]
     assert found.kind == "qdq_zeroing", found.words
     assert "outlier channel" in found.words and "clips" not in found.words
+
+
+def test_a_quantization_calibrated_far_off_the_served_inputs_is_to_be_recalibrated(
+    trtflow, tmp_path
+):
+    """Calibrated on [-0.002, 0.002], served [-1, 1]: the input's pair clips 99.8% and every range
+    after it is 500x short. Kept nodes pass the search samples but not fresh ones; the story says
+    to recalibrate, not to keep nodes, and no round trip exports the unverified fix."""
+    calibration = "{seed: 0, iterations: 4, ranges: {'*': [-0.002, 0.002]}}"
+    done = run(trtflow, tmp_path, _diagnosed(calibration, "", "onnxruntime-quantizer"))
+    assert done.returncode == 0, done.stderr
+    folder = tmp_path / "out" / "qdq" / "diagnose" / "diagnosis"
+    report = json.loads((folder / "diagnosis.json").read_text())
+    assert report["search"]["verified"] is False and report["round_trip"] is None
+    first = report["causes"][0]
+    assert first["numbers"]["model_input"] is True and first["numbers"]["clipped"] > 0.9
+    assert "no set of nodes kept in high precision holds" in report["story"]
+    assert "`transpose_43.tmp_0` clips 99.8%" in report["story"]
+    assert "recalibrate on representative inputs" in (folder / "diagnosis.md").read_text()

@@ -257,6 +257,7 @@ def _quantized(node: onnx.NodeProto, model: onnx.ModelProto, probe: Probe) -> li
             "fp32_max": largest,
             "scale": float(np.max(pair.scale)),
             "dtype": pair.dtype,
+            "model_input": pair.source in inputs,
         }
         # the larger share names the mechanism: a scale set by an outlier channel rounds 96% of a
         # PP-OCR cls activation to zero and clips 0.007% of it (served samples past calibration)
@@ -268,7 +269,7 @@ def _quantized(node: onnx.NodeProto, model: onnx.ModelProto, probe: Probe) -> li
                     f"Q/DQ scale clipping: pair `{pair.name}` ({pair.dtype}, scale {numbers['scale']:.3g}) "
                     f"clips {error.clipped:.1%} of `{pair.source}`, whose FP32 values reach {largest:.4g}; "
                     f"it alone loses {error.relative_l2:.1%} of the tensor (relative L2)"
-                    + (_UNCOVERED if pair.source in inputs else ""),
+                    + (_UNCOVERED if numbers["model_input"] else ""),
                     numbers,
                 )
             )
