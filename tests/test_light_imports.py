@@ -30,7 +30,7 @@ import json, sys
 {call}
 print("EXIT=" + str(code))
 print("HEAVY=" + json.dumps(sorted(m for m in {heavy} if m in sys.modules)))
-print("CLI=" + json.dumps(sorted(m for m in ("typer", "click") if m in sys.modules)))
+print("CLI=" + json.dumps(sorted(m for m in ("typer", "click", "rich") if m in sys.modules)))
 from trtflow.schema.reports import Report
 built = [kind for kind, model in Report.registered().items() if model.__pydantic_complete__]
 print("BUILT=" + json.dumps(sorted(built)))
@@ -55,7 +55,7 @@ except SystemExit as error:
 def _probe(*args: str, cwd, call: str = VIA_APP) -> dict[str, list[str]]:
     """What the CLI (the typer app, or `trtflow`'s entry point with `VIA_MAIN`) left behind
     in-process: the heavy modules it imported (`HEAVY`), whether typer/click parsed the command
-    line (`CLI`), and the report models whose validators it built (`BUILT`)."""
+    line or rich printed (`CLI`), and the report models whose validators it built (`BUILT`)."""
     code = PROBE.format(heavy=repr(HEAVY), call=call)
     result = subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd
@@ -125,7 +125,8 @@ steps:
 @pytest.mark.parametrize("cached", [False, True], ids=["cold", "cached"])
 def test_a_plain_run_is_parsed_without_typer(tmp_path, cached):
     """`trtflow run RECIPE --workspace W --out O` (the cold first run users time) never imports
-    typer or click: `cli.run_command.parse` reads it (typer's parse cost ~30 ms and ~2 MB)."""
+    typer or click: `cli.run_command.parse` reads it (typer's parse cost ~30 ms and ~2 MB); nor
+    rich, its output being no terminal (`display._plain_width`, ~20 ms and ~2 MB)."""
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(TAPPED_RUN % (REPO / "pipelines" / "models" / "overflow_demo.onnx"))
     args = ("run", str(recipe), "--workspace", str(tmp_path / "ws"), "--out", str(tmp_path / "o"))

@@ -132,8 +132,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "display: a step line on a terminal loses its status colour",
         "trtflow/display.py",
-        'console.file.write(status + plain.removeprefix(f"{outcome.status:>7}") + "\\n")',
-        'console.file.write(plain + "\\n")',
+        'out.write(status + plain.removeprefix(f"{outcome.status:>7}") + "\\n")',
+        'out.write(plain + "\\n")',
         ("tests/test_display.py",),
     ),
     Mutant(
@@ -1204,6 +1204,27 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if request is not None:\n",
         "    if False:\n",
         ("tests/test_light_imports.py::test_a_plain_run_is_parsed_without_typer",),
+    ),
+    Mutant(
+        "display: a run's report to a pipe is laid out by rich (~20 ms, ~2 MB of each cold run)",
+        "trtflow/display.py",
+        "table = _plain_table(rows, width) if width is not None and rows else None",
+        "table = None",
+        ("tests/test_light_imports.py::test_a_plain_run_is_parsed_without_typer",),
+    ),
+    Mutant(
+        "display: the report's seconds are aligned left when rich is not used",
+        "trtflow/display.py",
+        'f" {cell:>{size}} " if column == 2 else f" {cell:<{size}} "',
+        'f" {cell:<{size}} "',
+        ("tests/test_display.py",),
+    ),
+    Mutant(
+        "display: an emoji code is written as is when rich is not used",
+        "trtflow/display.py",
+        "if _EMOJI_CODE.search(text) or not all(",
+        "if not all(",
+        ("tests/test_display.py",),
     ),
     Mutant(
         "run: `-j 0` is read without typer, as no parallelism at all",
