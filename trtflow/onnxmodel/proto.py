@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import mmap
 import os
 import sys
 import threading
@@ -128,16 +129,26 @@ def _uses_external_data(tensor) -> bool:
 
 
 def load(path: Path, load_weights: bool = True) -> onnx.ModelProto:
-    """`onnx.load(path, load_external_data=load_weights)`: the same model, the same errors."""
+    """`onnx.load(path, load_external_data=load_weights)`: the same model, the same errors.
+
+    The file is parsed from a memory map, not read into a bytes object first: the parsed model is
+    a copy either way, and a freed 32 MB bytes object stays in the process's heap (glibc raises
+    its mmap threshold to the largest block freed), where LAC's cold run kept three of them."""
     from google.protobuf.message import DecodeError
 
-    content = Path(path).read_bytes()
     model = messages().ModelProto()
-    decoded = model.ParseFromString(content)
-    if decoded is not None and decoded != len(content):
-        raise DecodeError(
-            f"Protobuf decoding consumed too few bytes: {decoded} out of {len(content)}"
-        )
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size:
+            with (
+                mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
+                memoryview(mapped) as content,
+            ):
+                decoded = model.ParseFromString(content)
+        else:
+            decoded = model.ParseFromString(b"")
+    if decoded is not None and decoded != size:
+        raise DecodeError(f"Protobuf decoding consumed too few bytes: {decoded} out of {size}")
     if load_weights:
         read_weights(model, path)
     return model
@@ -249,16 +260,15 @@ def save_with_external_data(
     initializer of `EXTERNAL_MIN_BYTES` or more (as `files._mark_external`) written to a fresh data
     file `location` beside `path`, in the order onnx writes them, the model pointing at it; then, with
     `keep_weights`, `load_external_data_for_model`. The same files byte for byte, and the same model
-    afterwards; the weights come back from memory instead of being read from the file again."""
-    moved = [
-        tensor
-        for tensor in initializers(model.graph)
-        if tensor.HasField("raw_data") and len(tensor.raw_data) >= EXTERNAL_MIN_BYTES
-    ]
-    weights = []
+    afterwards; the weights come back from memory instead of being read from the file again.
+    Each weight's bytes are copied out of the model once (each read of `raw_data` is a copy), and
+    without `keep_weights` let go as soon as written."""
+    moved, weights = [], []
     with open(path.parent / location, "wb") as data:
-        for tensor in moved:
-            raw = tensor.raw_data
+        for tensor in initializers(model.graph):
+            raw = tensor.raw_data if tensor.HasField("raw_data") else b""
+            if len(raw) < EXTERNAL_MIN_BYTES:
+                continue
             offset = data.tell()
             data.write(raw)
             del tensor.external_data[:]
@@ -267,7 +277,9 @@ def save_with_external_data(
                 entry = tensor.external_data.add()
                 entry.key, entry.value = key, str(value)
             tensor.ClearField("raw_data")
-            weights.append(raw)
+            moved.append(tensor)
+            if keep_weights:
+                weights.append(raw)
     save(model, path)
     if keep_weights:
         for tensor, raw in zip(moved, weights):
