@@ -1161,6 +1161,29 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "load: weights between 16 and 64 MB are written inline (save_model's own threshold)",
+        "trtflow/steps/load.py",
+        "save_model(model, model_path, external_data=weight_bytes(model) > EXTERNAL_WEIGHT_BYTES)",
+        "save_model(model, model_path)",
+        ("tests/test_load.py::test_a_model_with_large_weights_is_stored_with_them_external",),
+    ),
+    Mutant(
+        "load: the weights it wrote apart stay in memory through the self-check",
+        "trtflow/steps/load.py",
+        "    save_model(model, model_path, external_data=True, keep_weights=False)\n    return load_model(model_path, load_weights=False)\n",
+        "    save_model(model, model_path, external_data=True)\n    return model\n",
+        (
+            "tests/scale/test_saved_weights.py::test_load_lets_the_weights_it_wrote_apart_go_and_saves_its_graph_over_them",
+        ),
+    ),
+    Mutant(
+        "load: the summary reads the weights after letting them go",
+        "trtflow/steps/load.py",
+        "    facts = weight_facts(model)\n    return _save(model, model_path), status, facts\n",
+        "    model = _save(model, model_path)\n    return model, status, weight_facts(model)\n",
+        ("tests/test_load.py::test_a_model_with_large_weights_is_stored_with_them_external",),
+    ),
+    Mutant(
         "graph edit: a data file laid out in another order is copied as if saving wrote it",
         "trtflow/onnxmodel/proto.py",
         "if where != location or offset != str(end) or length != str(size):",
@@ -1172,13 +1195,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "trtflow/onnxmodel/proto.py",
         "or data.stat().st_size != end:",
         ":",
-        ("tests/test_onnx_proto.py::test_a_graph_edit_saves_what_saving_the_whole_model_saves",),
-    ),
-    Mutant(
-        "graph edit: weights saving would write inline are copied to a data file",
-        "trtflow/onnxmodel/graph_edit.py",
-        "if data is None or data.stat().st_size + weight_bytes(model) <= EXTERNAL_DATA_THRESHOLD:",
-        "if data is None:",
         ("tests/test_onnx_proto.py::test_a_graph_edit_saves_what_saving_the_whole_model_saves",),
     ),
     Mutant(

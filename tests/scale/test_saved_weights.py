@@ -126,3 +126,22 @@ def test_a_containers_memory_limit_bounds_what_is_available(
     assert memory.available_memory() == 1_500_000
     (tmp_path / "fs" / next(iter(files))).write_text("max")
     assert memory.available_memory() != 1_500_000
+
+
+def test_load_lets_the_weights_it_wrote_apart_go_and_saves_its_graph_over_them(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Past `EXTERNAL_WEIGHT_BYTES`, `load` goes on with the graph read back from what it wrote, so
+    its self-check session does not find the weights held twice; that graph, saved again (the
+    self-check restoring declared types), writes the same files."""
+    import trtflow.steps.load as load
+
+    monkeypatch.setattr(load, "EXTERNAL_WEIGHT_BYTES", 1024)
+    path = tmp_path / "model.onnx"
+    kept = load._save(_model(), path)
+    assert not kept.graph.initializer[0].HasField("raw_data")  # let go, pointing at the file
+    written = {file.name: file.read_bytes() for file in tmp_path.iterdir()}
+    assert sorted(written) == ["model.onnx", "model.onnx.data"]
+    assert load._save(kept, path) is kept
+    assert {file.name: file.read_bytes() for file in tmp_path.iterdir()} == written
+    assert numpy_helper.to_array(load_model(path).graph.initializer[0])[63, 63] == 4095

@@ -3,9 +3,9 @@
 `surgeon-insert-tap` adds graph outputs and changes no weight. Read with its weights and saved, a
 model with external data (69 MB MiniLM) had every weight read, held, written out and hashed again,
 the step's largest costs. Read without them (`load_model(load_weights=False)`), the model is its
-graph; when the data file beside it is the one `save_model` would write for it (`load` wrote it:
-`proto.written_data_file`), a copy of that file is what saving would have written, byte for byte.
-Any other model gets its weights read and goes through `save_model`, as before.
+graph; when the data file beside it is the one `save_model` writes for it (`load` wrote it:
+`proto.written_data_file`), a copy of that file is what saving it with external data writes, byte
+for byte. Any other model gets its weights read and goes through `save_model`.
 
 The data file is copied, not hard-linked: onnx refuses external data with more than one link.
 """
@@ -21,19 +21,15 @@ if TYPE_CHECKING:
 
 
 def save_edited(model: onnx.ModelProto, source: Path, target: Path) -> None:
-    """Write `model`, read from `source` without its weights and its graph edited since, to `target`
-    as `save_model` would write it with its weights."""
+    """Write `model`, read from `source` without its weights and its graph edited since, to `target`:
+    with a copy of its data file where that is the one `save_model(external_data=True)` would write
+    (so the weights stay apart whatever their size: `load` puts them apart from 16 MB, `save_model`
+    from 64 MB), else as `save_model` writes it with its weights."""
     from trtflow.onnxmodel import proto
-    from trtflow.onnxmodel.files import (
-        EXTERNAL_DATA,
-        EXTERNAL_DATA_THRESHOLD,
-        save_model,
-        weight_bytes,
-    )
+    from trtflow.onnxmodel.files import EXTERNAL_DATA, save_model
 
     data = proto.written_data_file(model, source, EXTERNAL_DATA.format(file=source.name))
-    # save_model writes a data file only past the threshold; below it, the weights go inline
-    if data is None or data.stat().st_size + weight_bytes(model) <= EXTERNAL_DATA_THRESHOLD:
+    if data is None:
         proto.read_weights(model, source)
         save_model(model, target)
         return

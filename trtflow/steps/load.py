@@ -13,7 +13,6 @@ import copy
 import json
 import re
 import shutil
-from collections import Counter
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
@@ -27,6 +26,11 @@ from trtflow.schema.paths import ModelFile
 from trtflow.steps.base import Step, StepContext, StepParams, file, value
 
 ENGINE_SUFFIXES = {".engine", ".plan", ".trt"}
+EXTERNAL_WEIGHT_BYTES = 16 << 20
+"""Weights past this size go to `model.onnx.data` (`save_model`'s own threshold is 64 MB): every
+later step reads `load`'s model, most of them its graph only (taps, run-runners, the runner's
+session), and inline weights make each one parse them, and taps write them again (LAC's 32 MB
+encoder: 0.1 s and a 32 MB copy per step; a data file is copied in the kernel)."""
 
 
 class Params(StepParams):
@@ -54,18 +58,6 @@ class Params(StepParams):
     )
 
 
-def _dims(value_info) -> list[int | str]:
-    shape = value_info.type.tensor_type.shape
-    return [d.dim_param or (d.dim_value if d.HasField("dim_value") else "?") for d in shape.dim]
-
-
-def _dtype(value_info) -> str:
-    from trtflow.onnxmodel.proto import numpy_dtype
-
-    elem_type = value_info.type.tensor_type.elem_type
-    return numpy_dtype(elem_type).name if elem_type else "unknown"
-
-
 class WrittenModelRefused(StepError):
     """The model `load` wrote is refused where the user's file is accepted; `refusal` says why."""
 
@@ -88,6 +80,8 @@ def _not_a_model(path: Path, detail: str) -> ParamError:
 
 def _pin_shapes(model, shapes: dict[str, list[int]]) -> None:
     """Set input dims, and forget inferred shapes so inference recomputes them from the new inputs."""
+    from trtflow.sessions.model_summary import dims as shown
+
     inputs = {i.name: i for i in model.graph.input}
     for name, dims in shapes.items():
         if name not in inputs:
@@ -98,7 +92,7 @@ def _pin_shapes(model, shapes: dict[str, list[int]]) -> None:
         if len(shape.dim) != len(dims):
             raise ParamError(
                 "shapes",
-                f"input `{name}` has rank {len(shape.dim)} ({_dims(inputs[name])}), got {dims}",
+                f"input `{name}` has rank {len(shape.dim)} ({shown(inputs[name])}), got {dims}",
             )
         for dim, size in zip(shape.dim, dims):
             dim.Clear()
@@ -109,17 +103,34 @@ def _pin_shapes(model, shapes: dict[str, list[int]]) -> None:
 
 
 def _infer_and_save(model, model_path: Path, ctx: StepContext, declared):
-    """Shape inference, then write the model with its subgraphs' declared types; returns (model, how inference went).
+    """Shape inference, then write the model with its subgraphs' declared types; returns (model, how
+    inference went, what the summary says of the weights).
 
     Inference reads a copy without the large weights (`infer_top_level_shapes`), so a model of
     any size costs no more than its one copy in memory. A failure is reported in the summary, not
     fatal: the model stays usable and TensorRT infers shapes itself."""
-    from trtflow.onnxmodel.files import infer_top_level_shapes, save_model
+    from trtflow.onnxmodel.files import infer_top_level_shapes
+    from trtflow.sessions.model_summary import weight_facts
 
     status = infer_top_level_shapes(model)
     _restore_types(model, declared, 1)
-    save_model(model, model_path)
-    return model, status
+    facts = weight_facts(model)
+    return _save(model, model_path), status, facts
+
+
+def _save(model, model_path: Path):
+    """Write `load`'s model, its weights apart past `EXTERNAL_WEIGHT_BYTES`; returns the model to go
+    on with. Weights written apart are let go: the model goes on as its graph, read back, pointing
+    at them, so the self-check's session does not find them held twice (LAC: `load` peaked at
+    200 MiB, above Polygraphy's whole run). Such a graph, saved again by the self-check, holds no
+    weight bytes: onnx writes it pointing at the data file already there (the same bytes)."""
+    from trtflow.onnxmodel.files import load_model, save_model, weight_bytes
+
+    if weight_bytes(model) <= EXTERNAL_WEIGHT_BYTES:
+        save_model(model, model_path, external_data=False)
+        return model
+    save_model(model, model_path, external_data=True, keep_weights=False)
+    return load_model(model_path, load_weights=False)
 
 
 def _declared_types(model) -> list[tuple[list, ...]]:
@@ -225,8 +236,6 @@ def _verify_written(
     it check the pinned shapes (a 32 MB model's check: 0.5 s). Where the user's file cannot run the feed
     (unknown dims made 1), only opening is judged: a session that opened and then failed to run
     already said so (Silero VAD: two sessions, not three)."""
-    from trtflow.onnxmodel.files import save_model
-
     run = inlined or _has_bodies(model)
     opening, running = _refusals(model_path, params, run, inlined or params.check == "full")
     if opening is None and running is None:
@@ -240,11 +249,11 @@ def _verify_written(
         run = False
     refusal = opening or running
     _restore_types(model, declared, 0)
-    save_model(model, model_path)
+    model = _save(model, model_path)
     final = _refusal(model_path, params, run)
     if final is not None:  # the declared branch types themselves fail once ORT inlines the branch
         _forget_subgraph_shapes(model)
-        save_model(model, model_path)
+        model = _save(model, model_path)
         final = _refusal(model_path, params, run)
     if final is None:
         return model, f"dropped, because the inferred types made the model invalid ({refusal})"
@@ -265,9 +274,25 @@ def _verify_written(
     )
 
 
+def _checker_complaint(params: Params) -> Exception | None:
+    """What onnx.checker raises on the user's file (at the step's `check` level), None when it accepts
+    it or `check: false`. Run before `load` reads the model: the checker holds its own copy of it and
+    the file's bytes, gone before ours is made (LAC: 64 MB less at `load`'s peak)."""
+    from trtflow.onnxmodel.proto import check_model_path
+
+    if not params.check:
+        return None
+    try:
+        check_model_path(params.path, full_check=params.check == "full")
+    except Exception as error:  # noqa: BLE001 - raised once the file is known to be a model
+        return error
+    return None
+
+
 def _write(model, ctx: StepContext, params: Params, inlined: bool = False):
     """Name the nodes, pin `shapes`, infer and write `model`, and make sure what was written opens
-    where the user's file does; returns (model, renamed nodes, how inference went)."""
+    where the user's file does; returns (model, renamed nodes, how inference went, what the
+    summary says of the weights)."""
     from trtflow.onnxmodel.files import name_nodes
 
     renamed = name_nodes(model)
@@ -275,53 +300,12 @@ def _write(model, ctx: StepContext, params: Params, inlined: bool = False):
     if params.shapes:
         _pin_shapes(model, params.shapes)
     ctx.progress(2, 5, "inferring shapes")
-    model, inference = _infer_and_save(model, ctx.output_path("model"), ctx, declared)
+    model, inference, facts = _infer_and_save(model, ctx.output_path("model"), ctx, declared)
     ctx.progress(3, 5, "checking what was written")
     model, inference = _verify_written(
         model, ctx.output_path("model"), params, declared, inference, inlined
     )
-    return model, renamed, inference
-
-
-def summarize(model, source: Path, renamed: dict[str, str], inference: str) -> dict[str, Any]:
-    from trtflow.onnxmodel import qdq_lint
-    from trtflow.onnxmodel.files import iter_graphs, weight_bytes
-    from trtflow.onnxmodel.formats import FORMATS
-    from trtflow.precision.ranges import FP16_CONVERTERS, as_dicts, constant_ranges, lost_values
-
-    nodes = [node for graph in iter_graphs(model.graph) for node in graph.node]
-    initializers = {i.name for i in model.graph.initializer}
-    quantization = qdq_lint.summary(model)
-    ranges = constant_ranges(model)
-    return {
-        "format": "onnx",
-        "file": source.name,
-        "ir_version": model.ir_version,
-        "opset": {entry.domain or "ai.onnx": entry.version for entry in model.opset_import},
-        "producer": " ".join(filter(None, (model.producer_name, model.producer_version))),
-        "nodes": len(nodes),
-        "subgraphs": sum(1 for _ in iter_graphs(model.graph)) - 1,
-        "op_histogram": dict(Counter(node.op_type for node in nodes).most_common()),
-        "inputs": [
-            {"name": i.name, "dtype": _dtype(i), "shape": _dims(i)}
-            for i in model.graph.input
-            if i.name not in initializers
-        ],
-        "outputs": [
-            {"name": o.name, "dtype": _dtype(o), "shape": _dims(o)} for o in model.graph.output
-        ],
-        "weights": {"initializers": len(model.graph.initializer), "bytes": weight_bytes(model)},
-        "shape_inference": inference,
-        "renamed_nodes": renamed,
-        "constant_ranges": as_dicts(ranges),
-        "out_of_range": {
-            name: as_dicts(lost_values(model, FORMATS[name], ranges)) for name in ("fp16", "bf16")
-        },
-        "out_of_range_converters": {
-            "fp16": FP16_CONVERTERS
-        },  # what becomes of those values, by converter
-        **({"quantization": quantization.as_dict()} if quantization is not None else {}),
-    }
+    return model, renamed, inference, facts
 
 
 class Load(Step):
@@ -356,7 +340,7 @@ class Load(Step):
             "the run (exit 1) as `polygraphy check lint` does; true without lint.",
         ),
     }
-    version = 9  # 9: lint lists what TensorRT refuses in a quantized model (qdq_lint); 8: lint node by node, graph problems, `passed`; 7: local functions inlined; 6: self-check with the runner's session options + one feed; 2: out_of_range entries give the constant's `size`; 3: subgraphs keep their declared types; 5: Q/DQ summary
+    version = 10  # 10: weights past 16 MB in model.onnx.data (EXTERNAL_WEIGHT_BYTES); 9: lint lists what TensorRT refuses in a quantized model (qdq_lint); 8: lint node by node, graph problems, `passed`; 7: local functions inlined; 6: self-check with the runner's session options + one feed; 2: out_of_range entries give the constant's `size`; 3: subgraphs keep their declared types; 5: Q/DQ summary
     # 4: out_of_range_converters says which converters give ±inf and which clamp
 
     def fingerprint(self, params: Params) -> dict[str, str]:
@@ -389,13 +373,14 @@ class Load(Step):
             refused_external_data,
         )
         from trtflow.onnxmodel.lint import node_named, problem_lines
-        from trtflow.onnxmodel.proto import check_model_path, validation_errors
+        from trtflow.onnxmodel.proto import validation_errors
         from trtflow.ort_sessions import session_refusal
 
         refused = validation_errors()
 
         ctx.progress(0, 5, "reading")
-        # read first: `check: false` is no advice for a file that is not ONNX at all, or truncated
+        checked = _checker_complaint(params)
+        # heard after reading: `check: false` is no advice for a file that is not ONNX at all, or truncated
         try:
             model = load_model(params.path)
         except DecodeError:
@@ -422,41 +407,38 @@ class Load(Step):
         if lacking:
             raise _not_a_model(params.path, f"it has no {' and no '.join(lacking)}")
         lint = self._lint(ctx, params, model) if params.lint else None
-        if params.check:
-            try:
-                check_model_path(params.path, full_check=params.check == "full")
-            except (*refused, DecodeError) as error:
-                complaint = str(error).strip()
-                runtime = session_refusal(
-                    params.path, run=bool(params.shapes), shapes=params.shapes
+        if checked is not None:
+            if not isinstance(checked, (*refused, DecodeError)):
+                raise checked
+            complaint = str(checked).strip()
+            runtime = session_refusal(params.path, run=bool(params.shapes), shapes=params.shapes)
+            if runtime is None:  # ONNX Runtime runs it: the checker's complaint is a warning
+                node = node_named(complaint)
+                ctx.notice(
+                    f"{params.path}: onnx.checker complains"
+                    f"{f' at node `{node}`' if node else ''}: {complaint}; ONNX Runtime runs "
+                    "the model, so it is loaded (`lint: true` lists every problem; `check: "
+                    "false` skips the checker)"
                 )
-                if runtime is None:  # ONNX Runtime runs it: the checker's complaint is a warning
-                    node = node_named(complaint)
-                    ctx.notice(
-                        f"{params.path}: onnx.checker complains"
-                        f"{f' at node `{node}`' if node else ''}: {complaint}; ONNX Runtime runs "
-                        "the model, so it is loaded (`lint: true` lists every problem; `check: "
-                        "false` skips the checker)"
-                    )
-                    params = params.model_copy(update={"check": False})
-                else:
-                    every = (
-                        "; every problem (lint):\n  " + "\n  ".join(problem_lines(lint))
-                        if lint is not None and lint.problems
-                        else ""
-                    )
-                    raise ParamError(
-                        "path",
-                        f"{params.path}: not a valid ONNX model: {complaint}, and ONNX Runtime "
-                        f"refuses it too ({runtime[:300]}) (set `check: false` on the load step to "
-                        f"load it anyway){every}",
-                    ) from None
+                params = params.model_copy(update={"check": False})
+            else:
+                every = (
+                    "; every problem (lint):\n  " + "\n  ".join(problem_lines(lint))
+                    if lint is not None and lint.problems
+                    else ""
+                )
+                raise ParamError(
+                    "path",
+                    f"{params.path}: not a valid ONNX model: {complaint}, and ONNX Runtime "
+                    f"refuses it too ({runtime[:300]}) (set `check: false` on the load step to "
+                    f"load it anyway){every}",
+                ) from None
         ctx.progress(1, 5, "naming nodes")
         inlined: list[str] = []
         if params.inline_functions:
             kept, (model, inlined) = model, inline_local_functions(model)
         try:
-            model, renamed, inference = _write(model, ctx, params, bool(inlined))
+            model, renamed, inference, facts = _write(model, ctx, params, bool(inlined))
         except WrittenModelRefused as refused:
             if not inlined:
                 raise
@@ -468,14 +450,16 @@ class Load(Step):
                 "functions kept, as `inline_functions: false` does (taps and precision plans see "
                 "each call as one node)"
             )
-            model, renamed, inference = _write(kept, ctx, params)
+            model, renamed, inference, facts = _write(kept, ctx, params)
         else:
             if inlined:
                 ctx.log(f"inlined the local functions {', '.join(inlined)}")
         if inference != "ok":
             ctx.log(f"shape inference {inference}")
         ctx.progress(4, 5, "summarizing")
-        summary = summarize(model, params.path, renamed, inference)
+        from trtflow.sessions.model_summary import summarize
+
+        summary = summarize(model, params.path, renamed, inference, facts)
         ctx.output_path("summary").write_text(json.dumps(summary, indent=1))
         ctx.progress(5, 5, "done")
         return {"kind": "onnx", "passed": lint is None or lint.passed}

@@ -93,8 +93,9 @@ class SurgeonInsertTap(Step):
         ),
     }
     version = (
-        3  # 2: tensors: engine-layers, the engine_layers output; 3: `all` leaves Constants out
+        4  # 2: tensors: engine-layers, the engine_layers output; 3: `all` leaves Constants out
     )
+    # 4: weights in the data file `load` writes (16-64 MB: inline before) stay in a copy of it
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         return {"onnx": installed_version("onnx")}
