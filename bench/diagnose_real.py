@@ -1,9 +1,10 @@
 """`trtflow diagnose` on six real pre-trained models from PyPI wheels: the table of issue 27.
 
-    TRTFLOW_MODELOPT_PYTHON=/opt/modelopt-venv/bin/python python bench/diagnose_real.py \
-        [--folder DIR] [--only NAME]
+    python bench/diagnose_real.py [--folder DIR] [--only NAME]
 
-(without ModelOpt's interpreter the Q/DQ rows say modelopt-quantizer: not applied, not installed).
+ModelOpt runs from /opt/modelopt-venv or `TRTFLOW_MODELOPT_PYTHON` (without either, the Q/DQ
+rows say modelopt-quantizer: not applied, not installed). A folder of an earlier run with other
+cases' settings must be removed first: `trtflow diagnose` keeps a recipe it did not write.
 
 Each model is diagnosed through the one-command form (`trtflow diagnose MODEL --precision ...`),
 which writes a recipe and runs it; the table says, per model: the causes found (mechanism and

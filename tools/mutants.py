@@ -1145,6 +1145,13 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "quantize: ModelOpt's default venv is not looked for without TRTFLOW_MODELOPT_PYTHON",
+        "trtflow/precision/quantizers.py",
+        "if not found and Path(DEFAULT_MODELOPT_PYTHON).is_file():",
+        "if False:",
+        ("tests/quant/test_quantize_step.py::test_modelopt",),
+    ),
+    Mutant(
         "ray: a local Ray starts without its guard (a killed run leaves its agents running)",
         "trtflow/executor/pools.py",
         'if not address and sys.platform.startswith("linux"):',

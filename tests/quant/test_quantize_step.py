@@ -79,12 +79,14 @@ def test_an_exclusion_the_model_lacks_is_a_recipe_error(trtflow, tmp_path, float
     assert "squar" in done.stderr and "square" in done.stderr and "nodes_to_exclude" in done.stderr
 
 
-def test_modelopt(trtflow, tmp_path):
+@pytest.mark.parametrize("named", [True, False], ids=["named", "default-venv"])
+def test_modelopt(trtflow, tmp_path, named):
     """ModelOpt INT8 from its venv where it is installed (PP-OCRv4's SVTR blocks: ModelOpt leaves a
-    tiny MatMul alone); elsewhere exit 2 saying how to install it."""
+    tiny MatMul alone), named by TRTFLOW_MODELOPT_PYTHON or found at its default path, as the
+    round trip's AutoCast finds it; elsewhere exit 2 saying how to install it."""
     float_svtr = tmp_path / "svtr.onnx"
     onnx.save(corpus.prepared(corpus.SVTR, corpus.SVTR_SHAPE), float_svtr)
-    env = {"TRTFLOW_MODELOPT_PYTHON": str(MODELOPT_VENV)}
+    env = {"TRTFLOW_MODELOPT_PYTHON": str(MODELOPT_VENV) if named else ""}
     done, folder = _quantize(trtflow, tmp_path, float_svtr, ", quantizer: modelopt", env)
     if not MODELOPT_VENV.exists():
         assert done.returncode == 2 and "nvidia-modelopt" in done.stderr

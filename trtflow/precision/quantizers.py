@@ -8,7 +8,8 @@
   gives back its real weights (a model whose weights are stored quantized has lost them).
 - NVIDIA ModelOpt's ONNX PTQ (`python -m modelopt.onnx.quantization`, INT8 and FP8), as a child
   process: its onnx/onnxruntime pins conflict with trtflow's, so it usually lives in a venv of its
-  own, found through `TRTFLOW_MODELOPT_PYTHON` (else this Python, if ModelOpt imports here).
+  own, found through `TRTFLOW_MODELOPT_PYTHON` (else this Python, if ModelOpt imports here, else
+  `/opt/modelopt-venv/bin/python` where it exists, the venv the AutoCast round trip also uses).
   Calibration runs on ONNX Runtime's CPU provider; the parts left unquantized stay FP32
   (`--high_precision_dtype fp32`: its default converts them to FP16).
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 MODELOPT_PYTHON = "TRTFLOW_MODELOPT_PYTHON"
+DEFAULT_MODELOPT_PYTHON = "/opt/modelopt-venv/bin/python"
 MODELOPT_INSTALL = (
     "install it into a virtual environment of its own (its onnx/onnxruntime pins conflict with "
     "trtflow's): `python -m venv /opt/modelopt-venv && /opt/modelopt-venv/bin/pip install "
@@ -137,7 +139,7 @@ def _onnxruntime(
 
 def modelopt_python() -> str:
     """The interpreter that runs ModelOpt: `TRTFLOW_MODELOPT_PYTHON`, else this one if ModelOpt's
-    ONNX quantization imports here."""
+    ONNX quantization imports here, else the default venv's where it exists."""
     given = os.environ.get(MODELOPT_PYTHON)
     if given:
         if not Path(given).exists():
@@ -152,6 +154,10 @@ def modelopt_python() -> str:
         found = find_spec("modelopt.onnx.quantization") is not None
     except ModuleNotFoundError:
         found = False
+    if not found and Path(DEFAULT_MODELOPT_PYTHON).is_file():
+        # the round trip's AutoCast runs there too: without it, diagnose's ModelOpt quantizer was
+        # "not installed" while AutoCast in the same step ran
+        return DEFAULT_MODELOPT_PYTHON
     if not found:
         raise QuantizerUnavailable(
             f"ModelOpt (nvidia-modelopt) is not installed here; {MODELOPT_INSTALL}"

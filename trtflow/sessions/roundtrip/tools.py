@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from trtflow.precision.quantizers import DEFAULT_MODELOPT_PYTHON, MODELOPT_PYTHON
 from trtflow.schema.paths import InputPath
 from trtflow.tensors.inputs import DataSpec
 
@@ -49,8 +50,6 @@ QUANTIZERS: dict[Tool, str] = {
     "onnxruntime-quantizer": "onnxruntime",
     "modelopt-quantizer": "modelopt",
 }
-MODELOPT_PYTHON = "TRTFLOW_MODELOPT_PYTHON"
-DEFAULT_MODELOPT_PYTHON = "/opt/modelopt-venv/bin/python"
 MODELOPT_INSTALL = (
     "python -m venv /opt/modelopt-venv && /opt/modelopt-venv/bin/pip install 'nvidia-modelopt[onnx]' "
     f"(its own environment: its onnx/onnxruntime pins conflict with trtflow's), or set {MODELOPT_PYTHON} "
