@@ -1152,6 +1152,15 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/quant/test_quantize_step.py::test_modelopt",),
     ),
     Mutant(
+        "quantize: ModelOpt is given the user's own model file (it writes over it)",
+        "trtflow/precision/quantizers.py",
+        'given = _private_copy(source, Path(folder, "model"))',
+        "given = source",
+        (
+            "tests/roundtrip/test_qdq_round_trip.py::test_a_keep_set_alone_is_excluded_with_the_producers_the_quantizer_attaches_pairs_to",
+        ),
+    ),
+    Mutant(
         "ray: a local Ray starts without its guard (a killed run leaves its agents running)",
         "trtflow/executor/pools.py",
         'if not address and sys.platform.startswith("linux"):',

@@ -137,6 +137,22 @@ def _onnxruntime(
     )
 
 
+def _private_copy(source: Path, folder: Path) -> Path:
+    """`source` and its external data files copied into `folder`: ModelOpt's preprocessing writes
+    its shape-inferred model over the file it is given (`infer_shapes_path(path, path)`), which
+    rewrote the user's own float model (measured: PP-OCRv4's SVTR neck gained 4 value_info entries
+    in the repository's `pipelines/models/`)."""
+    import shutil
+
+    from trtflow.onnxmodel.files import external_data_files
+
+    folder.mkdir()
+    for name in [source.name, *external_data_files(source)]:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source.parent / name, folder / name)
+    return folder / source.name
+
+
 def modelopt_python() -> str:
     """The interpreter that runs ModelOpt: `TRTFLOW_MODELOPT_PYTHON`, else this one if ModelOpt's
     ONNX quantization imports here, else the default venv's where it exists."""
@@ -217,7 +233,8 @@ def _modelopt(
             name: np.concatenate([f[name] for f in feeds]) for name in feeds[0]
         }
         np.savez(data, **stacked)
-        files = {"MODEL.onnx": str(source), "quantized.onnx": str(target)}
+        given = _private_copy(source, Path(folder, "model"))
+        files = {"MODEL.onnx": str(given), "quantized.onnx": str(target)}
         files["calibration.npz"] = str(data)
         done = subprocess.run(
             [python, *(files.get(argument, argument) for argument in command)],
