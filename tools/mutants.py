@@ -683,7 +683,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "            readers.setdefault(value, []).append(node.name)",
         "            pass",
         (
-            "tests/roundtrip/test_round_trip.py::test_the_converter_rounding_a_kept_value_read_twice_is_named",
+            "tests/roundtrip/test_round_trip.py::test_a_kept_value_the_converter_still_rounds_is_named",
         ),
     ),
     Mutant(
@@ -720,6 +720,65 @@ MUTANTS: tuple[Mutant, ...] = (
         "read_outputs = []",
         (
             "tests/roundtrip/test_round_trip.py::test_the_converters_output_of_a_kept_node_loads_in_onnxruntime",
+        ),
+    ),
+    Mutant(
+        "round trip: values the converter would round reach it as they are (no FP64 copies)",
+        "trtflow/sessions/roundtrip/exports.py",
+        "reads = prepare_reads(named, set(keep) - set(constants)) if converter else Prepared()",
+        "reads = Prepared()",
+        (
+            "tests/roundtrip/test_converter_reads.py",
+            "tests/roundtrip/test_round_trip.py::test_a_kept_value_read_twice_reaches_the_converters_kept_nodes_in_fp32",
+        ),
+    ),
+    Mutant(
+        "round trip: a graph input a kept node reads twice reaches the converter as it is",
+        "trtflow/sessions/roundtrip/converter_reads.py",
+        "if nodes[index].name in keep and list(nodes[index].input).count(value) > 1",
+        "if False",
+        (
+            "tests/roundtrip/test_round_trip.py::test_a_kept_value_read_twice_reaches_the_converters_kept_nodes_in_fp32",
+        ),
+    ),
+    Mutant(
+        "round trip: a kept value read more than once reaches the converter as it is",
+        "trtflow/sessions/roundtrip/converter_reads.py",
+        "if value in kept_made and len(where) > 1:",
+        "if False:",
+        (
+            "tests/roundtrip/test_round_trip.py::test_a_kept_value_read_twice_reaches_the_converters_kept_nodes_in_fp32",
+        ),
+    ),
+    Mutant(
+        "round trip: the weights a kept If reads are not moved into it",
+        "trtflow/sessions/roundtrip/converter_reads.py",
+        "                copy.CopyFrom(floats[name])\n",
+        "",
+        ("tests/roundtrip/test_converter_reads.py",),
+    ),
+    Mutant(
+        "round trip: a weight the top level still reads is defined again inside the kept If",
+        "trtflow/sessions/roundtrip/converter_reads.py",
+        "if name in still:  # no name defined twice, in and around the subgraph",
+        "if False:",
+        ("tests/roundtrip/test_converter_reads.py",),
+    ),
+    Mutant(
+        "round trip: a kept If's branches read the outer value the converter made FP16",
+        "trtflow/sessions/roundtrip/converter_reads.py",
+        "            _read_inside(node, name)",
+        "            pass",
+        ("tests/roundtrip/test_converter_reads.py",),
+    ),
+    Mutant(
+        "round trip: the FP64 and FP32 Casts of the converter's copy are left out of its block list",
+        "trtflow/sessions/roundtrip/exports.py",
+        "names = [n for n in keep if n not in constants] + casts + reads.casts",
+        "names = [n for n in keep if n not in constants] + casts",
+        (
+            "tests/roundtrip/test_converter_reads.py",
+            "tests/roundtrip/test_round_trip.py::test_a_kept_value_read_twice_reaches_the_converters_kept_nodes_in_fp32",
         ),
     ),
     # diagnose: a finding is attached to a cause only when keeping that cause removes it (measured)
@@ -897,6 +956,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "_as_stored(trial), bool(passed), _as_stored(metrics), float(seconds)",
         "_as_stored(trial), bool(passed), metrics, float(seconds)",
         ("tests/test_resumed_reports.py",),
+    ),
+    ),
     ),
     Mutant(
         "bisect-precision: the report lists only the trials run now, not those the journal answered",

@@ -204,3 +204,37 @@ def converter_traps_model(path: Path) -> Path:
         [numpy_helper.from_array(np.array(0.5, np.float32), "scale")],
     )
     return _save(graph, path)
+
+
+def kept_if_model(path: Path) -> Path:
+    """A kept If whose branches read, from the outer scope, a weight `w` that the lowered `scale`
+    reads too, a weight `big` (5e4: onnxconverter-common clamps a converted weight to 1e4) and the
+    lowered `scaled`: the converter converts all three around branches it leaves FP32."""
+
+    def branch(name: str, nodes: list[onnx.NodeProto], output: str) -> onnx.GraphProto:
+        out = helper.make_tensor_value_info(output, TensorProto.FLOAT, [2, 8])
+        return helper.make_graph(nodes, name, [], [out])
+
+    then = branch(
+        "then",
+        [
+            helper.make_node("Mul", ["scaled", "big"], ["t"], name="t"),
+            helper.make_node("Add", ["t", "w"], ["y_then"], name="y_then"),
+        ],
+        "y_then",
+    )
+    other = branch(
+        "else", [helper.make_node("Sub", ["scaled", "w"], ["y_else"], name="y_else")], "y_else"
+    )
+    cond = [
+        helper.make_node("ReduceMax", ["x"], ["top"], name="top", keepdims=0),
+        helper.make_node("Greater", ["top", "floor"], ["cond"], name="cond"),
+    ]
+    scale = helper.make_node("Mul", ["x", "w"], ["scaled"], name="scale")
+    kept = helper.make_node(
+        "If", ["cond"], ["y"], name="branch", then_branch=then, else_branch=other
+    )
+    weights = {"w": 0.5, "big": 5e4, "floor": -10.0}
+    x, y = (helper.make_tensor_value_info(name, TensorProto.FLOAT, [2, 8]) for name in "xy")
+    initializers = [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in weights.items()]
+    return _save(helper.make_graph([scale, *cond, kept], "kept_if", [x], [y], initializers), path)

@@ -67,12 +67,12 @@ def emulate_stored(model: onnx.ModelProto) -> onnx.ModelProto:
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     name_nodes(copy)
-    types = _tensor_types(copy)
+    types = tensor_types(copy)
     _Rewrite(types).graph(copy.graph, None)
     return copy
 
 
-def _tensor_types(model: onnx.ModelProto) -> dict[str, int]:
+def tensor_types(model: onnx.ModelProto) -> dict[str, int]:
     """Every tensor's element type, as ONNX's type inference gives it (subgraphs included)."""
     import onnx
 

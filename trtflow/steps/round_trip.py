@@ -40,12 +40,14 @@ class RoundTripStep(Step):
         "summary": file(".md", "The report as a table."),
         "passed": value(True, "Every tool that applied the fix passes the check (and one did)."),
     }
-    version = 4
+    version = 5
     # 2: AutoCast gets the samples (--calibration_data) and --keep_io_types; converter notes
     # 3: qdq re-quantizes through the `quantize` step's call (its report's settings), exclusions
     # worked out with their producers when not given; ModelOpt and TensorRT-RTX for qdq
     # 4: the converter's copy splits shared weights, rewires graph outputs read inside, and its
     # block list takes the Casts to FLOAT (its output loads in ONNX Runtime)
+    # 5: the converter's copy gives values read more than once, or inside a kept If, FP64 copies,
+    # and moves the outer weights a kept If reads into it (Silero VAD's fix survives the converter)
 
     def fingerprint(self, params: Params) -> dict[str, str]:
         return tool_versions()

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from trtflow.lazy import lazy_import
+from trtflow.sessions.roundtrip.converter_reads import Prepared, prepare_reads
 
 if TYPE_CHECKING:
     import numpy as np
@@ -100,8 +101,25 @@ def tool_input(original: onnx.ModelProto, keep: Sequence[str], converter: bool) 
         "copy the tool is given: with keep_io_types, onnxconverter-common makes the output FP32 "
         "but leaves its FP16 readers reading that FP32 name (ONNX Runtime refuses the file)",
     )
-    prepared = named if (functions or unnamed or constants or shared or read_outputs) else None
-    names = [n for n in keep if n not in constants] + casts
+    reads = prepare_reads(named, set(keep) - set(constants)) if converter else Prepared()
+    say(
+        reads.values,
+        "{count} value(s) ({names}) reach each read the converter would round through an FP64 "
+        "copy and an FP32 Cast of its own (kept) in the copy the tool is given: "
+        "onnxconverter-common removes the FP16 Cast pair it puts between kept nodes only where the "
+        "value has one reader reading it once, and a kept node's subgraphs read outer values it "
+        "made FP16; FP32 -> FP64 -> FP32 is exact, and the converter leaves FP64 alone",
+    )
+    say(
+        reads.moved,
+        "{count} float initializer(s) read inside kept nodes' subgraphs ({names}) are moved into "
+        "those subgraphs in the copy the tool is given: onnxconverter-common converts an "
+        "initializer no kept node reads as an input, and leaves the kept subgraph expecting FP32 "
+        "(ONNX Runtime refuses the file)",
+    )
+    changed = functions or unnamed or constants or shared or read_outputs
+    prepared = named if (changed or reads.values or reads.moved) else None
+    names = [n for n in keep if n not in constants] + casts + reads.casts
     return ToolInput(prepared, names, notes)
 
 
