@@ -957,7 +957,24 @@ MUTANTS: tuple[Mutant, ...] = (
         "_as_stored(trial), bool(passed), metrics, float(seconds)",
         ("tests/test_resumed_reports.py",),
     ),
+    Mutant(
+        "bisect-precision: autocast_args.txt names no calibration samples",
+        "trtflow/sessions/precision/outcome.py",
+        '        arguments += ["--calibration_data", AUTOCAST_CALIBRATION]\n',
+        "",
+        (
+            "tests/bisect/test_bisect_step.py::test_the_keep_set_is_written_for_modelopt_autocast_and_onnxconverter_common",
+        ),
     ),
+    Mutant(
+        "bisect-precision: the calibration folder autocast_args.txt names is left empty",
+        "trtflow/steps/bisect_precision.py",
+        "collect_samples(model, params.data, params.inputs),",
+        "[],",
+        (
+            "tests/bisect/test_bisect_step.py::test_the_keep_set_is_written_for_modelopt_autocast_and_onnxconverter_common",
+            "tests/bisect/test_bisect_step.py::test_autocast_runs_with_the_written_arguments_in_the_steps_output_folder",
+        ),
     ),
     Mutant(
         "bisect-precision: the report lists only the trials run now, not those the journal answered",

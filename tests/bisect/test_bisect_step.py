@@ -17,6 +17,8 @@ import pytest
 from bisect_models import chain_model, save, varied_model
 from conftest import step_value
 
+from trtflow.sessions.roundtrip.tools import modelopt_python
+
 CHECK_SCRIPT = """
 import os, sys, glob, numpy as np
 with open(os.environ["TRIAL_LOG"], "a") as log:
@@ -594,14 +596,21 @@ def test_the_keep_set_is_written_for_modelopt_autocast_and_onnxconverter_common(
     assert done.returncode == 0, done.stdout + done.stderr
     out = outputs(tmp_path)
     arguments = shlex.split((out / "autocast_args.txt").read_text())
-    assert arguments[:4] == [
+    assert arguments[:6] == [
         "--low_precision_type",
         "fp16",
         "--keep_io_types",
+        "--calibration_data",
+        "autocast_calibration",
         "--nodes_to_exclude",
     ]
+    samples = sorted((out / "autocast_calibration").iterdir())
+    assert [p.name for p in samples] == ["00000.npz", "00001.npz", "00002.npz"]
+    with np.load(samples[0]) as first:
+        assert list(first) == ["x"] and first["x"].shape == (2, 8)
+        assert np.abs(first["x"]).max() <= 1
     names = [node.name for node in model.graph.node]
-    excluded = [n for n in names if any(re.match(p, n) for p in arguments[4:])]
+    excluded = [n for n in names if any(re.match(p, n) for p in arguments[6:])]
     assert excluded == culprits == ["node3", "node40"]
     block_list = json.loads((out / "node_block_list.json").read_text())
     assert block_list == culprits
@@ -623,6 +632,32 @@ def test_the_keep_set_is_written_for_modelopt_autocast_and_onnxconverter_common(
     assert not np.allclose(converted([]), expected, atol=0.05, rtol=0.05)
 
 
+@pytest.mark.skipif(
+    modelopt_python() is None, reason="ModelOpt is not installed (/opt/modelopt-venv)"
+)
+def test_autocast_runs_with_the_written_arguments_in_the_steps_output_folder(trtflow, tmp_path):
+    """As autocast_args.txt's own description says to run it (`xargs -a autocast_args.txt python -m
+    modelopt.onnx.autocast --onnx_path MODEL`, in the step's folder): its `--calibration_data` folder
+    is there, and AutoCast keeps the nodes it names in FP32."""
+    import onnx
+    from onnx import TensorProto
+
+    model, culprits = chain_model(12, {3})
+    save(model, tmp_path / "chain.onnx")
+    done = run(trtflow, tmp_path, write_recipe(tmp_path, hunt_step("chain.onnx")))
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = outputs(tmp_path)
+    arguments = (out / "autocast_args.txt").read_text().split()
+    command = [modelopt_python(), "-m", "modelopt.onnx.autocast", "--onnx_path"]
+    command += [str(tmp_path / "chain.onnx"), "--output_path", str(tmp_path / "mixed.onnx")]
+    done = subprocess.run(command + arguments, cwd=out, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    mixed = onnx.load(str(tmp_path / "mixed.onnx"))
+    weights = {t.name: t.data_type for t in mixed.graph.initializer}
+    assert culprits == ["node3"]
+    assert (weights["node3_var"], weights["node5_var"]) == (TensorProto.FLOAT, TensorProto.FLOAT16)
+
+
 def test_no_autocast_arguments_for_fp8_and_no_block_list_for_bf16(trtflow, tmp_path):
     """AutoCast lowers to fp16 or bf16 and onnxconverter-common to fp16 only: a keep list for
     another precision would read as one that applies."""
@@ -638,9 +673,9 @@ def test_no_autocast_arguments_for_fp8_and_no_block_list_for_bf16(trtflow, tmp_p
         present = {n for n in ("autocast_args.txt", "node_block_list.json") if (out / n).exists()}
         assert present == written, precision
         if written:
-            assert (
-                out / "autocast_args.txt"
-            ).read_text() == "--low_precision_type bf16 --keep_io_types\n"
+            assert (out / "autocast_args.txt").read_text() == (
+                "--low_precision_type bf16 --keep_io_types --calibration_data autocast_calibration\n"
+            )
 
 
 GPU_BACKEND_MODULE = """

@@ -24,7 +24,7 @@ from trtflow.sessions.precision.outcome import (
 from trtflow.sessions.precision.report import BisectReport
 from trtflow.sessions.precision.search import PrecisionSearch
 from trtflow.sessions.precision.settings import SearchSettings
-from trtflow.steps.base import Step, StepContext, StepParams, file, measurement, value
+from trtflow.steps.base import Step, StepContext, StepParams, file, folder, measurement, value
 
 
 class Params(SearchSettings, StepParams):
@@ -73,6 +73,13 @@ class BisectPrecision(Step):
             "Names are the model's own or trtflow's stable names (the mixed `model` carries them).",
             optional=True,
         ),
+        "autocast_calibration": folder(
+            "The search's samples, one .npz per sample: the `--calibration_data` that "
+            "autocast_args.txt names (relative: run AutoCast in this step's output folder), so "
+            "AutoCast's reference run and range rules see the inputs the plan was verified on "
+            "(fp16/bf16, when a plan passes).",
+            optional=True,
+        ),
         "node_block_list": file(
             ".json",
             "The kept nodes as onnxconverter-common's `node_block_list` for "
@@ -100,7 +107,7 @@ class BisectPrecision(Step):
             "manifest, not in the report, so the same search writes the same files, resumed or not.",
         ),
     }
-    version = 8  # 2: parameters typed apart from the data (Resize scales...) stay FP32; commands run in the recipe folder;
+    version = 9  # 2: parameters typed apart from the data (Resize scales...) stay FP32; commands run in the recipe folder;
     # 3: the report says which nodes the opset holds in FP32 (`held_by_opset`);
     # 4: a weight that flushes a stray value to zero is no suspect (a clean CNN is answered in one trial)
     # 5: the verification's seed in the report; AutoCast and onnxconverter-common keep lists
@@ -109,6 +116,7 @@ class BisectPrecision(Step):
     #    model (no non-negative range is read as a removed activation); exclusions add their producers;
     #    weights stored quantized take their float values from it
     # 8: autocast_args.txt keeps the graph's inputs and outputs FP32 (--keep_io_types), as the plan does
+    # 9: autocast_args.txt names the search's samples (--calibration_data autocast_calibration)
     journaled = True
 
     def needs(self, params: Params) -> Resources:
@@ -124,6 +132,8 @@ class BisectPrecision(Step):
 
     def run(self, ctx: StepContext, params: Params) -> dict[str, Any]:
         from trtflow.onnxmodel.files import save_model
+        from trtflow.sessions.trials import collect_samples
+        from trtflow.tensors.judges import write_samples
 
         if params.precision == "qdq" and params.reference_model is None:
             _say_what_the_reference_is(ctx, params)
@@ -138,6 +148,10 @@ class BisectPrecision(Step):
                 _write_json(ctx, "layer_precisions", plan.layer_map(model))
             if params.precision in AUTOCAST_PRECISIONS:
                 ctx.output_path("autocast_args").write_text(outcome.autocast_arguments())
+                write_samples(
+                    ctx.output_path("autocast_calibration"),
+                    collect_samples(model, params.data, params.inputs),
+                )
             if params.precision in BLOCK_LIST_PRECISIONS:
                 _write_json(ctx, "node_block_list", outcome.kept_nodes())
         _write_json(ctx, "keep", outcome.keep_file())

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 AUTOCAST_PRECISIONS = ("fp16", "bf16")  # ModelOpt AutoCast's --low_precision_type
 BLOCK_LIST_PRECISIONS = ("fp16",)  # onnxconverter-common's node_block_list converts to FP16 only
+AUTOCAST_CALIBRATION = (
+    "autocast_calibration"  # the step's folder of search samples, as AutoCast reads them
+)
 NODES_NAMED_IN_NOTICE = 8  # the run's printed answer names this many kept nodes; keep.json has all
 
 
@@ -179,13 +182,18 @@ class SearchOutcome:
         return notice
 
     def autocast_arguments(self) -> str:
-        """`--low_precision_type fp16 --keep_io_types --nodes_to_exclude '^a$' ...`, shell-quoted on
-        one line: ModelOpt AutoCast matches each pattern with `re.match`, so names are escaped and
-        anchored (`node3` must not keep `node30`). `--keep_io_types`: the searched plan reads FP32
-        inputs; AutoCast's default makes the graph inputs FP16, so a kept node reading an input would
-        read rounded values and the fix might not hold (the round trip measured it on Silero VAD)."""
+        """`--low_precision_type fp16 --keep_io_types --calibration_data autocast_calibration
+        --nodes_to_exclude '^a$' ...`, shell-quoted on one line: ModelOpt AutoCast matches each
+        pattern with `re.match`, so names are escaped and anchored (`node3` must not keep `node30`).
+        `--keep_io_types`: the searched plan reads FP32 inputs; AutoCast's default makes the graph
+        inputs FP16, so a kept node reading an input would read rounded values and the fix might not
+        hold (the round trip measured it on Silero VAD). `--calibration_data`: the search's samples
+        (the step's `autocast_calibration` folder, beside this file); without them AutoCast's
+        reference run feeds random inputs with every dynamic dimension 1 (Silero VAD: "Pad reflect
+        requires axis length >= 2"), and its range rules judge values the model never sees."""
         patterns = [f"^{re.escape(node)}$" for node in self.kept_nodes()]
         arguments = ["--low_precision_type", self.settings.precision, "--keep_io_types"]
+        arguments += ["--calibration_data", AUTOCAST_CALIBRATION]
         arguments += ["--nodes_to_exclude", *patterns] if patterns else []
         return shlex.join(arguments) + "\n"
 
