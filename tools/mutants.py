@@ -1257,8 +1257,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "load: weights between 16 and 64 MB are written inline (save_model's own threshold)",
         "trtflow/steps/load.py",
-        "    if weight_bytes(model) <= EXTERNAL_WEIGHT_BYTES:\n",
-        "    if weight_bytes(model) <= 64 << 20:\n",
+        "    if (weight_bytes(model) if stored is None else stored) <= EXTERNAL_WEIGHT_BYTES:\n",
+        "    if (weight_bytes(model) if stored is None else stored) <= 64 << 20:\n",
         ("tests/test_load.py::test_a_model_with_large_weights_is_stored_with_them_external",),
     ),
     Mutant(
@@ -1273,7 +1273,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "load: the summary reads the weights after letting them go",
         "trtflow/steps/load.py",
-        "    facts = weight_facts(model)\n    return _save(model, model_path), status, facts\n",
+        '    facts = weight_facts(model)\n    return _save(model, model_path, facts["bytes"]), status, facts\n',
         "    model = _save(model, model_path)\n    return model, status, weight_facts(model)\n",
         ("tests/test_load.py::test_a_model_with_large_weights_is_stored_with_them_external",),
     ),
@@ -1306,6 +1306,28 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             "tests/test_polygraphy_models.py::test_a_model_onnx_cannot_inline_is_loaded_with_its_functions",
         ),
+    ),
+    # issue 30: load's summary reads every weight once
+    Mutant(
+        "ranges: a chunk holding NaN or inf is read as all finite",
+        "trtflow/precision/ranges.py",
+        "if np.isfinite(low) and np.isfinite(high):",
+        "if np.isfinite(low):",
+        ("tests/test_constant_ranges.py",),
+    ),
+    Mutant(
+        "ranges: overflows short of twice a format's largest value go uncounted",
+        "trtflow/precision/ranges.py",
+        "if max_abs is not None and max_abs > fmt.max:",
+        "if max_abs is not None and max_abs > 2 * fmt.max:",
+        ("tests/test_constant_ranges.py",),
+    ),
+    Mutant(
+        "summary: Constant nodes' bytes counted as weights",
+        "trtflow/precision/ranges.py",
+        'stored = len(raw) if raw is not None and source == "initializer" else 0',
+        "stored = len(raw) if raw is not None else 0",
+        ("tests/test_constant_ranges.py",),
     ),
     # issue 30: a cold run parses `run` without typer, and hashes tensors as it writes them
     Mutant(

@@ -391,8 +391,9 @@ def value_info(
     return made
 
 
-def to_array(tensor: onnx.TensorProto) -> np.ndarray:
-    """`onnx.numpy_helper.to_array(tensor)`: the same dtype, shape and values."""
+def to_array(tensor: onnx.TensorProto, raw: bytes | None = None) -> np.ndarray:
+    """`onnx.numpy_helper.to_array(tensor)`: the same dtype, shape and values. `raw`: the tensor's
+    `raw_data`, where the caller has read it already (each read of the field is a copy)."""
     import numpy as np
 
     dtype_name = NUMPY_TYPES.get(tensor.data_type)
@@ -407,7 +408,7 @@ def to_array(tensor: onnx.TensorProto) -> np.ndarray:
         return numpy_helper.to_array(tensor)
     dtype, dims = np.dtype(dtype_name), tensor.dims
     if tensor.HasField("raw_data"):
-        return np.frombuffer(tensor.raw_data, dtype=dtype).reshape(dims)
+        return np.frombuffer(tensor.raw_data if raw is None else raw, dtype=dtype).reshape(dims)
     if tensor.data_type in _BITS_IN_INT32:
         bits = np.array(tensor.int32_data, dtype=np.int32).view(np.uint32)
         if tensor.data_type == 9:

@@ -9,7 +9,7 @@ included) and reports, per tensor, what the format loses and which nodes consume
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
@@ -68,6 +68,20 @@ def iter_constants(model: onnx.ModelProto) -> Iterator[tuple[str, str, np.ndarra
         yield name, source, to_array(proto)
 
 
+def _stored_constants(
+    model: onnx.ModelProto,
+) -> Iterator[tuple[str, str, np.ndarray, int]]:
+    """`iter_constants`, with each initializer's `raw_data` size (0 for a Constant): the bytes are
+    copied out of the proto once (protobuf copies them on every read of the field: MiniLM's
+    69 MB were read four times to summarize them)."""
+    from trtflow.onnxmodel.proto import to_array
+
+    for name, source, proto in _constant_protos(model):
+        raw = proto.raw_data if proto.HasField("raw_data") else None
+        stored = len(raw) if raw is not None and source == "initializer" else 0
+        yield name, source, to_array(proto, raw), stored
+
+
 def _consumers(model: onnx.ModelProto) -> dict[str, list[dict]]:
     readers: dict[str, list[dict]] = {}
     for graph in iter_graphs(model.graph):
@@ -112,6 +126,19 @@ def _stats(
 def _chunk_stats(
     values: np.ndarray,
 ) -> tuple[float | None, float | None, float | None, float | None, int]:
+    if values.dtype.kind == "f" and values.size:
+        low, high = values.min(), values.max()
+        if np.isfinite(low) and np.isfinite(high):  # NaN and ±inf would show in min or max
+            # every value finite: no mask, and the largest magnitude is that of min or max
+            magnitudes = np.abs(values)
+            smallest = magnitudes.min(where=magnitudes > 0, initial=np.inf)
+            return (
+                float(low),
+                float(high),
+                max(abs(float(low)), abs(float(high))),
+                float(smallest) if np.isfinite(smallest) else None,
+                0,
+            )
     finite = values
     if values.dtype.kind == "f":
         is_finite = np.isfinite(values)
@@ -134,8 +161,20 @@ def _chunk_stats(
 
 
 def constant_ranges(model: onnx.ModelProto) -> list[ConstantRange]:
-    ranges = []
-    for name, source, values in iter_constants(model):
+    return scan_constants(model, ())[1]
+
+
+def scan_constants(
+    model: onnx.ModelProto, formats: Sequence[Format]
+) -> tuple[int, list[ConstantRange], dict[str, list[LostValues]]]:
+    """(bytes of the initializers' `raw_data`, `constant_ranges`, each format's `lost_values`), each
+    constant read once: what `load`'s summary says of the weights, in one pass over them."""
+    ranges: list[ConstantRange] = []
+    found: dict[str, list[LostValues]] = {fmt.name: [] for fmt in formats}
+    stored_bytes = 0
+    readers: dict[str, list[dict]] | None = None
+    for name, source, values, stored in _stored_constants(model):
+        stored_bytes += stored
         if values.dtype.kind not in "fiu" or values.size == 0:
             continue
         low, high, max_abs, min_abs, nonfinite = _stats(values)
@@ -152,7 +191,17 @@ def constant_ranges(model: onnx.ModelProto) -> list[ConstantRange]:
                 nonfinite,
             )
         )
-    return ranges
+        for fmt in formats:
+            if values.dtype.kind != "f" or values.dtype.itemsize < 4:
+                continue
+            if _within(fmt, max_abs, min_abs):
+                continue
+            if readers is None:
+                readers = _consumers(model)
+            lost = _lost(fmt, name, source, values, readers, max_abs, min_abs)
+            if lost is not None:
+                found[fmt.name].append(lost)
+    return stored_bytes, ranges, {name: _worst_first(lost) for name, lost in found.items()}
 
 
 def lost_values(
@@ -186,22 +235,46 @@ def lost_values(
             _, _, max_abs, min_abs, _ = _stats(values)
         if _within(fmt, max_abs, min_abs):
             continue  # in range: rounding every value (most weights of a model) cannot lose one
-        as_float = np.asarray(values, dtype=np.float32)  # no copy of an FP32 weight
+        lost = _lost(fmt, name, source, values, readers, max_abs, min_abs)
+        if lost is not None:
+            found.append(lost)
+    return _worst_first(found)
+
+
+def _lost(
+    fmt: Format,
+    name: str,
+    source: str,
+    values: np.ndarray,
+    readers: dict[str, list[dict]],
+    max_abs: float | None,
+    min_abs: float | None,
+) -> LostValues | None:
+    """What `fmt` loses of one float constant (`max_abs`, `min_abs`: its `_stats`), None if nothing.
+
+    A side its range keeps within `fmt` is not counted: no magnitude up to `fmt.max` overflows, and
+    none from `fmt.min_subnormal` up flushes to zero (MiniLM's embedding loses only tiny values)."""
+    as_float = np.asarray(values, dtype=np.float32)  # no copy of an FP32 weight
+    overflow = underflow = 0
+    if max_abs is not None and max_abs > fmt.max:
         overflow = sum(int(fmt.overflows(chunk).sum()) for chunk in _chunks(as_float))
+    if min_abs is not None and min_abs < fmt.min_subnormal:
         underflow = sum(int(fmt.underflows(chunk).sum()) for chunk in _chunks(as_float))
-        if overflow or underflow:
-            found.append(
-                LostValues(
-                    name,
-                    source,
-                    readers.get(name, []),
-                    overflow,
-                    underflow,
-                    max_abs or 0.0,
-                    min_abs,
-                    int(values.size),
-                )
-            )
+    if not (overflow or underflow):
+        return None
+    return LostValues(
+        name,
+        source,
+        readers.get(name, []),
+        overflow,
+        underflow,
+        max_abs or 0.0,
+        min_abs,
+        int(values.size),
+    )
+
+
+def _worst_first(found: list[LostValues]) -> list[LostValues]:
     return sorted(found, key=lambda lost: (-lost.overflow, -lost.underflow, lost.tensor))
 
 

@@ -31,18 +31,15 @@ def weight_facts(model) -> dict[str, Any]:
     """What the summary says of the weights (sizes, constant ranges, values lost in FP16/BF16,
     Q/DQ pairs), read while they are in memory: `load` lets them go once written."""
     from trtflow.onnxmodel import qdq_lint
-    from trtflow.onnxmodel.files import weight_bytes
     from trtflow.onnxmodel.formats import FORMATS
-    from trtflow.precision.ranges import as_dicts, constant_ranges, lost_values
+    from trtflow.precision.ranges import as_dicts, scan_constants
 
     quantization = qdq_lint.summary(model)
-    ranges = constant_ranges(model)
+    stored, ranges, lost = scan_constants(model, [FORMATS["fp16"], FORMATS["bf16"]])
     return {
-        "bytes": weight_bytes(model),
+        "bytes": stored,
         "constant_ranges": as_dicts(ranges),
-        "out_of_range": {
-            name: as_dicts(lost_values(model, FORMATS[name], ranges)) for name in ("fp16", "bf16")
-        },
+        "out_of_range": {name: as_dicts(values) for name, values in lost.items()},
         "quantization": quantization.as_dict() if quantization is not None else None,
     }
 
