@@ -1393,6 +1393,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "",
         ("tests/run_compare/test_packs.py",),
     ),
+    Mutant(
+        "bisect-precision: an answer failing fresh samples is not searched again with them",
+        "trtflow/sessions/precision/search.py",
+        "            sets.append(fresh)\n",
+        "            break\n",
+        ("tests/quant/test_qdq_fresh_rounds.py",),
+    ),
 )
 
 

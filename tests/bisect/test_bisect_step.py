@@ -87,7 +87,7 @@ def test_minimal_finds_planted_culprits_and_writes_a_verified_mixed_model(trtflo
         assert shown == f"{float(shown):.4g}", node
     report = json.loads((out / "report.json").read_text())
     assert report["passed"] and report["evaluations"] == len(report["trials"]) <= 3 * 7 + 10
-    assert set(report["trials"][0]) == {"plan", "passed", "metrics"}
+    assert set(report["trials"][0]) == {"plan", "passed", "metrics", "sample_sets"}
     assert report["final"]["samples"] == "fresh"
     assert (
         report["final"]["emulated"]["passed"] and report["final"]["lowered_onnxruntime"]["passed"]

@@ -68,11 +68,13 @@ class SampleSettings(BaseModel):
         return self
 
 
-def fresh_samples(data: DataSpec | None) -> DataSpec:
+def fresh_samples(data: DataSpec | None, draw: int = 1) -> DataSpec:
     """The samples a verification generates: `data` (the default when None), its seed moved by
-    FRESH_SEED_OFFSET, so the answer is judged on samples the search never saw."""
+    `draw` times FRESH_SEED_OFFSET, so the answer is judged on samples the search never saw (a
+    search that learns from the fresh samples its first answer failed verifies the next answer on
+    the second draw)."""
     data = data or DataSpec()
-    return data.model_copy(update={"seed": data.seed + FRESH_SEED_OFFSET})
+    return data.model_copy(update={"seed": data.seed + draw * FRESH_SEED_OFFSET})
 
 
 def collect_samples(
@@ -137,8 +139,9 @@ def journal_of(context: SearchContext, session: str) -> TrialJournal:
 
 class JournaledTrials:
     """A search's `passes(keep)`: each keep set (the precision search's kept nodes, a reduce
-    region's nodes: the journal key `{"keep": [...]}` either way) answered by the journal, a replay,
-    or a real trial (`evaluate`), and every answer kept in order for the report."""
+    region's nodes: the journal key `{"keep": [...]}` either way, with `key` merged in) answered by
+    the journal, a replay, or a real trial (`evaluate`), and every answer kept in order for the
+    report."""
 
     def __init__(
         self,
@@ -147,8 +150,10 @@ class JournaledTrials:
         evaluate: Callable[[frozenset[str]], Verdict],
         fixed_keep: frozenset[str] = frozenset(),
         estimate: int | None = None,
+        key: dict[str, Any] | None = None,
     ):
         self.journal = journal
+        self.key = key or {}  # what else the verdicts depend on (the sample sets judged), journaled
         self.progress = progress
         self.evaluate = evaluate  # frozenset of kept nodes -> Verdict
         self.fixed_keep = fixed_keep
@@ -156,7 +161,7 @@ class JournaledTrials:
         self.records: list[JournalRecord] = []
 
     def __call__(self, keep: frozenset[str]) -> bool:
-        trial = {"keep": sorted(keep)}
+        trial = {"keep": sorted(keep), **self.key}
         record = self.journal.get(trial)
         if record is None:
             started = time.perf_counter()

@@ -129,7 +129,7 @@ class Diagnosis:
             samples=len(feeds),
             search={
                 "keep": keep,
-                "trials": outcome.result.evaluations,
+                "trials": outcome.evaluations,
                 "verified": outcome.verified,
                 "message": outcome.message,
                 "seed": outcome.verification.seed if outcome.verification else None,

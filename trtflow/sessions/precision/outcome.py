@@ -59,6 +59,8 @@ class SearchOutcome:
     samples: int
     verification: PlanVerification | None
     seconds: dict[str, float]
+    # answers before the last, each with the fresh samples it failed (`PrecisionSearch._rounds`)
+    earlier: tuple[tuple[frozenset[str], PlanVerification], ...] = ()
 
     @property
     def plan(self) -> PrecisionPlan | None:
@@ -76,14 +78,26 @@ class SearchOutcome:
         return self.verification is not None and self.verification.passed
 
     @property
+    def evaluations(self) -> int:
+        """Trials of every search round (the result's own count only of the last)."""
+        return len(self.records)
+
+    @property
     def message(self) -> str:
+        again = ""
+        if self.earlier:
+            seeds = ", ".join(str(verification.seed) for _, verification in self.earlier)
+            again = (
+                f" (searched {len(self.earlier) + 1} times: an answer that failed fresh samples "
+                f"(seed {seeds}) was searched again with them)"
+            )
         if self.result.keep is not None and not self.verified:
             return (
-                f"{self.result.message} on the search samples, but it FAILS on the verification "
-                "samples: the check sits at the edge of what this precision gives; use more samples "
-                "(data.iterations) or looser tolerances"
+                f"{self.result.message} on the search samples{again}, but it FAILS on the "
+                "verification samples: the check sits at the edge of what this precision gives; "
+                "use more samples (data.iterations) or looser tolerances"
             )
-        return self.result.message
+        return self.result.message + again
 
     def keep_entries(self) -> list[dict]:
         """Every node kept in high precision, with why: the failing trial without it, or the mode's
@@ -132,10 +146,14 @@ class SearchOutcome:
             "samples": self.samples,
             "held_by_opset": setup.held.as_json() if setup.held is not None else None,
             "held_by_opset_note": (setup.held.describe() if setup.held is not None else None),
-            "evaluations": result.evaluations,
+            "evaluations": self.evaluations,
             "keep": self.keep_entries(),
             "screening": self.screening.as_json(),
             "final": self.verification.as_json() if self.verification is not None else None,
+            "earlier": [
+                {"keep": sorted(keep), "final": verification.as_json()}
+                for keep, verification in self.earlier
+            ],
             "trials": [
                 {
                     "plan": {
@@ -144,6 +162,7 @@ class SearchOutcome:
                     },
                     "passed": r.passed,
                     "metrics": r.metrics,
+                    "sample_sets": r.trial.get("sample_sets", 1),
                 }
                 for r in self.records
             ],
@@ -154,7 +173,7 @@ class SearchOutcome:
         """How long the search took and which trials the journal or a replay answered: facts of this
         run, so never in its report (the same search writes the same report, resumed or not); the
         step publishes them as its `timings` measurement."""
-        ran = self.result.evaluations - replayed(self.records)
+        ran = self.evaluations - replayed(self.records)
         trials = self.seconds["trials"]
         return {
             "setup": round(self.seconds["setup"], 4),
@@ -171,7 +190,7 @@ class SearchOutcome:
         else:
             verdict = "verified on fresh samples" if self.verified else "NOT verified"
             searched = [n for n in sorted(self.result.keep, key=list(self.setup.ops).index)]
-            count = self.result.evaluations
+            count = self.evaluations
             notice = f"{self.message}{named_in_notice(searched)} ({verdict}; {count} trial{'s' * (count != 1)})"
         fixed = list(self.setup.fixed)
         if fixed:  # not the search's answer: these never run low, so they must not read as "kept by the search"

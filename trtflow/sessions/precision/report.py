@@ -61,6 +61,14 @@ class TrialPlan(ReportPart):
     low: int
 
 
+class EarlierAnswer(ReportPart):
+    """An answer the search gave before its last: the plan, and the fresh samples it failed (the
+    search then judged every plan on those too and answered again)."""
+
+    keep: list[str]
+    final: FinalVerification
+
+
 class TrialEntry(ReportPart):
     """One trial of the search: the plan tried, its verdict and metrics. Whether the journal or a
     replay answered it is bookkeeping of this run, in the step's `timings` measurement: a resumed
@@ -69,13 +77,16 @@ class TrialEntry(ReportPart):
     plan: TrialPlan
     passed: bool
     metrics: dict[str, Any]
+    sample_sets: int = 1  # the search's samples, and each fresh draw an earlier answer failed
 
 
 class BisectReport(Report):
     """Everything a precision search did: its settings, the answer and evidence, every trial."""
 
     KIND: ClassVar[str] = "bisect-precision"
-    SCHEMA_VERSION: ClassVar[int] = 3  # 3: no `replayed` (in `timings`); 2: no seconds (`timings`)
+    # 4: `earlier` answers and each trial's `sample_sets`; 3: no `replayed` (in `timings`); 2: no
+    # seconds (`timings`)
+    SCHEMA_VERSION: ClassVar[int] = 4
 
     found: bool
     complete: bool
@@ -93,6 +104,7 @@ class BisectReport(Report):
     keep: list[KeptNode]
     screening: dict[str, Any]
     final: FinalVerification | None = None
+    earlier: list[EarlierAnswer] = []
     trials: list[TrialEntry]
 
     @computed_field  # type: ignore[prop-decorator]
