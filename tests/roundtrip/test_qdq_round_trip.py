@@ -263,16 +263,38 @@ def test_a_quantization_calibrated_far_off_the_served_inputs_is_to_be_recalibrat
     trtflow, tmp_path
 ):
     """Calibrated on [-0.002, 0.002], served [-1, 1]: the input's pair clips 99.8% and every range
-    after it is 500x short. Kept nodes pass the search samples but not fresh ones; the story says
-    to recalibrate, not to keep nodes, and no round trip exports the unverified fix."""
+    after it is 500x short. The first two answers pass the search samples but fail fresh ones; the
+    third search, judged on those too, keeps 12 LayerNorm nodes and holds on a fourth draw (and
+    through quantize_static), yet the story still says the fix is a new calibration."""
     calibration = "{seed: 0, iterations: 4, ranges: {'*': [-0.002, 0.002]}}"
     done = run(trtflow, tmp_path, _diagnosed(calibration, "", "onnxruntime-quantizer"))
     assert done.returncode == 0, done.stderr
     folder = tmp_path / "out" / "qdq" / "diagnose" / "diagnosis"
     report = json.loads((folder / "diagnosis.json").read_text())
-    assert report["search"]["verified"] is False and report["round_trip"] is None
+    search = report["search"]
+    assert search["verified"] is True and "searched 3 times" in search["message"], search
+    assert report["round_trip"]["passed"] is True  # applied by quantize_static, fresh samples
     first = report["causes"][0]
     assert first["numbers"]["model_input"] is True and first["numbers"]["clipped"] > 0.9
-    assert "no set of nodes kept in high precision holds" in report["story"]
+    assert "only as a stand-in for ranges never measured" in report["story"]
     assert "`transpose_43.tmp_0` clips 99.8%" in report["story"]
     assert "recalibrate on representative inputs" in (folder / "diagnosis.md").read_text()
+
+
+def test_an_unverified_fix_after_a_miscalibrated_input_is_not_offered_as_one():
+    """Where no keep set holds (PP-OCR cls calibrated on [0, 0.05], served [0, 1]), the story says
+    so and sends the user to recalibrate; where one holds, it is a stand-in, still recalibrate."""
+    from types import SimpleNamespace
+
+    from trtflow.sessions.diagnosis.session import _uncovered
+
+    numbers = {"model_input": True, "clipped": 0.95, "source": "x"}
+    causes = [
+        SimpleNamespace(mechanism="qdq_rounding", numbers={"model_input": True, "clipped": 1.0}),
+        SimpleNamespace(mechanism="qdq_clipping", numbers=numbers),
+    ]
+    [failed] = _uncovered(causes, verified=False)
+    assert "`x` clips 95.0%" in failed and "no set of nodes kept in high precision holds" in failed
+    [held] = _uncovered(causes, verified=True)
+    assert "stand-in" in held and "recalibrate on representative inputs" in held
+    assert _uncovered(causes[:1], verified=False) == []  # no clipping input pair: nothing to say

@@ -20,7 +20,7 @@ WRITTEN_BY_OTHER_STEPS = {  # the shapes bisect-precision, run-runners (profiles
     },
     "report.json": {
         "kind": "bisect-precision",
-        "schema_version": 3,
+        "schema_version": 4,
         "passed": True,
         "found": True,
         "complete": True,
@@ -226,7 +226,7 @@ def test_inspect_reads_reports_by_kind_and_refuses_old_untyped_ones(trtflow, tmp
     future = {**typed, "schema_version": 99}
     for name, document, expected in (
         ("untyped.json", untyped, "from before trtflow's reports were typed"),
-        ("future.json", future, "schema version 99; this trtflow reads version 3"),
+        ("future.json", future, "schema version 99; this trtflow reads version 4"),
         ("unknown.json", {**typed, "kind": "reduce-x"}, "a `reduce-x` report"),
     ):
         (tmp_path / name).write_text(json.dumps(document))
