@@ -27,7 +27,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from trtflow.precision.quantizers import DEFAULT_MODELOPT_PYTHON, MODELOPT_PYTHON
+from trtflow.precision.quantizers import (
+    DEFAULT_MODELOPT_PYTHON,
+    MODELOPT_INSTALL,
+    MODELOPT_PYTHON,
+)
 from trtflow.schema.paths import InputPath
 from trtflow.tensors.inputs import DataSpec
 
@@ -50,11 +54,6 @@ QUANTIZERS: dict[Tool, str] = {
     "onnxruntime-quantizer": "onnxruntime",
     "modelopt-quantizer": "modelopt",
 }
-MODELOPT_INSTALL = (
-    "python -m venv /opt/modelopt-venv && /opt/modelopt-venv/bin/pip install 'nvidia-modelopt[onnx]' "
-    f"(its own environment: its onnx/onnxruntime pins conflict with trtflow's), or set {MODELOPT_PYTHON} "
-    "to an interpreter that has it"
-)
 TOOL_TIMEOUT_S = 900
 
 
