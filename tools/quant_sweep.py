@@ -13,10 +13,11 @@ For each model and quantizer setting:
   search's own fresh samples, and the re-quantized model should be as accurate as the clean
   model's quantization. INT8 plants a factor of `--factor` (the classifier was swept with
   `--factor 256`), made 4x stronger (up to `MAX_FACTOR`) while it costs less than `PLANT_RATIO`
-  times the clean error (on the worse of the calibration and fresh samples); FP8 plants one of
-  `FP8_FACTOR`. Models with no site where channel scaling leaves the
-  float model unchanged among the nodes the quantizer quantized (Magika, MiniLM: a GELU between
-  every pair of layers, LayerNorms feeding several readers; ModelOpt FP8's classifier) get one pair
+  times the clean error (`_clean_error`); FP8 plants one of `FP8_FACTOR`. Models with no site
+  where channel scaling leaves the float model unchanged among the nodes the quantizer quantized
+  (Magika, MiniLM: a GELU between every pair of layers, LayerNorms feeding several readers;
+  ModelOpt FP8's classifier), and models whose site absorbs the strongest outlier (PP-OCRv4 rec:
+  1.03x the clean error at 4096x), get one pair
   of their clean quantization calibrated on a range too small instead (`MISCALIBRATION`: 50x for
   INT8, 1000x for FP8, whose fault is saturation), at a site where that costs `PLANT_RATIO` times
   the clean error, searched against the float model (no loop: re-quantizing recalibrates it
@@ -60,6 +61,18 @@ MODELS = {  # name: (path getter, input shape, data ranges)
         "{input_ids: [0, 30000], attention_mask: [1, 1]}",
     ),
 }
+
+
+# The error each model is judged by (default `max_abs_error`): rec's output is 40 softmax rows over
+# 6,625 characters, and its clean quantize_static-defaults error on noise is already 0.61 of a
+# probability at the worst position, so no fault can cost twice that in `max_abs_error`; the L2
+# norm over every row has the room to.
+METRICS = {"rec": "l2"}
+
+
+def _check(row: dict, bound: float) -> str:
+    """The check of `row`'s model: its metric at most `bound`."""
+    return f"{{metric: {METRICS.get(row['model'], 'max_abs_error')}, max: {bound:.4g}}}"
 
 
 def _minilm() -> onnx.ModelProto:
@@ -193,12 +206,20 @@ def _metric(folder: Path) -> float:
     return float(report["task_metrics"][0]["value"])
 
 
+def _per_sample(folder: Path) -> list[float]:
+    report = json.loads((folder / "report.json").read_text())
+    return [float(value) for value in report["task_metrics"][0]["per_sample"]]
+
+
 def _error(
-    model: Path, setting: str, data: str, fresh: str, folder: Path
-) -> tuple[float, float] | None:
-    """The mean worst output error of `model` quantized with `setting` against itself in float, on
-    the calibration samples and on the fresh ones."""
-    check = "{metric: max_abs_error, max: 1000000}"
+    model: Path, setting: str, metric: str, samples: dict[str, str], folder: Path
+) -> dict[str, list[float]] | None:
+    """The per-sample `metric` of `model` quantized with `setting` against itself in float, on each
+    named set of `samples` (the first the calibration samples)."""
+    check = f"{{metric: {metric}, max: 1000000}}"
+    verify = "".join(
+        _verify("q", model, data, check, f"_{label}") for label, data in samples.items()
+    )
     recipe = folder / "probe.yaml"
     recipe.write_text(
         f"""trtflow: 1
@@ -206,15 +227,15 @@ name: probe
 steps:
   q:
     uses: quantize
-    with: {_quantize_step(model, setting, data)}
-{_verify("q", model, data, check)}{_verify("q", model, fresh, check, "_fresh")}"""
+    with: {_quantize_step(model, setting, next(iter(samples.values())))}
+{verify}"""
     )
     code, output, _ = _run(recipe, folder)
     if code != 0:
         print(output[-2000:])
         return None
     out = folder / "out" / "probe"
-    return _metric(out / "verify_q"), _metric(out / "verify_q_fresh")
+    return {label: _per_sample(out / f"verify_q_{label}") for label in samples}
 
 
 def _plant(clean: onnx.ModelProto, quantized: Path, factor: float, target: Path) -> str | None:
@@ -254,11 +275,21 @@ MAX_FACTOR = 4096.0  # an INT8 outlier channel is made 4x stronger up to this wh
 _SITES = 8
 
 
+# The search's samples and its fresh draws are this many; the clean error a check is set from is
+# the mean of the worst this many of `WIDE` more samples: an error with a heavy tail (Magika, ORT's
+# TensorRT settings: 0.0014 on 6 fresh samples, 0.012 on the search's own fresh draw of 8, one of
+# them 0.072) made a check from a small set that the clean model fails, and its search then kept
+# nodes no fault was planted in.
+SEARCH_SAMPLES = 8
+WIDE = 40
+
+
 def _clean_error(row: dict) -> float:
-    """The clean quantization's error on the worse of its two sample sets: the calibration samples
-    flatter it (the classifier, quantize_static's defaults: 0.035 on them, 0.065 on fresh ones), and
-    a check set from them alone fails the clean model's own fresh samples."""
-    return max(row["error_clean"], row["error_clean_fresh"])
+    """The clean quantization's error a check must let pass: the worst of the calibration samples'
+    mean (they flatter it: the classifier, quantize_static's defaults: 0.035 on them, 0.065 on
+    fresh ones), the fresh samples' mean and the mean of the worst `SEARCH_SAMPLES` of the wide
+    set (any draw the search makes)."""
+    return max(row["error_clean"], row["error_clean_fresh"], row.get("error_clean_wide", 0.0))
 
 
 def _sites(model: onnx.ModelProto) -> list[tuple[str, tuple[str, ...]]]:
@@ -288,7 +319,7 @@ def _miscalibrated(
     recalibrate the fault away, so there is no loop to close."""
     factor = MISCALIBRATION["fp8" if fp8 else "int8"]
     sites = _sites(onnx.load(quantized))
-    check = "{metric: max_abs_error, max: 1000000}"
+    check = _check(row, 1e6)
     steps = ""
     for index, (reader, _) in enumerate(sites):
         model = onnx.load(quantized)
@@ -309,7 +340,7 @@ def _miscalibrated(
     row["error_planted"] = errors[chosen]
     clean = _clean_error(row)
     bound = max(1.5 * clean, (clean + row["error_planted"]) / 2)
-    check = f"{{metric: max_abs_error, max: {bound:.4g}}}"
+    check = _check(row, bound)
     row |= {
         "check_miscalibrated": round(bound, 4),
         "miscalibration": factor,
@@ -349,18 +380,25 @@ def _probe(
     label: str,
     paths: dict[str, Path],
     setting: str,
-    samples: tuple[str, str],
+    samples: dict[str, str],
     folder: Path,
 ) -> bool:
-    """`row`'s error_LABEL and error_LABEL_fresh: the `label` model quantized against itself in
-    float (in folder/probe-LABEL); False, with the reason in `row`, when quantizing it failed."""
+    """`row`'s error_LABEL and error_LABEL_fresh (and error_LABEL_wide, given a third sample set):
+    the `label` model quantized against itself in float (in folder/probe-LABEL) on `samples`
+    (calibration, fresh[, wide]); False, with the reason in `row`, when quantizing it failed."""
     probe = folder / f"probe-{label}"
     probe.mkdir(exist_ok=True)
-    found = _error(paths[label], setting, *samples, probe)
+    metric = METRICS.get(row["model"], "max_abs_error")
+    found = _error(paths[label], setting, metric, samples, probe)
     if found is None:
         row["result"] = f"quantizing the {label} model failed"
         return False
-    row[f"error_{label}"], row[f"error_{label}_fresh"] = found
+    calibration, fresh, *wide = found.values()
+    row[f"error_{label}"] = sum(calibration) / len(calibration)
+    row[f"error_{label}_fresh"] = sum(fresh) / len(fresh)
+    if wide:
+        worst = sorted(wide[0])[-SEARCH_SAMPLES:]
+        row[f"error_{label}_wide"] = sum(worst) / len(worst)
     return True
 
 
@@ -376,10 +414,12 @@ def sweep_one(name: str, setting_name: str, factor: float, work: Path) -> dict:
     name_nodes(clean)
     paths = {"clean": folder / "clean.onnx", "planted": folder / "planted.onnx"}
     onnx.save(clean, paths["clean"])
-    data = f"{{seed: 1, iterations: 8, ranges: {ranges}}}"
+    data = f"{{seed: 1, iterations: {SEARCH_SAMPLES}, ranges: {ranges}}}"
     fresh = f"{{seed: 77, iterations: 6, ranges: {ranges}}}"
+    wide = f"{{seed: 78, iterations: {WIDE}, ranges: {ranges}}}"
+    samples = {"calibration": data, "fresh": fresh}
     row: dict = {"model": name, "setting": setting_name}
-    if not _probe(row, "clean", paths, setting, (data, fresh), folder):
+    if not _probe(row, "clean", paths, setting, samples | {"wide": wide}, folder):
         return row
     quantized = folder / "probe-clean" / "out" / "probe" / "q" / "model.onnx"
     fp8 = setting.endswith("precision: fp8")
@@ -388,16 +428,20 @@ def sweep_one(name: str, setting_name: str, factor: float, work: Path) -> dict:
     bound = 1.5 * _clean_error(row)
     while reader is not None:  # stronger until the outlier costs PLANT_RATIO x the clean error
         shutil.rmtree(folder / "probe-planted", ignore_errors=True)
-        if not _probe(row, "planted", paths, setting, (data, fresh), folder):
+        if not _probe(row, "planted", paths, setting, samples, folder):
             return row
         planted = min(row["error_planted"], row["error_planted_fresh"])
-        if fp8 or planted >= PLANT_RATIO * _clean_error(row) or factor >= MAX_FACTOR:
+        if planted >= PLANT_RATIO * _clean_error(row):
             bound = max(bound, (_clean_error(row) + planted) / 2)
+            break
+        if fp8 or factor >= MAX_FACTOR:  # the site absorbs the outlier: no fault to find there
+            row |= {"absorbed": reader, "absorbed_ratio": round(planted / _clean_error(row), 2)}
+            reader = None
             break
         factor *= 4
         reader = _plant(clean, quantized, factor, paths["planted"])
     row |= {"planted_reader": reader, "factor": factor}
-    check = f"{{metric: max_abs_error, max: {bound:.4g}}}"
+    check = _check(row, bound)
     row["check"] = round(bound, 4)
     case = folder / "clean-run"  # the clean model through every quantized-model step
     case.mkdir(exist_ok=True)
@@ -476,8 +520,14 @@ def table_row(r: dict) -> str:
     clean = r.get("error_clean_fresh")
     planted = f"{r.get('found')}, {r.get('keep')}, {r.get('verified_fresh')}"
     if "miscalibrated_reader" in r:  # no outlier site: a pair's range planted instead
+        site = (
+            f"`{r['absorbed']}` absorbs an outlier ({r['absorbed_ratio']}x the clean error at "
+            f"{r['factor']:g}x)"
+            if "absorbed" in r
+            else "no outlier site"
+        )
         planted = (
-            f"no outlier site; `{r['miscalibrated_reader']}`'s input pair {r['miscalibration']:g}x "
+            f"{site}; `{r['miscalibrated_reader']}`'s input pair {r['miscalibration']:g}x "
             f"miscalibrated ({r['plant_ratio']}x the clean error; read by "
             f"{len(r['pair_readers'])}): {planted}"
         )
