@@ -409,15 +409,23 @@ def story(report: DiagnosisReport) -> str:
         return f"Nothing to diagnose: {report.search['message']}."
     first = report.causes[0]
     names = ", ".join(f"`{n.name}`" for n in first.nodes)
-    parts = [
-        f"In {report.precision}, the outputs are damaged ({report.all_low['damage']:.3g} of 1) mostly by cause 1 "
-        f"({names}): {first.words}. Keeping it alone in high precision brings the damage to "
-        f"{first.damage_alone:.3g}{' and passes the check' if first.passes_alone else ''}."
-    ]
-    if len(report.causes) > 1:
-        parts.append(
-            f"{len(report.causes) - 1} more cause(s) follow, ranked by what keeping each removes."
-        )
+    damage = f"In {report.precision}, the outputs are damaged ({report.all_low['damage']:.3g} of 1)"
+    if first.removed > 0 or len(report.causes) == 1:
+        parts = [
+            f"{damage} mostly by cause 1 ({names}): {first.words}. Keeping it alone in high "
+            f"precision brings the damage to {first.damage_alone:.3g}"
+            f"{' and passes the check' if first.passes_alone else ''}."
+        ]
+        if len(report.causes) > 1:
+            parts.append(
+                f"{len(report.causes) - 1} more cause(s) follow, ranked by what keeping each removes."
+            )
+    else:  # each alone leaves the damage where it was: only the set restores the outputs
+        parts = [
+            f"{damage} by {len(report.causes)} causes that restore the outputs only together: "
+            f"keeping any one alone leaves the damage at {first.damage_alone:.3g}. The first, "
+            f"{names}: {first.words}."
+        ]
     related = [f for f in report.findings]
     for finding in related:
         parts.append(
