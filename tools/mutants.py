@@ -790,6 +790,20 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/diagnosis/test_diagnose.py",),
     ),
     Mutant(
+        "diagnose: a Q/DQ pair between two kept nodes splits them into two causes",
+        "trtflow/sessions/diagnosis/causes.py",
+        "                tensor, seen = through_pair[tensor], seen + 1",
+        "                break",
+        ("tests/diagnosis/test_causes.py",),
+    ),
+    Mutant(
+        "diagnose: causes that restore only together are told as one to blame",
+        "trtflow/sessions/diagnosis/session.py",
+        "if first.removed > 0 or len(report.causes) == 1:",
+        "if True:",
+        ("tests/diagnosis/test_causes.py",),
+    ),
+    Mutant(
         "diagnosis viewer: the findings get no ring",
         "trtflow/sessions/diagnosis/viewer.py",
         'changes[target] = {"marks": marks | {finding.kind}}',
