@@ -275,26 +275,26 @@ MAX_FACTOR = 4096.0  # an INT8 outlier channel is made 4x stronger up to this wh
 _SITES = 8
 
 
-# The search's samples and its fresh draws are this many; the clean error a check is set from is
-# the mean of the worst this many of `WIDE` more samples: an error with a heavy tail (Magika, ORT's
-# TensorRT settings: 0.0014 on 6 fresh samples, 0.012 on the search's own fresh draw of 8, one of
-# them 0.072) made a check from a small set that the clean model fails, and its search then kept
-# nodes no fault was planted in.
+# The search's samples and its fresh draws are this many. The clean model's own search is judged
+# by a check it passes on any draw: at least 1.5x the mean of the worst this many of `WIDE` more
+# samples. An error with a heavy tail (Magika, ORT's TensorRT settings: 0.0014 on 6 fresh samples,
+# 0.012 on the search's own fresh draw of 8, one of them 0.072) failed a check set from a small set,
+# and the clean search then kept 5 nodes no fault was planted in. Planted faults keep the tighter
+# check (`_clean_error`): one set that wide is no fault any plant can be made to cost twice.
 SEARCH_SAMPLES = 8
 WIDE = 40
 
 
 def _clean_error(row: dict) -> float:
-    """The clean quantization's error a check must let pass: the worst of the calibration samples'
-    mean (they flatter it: the classifier, quantize_static's defaults: 0.035 on them, 0.065 on
-    fresh ones), the fresh samples' mean and the mean of the worst `SEARCH_SAMPLES` of the wide
-    set (any draw the search makes)."""
-    return max(row["error_clean"], row["error_clean_fresh"], row.get("error_clean_wide", 0.0))
+    """The clean quantization's error on the worse of its two sample sets: the calibration samples
+    flatter it (the classifier, quantize_static's defaults: 0.035 on them, 0.065 on fresh ones), and
+    a check set from them alone fails the clean model's own fresh samples."""
+    return max(row["error_clean"], row["error_clean_fresh"])
 
 
 def _sites(model: onnx.ModelProto) -> list[tuple[str, tuple[str, ...]]]:
     """The quantized linear nodes whose first input is an activation pair, with that pair's
-    readers, from 0.6 of the way through outwards."""
+    readers: `_SITES - 1` from 0.6 of the way through outwards, then the last one."""
     from trtflow.onnxmodel.qdq import pairs
 
     by_output = {pair.output: pair for pair in pairs(model) if pair.role == "activation"}
@@ -304,8 +304,13 @@ def _sites(model: onnx.ModelProto) -> list[tuple[str, tuple[str, ...]]]:
         if node.op_type in _LINEAR and node.input and node.input[0] in by_output
     ]
     middle = int(0.6 * len(found))
-    order = sorted(range(len(found)), key=lambda index: abs(index - middle))
-    return [found[index] for index in order[:_SITES]]
+    order = sorted(range(len(found)), key=lambda index: abs(index - middle))[: _SITES - 1]
+    # and the head, where no later layer averages the fault out: rec with quantize_static's
+    # defaults, miscalibrated 50x, costs 2.9x the clean l2 at its last MatMul, under 1.3x at every
+    # site near 0.6 of the way
+    if found and len(found) - 1 not in order:
+        order.append(len(found) - 1)
+    return [found[index] for index in order]
 
 
 def _miscalibrated(
@@ -443,9 +448,12 @@ def sweep_one(name: str, setting_name: str, factor: float, work: Path) -> dict:
     row |= {"planted_reader": reader, "factor": factor}
     check = _check(row, bound)
     row["check"] = round(bound, 4)
+    clean_bound = max(bound, 1.5 * row["error_clean_wide"])  # any draw of the clean model passes
+    row["clean_check"] = round(clean_bound, 4)
     case = folder / "clean-run"  # the clean model through every quantized-model step
     case.mkdir(exist_ok=True)
-    (case / "recipe.yaml").write_text(_clean_recipe(paths["clean"], setting, data, check))
+    clean_check = _check(row, clean_bound)
+    (case / "recipe.yaml").write_text(_clean_recipe(paths["clean"], setting, data, clean_check))
     code, output, seconds = _run(case / "recipe.yaml", case)
     row["clean_exit"], row["clean_seconds"] = code, round(seconds, 1)
     if code == 0:
