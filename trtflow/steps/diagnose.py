@@ -41,11 +41,12 @@ class Diagnose(Step):
             "A fix was found, verified on fresh samples, and survives every tool that applied it.",
         ),
     }
-    version = 5  # 2: autocast_args add --keep_io_types and the samples (--calibration_data)
+    version = 6  # 2: autocast_args add --keep_io_types and the samples (--calibration_data)
     # 3: qdq with float_model: judged against it, its removed activations put back; the round trip
     # re-quantizes through the `quantize` step's call, with ModelOpt and TensorRT-RTX
     # 4: node_block_list takes the Casts to FLOAT; the converter's copy as round-trip 4 makes it
     # 5: the converter's copy and block list as round-trip 5 makes them
+    # 6: a cause that writes a graph output has its mechanism
     journaled = True
 
     def needs(self, params: Params) -> Resources:
