@@ -1,5 +1,5 @@
-"""diagnose beyond FP16 and Q/DQ: BF16 and FP8 faults, and an FP16 fault inside an If branch, each
-through `trtflow run`.
+"""diagnose beyond FP16 and Q/DQ: BF16 and FP8 faults, and an FP16 fault inside an If branch and
+inside a local function, each through `trtflow run`.
 
 Each model plants one fault the format causes and nothing else that the check sees; each test
 asserts that the first cause is the planted node set, that keeping it alone restores the outputs,
@@ -111,6 +111,34 @@ def if_overflow_model(path: Path) -> Path:
     return _save(_model(_graph(nodes, "if_overflow", [2, 64], [2, 1], weights)), path)
 
 
+FUNCTION_DOMAIN = "trtflow.test"
+
+
+def function_overflow_model(path: Path) -> Path:
+    """x -> RootSumSquare (a local function: x40, squared, summed past 65504, square-rooted) -> y."""
+    body = [
+        helper.make_node("Constant", [], ["w"], name="w", value_float=40.0),
+        helper.make_node("Constant", [], ["axes"], name="axes", value_ints=[1]),
+        *_overflow_nodes("", "input", "output"),
+    ]
+    function = helper.make_function(
+        FUNCTION_DOMAIN,
+        "RootSumSquare",
+        ["input"],
+        ["output"],
+        body,
+        [helper.make_opsetid("", OPSET)],
+    )
+    call = helper.make_node("RootSumSquare", ["x"], ["y"], name="norm", domain=FUNCTION_DOMAIN)
+    graph = _graph([call], "function_overflow", [2, 64], [2, 1], [])
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(FUNCTION_DOMAIN, 1)],
+        functions=[function],
+    )
+    return _save(model, path)
+
+
 def run_recipe(trtflow, tmp_path: Path, steps: str):
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(
@@ -210,3 +238,22 @@ def test_an_overflow_inside_an_if_branch_is_kept_with_its_if(trtflow, tmp_path):
     assert content["fix"]["node_block_list"] == ["branch"]
     (converter,) = content["round_trip"]["tools"]
     assert converter["tool"] == "onnxconverter-common" and converter["passed"] is True
+
+
+def test_an_overflow_inside_a_local_function(trtflow, tmp_path):
+    """The function is inlined, so its nodes are searched (`<node>__1`, onnx.inliner's names): the
+    overflowing ReduceSum and the Sqrt reading it are cause 1. Before, the call was one node with
+    no schema, kept FP32, and the run failed: "no candidate nodes ... `nodes` selects none"."""
+    function_overflow_model(tmp_path / "function.onnx")
+    done = _diagnose(
+        trtflow, tmp_path, "function.onnx", "fp16", "{x: [0, 5]}", "{atol: 0.05, rtol: 0.001}"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "local functions trtflow.test.RootSumSquare are inlined" in done.stdout + done.stderr
+    content = diagnosis(tmp_path)
+    assert content["model"] == "function.onnx"
+    (first,) = content["causes"]
+    assert [n["name"] for n in first["nodes"]] == ["sum__1", "root__1"]
+    assert first["mechanism"] == "overflow" and "65504" in first["words"]
+    assert first["passes_alone"] is True and first["first_nonfinite"] == "s__1"
+    assert content["search"]["verified"] is True
