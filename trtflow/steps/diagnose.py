@@ -9,6 +9,7 @@ fixes/) and the typed report.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, TypeAlias
 
 from trtflow.schema.recipe import Resources
@@ -31,7 +32,8 @@ class Diagnose(Step):
             "diagnosis.md (the story), diagnosis.json (the same, typed), graph/graph.html (the viewer, "
             "opened at the first cause), repro/cause-N/ (each cause cut out: `trtflow run recipe.yaml` "
             "exits 1 when it fails on its own), fixes/ (the mixed model, each tool's input and output, "
-            "numeric alternatives as GraphSurgeon scripts)."
+            "numeric alternatives as GraphSurgeon scripts), inlined/ (the model diagnosed, its local "
+            "functions inlined, when it has any)."
         ),
         "report": file(
             ".json", "diagnosis.json, for `inspect` and other steps.", report=DiagnosisReport
@@ -41,11 +43,12 @@ class Diagnose(Step):
             "A fix was found, verified on fresh samples, and survives every tool that applied it.",
         ),
     }
-    version = 5  # 2: autocast_args add --keep_io_types and the samples (--calibration_data)
+    version = 6  # 2: autocast_args add --keep_io_types and the samples (--calibration_data)
     # 3: qdq with float_model: judged against it, its removed activations put back; the round trip
     # re-quantizes through the `quantize` step's call, with ModelOpt and TensorRT-RTX
     # 4: node_block_list takes the Casts to FLOAT; the converter's copy as round-trip 4 makes it
     # 5: the converter's copy and block list as round-trip 5 makes them
+    # 6: local functions inlined; a cause that writes a graph output has its mechanism
     journaled = True
 
     def needs(self, params: Params) -> Resources:
@@ -59,6 +62,7 @@ class Diagnose(Step):
 
         out = ctx.output_path("diagnosis")
         out.mkdir(parents=True, exist_ok=True)
+        params = _inlined(ctx, params, out / "inlined")
         report = Diagnosis(params, ctx).run(out)
         model = load_model(params.model)
         name_nodes(model)
@@ -67,3 +71,23 @@ class Diagnose(Step):
         report.write(ctx.output_path("report"))
         ctx.notice(report.story)
         return {"passed": report.passed}
+
+
+def _inlined(ctx: StepContext, params: Params, folder: Path) -> Params:
+    """`params` with the model's local functions inlined (into `folder`), as the `load` step does.
+    A call of a local function is one opaque node to precision plans: no schema, so it stays FP32,
+    and the nodes inside it are neither candidates nor measured — a fault inside went unseen, and a
+    model made of calls alone had no candidate at all. The copy keeps the file's name, so the
+    report names the model as given; the tools' round trip inlines the same way (`tool_input`)."""
+    from trtflow.onnxmodel.files import inline_local_functions, load_model, save_model
+
+    if not load_model(params.model, load_weights=False).functions:
+        return params
+    inlined, functions = inline_local_functions(load_model(params.model))
+    copy = folder / Path(params.model).name
+    save_model(inlined, copy)
+    ctx.notice(
+        f"{Path(params.model).name}: the local functions {', '.join(functions)} are inlined (as "
+        "`load` does), so the nodes inside them are searched and named `<node>__<call>`"
+    )
+    return params.model_copy(update={"model": copy})

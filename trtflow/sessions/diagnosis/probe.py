@@ -102,6 +102,11 @@ class Probe:
             for name, info in tensors.items()
             if info.node is not None and info.is_float32 and name not in self.output_names
         ]
+        # measured under a plan: the taps and the float outputs, which are already the model's
+        # outputs (not tapped), so a cause whose node writes one has its stats and its mechanism
+        self.measured = self.taps + [
+            name for name in self.output_names if name in tensors and tensors[name].is_float32
+        ]
         self.order = {name: info.topo for name, info in tensors.items()}
         self.producer = {name: info.node for name, info in tensors.items()}
         import onnx
@@ -199,7 +204,7 @@ class Probe:
             for name, error in errors.items():
                 worst[name] = max(worst.get(name, 0.0), error)
             if tapped:
-                for name in self.taps:
+                for name in self.measured:
                     if name in reference and name in produced:
                         _fold(
                             stats.setdefault(name, TensorStats()),
