@@ -19,7 +19,8 @@ model has no fault in the precision, a realistic one is planted and the table sa
   `quantize` step's default) and with quantize_static's defaults (asymmetric UINT8 activations);
 - PP-OCRv4 rec's SVTR neck (its real weights, `tests/quant/models/`), Q/DQ: calibrated on inputs in
   [-0.05, 0.05], served [-1, 1], quantized both ways: TensorRT-RTX builds the fixed model of the
-  symmetric one and refuses the asymmetric one for the quantized model's own zero points;
+  symmetric one and refuses the asymmetric one for the quantized model's own zero points; and
+  with a localized fault, an outlier channel (x256) before a quantized MatMul, TensorRT settings;
 - Silero VAD (the If-less export), FP16: a loudness-normalization preamble computing the variance
   as E[x²]−E[x]², fed audio with a DC offset of 100 (the cancellation FP16 cannot hold).
 """
@@ -150,6 +151,17 @@ CASES = (
         (-1.0, 1.0),
         outlier=True,
     ),
+    Case(  # clean 0.13, planted 0.45 (tools/quant_sweep.py, x64; this plants x256)
+        "SVTR neck outlier, TensorRT settings",
+        SVTR,
+        "qdq",
+        SVTR_DATA,
+        "{metric: max_abs_error, max: 0.25}",
+        "planted: an outlier channel x256 before a quantized MatMul; symmetric INT8",
+        TENSORRT,
+        (-1.0, 1.0),
+        outlier=True,
+    ),
     Case(
         "SVTR neck, TensorRT settings",
         SVTR,
@@ -223,7 +235,7 @@ def _planted(model: onnx.ModelProto, samples: list, settings, folder: Path) -> P
     from trtflow.onnxmodel.qdq import quantized_nodes
     from trtflow.precision.quantizers import quantize
 
-    pinned = corpus.prepared(model, tuple(samples[0]["x"].shape))
+    pinned = corpus.prepared(model, tuple(samples[0][model.graph.input[0].name].shape))
     clean = folder / "clean.float.onnx"
     onnx.save(pinned, str(clean))
     quantize(clean, folder / "clean.int8.onnx", samples, settings, lambda line: None)
