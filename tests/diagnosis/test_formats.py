@@ -234,7 +234,8 @@ def test_an_overflow_inside_an_if_branch_is_kept_with_its_if(trtflow, tmp_path):
     content = diagnosis(tmp_path)
     assert content["search"]["keep"] == ["branch"] and content["causes"] == []
     assert content["all_low"]["damage"] == 0.0
-    assert content["story"].startswith("The search kept only nodes no plan lowers")
+    assert content["story"].startswith("The search kept only nodes no plan lowers (`branch`: If")
+    assert "a fault there is neither measured nor searched" in content["story"]
     assert content["fix"]["node_block_list"] == ["branch"]
     (converter,) = content["round_trip"]["tools"]
     assert converter["tool"] == "onnxconverter-common" and converter["passed"] is True

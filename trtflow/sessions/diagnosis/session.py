@@ -132,6 +132,7 @@ class Diagnosis:
                 "trials": outcome.evaluations,
                 "verified": outcome.verified,
                 "message": outcome.message,
+                "fixed": dict(outcome.setup.fixed),  # never lowered, and why
                 "seed": outcome.verification.seed if outcome.verification else None,
             },
             all_low={"damage": all_low.damage, "output_error": _json(all_low.output_error)},
@@ -405,7 +406,13 @@ def story(report: DiagnosisReport) -> str:
     """The ranked story in a few sentences: what breaks, why, what fixes it, what else was seen."""
     if not report.causes:
         if report.search.get("keep"):
-            return f"The search kept only nodes no plan lowers ({report.search['message']})."
+            fixed = report.search.get("fixed") or {}
+            named = "; ".join(f"`{name}`: {why}" for name, why in fixed.items())
+            return (
+                f"The search kept only nodes no plan lowers ({named or report.search['message']}): "
+                "what runs inside them stays in high precision in every plan, so a fault there "
+                "is neither measured nor searched."
+            )
         return f"Nothing to diagnose: {report.search['message']}."
     first = report.causes[0]
     names = ", ".join(f"`{n.name}`" for n in first.nodes)
