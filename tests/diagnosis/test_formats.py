@@ -258,3 +258,5 @@ def test_an_overflow_inside_a_local_function(trtflow, tmp_path):
     assert first["mechanism"] == "overflow" and "65504" in first["words"]
     assert first["passes_alone"] is True and first["first_nonfinite"] == "s__1"
     assert content["search"]["verified"] is True
+    # the region reads its axes from a Constant node the inliner wrote: it goes with the region
+    assert first["reproduces"] is True, first["repro_note"]

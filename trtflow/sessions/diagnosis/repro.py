@@ -44,6 +44,16 @@ def region(
                     ):
                         members.add(upstream.name)
                         upstream = producer.get(upstream.input[0])
+    # a Constant node the region reads (axes, shapes: exporters and onnx's inliner write them as
+    # nodes) goes with it, as an initializer would: it has no inputs, and no probe taps it
+    constants = {o: n.name for n in model.graph.node if n.op_type == "Constant" for o in n.output}
+    members |= {
+        constants[t]
+        for node in model.graph.node
+        if node.name in members
+        for t in node.input
+        if t in constants
+    }
     initializers = {t.name for t in model.graph.initializer}
     inside = [node for node in model.graph.node if node.name in members]
     written = {o for node in inside for o in node.output}
