@@ -799,7 +799,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "diagnose: causes that restore only together are told as one to blame",
         "trtflow/sessions/diagnosis/session.py",
-        "if first.removed > 0 or len(report.causes) == 1:",
+        "if first.passes_alone or len(report.causes) == 1:",
         "if True:",
         ("tests/diagnosis/test_causes.py",),
     ),

@@ -50,7 +50,7 @@ def test_a_kept_pair_node_does_not_join_across_itself():
     assert components(["r", "q"], model) == [("r", "q")]
 
 
-def _cause(rank: int, name: str, removed: float) -> CauseEntry:
+def _cause(rank: int, name: str, removed: float, passes_alone: bool = False) -> CauseEntry:
     return CauseEntry(
         rank=rank,
         nodes=[CauseNode(name=name, op="Conv")],
@@ -61,7 +61,7 @@ def _cause(rank: int, name: str, removed: float) -> CauseEntry:
         damage_alone=0.7 - removed,
         damage_without=0.7,
         removed=removed,
-        passes_alone=False,
+        passes_alone=passes_alone,
         fails_without=True,
         first_nonfinite=None,
         repro=None,
@@ -88,11 +88,11 @@ def _report(causes: list[CauseEntry]) -> DiagnosisReport:
 
 
 def test_causes_that_restore_only_together_are_told_as_such():
-    told = story(_report([_cause(1, "a", 0.0), _cause(2, "b", 0.0)]))
+    told = story(_report([_cause(1, "a", 0.02), _cause(2, "b", 0.0)]))
     assert "2 causes that restore the outputs only together" in told
-    assert "mostly by cause 1" not in told and "leaves the damage at 0.7" in told
+    assert "mostly by cause 1" not in told and "alone brings the damage to 0.68" in told
 
 
 def test_a_cause_that_removes_damage_alone_leads_the_story():
-    told = story(_report([_cause(1, "a", 0.5), _cause(2, "b", 0.0)]))
+    told = story(_report([_cause(1, "a", 0.5, passes_alone=True), _cause(2, "b", 0.0)]))
     assert "mostly by cause 1 (`a`)" in told and "1 more cause(s) follow" in told

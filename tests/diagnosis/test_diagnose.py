@@ -9,6 +9,8 @@ the other findings are attached or shown harmless with their effect, the fix sur
 from __future__ import annotations
 
 import json
+import math
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -93,6 +95,12 @@ def test_the_first_cause_is_the_one_that_restores_the_outputs(trtflow, tmp_path)
     divergence = next(f for f in content["findings"] if f["kind"] == "first_divergence")
     assert divergence["node"].startswith("var/") and divergence["cause"] is None
     assert "harmless" in divergence["relation"] and divergence["output_effect"] is not None
+    # the effect is the damage with its node kept too minus the fix's damage, as the text says
+    told = re.search(r"by ([-+][\d.e+-]+) \(([\d.e+-]+) -> ([\d.e+-]+)\)", divergence["relation"])
+    assert told is not None, divergence["relation"]
+    by, before, after = (float(x) for x in told.groups())
+    assert math.isclose(by, after - before, abs_tol=2e-3 * max(1.0, abs(after)))
+    assert math.isclose(divergence["output_effect"], by, rel_tol=0.01, abs_tol=1e-6)
     (numeric,) = content["fix"]["numeric"]
     assert numeric["kind"] == "scaled_sum" and numeric["verified"] is True
     viewer = tmp_path / "out" / "diag" / "diag" / "diagnosis" / "graph"

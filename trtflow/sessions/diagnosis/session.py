@@ -222,11 +222,11 @@ class Diagnosis:
                 else:
                     extra = frozenset(keep) | ({node} if node else set())
                     with_it = probe.effect(extra)
-                    entry["output_effect"] = _number(fixed.damage - with_it.damage)
+                    entry["output_effect"] = _number(with_it.damage - fixed.damage)
                     entry["relation"] = (
                         f"real but harmless: it stays ({_state(fixed.tensors.get(tensor))}) with the fix, and the "
                         f"outputs pass; keeping `{node}` too changes the output damage by "
-                        f"{fixed.damage - with_it.damage:.3g} ({fixed.damage:.3g} -> {with_it.damage:.3g})"
+                        f"{with_it.damage - fixed.damage:+.3g} ({fixed.damage:.3g} -> {with_it.damage:.3g})"
                     )
             found.append(entry)
         return found
@@ -417,7 +417,7 @@ def story(report: DiagnosisReport) -> str:
     first = report.causes[0]
     names = ", ".join(f"`{n.name}`" for n in first.nodes)
     damage = f"In {report.precision}, the outputs are damaged ({report.all_low['damage']:.3g} of 1)"
-    if first.removed > 0 or len(report.causes) == 1:
+    if first.passes_alone or len(report.causes) == 1:
         parts = [
             f"{damage} mostly by cause 1 ({names}): {first.words}. Keeping it alone in high "
             f"precision brings the damage to {first.damage_alone:.3g}"
@@ -427,11 +427,11 @@ def story(report: DiagnosisReport) -> str:
             parts.append(
                 f"{len(report.causes) - 1} more cause(s) follow, ranked by what keeping each removes."
             )
-    else:  # each alone leaves the damage where it was: only the set restores the outputs
+    else:  # no cause alone passes: only the set restores the outputs
         parts = [
             f"{damage} by {len(report.causes)} causes that restore the outputs only together: "
-            f"keeping any one alone leaves the damage at {first.damage_alone:.3g}. The first, "
-            f"{names}: {first.words}."
+            f"keeping cause 1 ({names}) alone brings the damage to {first.damage_alone:.3g}. "
+            f"Cause 1: {first.words}."
         ]
     related = [f for f in report.findings]
     for finding in related:
