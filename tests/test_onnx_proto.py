@@ -289,3 +289,54 @@ def test_a_graph_edit_saves_what_saving_the_whole_model_saves(tmp_path, monkeypa
         assert (edited / written.name).read_bytes() == written.read_bytes(), written.name
         assert (edited / written.name).stat().st_nlink == 1
     assert (saved / "m.onnx.data").exists() == (case == "as saved")
+
+
+def _large_model(path, variant: str) -> None:
+    """A 17 MB model (past `check_model`'s skeleton threshold) with one fault per `variant`."""
+    count = (17 << 20) // 4
+    weight = numpy_helper.from_array(np.ones([count], np.float32), "w")
+    if variant == "short raw_data":
+        weight.raw_data = weight.raw_data[:-4]
+    elif variant in ("float_data", "short float_data"):
+        weight.ClearField("raw_data")
+        weight.float_data.extend([1.0] * (count - (variant == "short float_data")))
+    node = helper.make_node("Add", ["x", "w"], ["y"], name="add")
+    if variant == "unknown op":
+        node.op_type = "NoSuchOp"
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [count])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [count])],
+        [weight, numpy_helper.from_array(np.ones([300], np.float32), "small")],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+@pytest.mark.parametrize(
+    "variant", ["valid", "short raw_data", "float_data", "short float_data", "unknown op"]
+)
+def test_the_checker_given_the_parsed_model_says_what_it_says_of_the_file(
+    tmp_path, monkeypatch, variant
+):
+    """`check_model` hands the checker a copy whose large weights are placeholders: it must raise
+    exactly what the checker raises on the file, and must not hand it the file."""
+    path = tmp_path / "large.onnx"
+    _large_model(path, variant)
+
+    def outcome(check) -> str:
+        try:
+            check()
+        except proto.validation_errors() as error:
+            return str(error)
+        return "passes"
+
+    expected = outcome(lambda: proto.check_model_path(path))
+    checked = []
+    original = proto.check_model_path
+    monkeypatch.setattr(
+        proto, "check_model_path", lambda p, full=False: checked.append(p) or original(p, full)
+    )
+    assert outcome(lambda: proto.check_model(proto.load(path), path)) == expected
+    assert checked and path not in checked  # the skeleton, not the 17 MB file
+    assert (expected == "passes") == (variant in ("valid", "float_data"))

@@ -790,6 +790,13 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/diagnosis/test_diagnose.py",),
     ),
     Mutant(
+        "load's checker: a weight whose raw_data does not fill its shape is a placeholder too",
+        "trtflow/onnxmodel/proto.py",
+        "return count * size if not typed and len(tensor.raw_data) == count * size else None",
+        "return count * size if not typed else None",
+        ("tests/test_onnx_proto.py",),
+    ),
+    Mutant(
         "diagnose: a Q/DQ pair between two kept nodes splits them into two causes",
         "trtflow/sessions/diagnosis/causes.py",
         "                tensor, seen = through_pair[tensor], seen + 1",

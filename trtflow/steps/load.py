@@ -275,16 +275,16 @@ def _verify_written(
     )
 
 
-def _checker_complaint(params: Params) -> Exception | None:
+def _checker_complaint(params: Params, model) -> Exception | None:
     """What onnx.checker raises on the user's file (at the step's `check` level), None when it accepts
-    it or `check: false`. Run before `load` reads the model: the checker holds its own copy of it and
-    the file's bytes, gone before ours is made (LAC: 64 MB less at `load`'s peak)."""
-    from trtflow.onnxmodel.proto import check_model_path
+    it or `check: false`. Given `model`, read from it, so the checker need not parse the weights
+    again (`proto.check_model`: MiniLM-L3's 69 MB, 0.11 -> 0.03 s) nor hold its own copy of them."""
+    from trtflow.onnxmodel.proto import check_model
 
     if not params.check:
         return None
     try:
-        check_model_path(params.path, full_check=params.check == "full")
+        check_model(model, params.path, full_check=params.check == "full")
     except Exception as error:  # noqa: BLE001 - raised once the file is known to be a model
         return error
     return None
@@ -380,8 +380,6 @@ class Load(Step):
         refused = validation_errors()
 
         ctx.progress(0, 5, "reading")
-        checked = _checker_complaint(params)
-        # heard after reading: `check: false` is no advice for a file that is not ONNX at all, or truncated
         try:
             model = load_model(params.path)
         except DecodeError:
@@ -407,6 +405,8 @@ class Load(Step):
         ]
         if lacking:
             raise _not_a_model(params.path, f"it has no {' and no '.join(lacking)}")
+        # after reading: `check: false` is no advice for a file that is not ONNX at all, or truncated
+        checked = _checker_complaint(params, model)
         lint = self._lint(ctx, params, model) if params.lint else None
         if checked is not None:
             if not isinstance(checked, (*refused, DecodeError)):
