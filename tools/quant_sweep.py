@@ -499,7 +499,13 @@ def main() -> None:
         default=64.0,
         help="the outlier channel's factor (INT8; FP8 plants FP8_FACTOR)",
     )
-    parser.add_argument("--work", type=Path, default=None, help="keep the cases here")
+    parser.add_argument("--work", type=Path, default=None, help="run the cases here")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep each case's folder (a whole sweep's workspaces hold about 30 GB; without "
+        "--keep a case's folder goes once its row is printed)",
+    )
     parser.add_argument(
         "--table", nargs="+", type=Path, help="only print the table of earlier runs' output files"
     )
@@ -518,10 +524,13 @@ def main() -> None:
             row = sweep_one(name, setting, args.factor, work)
             print(json.dumps(row), flush=True)
             rows.append(row)
+            if not args.keep:
+                shutil.rmtree(work / f"{name}-{setting}", ignore_errors=True)
     print(TABLE_HEAD)
     for r in rows:
         print(table_row(r))
-    print(f"\ncases in {work}; errors: mean over samples of each one's largest output error")
+    kept = f"cases in {work}" if args.keep else f"cases removed from {work} (--keep keeps them)"
+    print(f"\n{kept}; errors: mean over samples of each one's largest output error")
 
 
 TABLE_HEAD = (
