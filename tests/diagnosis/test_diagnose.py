@@ -12,29 +12,13 @@ import json
 import math
 import re
 import sys
-import textwrap
 from pathlib import Path
 
 import onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "roundtrip"))
+from diagnose_recipes import diagnosis, run_recipe  # noqa: E402
 from roundtrip_models import mask_model, two_faults_model  # noqa: E402
-
-
-def run_recipe(trtflow, tmp_path: Path, steps: str):
-    recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(
-        "trtflow: 1\nname: diag\nsteps:\n" + textwrap.indent(textwrap.dedent(steps), "  ")
-    )
-    return trtflow(
-        "run", recipe, "--workspace", tmp_path / "ws", "--out", tmp_path / "out", cwd=tmp_path
-    )
-
-
-def diagnosis(tmp_path: Path, step: str = "diag") -> dict:
-    return json.loads(
-        (tmp_path / "out" / "diag" / step / "diagnosis" / "diagnosis.json").read_text()
-    )
 
 
 def test_a_mask_constant_through_the_command(trtflow, tmp_path):

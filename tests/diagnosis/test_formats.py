@@ -8,12 +8,11 @@ and what the mechanism says.
 
 from __future__ import annotations
 
-import json
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import onnx
+from diagnose_recipes import diagnosis, run_recipe
 from onnx import TensorProto, helper, numpy_helper
 
 OPSET = 13
@@ -137,22 +136,6 @@ def function_overflow_model(path: Path) -> Path:
         functions=[function],
     )
     return _save(model, path)
-
-
-def run_recipe(trtflow, tmp_path: Path, steps: str):
-    recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(
-        "trtflow: 1\nname: diag\nsteps:\n" + textwrap.indent(textwrap.dedent(steps), "  ")
-    )
-    return trtflow(
-        "run", recipe, "--workspace", tmp_path / "ws", "--out", tmp_path / "out", cwd=tmp_path
-    )
-
-
-def diagnosis(tmp_path: Path, step: str = "diag") -> dict:
-    return json.loads(
-        (tmp_path / "out" / "diag" / step / "diagnosis" / "diagnosis.json").read_text()
-    )
 
 
 def _diagnose(trtflow, tmp_path: Path, model: str, precision: str, ranges: str, check: str):
