@@ -94,6 +94,10 @@ def test_a_calibration_mismatch_is_found_and_fixed_by_quantize_static_again(
     assert first["mechanism"] == "qdq_clipping" and "clips" in first["words"]
     assert first["numbers"]["clipped"] > 0.5  # a scale calibrated 20x too small
     assert any("recalibrate" in cause["words"] for cause in report["causes"])  # the input's pair
+    # a network calibrated 20x short has no cause that restores it alone, and the story says so
+    # instead of blaming cause 1 "mostly"
+    assert len(report["causes"]) > 1 and first["passes_alone"] is False
+    assert "causes that restore the outputs only together" in report["story"], report["story"]
     tool, rtx = report["round_trip"]["tools"]
     assert tool["tool"] == "onnxruntime-quantizer" and tool["applied"] is True
     assert tool["passed"] is True, tool["why"]
