@@ -341,7 +341,11 @@ _TYPED_FIELD |= {13: "uint64_data"} | {
     t: "int32_data" for t in _ITEM_BYTES if t not in _TYPED_FIELD
 }
 _TYPED = ("float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
-_METADATA = ("name", "doc_string", "data_location", "segment")  # besides dims and data_type
+_METADATA = (
+    "name",
+    "doc_string",
+    "segment",
+)  # besides dims and data_type (a placeholder is external)
 _PLACEHOLDER = "weights"
 _SKELETON_MIN_BYTES = 16 << 20
 
