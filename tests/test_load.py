@@ -477,3 +477,29 @@ def test_a_model_the_checker_rejects_is_a_located_error_and_check_false_loads_it
         loaded.stderr
     )  # ONNX Runtime refuses the file too: load keeps what it wrote
     assert (out / "model.onnx").is_file()
+
+
+def test_a_large_models_checker_complaint_is_the_checkers_own(trtflow, tmp_path):
+    """Past 16 MB the checker reads load's parsed model with its weights as placeholders
+    (`proto.check_model`): a weight that does not fill its shape is still its complaint, and with
+    ONNX Runtime refusing the file too, `load` stops with it (exit 2)."""
+    count = (17 << 20) // 4
+    weight = numpy_helper.from_array(np.ones([count], np.float32), "w")
+    weight.raw_data = weight.raw_data[:-4]  # one element short
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"], name="add")],
+        "short",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [count])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [count])],
+        [weight],
+    )
+    onnx.save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+        tmp_path / "short.onnx",
+    )
+    recipe = RECIPE.replace("MODEL", "short.onnx").replace(", shapes: {scores: [3, 4]}", "")
+    result, out = _run(trtflow, tmp_path, recipe)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "short.onnx: not a valid ONNX model" in result.stderr
+    assert "raw_data size (17825788 bytes) is too small" in result.stderr
+    assert not (out / "model.onnx").exists()

@@ -794,7 +794,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "trtflow/onnxmodel/proto.py",
         "return count * size if not typed and len(tensor.raw_data) == count * size else None",
         "return count * size if not typed else None",
-        ("tests/test_onnx_proto.py",),
+        (
+            "tests/test_onnx_proto.py",
+            "tests/test_load.py::test_a_large_models_checker_complaint_is_the_checkers_own",
+        ),
     ),
     Mutant(
         "diagnose: a Q/DQ pair between two kept nodes splits them into two causes",
