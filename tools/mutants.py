@@ -800,6 +800,13 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "round trip: a lowered Constant holding value_float goes to onnxconverter-common as it is",
+        "trtflow/sessions/roundtrip/exports.py",
+        "    scalars = _float_values_as_tensors(named, set(keep)) if converter else []",
+        "    scalars: list[str] = []",
+        ("tests/diagnosis/test_formats.py::test_an_overflow_inside_a_local_function",),
+    ),
+    Mutant(
         "diagnose: a Q/DQ pair between two kept nodes splits them into two causes",
         "trtflow/sessions/diagnosis/causes.py",
         "                tensor, seen = through_pair[tensor], seen + 1",

@@ -138,14 +138,16 @@ def function_overflow_model(path: Path) -> Path:
     return _save(model, path)
 
 
-def _diagnose(trtflow, tmp_path: Path, model: str, precision: str, ranges: str, check: str):
+def _diagnose(
+    trtflow, tmp_path: Path, model: str, precision: str, ranges: str, check: str, tools: str = ""
+):
     return run_recipe(
         trtflow,
         tmp_path,
         f"""
         diag:
           uses: diagnose
-          with: {{model: {model}, precision: {precision}, tools: [],
+          with: {{model: {model}, precision: {precision}, tools: [{tools}],
                  data: {{seed: 1, iterations: 3, ranges: {ranges}}}, check: {check}}}
         """,
     )
@@ -230,7 +232,13 @@ def test_an_overflow_inside_a_local_function(trtflow, tmp_path):
     no schema, kept FP32, and the run failed: "no candidate nodes ... `nodes` selects none"."""
     function_overflow_model(tmp_path / "function.onnx")
     done = _diagnose(
-        trtflow, tmp_path, "function.onnx", "fp16", "{x: [0, 5]}", "{atol: 0.05, rtol: 0.001}"
+        trtflow,
+        tmp_path,
+        "function.onnx",
+        "fp16",
+        "{x: [0, 5]}",
+        "{atol: 0.05, rtol: 0.001}",
+        "onnxconverter-common",
     )
     assert done.returncode == 0, done.stderr
     assert "local functions trtflow.test.RootSumSquare are inlined" in done.stdout + done.stderr
@@ -243,3 +251,7 @@ def test_an_overflow_inside_a_local_function(trtflow, tmp_path):
     assert content["search"]["verified"] is True
     # the region reads its axes from a Constant node the inliner wrote: it goes with the region
     assert first["reproduces"] is True, first["repro_note"]
+    # the block list names the inlined nodes, and the converter, given the inlined copy, honours it
+    assert {"sum__1", "root__1"} <= set(content["fix"]["node_block_list"])
+    (converter,) = content["round_trip"]["tools"]
+    assert converter["tool"] == "onnxconverter-common" and converter["passed"] is True, converter

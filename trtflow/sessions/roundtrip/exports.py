@@ -79,6 +79,14 @@ def tool_input(original: onnx.ModelProto, keep: Sequence[str], converter: bool) 
         "onnxconverter-common wraps a blocked Constant in FP16 Casts (its value still becomes "
         "-inf), while an initializer only blocked nodes read stays FP32",
     )
+    scalars = _float_values_as_tensors(named, set(keep)) if converter else []
+    say(
+        scalars,
+        "{count} Constant node(s) holding `value_float(s)` ({names}) hold the same value as a "
+        "`value` tensor in the copy the tool is given: onnxconverter-common converts only a "
+        "Constant's tensor, so a lowered node read an FP32 scalar beside FP16 inputs (ONNX "
+        "Runtime refuses the file; onnx's inliner and exporters write such Constants)",
+    )
     shared = _split_shared_weights(named, set(keep)) if converter else []
     say(
         shared,
@@ -117,7 +125,7 @@ def tool_input(original: onnx.ModelProto, keep: Sequence[str], converter: bool) 
         "initializer no kept node reads as an input, and leaves the kept subgraph expecting FP32 "
         "(ONNX Runtime refuses the file)",
     )
-    changed = functions or unnamed or constants or shared or read_outputs
+    changed = functions or unnamed or constants or scalars or shared or read_outputs
     prepared = named if (changed or reads.values or reads.moved) else None
     names = [n for n in keep if n not in constants] + casts + reads.casts
     return ToolInput(prepared, names, notes)
@@ -178,6 +186,29 @@ def _float_casts(model: onnx.ModelProto, keep: set[str]) -> list[str]:
         and node.name not in keep
         and any(a.name == "to" and a.i == TensorProto.FLOAT for a in node.attribute)
     ]
+
+
+def _float_values_as_tensors(model: onnx.ModelProto, keep: set[str]) -> list[str]:
+    """Rewrite the top-level Constant nodes not in `keep` that hold `value_float` or
+    `value_floats` to hold the same FLOAT values as a `value` tensor; returns their names."""
+    from onnx import TensorProto, helper
+
+    changed = []
+    for node in model.graph.node:
+        if node.op_type != "Constant" or node.name in keep or len(node.attribute) != 1:
+            continue
+        attribute = node.attribute[0]
+        if attribute.name not in ("value_float", "value_floats"):
+            continue
+        scalar = attribute.name == "value_float"
+        values = [attribute.f] if scalar else list(attribute.floats)
+        tensor = helper.make_tensor(
+            node.output[0], TensorProto.FLOAT, [] if scalar else [len(values)], values
+        )
+        del node.attribute[:]
+        node.attribute.append(helper.make_attribute("value", tensor))
+        changed.append(node.name)
+    return changed
 
 
 def _as_initializers(model: onnx.ModelProto, constants: set[str]) -> None:
