@@ -1,3 +1,3 @@
-from trtflow.cli import main
+from trtflow.cli import entry
 
-main()
+entry()
