@@ -244,3 +244,99 @@ def test_a_model_refused_only_when_pinned_runs_every_cpu_step_with_data_shapes(t
         assert results.load("fp32", iteration, "output").tobytes() == expected.tobytes()
     assert json.loads((out / "diff" / "report.json").read_text())["candidates"] == ["fp16"]
     assert (out / "hunt" / "model.onnx").exists() and (out / "hunt" / "keep.json").exists()
+
+
+def _pad_and_if(pad_first: bool) -> onnx.ModelProto:
+    """`x [n, t]` through a reflect Pad (which fails for t = 1, as Silero VAD's STFT padding does)
+    and an If on a constant condition, the Pad before the If or after it."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    def branch(name: str, op: str, source: str) -> onnx.GraphProto:
+        return helper.make_graph(
+            [helper.make_node(op, [source], [f"{name}_out"])],
+            name,
+            [],
+            [helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, ["n", None])],
+        )
+
+    pads = numpy_helper.from_array(np.array([0, 2, 0, 2], np.int64), "pads")
+    cond = numpy_helper.from_array(np.array(True), "cond")
+    into_if = "padded" if pad_first else "x"
+    nodes = [
+        helper.make_node(
+            "If",
+            ["cond"],
+            ["branched"],
+            name="choose",
+            then_branch=branch("then", "Identity", into_if),
+            else_branch=branch("else", "Neg", into_if),
+        )
+    ]
+    pad = helper.make_node(
+        "Pad",
+        ["x" if pad_first else "branched", "pads"],
+        ["padded" if pad_first else "y"],
+        name="reflect",
+        mode="reflect",
+    )
+    nodes = [pad, *nodes] if pad_first else [*nodes, pad]
+    if pad_first:
+        nodes.append(helper.make_node("Relu", ["branched"], ["y"], name="relu"))
+    graph = helper.make_graph(
+        nodes,
+        "pad_and_if",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "t"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", None])],
+        [pads, cond],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+SESSIONS_COUNTED = """
+import sys
+import trtflow.ort_sessions as sessions
+opened = []
+real = sessions.open_session
+sessions.open_session = lambda source, *args, **kwargs: opened.append(str(source)) or real(source, *args, **kwargs)
+from trtflow.cli import main
+sys.argv = ["trtflow", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as error:
+    assert not error.code, error.code
+print("OPENED", len(opened))
+"""
+
+
+@pytest.mark.parametrize("pad_first, sessions", [(True, 1), (False, 2)])
+def test_a_feed_refused_before_any_body_does_not_open_the_users_file(tmp_path, pad_first, sessions):
+    """`load` runs a model with bodies once (its If's inferred output type may break a kernel);
+    the synthesized feed (unknown dims made 1) is refused by the reflect Pad. Before the If, no
+    type `load` inferred from a body has reached it: the feed is at fault and the user's file is
+    not opened too. After the If, it may be `load`'s doing, so the user's file is asked; both
+    fail alike and the model is kept as written either way."""
+    import subprocess
+    import sys
+
+    onnx.save(_pad_and_if(pad_first), str(tmp_path / "padded.onnx"))
+    write_recipe(
+        tmp_path,
+        "trtflow: 1\nname: padded\nsteps:\n  model: {uses: load, with: {path: padded.onnx}}\n",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", SESSIONS_COUNTED, "run", "recipe.yaml", "--workspace", "ws"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"OPENED {sessions}\n" in done.stdout, done.stdout
+    summary = json.loads(
+        (tmp_path / "trtflow-out" / "padded" / "model" / "summary.json").read_text()
+    )
+    assert summary["shape_inference"] == "ok"
+    written = onnx.load(str(tmp_path / "trtflow-out" / "padded" / "model" / "model.onnx"))
+    feed = {"x": np.arange(12, dtype=np.float32).reshape(2, 6)}
+    assert [o.tobytes() for o in _outputs(written, feed).values()] == [
+        o.tobytes() for o in _outputs(_pad_and_if(pad_first), feed).values()
+    ]
