@@ -19,7 +19,16 @@ PACKAGE = Path(__file__).resolve().parents[1] / "trtflow"
 # Each unit (a top-level module or package of trtflow) belongs to one layer; a higher layer may
 # import any lower one. Within a layer, only what `SIDEWAYS` lists is allowed.
 LAYERS: dict[str, set[str]] = {
-    "shared": {"__init__", "errors", "schema", "packages", "lazy", "memory", "user_code"},
+    "shared": {
+        "__init__",
+        "errors",
+        "schema",
+        "packages",
+        "lazy",
+        "memory",
+        "user_code",
+        "sha256_thread",
+    },
     "bottom": {"onnxmodel", "ort_sessions"},
     "libraries": {"runners", "precision", "tensors", "graph", "trt"},
     "sessions": {"sessions"},

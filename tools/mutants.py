@@ -1298,8 +1298,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "load: the weights it wrote apart stay in memory through the self-check",
         "trtflow/steps/load.py",
-        "    save_model(model, model_path, external_data=True, keep_weights=False)\n    return load_model(model_path, load_weights=False)\n",
-        "    save_model(model, model_path, external_data=True)\n    return model\n",
+        "    hashed = save_model(model, model_path, external_data=True, keep_weights=False)\n",
+        "    hashed = save_model(model, model_path, external_data=True)\n    return model\n",
         (
             "tests/scale/test_saved_weights.py::test_load_lets_the_weights_it_wrote_apart_go_and_saves_its_graph_over_them",
         ),
@@ -1307,8 +1307,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "load: the summary reads the weights after letting them go",
         "trtflow/steps/load.py",
-        '    facts = weight_facts(model)\n    return _save(model, model_path, facts["bytes"]), status, facts\n',
-        "    model = _save(model, model_path)\n    return model, status, weight_facts(model)\n",
+        '    facts = weight_facts(model)\n    return _save(model, model_path, facts["bytes"], ctx), status, facts\n',
+        "    model = _save(model, model_path, None, ctx)\n    return model, status, weight_facts(model)\n",
         ("tests/test_load.py::test_a_model_with_large_weights_is_stored_with_them_external",),
     ),
     Mutant(
@@ -1433,6 +1433,48 @@ MUTANTS: tuple[Mutant, ...] = (
         "            sets.append(fresh)\n",
         "            break\n",
         ("tests/quant/test_qdq_fresh_rounds.py",),
+    ),
+    Mutant(
+        "cli: the fast exit skips the atexit functions user code registered",
+        "trtflow/cli/__init__.py",
+        "    atexit._run_exitfuncs()\n",
+        "",
+        ("tests/test_cli_exit.py",),
+    ),
+    Mutant(
+        "cli: the fast exit does not wait for a thread Python would wait for",
+        "trtflow/cli/__init__.py",
+        "    if any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()):",
+        "    if False:",
+        ("tests/test_cli_exit.py",),
+    ),
+    Mutant(
+        "load: its data file's digest, taken while written, is not given to the store",
+        "trtflow/steps/load.py",
+        'return _save(model, model_path, facts["bytes"], ctx), status, facts',
+        'return _save(model, model_path, facts["bytes"]), status, facts',
+        ("tests/test_load.py::test_the_store_reads_no_weight_file_load_or_taps_wrote",),
+    ),
+    Mutant(
+        "taps: the copy of load's data file is given the digest of another file of load's entry",
+        "trtflow/steps/surgeon_insert_tap.py",
+        "            ctx.copied(*copied)\n",
+        '            ctx.copied(copied[0].with_name("model.onnx"), copied[1])\n',
+        ("tests/test_load.py::test_the_store_reads_no_weight_file_load_or_taps_wrote",),
+    ),
+    Mutant(
+        "load: a feed refused before every body still opens the user's file",
+        "trtflow/steps/load.py",
+        "    if opening is None and not inlined and _fails_upstream_of_bodies(model, running):",
+        "    if False:",
+        ("tests/subgraphs/test_subgraphs.py",),
+    ),
+    Mutant(
+        "load: a feed refused after a body is blamed on the feed",
+        "trtflow/steps/load.py",
+        '        if any(attribute.HasField("g") or attribute.graphs for attribute in node.attribute):',
+        "        if False:",
+        ("tests/subgraphs/test_subgraphs.py",),
     ),
 )
 

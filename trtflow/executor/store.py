@@ -230,6 +230,24 @@ class Store(ObjectStore):
                 return None
         return Entry(key, path, manifest)
 
+    def stored_file(self, path: Path) -> tuple[str, int] | None:
+        """(sha256, size) of `path` where it is a file of an entry here, as its manifest records it
+        and while it still has that size; None for any other path."""
+        try:
+            parts = Path(path).resolve().relative_to(self.root.resolve()).parts
+        except (OSError, ValueError):
+            return None
+        if len(parts) < 3 or parts[0] != parts[1][:2]:
+            return None
+        manifest = self.manifest(parts[1])
+        meta = None if manifest is None else manifest["files"].get("/".join(parts[2:]))
+        try:
+            if meta is None or os.stat(path).st_size != meta["size"]:
+                return None
+        except OSError:
+            return None
+        return meta["sha256"], meta["size"]
+
     def incomplete_reason(self, key: str) -> str | None:
         """Why the entry for `key` was committed as not reusable, if it was."""
         return (self.manifest(key) or {}).get("incomplete")

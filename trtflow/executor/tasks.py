@@ -189,6 +189,7 @@ def compute_step(
                 log=lambda message: events.log(step_id, message),
                 notice=notices.append,
                 mark_incomplete=incomplete.append,
+                stored=store.stored_file,
             )
             values = kind().run(context, prepared.params) or {}
             info = {

@@ -49,13 +49,14 @@ def save_model(
     *,
     external_data: bool | None = None,
     keep_weights: bool = True,
-) -> None:
+) -> tuple[str, int] | None:
     """Write `model` to `path`, with external data in `<name>.data` when large (or when asked).
 
     onnx moves the weights out of the in-memory model when it writes them externally; they are
     read back, so `model` is left as it was and callers can keep using it — unless `keep_weights`
     is False: a scratch copy handed to ONNX Runtime lets them go, so the session that reads the file
-    holds the only other copy."""
+    holds the only other copy. Returns the sha256 and size of a data file written afresh (hashed as
+    it was written: `proto.save_with_external_data`), None where there is none or onnx wrote it."""
     from trtflow.onnxmodel import proto
 
     if external_data is None:
@@ -64,10 +65,9 @@ def save_model(
     location = EXTERNAL_DATA.format(file=path.name)
     if not proto.has_external_data(model):  # the usual case, without onnx's Python layer
         if external_data:
-            proto.save_with_external_data(model, path, location, keep_weights)
-        else:
-            proto.save(model, path)
-        return
+            return proto.save_with_external_data(model, path, location, keep_weights)
+        proto.save(model, path)
+        return None
     import onnx  # tensors that point to data elsewhere: onnx's rules for them
     from onnx.external_data_helper import load_external_data_for_model
 
@@ -78,6 +78,7 @@ def save_model(
             load_external_data_for_model(model, str(path.parent))
     else:
         onnx.save_model(model, str(path))
+    return None
 
 
 def _mark_external(model: onnx.ModelProto, path: Path) -> None:

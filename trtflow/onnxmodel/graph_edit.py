@@ -20,11 +20,12 @@ if TYPE_CHECKING:
     import onnx
 
 
-def save_edited(model: onnx.ModelProto, source: Path, target: Path) -> None:
+def save_edited(model: onnx.ModelProto, source: Path, target: Path) -> tuple[Path, Path] | None:
     """Write `model`, read from `source` without its weights and its graph edited since, to `target`:
     with a copy of its data file where that is the one `save_model(external_data=True)` would write
     (so the weights stay apart whatever their size: `load` puts them apart from 16 MB, `save_model`
-    from 64 MB), else as `save_model` writes it with its weights."""
+    from 64 MB), else as `save_model` writes it with its weights. Returns the data file and its
+    copy, when copied (`StepContext.copied`)."""
     from trtflow.onnxmodel import proto
     from trtflow.onnxmodel.files import EXTERNAL_DATA, save_model
 
@@ -32,7 +33,7 @@ def save_edited(model: onnx.ModelProto, source: Path, target: Path) -> None:
     if data is None:
         proto.read_weights(model, source)
         save_model(model, target)
-        return
+        return None
     location = EXTERNAL_DATA.format(file=target.name)
     for tensor in proto.initializers(model.graph):
         for entry in tensor.external_data:
@@ -41,3 +42,4 @@ def save_edited(model: onnx.ModelProto, source: Path, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(data, target.parent / location)
     proto.save(model, target)
+    return data, target.parent / location

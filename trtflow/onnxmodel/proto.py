@@ -256,15 +256,19 @@ def _bounded_read(data, offset: int | None, length: int | None, name: str) -> by
 
 def save_with_external_data(
     model: onnx.ModelProto, path: Path, location: str, keep_weights: bool = True
-) -> None:
+) -> tuple[str, int]:
     """What `files.save_model` does through onnx for a model with no external data yet: every
     initializer of `EXTERNAL_MIN_BYTES` or more (as `files._mark_external`) written to a fresh data
     file `location` beside `path`, in the order onnx writes them, the model pointing at it; then, with
     `keep_weights`, `load_external_data_for_model`. The same files byte for byte, and the same model
     afterwards; the weights come back from memory instead of being read from the file again.
     Each weight's bytes are copied out of the model once (each read of `raw_data` is a copy), and
-    without `keep_weights` let go as soon as written."""
+    without `keep_weights` let go as soon as written. Returns the data file's sha256 and size,
+    hashed on a thread of its own as it is written, for the store (`hashed_while_written`)."""
+    from trtflow.sha256_thread import Sha256Thread
+
     moved, weights = [], []
+    hasher = Sha256Thread()
     with open(path.parent / location, "wb") as data:
         for tensor in initializers(model.graph):
             raw = tensor.raw_data if tensor.HasField("raw_data") else b""
@@ -272,6 +276,7 @@ def save_with_external_data(
                 continue
             offset = data.tell()
             data.write(raw)
+            hasher.update(raw)
             del tensor.external_data[:]
             tensor.data_location = _EXTERNAL
             for key, value in (("location", location), ("offset", offset), ("length", len(raw))):
@@ -287,6 +292,7 @@ def save_with_external_data(
             tensor.raw_data = raw
             tensor.data_location = _DEFAULT
             del tensor.external_data[:]
+    return hasher.finish(), hasher.size
 
 
 def written_data_file(model: onnx.ModelProto, path: Path, location: str) -> Path | None:

@@ -158,6 +158,8 @@ class StepContext:
     step (e.g. a runner crashed and the others' results are kept for diagnosis)."""
     hashed: dict[str, tuple[str, int]] = field(default_factory=dict)
     """Files the step hashed as it wrote them (`hashed_while_written`), by path in `work_dir`."""
+    stored: Callable[[Path], tuple[str, int] | None] = lambda path: None
+    """(sha256, size) of a file of an upstream entry the step reads, as the store recorded it."""
 
     def output_path(self, name: str) -> Path:
         """Where output `name` must be written (`model` -> `<work_dir>/model.onnx`)."""
@@ -169,6 +171,14 @@ class StepContext:
         of tensors). The file must not change afterwards; the store still checks its size, and
         `cache verify` hashes every file anew."""
         self.hashed[path.relative_to(self.work_dir).as_posix()] = sha256, size
+
+    def copied(self, source: Path, target: Path) -> None:
+        """Tell the store that `target` in `work_dir` is a byte-for-byte copy of `source`: where that
+        is a file of an upstream entry, the store takes its recorded digest instead of reading the
+        copy (taps copy load's 30-70 MB weight file: 0.02-0.04 s of sha256 each)."""
+        known = self.stored(source)
+        if known is not None:
+            self.hashed_while_written(target, *known)
 
     def state_dir(self, name: str) -> Path:
         """A workspace folder that persists across runs and is never part of a cache key."""

@@ -115,22 +115,28 @@ def _infer_and_save(model, model_path: Path, ctx: StepContext, declared):
     status = infer_top_level_shapes(model)
     _restore_types(model, declared, 1)
     facts = weight_facts(model)
-    return _save(model, model_path, facts["bytes"]), status, facts
+    return _save(model, model_path, facts["bytes"], ctx), status, facts
 
 
-def _save(model, model_path: Path, stored: int | None = None):
+def _save(model, model_path: Path, stored: int | None = None, ctx: StepContext | None = None):
     """Write `load`'s model, its weights apart past `EXTERNAL_WEIGHT_BYTES`; returns the model to go
     on with. Weights written apart are let go: the model goes on as its graph, read back, pointing
     at them, so the self-check's session does not find them held twice (LAC: `load` peaked at
     200 MiB, above Polygraphy's whole run). Such a graph, saved again by the self-check, holds no
     weight bytes: onnx writes it pointing at the data file already there (the same bytes).
-    `stored`: the weights' bytes where the summary counted them (counting copies every weight)."""
-    from trtflow.onnxmodel.files import load_model, save_model, weight_bytes
+    `stored`: the weights' bytes where the summary counted them (counting copies every weight).
+    With `ctx`, the data file's digest, taken as it was written, goes to the store; the self-check's
+    saves leave that file as it is."""
+    from trtflow.onnxmodel.files import EXTERNAL_DATA, load_model, save_model, weight_bytes
 
     if (weight_bytes(model) if stored is None else stored) <= EXTERNAL_WEIGHT_BYTES:
         save_model(model, model_path, external_data=False)
         return model
-    save_model(model, model_path, external_data=True, keep_weights=False)
+    hashed = save_model(model, model_path, external_data=True, keep_weights=False)
+    if ctx is not None and hashed is not None:
+        ctx.hashed_while_written(
+            model_path.with_name(EXTERNAL_DATA.format(file=model_path.name)), *hashed
+        )
     return load_model(model_path, load_weights=False)
 
 

@@ -140,7 +140,9 @@ class SurgeonInsertTap(Step):
                 "selects some, but no tensor passes all three",
             )
         mark_outputs(model, chosen, tensors)
-        save_edited(model, params.model, ctx.output_path("model"))
+        copied = save_edited(model, params.model, ctx.output_path("model"))
+        if copied is not None:
+            ctx.copied(*copied)
         taps = {
             "taps": [{"tensor": name, **tensors[name].as_json()} for name in chosen],
             "not_tapped": [

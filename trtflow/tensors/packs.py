@@ -8,7 +8,7 @@ again, and the store did, for every file a step wrote (PP-OCRv4's detector: 167 
 second pass over them). Here each member's CRC is taken from the array before its header is
 written, so the file is written once, in order, and its sha256 is known when it closes
 (`PackWriter.finish`); the store takes it from the step instead of reading the file back
-(`StepContext.hashed_while_written`). The hashing runs on a thread of its own (`_Hasher`), so a
+(`StepContext.hashed_while_written`). The hashing runs on a thread of its own (`Sha256Thread`), so a
 member is hashed while the next one is checksummed and written.
 """
 
@@ -18,15 +18,15 @@ import errno
 import hashlib
 import io
 import os
-import queue
 import shutil
 import struct
-import threading
 import zipfile
 import zlib
 from pathlib import Path
 
 import numpy as np
+
+from trtflow.sha256_thread import Sha256Thread
 
 _FIXED_DATE = (1980, 1, 1, 0, 0, 0)  # zip's earliest date: a member's date never changes its bytes
 # the zip records `zipfile` writes on close (APPNOTE.TXT 4.3.12, 4.3.14-16), as its module spells them
@@ -47,28 +47,6 @@ def _npy_header(array: np.ndarray) -> bytes:
     return header.getvalue()
 
 
-class _Hasher(threading.Thread):
-    """Feeds a sha256 the chunks it is given, in their order, on a thread of its own: hashlib and
-    zlib release the GIL, so with two cores the writer's hashing costs no time (PP-OCRv4's
-    detector: 167 MB of taps, 0.15 s of sha256)."""
-
-    def __init__(self, sha256: hashlib._Hash):
-        super().__init__(name="trtflow-pack-sha256", daemon=True)
-        self.sha256 = sha256
-        # few chunks waiting: each holds its array alive until it is hashed
-        self.chunks: queue.Queue[bytes | memoryview | None] = queue.Queue(maxsize=8)
-        self.start()
-
-    def run(self) -> None:
-        while (chunk := self.chunks.get()) is not None:
-            self.sha256.update(chunk)
-
-    def finish(self) -> None:
-        """Return once every chunk given is hashed."""
-        self.chunks.put(None)
-        self.join()
-
-
 class PackWriter:
     """One pack being written: members appended with `add`, the central directory and the digest
     at `finish`. Between the two the file may be closed (`suspend`) and appended to again: a
@@ -78,7 +56,7 @@ class PackWriter:
         self.path = path
         self.size = 0  # bytes written so far
         self._sha256 = hashlib.sha256()
-        self._hasher: _Hasher | None = None  # while the file is open
+        self._hasher: Sha256Thread | None = None  # while the file is open
         self._members: list[zipfile.ZipInfo] = []
         self._file: io.BufferedWriter | None = None
 
@@ -105,7 +83,7 @@ class PackWriter:
     def _write(self, data: bytes | memoryview) -> None:
         if self._file is None:
             self._file = open(self.path, "ab" if self.size else "wb")  # noqa: SIM115 - kept open
-            self._hasher = _Hasher(self._sha256)
+            self._hasher = Sha256Thread(self._sha256)
         try:
             self._file.write(data)
         except OSError as error:
@@ -114,7 +92,7 @@ class PackWriter:
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.path)) from error
             raise
         assert self._hasher is not None  # made with the file
-        self._hasher.chunks.put(data)
+        self._hasher.update(data)
         self.size += len(data) if isinstance(data, bytes) else data.nbytes
 
     def suspend(self) -> None:
