@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -295,4 +295,6 @@ FP16_CONVERTERS = {
 
 
 def as_dicts(items: list) -> list[dict]:
-    return [asdict(item) for item in items]
+    """The records' fields, in their order. Not `dataclasses.asdict`, which deep-copies every list
+    (Silero VAD's 175 constants: 8 of load's 18 ms summarizing its weights)."""
+    return [dict(vars(item)) for item in items]

@@ -23,7 +23,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import numpy as np
@@ -145,7 +145,7 @@ class TensorSetWriter:
             "format": FORMAT,
             "tensors": self.tensors,
             "runners": self.runners,
-            "arrays": [asdict(a) for a in self.arrays],
+            "arrays": [vars(a) for a in self.arrays],  # asdict deep-copies: 0.1 ms per array
         }
         text = json.dumps(index, indent=1).encode()
         (self.folder / INDEX).write_bytes(text)
