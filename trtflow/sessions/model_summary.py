@@ -30,11 +30,16 @@ def _dtype(value_info) -> str:
 def weight_facts(model) -> dict[str, Any]:
     """What the summary says of the weights (sizes, constant ranges, values lost in FP16/BF16,
     Q/DQ pairs), read while they are in memory: `load` lets them go once written."""
-    from trtflow.onnxmodel import qdq_lint
     from trtflow.onnxmodel.formats import FORMATS
     from trtflow.precision.ranges import as_dicts, scan_constants
 
-    quantization = qdq_lint.summary(model)
+    quantization = None
+    # a pair ends at a DequantizeLinear of the main graph: a float model's summary does not import
+    # the Q/DQ modules (5 ms of a 0.5 s cold run)
+    if any(node.op_type == "DequantizeLinear" for node in model.graph.node):
+        from trtflow.onnxmodel import qdq_lint
+
+        quantization = qdq_lint.summary(model)
     stored, ranges, lost = scan_constants(model, [FORMATS["fp16"], FORMATS["bf16"]])
     return {
         "bytes": stored,
