@@ -24,8 +24,9 @@ HEAVY = (
     "filelock",  # not heavy, but ~15 ms: imported only by what takes a lock (a cached run takes none)
 )
 # What a cold run needs not import: numpy.ma (np.median imports it to look for masked arrays:
-# 6 ms, 1 MB) and asyncio (pydantic_core pulls it in with typing_extensions < 4.16: 26 ms, 4 MB)
-SPARED = ("numpy.ma", "asyncio")
+# 6 ms, 1 MB), asyncio (pydantic_core pulls it in with typing_extensions < 4.16: 26 ms, 4 MB),
+# the Q/DQ modules for a float model (5 ms) and multiprocessing for a runner not isolated (2 ms)
+SPARED = ("numpy.ma", "asyncio", "trtflow.onnxmodel.qdq", "multiprocessing")
 QUICKSTART = REPO / "pipelines" / "quickstart.yaml"
 
 PROBE = """
