@@ -400,20 +400,30 @@ def check_model(model: onnx.ModelProto, path: Path, full_check: bool = False) ->
         check_model_path(Path(folder) / "model.onnx")
 
 
-def _filled_bytes(tensor) -> int | None:
-    """The bytes of `tensor`'s data where they are in one field (raw_data, or the typed field of
-    its type) and fill its shape exactly; None otherwise (the checker reads it then)."""
+def declared_bytes(tensor) -> int | None:
+    """The bytes `tensor`'s type and shape say its data holds (element count x element size),
+    without reading the data; None for a type of no fixed element size or a negative dim."""
     size = _ITEM_BYTES.get(tensor.data_type)
-    if size is None or tensor.external_data or any(dim < 0 for dim in tensor.dims):
+    if size is None or any(dim < 0 for dim in tensor.dims):
         return None
     count = 1
     for dim in tensor.dims:
         count *= dim
+    return count * size
+
+
+def _filled_bytes(tensor) -> int | None:
+    """The bytes of `tensor`'s data where they are in one field (raw_data, or the typed field of
+    its type) and fill its shape exactly; None otherwise (the checker reads it then)."""
+    declared = declared_bytes(tensor)
+    if declared is None or tensor.external_data:
+        return None
     typed = [name for name in _TYPED if len(getattr(tensor, name))]
     if tensor.HasField("raw_data"):
-        return count * size if not typed and len(tensor.raw_data) == count * size else None
+        return declared if not typed and len(tensor.raw_data) == declared else None
+    count = declared // _ITEM_BYTES[tensor.data_type]
     if typed == [_TYPED_FIELD[tensor.data_type]] and len(getattr(tensor, typed[0])) == count:
-        return count * size
+        return declared
     return None
 
 
