@@ -47,6 +47,42 @@ def run_cli(
     )
 
 
+CALLS_PROBE = """
+import importlib, json, sys
+module, name = sys.argv[1].split(":")
+module, calls = importlib.import_module(module), []
+real = getattr(module, name)
+setattr(module, name, lambda first, *args, **kwargs: calls.append(str(first)) or real(first, *args, **kwargs))
+from trtflow.cli import main
+sys.argv = ["trtflow", *sys.argv[2:]]
+code = 0
+try:
+    main()
+except SystemExit as error:
+    code = error.code or 0
+print("CALLS=" + json.dumps(calls))
+sys.exit(code)
+"""
+
+
+def run_counting_calls(
+    folder: Path, target: str, *args: str
+) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """`trtflow ARGS` in a child process in which every call of `target` (`module:function`,
+    replaced before the command runs) is recorded by its first argument; the finished process and
+    those arguments, in call order (what a store hashed, which sessions were opened)."""
+    import json
+
+    done = subprocess.run(
+        [sys.executable, "-c", CALLS_PROBE, target, *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+    )
+    found = [line for line in done.stdout.splitlines() if line.startswith("CALLS=")]
+    return done, json.loads(found[-1][len("CALLS=") :]) if found else []
+
+
 @pytest.fixture
 def trtflow():
     """The CLI runner: `trtflow("run", recipe, cwd=tmp_path)`."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import REPO, write_recipe
+from conftest import REPO, run_counting_calls, write_recipe
 from onnx import TensorProto, helper, numpy_helper
 
 FLOAT32_MIN = float(np.finfo(np.float32).min)
@@ -225,39 +225,18 @@ def test_a_model_with_large_weights_is_stored_with_them_external(trtflow, tmp_pa
     assert len(results.tensor_names("fp32")) == layers and not results.failure("fp32")
 
 
-COUNTED_RUN = """
-import sys
-import trtflow.executor.store as store
-read = []
-real = store.file_digest
-store.file_digest = lambda path: read.append(path.name) or real(path)
-from trtflow.cli import main
-sys.argv = ["trtflow", *sys.argv[1:]]
-try:
-    main()
-except SystemExit as error:
-    assert not error.code, error.code
-print("READ", sorted(read))
-"""
-
-
 def test_the_store_reads_no_weight_file_load_or_taps_wrote(trtflow, tmp_path):
     """load's data file is hashed as it is written, and taps' copy of it takes the digest the
     store recorded for load's: neither is read back to hash it (LAC: 2 x 30 MB, 0.04 s of a 0.6 s
     cold run), and what the store records is each file's true digest."""
     import hashlib
-    import subprocess
-    import sys
 
     write_recipe(tmp_path, _big_model(tmp_path))
-    done = subprocess.run(
-        [sys.executable, "-c", COUNTED_RUN, "run", "recipe.yaml", "--workspace", "ws"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
+    done, hashed = run_counting_calls(
+        tmp_path, "trtflow.executor.store:file_digest", "run", "recipe.yaml", "--workspace", "ws"
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    read = eval(done.stdout.split("READ ", 1)[1])  # noqa: S307 - our own probe's list
+    read = [Path(path).name for path in hashed]
     assert "model.onnx.data" not in read and "model.onnx" in read, read
     recorded = {}
     for manifest_file in (tmp_path / "ws" / "store").glob("*/*/manifest.json"):

@@ -211,7 +211,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "precision search: verification reuses the search's samples (seed offset dropped)",
         "trtflow/sessions/trials.py",
-        'return data.model_copy(update={"seed": data.seed + FRESH_SEED_OFFSET})',
+        'return data.model_copy(update={"seed": data.seed + draw * FRESH_SEED_OFFSET})',
         "return data",
         ("tests/bisect/test_bisect_step.py",),
     ),
@@ -792,8 +792,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "load's checker: a weight whose raw_data does not fill its shape is a placeholder too",
         "trtflow/onnxmodel/proto.py",
-        "return count * size if not typed and len(tensor.raw_data) == count * size else None",
-        "return count * size if not typed else None",
+        "return declared if not typed and len(tensor.raw_data) == declared else None",
+        "return declared if not typed else None",
         (
             "tests/test_onnx_proto.py",
             "tests/test_load.py::test_a_large_models_checker_complaint_is_the_checkers_own",
@@ -1020,9 +1020,9 @@ MUTANTS: tuple[Mutant, ...] = (
     # issue 31 item 15: a runner's pack reopened by a later pass keeps what it held
     Mutant(
         "tensor set: a pack reopened for another array is rewritten (earlier arrays lost)",
-        "trtflow/tensors/tensor_set.py",
-        'zipfile.ZipFile(path, "a" if path.exists() else "w")',
-        'zipfile.ZipFile(path, "w")',
+        "trtflow/tensors/packs.py",
+        'open(self.path, "ab" if self.size else "wb")',
+        'open(self.path, "wb")',
         (
             "tests/run_compare/test_recipes.py::"
             "test_a_runners_pack_reopened_by_a_later_pass_keeps_the_arrays_written_before",
@@ -1250,7 +1250,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "diagnose qdq: an unverified fix of a model calibrated off its served inputs does not say recalibrate",
         "trtflow/sessions/diagnosis/session.py",
-        '        if not report.search.get("verified"):\n            parts += _uncovered(report.causes)\n',
+        '        parts += _uncovered(report.causes, bool(report.search.get("verified")))\n',
         "",
         (
             "tests/roundtrip/test_qdq_round_trip.py::test_a_quantization_calibrated_far_off_the_served_inputs_is_to_be_recalibrated",

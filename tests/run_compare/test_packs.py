@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import io
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_counting_calls
 
 from trtflow.tensors.packs import _FIXED_DATE, PackWriter
 from trtflow.tensors.tensor_set import TensorSet, TensorSetWriter
@@ -133,22 +132,6 @@ def test_the_store_takes_a_digest_hashed_while_written_while_the_size_holds(tmp_
     ]  # verify reads every file
 
 
-COLD_RUN = """
-import sys
-import trtflow.executor.store as store
-read = []
-real = store.file_digest
-store.file_digest = lambda path: read.append(path.name) or real(path)
-from trtflow.cli import main
-sys.argv = ["trtflow", *sys.argv[1:]]
-try:
-    main()
-except SystemExit as error:
-    assert not error.code, error.code
-print("READ", sorted(read))
-"""
-
-
 def test_a_run_does_not_read_back_the_tensors_it_wrote_to_hash_them(tmp_path):
     (tmp_path / "recipe.yaml").write_text(
         f"""trtflow: 1
@@ -165,11 +148,8 @@ steps:
       runners: [{{name: ort, backend: onnxruntime}}]
 """
     )
-    done = subprocess.run(
-        [sys.executable, "-c", COLD_RUN, "run", "recipe.yaml", "--workspace", "ws"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
+    done, read = run_counting_calls(
+        tmp_path, "trtflow.executor.store:file_digest", "run", "recipe.yaml", "--workspace", "ws"
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "READ ['model.onnx', 'taps.json']" in done.stdout, done.stdout
+    assert sorted(Path(path).name for path in read) == ["model.onnx", "taps.json"], read
