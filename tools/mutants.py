@@ -1476,6 +1476,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if False:",
         ("tests/subgraphs/test_subgraphs.py",),
     ),
+    Mutant(
+        "sha256 thread: a writer ahead of the hasher holds every chunk it gave",
+        "trtflow/sha256_thread.py",
+        "lambda: not self._pending or self._pending + length <= PENDING_BYTES",
+        "lambda: True",
+        ("tests/test_sha256_thread.py",),
+    ),
 )
 
 
