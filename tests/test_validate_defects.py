@@ -56,9 +56,22 @@ def test_a_huge_recipe_is_refused_before_it_is_parsed(trtflow, tmp_path):
     result = trtflow("validate", big)
     assert result.returncode == 2
     assert "the recipe file is 4.8 MiB; recipes are limited to 4 MiB" in result.stderr
-    many = ", ".join(["1"] * 200_000)  # 600 kB, but 200,000 values
-    dense = write_recipe(tmp_path, f"trtflow: 1\nname: d\nvars:\n  x: [{many}]\n", "dense.yaml")
-    result = trtflow("validate", dense)
+    # 600 kB of 200,000 values (composed, then counted while built), and 1.2 MB of 400,000
+    # (counted from its parse events first: composing 4 MiB takes seconds)
+    for values in (200_000, 400_000):
+        many = ", ".join(["1"] * values)
+        dense = write_recipe(
+            tmp_path, f"trtflow: 1\nname: d\nvars:\n  x: [{many}]\n", f"dense{values}.yaml"
+        )
+        result = trtflow("validate", dense)
+        assert result.returncode == 2
+        assert f"{dense}:4:" in result.stderr and "more than 100,000 values" in result.stderr
+        assert "put bulk data" in result.stderr and "aliases" not in result.stderr
+    # past 1 MiB the count comes first: the values are refused before a syntax error at the end
+    # of the text is reached (composing would have met it, after seconds)
+    broken = write_recipe(
+        tmp_path, f"trtflow: 1\nname: d\nvars:\n  x: [{many}]\n  y: [}}\n", "broken.yaml"
+    )
+    result = trtflow("validate", broken)
     assert result.returncode == 2
-    assert f"{dense}:4:" in result.stderr and "more than 100,000 values" in result.stderr
-    assert "put bulk data" in result.stderr and "aliases" not in result.stderr
+    assert "put bulk data" in result.stderr and "syntax" not in result.stderr, result.stderr

@@ -1483,6 +1483,20 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambda: True",
         ("tests/test_sha256_thread.py",),
     ),
+    Mutant(
+        "recipe source: a recipe dense with values of its own is blamed on aliases",
+        "trtflow/schema/source.py",
+        "if len(self.written) > MAX_VALUES",
+        "if len(self.written) > 10 * MAX_VALUES",
+        ("tests/test_validate_defects.py",),
+    ),
+    Mutant(
+        "recipe source: a text past the pre-count size is composed without being counted first",
+        "trtflow/schema/source.py",
+        "        if len(text) > PRECOUNT_CHARS:\n            _count_values(text, file)\n",
+        "",
+        ("tests/test_validate_defects.py",),
+    ),
 )
 
 
