@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from conftest import write_recipe
 from onnx import TensorProto, helper, numpy_helper
 
@@ -208,3 +209,29 @@ def test_lint_warnings_do_not_fail_the_gate(trtflow, tmp_path):
         ("warning", "spare"),
         ("warning", "dead_neg"),
     ]
+
+
+@pytest.mark.parametrize(
+    "message, node",
+    [
+        ("Node (add) has input size 1 not in range [min=2, max=2].", "add"),
+        ("[ShapeInferenceError] (op_type:Reshape, node name: /r/Reshape): bad shape", "/r/Reshape"),
+        (
+            "[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Non-zero status code returned while "
+            "running Pad node. Name:'/model/stft/padding/Pad' Status Message: Pad reflect requires "
+            "axis length >= 2 after slicing. Input shape:{1,1}",
+            "/model/stft/padding/Pad",
+        ),
+        (  # a failure inside an If's branch: the top-level node, named first
+            "Non-zero status code returned while running If node. Name:'If_0' Status Message: "
+            "Non-zero status code returned while running Pad node. Name:'If_0_else/Pad'",
+            "If_0",
+        ),
+        ("Protobuf parsing failed.", None),
+    ],
+)
+def test_the_node_a_checker_or_onnx_runtime_message_names(message, node):
+    """What lint reports a problem at, and where `load` judges whose fault a failed run is."""
+    from trtflow.onnxmodel.lint import node_named
+
+    assert node_named(message) == node

@@ -27,7 +27,10 @@ if TYPE_CHECKING:
 
 Source = Literal["onnx.checker", "onnx.shape_inference", "onnxruntime", "graph", "trtflow.qdq"]
 Level = Literal["error", "warning"]
-_NODE = re.compile(r"Node \(([^)]*)\)|Name: (\S+) OpType|node name: ([^)]+)\)|Node\(([^)]+)\)")
+_NODE = re.compile(
+    r"Node \(([^)]*)\)|Name: (\S+) OpType|node name: ([^)]+)\)|Node\(([^)]+)\)"
+    r"|running \w+ node\. Name:'([^']+)'"  # ONNX Runtime failing at run time (the outermost first)
+)
 
 
 class LintProblem(BaseModel):
@@ -79,7 +82,8 @@ LintCheck = Callable[[LintSubject], list[LintProblem]]
 
 
 def node_named(message: str) -> str | None:
-    """The node a checker or ONNX Runtime message names (`Node (X)`, `Name: X OpType`, `node name: X)`), if any."""
+    """The node a checker or ONNX Runtime message names (`Node (X)`, `Name: X OpType`, `node name: X)`,
+    `running Op node. Name:'X'`), if any."""
     found = _NODE.search(message)
     return next((group for group in found.groups() if group), None) if found else None
 

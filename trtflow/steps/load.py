@@ -20,7 +20,7 @@ from pydantic import Field
 
 from trtflow.errors import ParamError, StepError
 from trtflow.onnxmodel.files import EXTERNAL_DATA
-from trtflow.onnxmodel.lint import LintReport
+from trtflow.onnxmodel.lint import LintReport, node_named
 from trtflow.packages import installed_version
 from trtflow.schema.paths import ModelFile
 from trtflow.steps.base import Step, StepContext, StepParams, file, value
@@ -198,11 +198,11 @@ def _fails_upstream_of_bodies(model, running: str | None) -> bool:
     """Whether ONNX Runtime's `running` refusal names a top-level node that no node with a body
     (If/Loop/Scan) feeds, directly or not: there the types inferred from a body's declarations,
     the one change `load` makes that opening does not judge, cannot have reached."""
-    named = re.search(r"running \w+ node\. Name:'(.+?)'", running or "")
+    named = node_named(running or "")
     if named is None:
         return False
     producers = {output: node for node in model.graph.node for output in node.output if output}
-    failed = next((node for node in model.graph.node if node.name == named[1]), None)
+    failed = next((node for node in model.graph.node if node.name == named), None)
     pending, seen = [failed] if failed is not None else [], set()
     while pending:
         node = pending.pop()
@@ -404,7 +404,7 @@ class Load(Step):
             load_model,
             refused_external_data,
         )
-        from trtflow.onnxmodel.lint import node_named, problem_lines
+        from trtflow.onnxmodel.lint import problem_lines
         from trtflow.onnxmodel.proto import validation_errors
         from trtflow.ort_sessions import session_refusal
 
