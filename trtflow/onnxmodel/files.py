@@ -384,18 +384,6 @@ SMALL_INITIALIZER_BYTES = (
 )
 
 
-def _copy_fields(target, source, skip: str) -> None:
-    for descriptor, value in source.ListFields():
-        if descriptor.name == skip:
-            continue
-        if isinstance(value, (list, tuple)) or hasattr(value, "extend"):
-            getattr(target, descriptor.name).extend(value)
-        elif descriptor.message_type is not None:
-            getattr(target, descriptor.name).CopyFrom(value)
-        else:
-            setattr(target, descriptor.name, value)
-
-
 def _over_small(tensor: onnx.TensorProto) -> bool:
     """`tensor.ByteSize() > SMALL_INITIALIZER_BYTES`, without ByteSize where the values alone are
     larger: ByteSize walks every value of a tensor stored in typed fields (LAC's float_data
@@ -425,8 +413,8 @@ def graph_only_copy(model: onnx.ModelProto) -> tuple[onnx.ModelProto, set[str]]:
     graph = model.graph
     large = {t.name for t in graph.initializer if t.external_data or _over_small(t)}
     light = proto.messages().ModelProto()
-    _copy_fields(light, model, skip="graph")
-    _copy_fields(light.graph, graph, skip="initializer")
+    proto.copy_fields(light, model, skip="graph")
+    proto.copy_fields(light.graph, graph, skip="initializer")
     light.graph.initializer.extend(t for t in graph.initializer if t.name not in large)
     declared = {i.name for i in graph.input}
     light.graph.input.extend(
@@ -502,6 +490,8 @@ def at_least_opset(
     import onnx
     from onnx import version_converter
 
+    from trtflow.onnxmodel import proto
+
     current = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), opset)
     if current >= opset:
         return model
@@ -537,7 +527,7 @@ def at_least_opset(
     ]
     ordered += made.values()  # constants the adapters added
     result = onnx.ModelProto()
-    _copy_fields(result, converted, skip="graph")
-    _copy_fields(result.graph, converted.graph, skip="initializer")
+    proto.copy_fields(result, converted, skip="graph")
+    proto.copy_fields(result.graph, converted.graph, skip="initializer")
     result.graph.initializer.extend(ordered)
     return result

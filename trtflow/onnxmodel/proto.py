@@ -373,12 +373,8 @@ def check_model(model: onnx.ModelProto, path: Path, full_check: bool = False) ->
         check_model_path(path, full_check)
         return
     skeleton = messages().ModelProto()
-    for field, value in model.ListFields():  # a message field's value is the model's own, no copy
-        if field.name != "graph":
-            _copy_field(skeleton, field, value)
-    for field, value in model.graph.ListFields():
-        if field.name != "initializer":
-            _copy_field(skeleton.graph, field, value)
+    copy_fields(skeleton, model, skip="graph")
+    copy_fields(skeleton.graph, model.graph, skip="initializer")
     for tensor in model.graph.initializer:
         placed = skeleton.graph.initializer.add()
         size = _filled_bytes(tensor)
@@ -425,6 +421,15 @@ def _filled_bytes(tensor) -> int | None:
     if typed == [_TYPED_FIELD[tensor.data_type]] and len(getattr(tensor, typed[0])) == count:
         return declared
     return None
+
+
+def copy_fields(target, source, skip: str) -> None:
+    """Every field `source` has set, but `skip`, copied into `target` (a message of its type): the
+    rest of a model or graph without the part a caller rebuilds. `ListFields` hands each value
+    as the source's own, so nothing is copied twice."""
+    for field, value in source.ListFields():
+        if field.name != skip:
+            _copy_field(target, field, value)
 
 
 def _copy_field(message, field, value) -> None:
