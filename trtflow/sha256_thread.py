@@ -42,11 +42,11 @@ class Sha256Thread(threading.Thread):
             self.sha256.update(chunk)
             with self._changed:
                 self._chunks.popleft()
-                self._pending -= _length(chunk)
+                self._pending -= memoryview(chunk).nbytes
                 self._changed.notify_all()
 
     def update(self, chunk: bytes | memoryview) -> None:
-        length = _length(chunk)
+        length = memoryview(chunk).nbytes
         with self._changed:
             self._changed.wait_for(
                 lambda: not self._pending or self._pending + length <= PENDING_BYTES
@@ -63,9 +63,3 @@ class Sha256Thread(threading.Thread):
             self._changed.notify_all()
         self.join()
         return self.sha256.hexdigest()
-
-
-def _length(chunk: bytes | memoryview | None) -> int:
-    if chunk is None:
-        return 0
-    return len(chunk) if isinstance(chunk, bytes) else chunk.nbytes

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import math
 import mmap
 import os
 import sys
@@ -402,10 +403,7 @@ def declared_bytes(tensor) -> int | None:
     size = _ITEM_BYTES.get(tensor.data_type)
     if size is None or any(dim < 0 for dim in tensor.dims):
         return None
-    count = 1
-    for dim in tensor.dims:
-        count *= dim
-    return count * size
+    return math.prod(tensor.dims) * size
 
 
 def _filled_bytes(tensor) -> int | None:

@@ -93,7 +93,7 @@ class PackWriter:
             raise
         assert self._hasher is not None  # made with the file
         self._hasher.update(data)
-        self.size += len(data) if isinstance(data, bytes) else data.nbytes
+        self.size += memoryview(data).nbytes
 
     def suspend(self) -> None:
         """Close the file until the next `add` (or `finish`); what it holds stays counted (and
