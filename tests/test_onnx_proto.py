@@ -340,3 +340,38 @@ def test_the_checker_given_the_parsed_model_says_what_it_says_of_the_file(
     assert outcome(lambda: proto.check_model(proto.load(path), path)) == expected
     assert checked and path not in checked  # the skeleton, not the 17 MB file
     assert (expected == "passes") == (variant in ("valid", "float_data"))
+
+
+def test_the_weightless_copy_for_shape_inference_keeps_only_small_weights():
+    """`files.graph_only_copy` judges a raw weight by the size its shape declares (reading
+    `raw_data` to measure it copies it): a large one is typed as an input, a shape constant stays,
+    and a malformed weight whose bytes fall short of its shape still counts as large."""
+    from trtflow.onnxmodel.files import graph_only_copy
+
+    rng = np.random.default_rng(0)
+    big = numpy_helper.from_array(rng.normal(size=(64, 64)).astype(np.float32), "big")
+    typed = helper.make_tensor("typed", TensorProto.FLOAT, [2000], [0.5] * 2000)  # float_data
+    shape = numpy_helper.from_array(np.array([64, 64], np.int64), "shape")
+    short = TensorProto(
+        name="short", data_type=TensorProto.FLOAT, dims=[64, 64], raw_data=b"\0" * 8
+    )
+    nodes = [
+        helper.make_node("Add", ["big", "short"], ["sum"]),
+        helper.make_node("Reshape", ["typed_sum", "shape"], ["y"]),
+        helper.make_node("Add", ["typed", "typed"], ["typed_doubled"]),
+        helper.make_node("Reshape", ["sum", "shape"], ["typed_sum"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [big, typed, shape, short],
+    )
+    light, large = graph_only_copy(helper.make_model(graph))
+    assert large == {"big", "typed", "short"}
+    assert [t.name for t in light.graph.initializer] == ["shape"]
+    inputs = {
+        i.name: [d.dim_value for d in i.type.tensor_type.shape.dim] for i in light.graph.input
+    }
+    assert inputs == {"big": [64, 64], "typed": [2000], "short": [64, 64]}

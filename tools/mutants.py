@@ -1497,6 +1497,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "",
         ("tests/test_validate_defects.py",),
     ),
+    Mutant(
+        "shape inference's weightless copy keeps every raw weight",
+        "trtflow/onnxmodel/files.py",
+        "        return declared > SMALL_INITIALIZER_BYTES\n",
+        "        return False\n",
+        (
+            "tests/test_onnx_proto.py::test_the_weightless_copy_for_shape_inference_keeps_only_small_weights",
+        ),
+    ),
 )
 
 
