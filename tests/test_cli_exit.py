@@ -8,10 +8,8 @@ import shutil
 import sys
 from pathlib import Path
 
-import onnx
 import pytest
-from conftest import run_cli, write_recipe
-from onnx import TensorProto, helper
+from conftest import REPO, run_cli, write_recipe
 
 FEEDS = """
 import atexit
@@ -29,14 +27,15 @@ def _late():
 
 def with_atexit():
     atexit.register(lambda: Path("atexit-ran").write_text("yes"))
-    yield {"x": np.ones((1, 4), np.float32)}
+    yield {"x": np.ones((1, 16, 64), np.float32)}
 
 
 def with_thread():
     threading.Thread(target=_late).start()  # not a daemon: Python waits for it at exit
-    yield {"x": np.ones((1, 4), np.float32)}
+    yield {"x": np.ones((1, 16, 64), np.float32)}
 """
 
+MODEL = REPO / "pipelines" / "models" / "overflow_demo.onnx"  # x: [batch, 16, 64]
 RECIPE = """
 trtflow: 1
 name: ending
@@ -44,25 +43,15 @@ steps:
   run:
     uses: run-runners
     with:
-      model: relu.onnx
+      model: MODEL
       loader: feeds.py:LOADER
       runners: [{name: ort, backend: onnxruntime}]
 """
 
 
 def _folder(tmp_path: Path, loader: str = "with_atexit") -> Path:
-    graph = helper.make_graph(
-        [helper.make_node("Relu", ["x"], ["y"])],
-        "relu",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
-    )
-    onnx.save(
-        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
-        str(tmp_path / "relu.onnx"),
-    )
     (tmp_path / "feeds.py").write_text(FEEDS)
-    write_recipe(tmp_path, RECIPE.replace("LOADER", loader))
+    write_recipe(tmp_path, RECIPE.replace("LOADER", loader).replace("MODEL", str(MODEL)))
     return tmp_path
 
 
