@@ -54,13 +54,13 @@ def leave(code: str | int | None) -> NoReturn:
 
     What that teardown would do that matters is done first: the `atexit` functions (logging's
     flush, temporary folders, Ray's shutdown) and flushing stdout and stderr. Where a thread that
-    Python would wait for is still running, the exit is Python's own."""
+    Python would wait for is still running, or `code` is a message, the exit is Python's own."""
     main_thread = threading.main_thread()
-    if any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()):
+    waited = any(
+        t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()
+    )
+    if waited or not (code is None or isinstance(code, int)):
         sys.exit(code)
-    if code is not None and not isinstance(code, int):
-        print(code, file=sys.stderr)
-        code = 1
     atexit._run_exitfuncs()
     try:
         sys.stdout.flush()
