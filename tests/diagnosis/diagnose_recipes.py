@@ -7,12 +7,13 @@ import json
 import textwrap
 from pathlib import Path
 
+from conftest import write_recipe
+
 
 def run_recipe(trtflow, tmp_path: Path, steps: str):
     """`trtflow run` of a recipe `diag` of `steps` (YAML, step ids at the margin) in `tmp_path`."""
-    recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(
-        "trtflow: 1\nname: diag\nsteps:\n" + textwrap.indent(textwrap.dedent(steps), "  ")
+    recipe = write_recipe(
+        tmp_path, "trtflow: 1\nname: diag\nsteps:\n" + textwrap.indent(textwrap.dedent(steps), "  ")
     )
     return trtflow(
         "run", recipe, "--workspace", tmp_path / "ws", "--out", tmp_path / "out", cwd=tmp_path
