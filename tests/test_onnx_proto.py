@@ -234,6 +234,8 @@ def test_overflows_and_underflows_are_what_rounding_gives(name):
     assert (fmt.overflows(values) == (finite & np.isinf(rounded))).all()
     assert (fmt.underflows(values) == ((values != 0) & finite & (rounded == 0))).all()
     assert fmt.overflows(values).any() and fmt.underflows(values).any()
+    assert fmt.overflow_count(values) == np.count_nonzero(fmt.overflows(values))
+    assert fmt.underflow_count(values) == np.count_nonzero(fmt.underflows(values))
 
 
 def _relaid(folder, case: str) -> None:

@@ -1357,6 +1357,27 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_constant_ranges.py",),
     ),
     Mutant(
+        "ranges: the smallest magnitude read from the bits without zero's wrap (0 counts)",
+        "trtflow/precision/ranges.py",
+        "        bits -= 1\n        least = int(bits.min())",
+        "        least = int(bits.min()) - 1",
+        ("tests/test_constant_ranges.py",),
+    ),
+    Mutant(
+        "formats: the counted FP16/BF16 underflows include zero",
+        "trtflow/onnxmodel/formats.py",
+        "        bits -= 1\n        return int(np.count_nonzero(bits < _LAST_UNDERFLOW[self.name]))",
+        "        return int(np.count_nonzero(bits <= _LAST_UNDERFLOW[self.name]))",
+        ("tests/test_onnx_proto.py::test_overflows_and_underflows_are_what_rounding_gives",),
+    ),
+    Mutant(
+        "formats: the counted FP16/BF16 overflows include inf and NaN",
+        "trtflow/onnxmodel/formats.py",
+        "bits < _INF_BITS - _FIRST_OVERFLOW[self.name]",
+        "bits < 2**32 - _FIRST_OVERFLOW[self.name]",
+        ("tests/test_onnx_proto.py::test_overflows_and_underflows_are_what_rounding_gives",),
+    ),
+    Mutant(
         "summary: Constant nodes' bytes counted as weights",
         "trtflow/precision/ranges.py",
         'stored = len(raw) if raw is not None and source == "initializer" else 0',

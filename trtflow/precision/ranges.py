@@ -123,6 +123,21 @@ def _stats(
     )
 
 
+def _smallest_magnitude(values: np.ndarray) -> float | None:
+    """The smallest non-zero magnitude of finite floats, None if all are zero. Of float32, from
+    the bits: magnitudes order as their bits do, and less one, zero wraps to the largest unsigned
+    int, so one minimum finds it with no float copy or mask (the statistics of MiniLM's weights:
+    15 -> 10 ms)."""
+    if values.dtype == np.float32:
+        bits = np.ascontiguousarray(values).view(np.uint32) & np.uint32(0x7FFFFFFF)
+        bits -= 1
+        least = int(bits.min())
+        return None if least == 0xFFFFFFFF else float(np.uint32(least + 1).view(np.float32))
+    magnitudes = np.abs(values)
+    smallest = magnitudes.min(where=magnitudes > 0, initial=np.inf)
+    return float(smallest) if np.isfinite(smallest) else None
+
+
 def _chunk_stats(
     values: np.ndarray,
 ) -> tuple[float | None, float | None, float | None, float | None, int]:
@@ -130,13 +145,11 @@ def _chunk_stats(
         low, high = values.min(), values.max()
         if np.isfinite(low) and np.isfinite(high):  # NaN and ±inf would show in min or max
             # every value finite: no mask, and the largest magnitude is that of min or max
-            magnitudes = np.abs(values)
-            smallest = magnitudes.min(where=magnitudes > 0, initial=np.inf)
             return (
                 float(low),
                 float(high),
                 max(abs(float(low)), abs(float(high))),
-                float(smallest) if np.isfinite(smallest) else None,
+                _smallest_magnitude(values),
                 0,
             )
     finite = values
@@ -257,9 +270,9 @@ def _lost(
     as_float = np.asarray(values, dtype=np.float32)  # no copy of an FP32 weight
     overflow = underflow = 0
     if max_abs is not None and max_abs > fmt.max:
-        overflow = sum(int(fmt.overflows(chunk).sum()) for chunk in _chunks(as_float))
+        overflow = sum(fmt.overflow_count(chunk) for chunk in _chunks(as_float))
     if min_abs is not None and min_abs < fmt.min_subnormal:
-        underflow = sum(int(fmt.underflows(chunk).sum()) for chunk in _chunks(as_float))
+        underflow = sum(fmt.underflow_count(chunk) for chunk in _chunks(as_float))
     if not (overflow or underflow):
         return None
     return LostValues(
