@@ -377,3 +377,21 @@ def test_the_weightless_copy_for_shape_inference_keeps_only_small_weights():
         i.name: [d.dim_value for d in i.type.tensor_type.shape.dim] for i in light.graph.input
     }
     assert inputs == {"big": [64, 64], "typed": [2000], "short": [64, 64]}
+
+
+def test_weight_bytes_sums_the_sizes_raw_weights_declare():
+    """`files.weight_bytes`, which decides where weights are written and how a model goes to ONNX
+    Runtime, takes a raw weight's size from its shape (measuring `raw_data` copies it): a malformed
+    weight short of its shape counts as declared; an INT4 weight, of no whole bytes per element, by
+    its bytes; weights in a typed field or external data not at all."""
+    from trtflow.onnxmodel.files import weight_bytes
+
+    full = numpy_helper.from_array(np.zeros((8, 16), np.float32), "full")
+    short = TensorProto(name="short", data_type=TensorProto.FLOAT, dims=[64], raw_data=b"\0" * 8)
+    int4 = TensorProto(name="int4", data_type=TensorProto.INT4, dims=[10], raw_data=b"\x11" * 5)
+    typed = helper.make_tensor("typed", TensorProto.FLOAT, [100], [0.5] * 100)
+    external = TensorProto(name="external", data_type=TensorProto.FLOAT, dims=[1000])
+    external.data_location = TensorProto.EXTERNAL
+    external.external_data.add(key="location", value="w.bin")
+    graph = helper.make_graph([], "g", [], [], [full, short, int4, typed, external])
+    assert weight_bytes(helper.make_model(graph)) == 8 * 16 * 4 + 64 * 4 + 5

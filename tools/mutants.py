@@ -1378,6 +1378,13 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_onnx_proto.py::test_overflows_and_underflows_are_what_rounding_gives",),
     ),
     Mutant(
+        "files: weight_bytes measures every raw weight (a copy of all the weights)",
+        "trtflow/onnxmodel/files.py",
+        "len(t.raw_data) if (declared := declared_bytes(t)) is None else declared",
+        "len(t.raw_data)",
+        ("tests/test_onnx_proto.py::test_weight_bytes_sums_the_sizes_raw_weights_declare",),
+    ),
+    Mutant(
         "summary: Constant nodes' bytes counted as weights",
         "trtflow/precision/ranges.py",
         'stored = len(raw) if raw is not None and source == "initializer" else 0',

@@ -40,7 +40,19 @@ def load_model(path: Path, *, load_weights: bool = True) -> onnx.ModelProto:
 
 
 def weight_bytes(model: onnx.ModelProto) -> int:
-    return sum(len(t.raw_data) for t in iter_initializers(model.graph))
+    """The bytes of the initializers held in `raw_data`, by the size each one's shape declares:
+    what decides where weights are written and how a model goes to ONNX Runtime. Measuring
+    `raw_data` copies it (MiniLM-L3: 69 MB, 27 ms; a 1B-parameter model's 4 GB for every session
+    an emulated runner opens); a malformed weight shorter than its shape counts as declared, which
+    only sends it the way a larger model goes. A type of no whole bytes per element (INT4, FP4) is
+    measured."""
+    from trtflow.onnxmodel.proto import declared_bytes
+
+    return sum(
+        len(t.raw_data) if (declared := declared_bytes(t)) is None else declared
+        for t in iter_initializers(model.graph)
+        if t.HasField("raw_data")
+    )
 
 
 def save_model(
