@@ -25,8 +25,17 @@ HEAVY = (
 )
 # What a cold run needs not import: numpy.ma (np.median imports it to look for masked arrays:
 # 6 ms, 1 MB), asyncio (pydantic_core pulls it in with typing_extensions < 4.16: 26 ms, 4 MB),
-# the Q/DQ modules for a float model (5 ms) and multiprocessing for a runner not isolated (2 ms)
-SPARED = ("numpy.ma", "asyncio", "trtflow.onnxmodel.qdq", "multiprocessing")
+# the Q/DQ modules for a float model (5 ms), multiprocessing for a runner not isolated (2 ms),
+# subprocess for a run without worker processes or Ray (1.4 ms), difflib for a recipe without
+# mistakes (ctypes, also deferred, comes with numpy)
+SPARED = (
+    "numpy.ma",
+    "asyncio",
+    "trtflow.onnxmodel.qdq",
+    "multiprocessing",
+    "subprocess",
+    "difflib",
+)
 QUICKSTART = REPO / "pipelines" / "quickstart.yaml"
 
 PROBE = """

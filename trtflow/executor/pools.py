@@ -11,12 +11,10 @@ or, on a node that shares no disk with the run, exchanging entries through the r
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -37,6 +35,7 @@ from trtflow.executor.tasks import (
 )
 
 if TYPE_CHECKING:
+    import subprocess
     from multiprocessing.queues import SimpleQueue
 
     from ray.util.queue import Queue as RayQueue
@@ -96,6 +95,8 @@ def _end_with_parent(parent: int, bound_to_process: bool) -> None:
     (`bound_to_process`). Everywhere, a watcher thread ends the worker within a second of its
     parent changing; the check right after covers a parent that died before the watcher began."""
     if bound_to_process and sys.platform.startswith("linux"):
+        import ctypes  # here: a run in threads never loads it (2 ms of a cold run)
+
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:
@@ -287,6 +288,7 @@ overwrites the environment /proc shows)."""
 def _start_ray_guard() -> subprocess.Popen:
     """Mark this environment for the local Ray about to start, and start its guard."""
     import secrets
+    import subprocess
 
     mark = f"{RAY_MARK}={os.getpid()}-{secrets.token_hex(8)}"
     guard = subprocess.Popen(

@@ -7,7 +7,6 @@ unknown keys, the most common mistake in a hand-written recipe.
 
 from __future__ import annotations
 
-import difflib
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -22,6 +21,8 @@ from trtflow.schema.source import RecipePath, SourceMap
 
 def did_you_mean(word: object, choices: list[str] | tuple[str, ...] | set[str]) -> str:
     """` (did you mean `x`?)` when a close match exists, else empty."""
+    import difflib  # here: only a recipe with a mistake needs it
+
     close = difflib.get_close_matches(str(word), sorted(choices), n=1, cutoff=0.6)
     return f" (did you mean `{close[0]}`?)" if close else ""
 
