@@ -14,6 +14,8 @@ import pytest
 from conftest import REPO, run_counting_calls, write_recipe
 from onnx import TensorProto, helper, numpy_helper
 
+from trtflow.onnxmodel import proto
+
 FLOAT32_MIN = float(np.finfo(np.float32).min)
 
 
@@ -223,6 +225,104 @@ def test_a_model_with_large_weights_is_stored_with_them_external(trtflow, tmp_pa
 
     results = TensorSet.open(out.parent / "run" / "results")
     assert len(results.tensor_names("fp32")) == layers and not results.failure("fp32")
+
+
+def _external_model(folder: Path) -> None:
+    """`ext.onnx`: `_big_model`'s 20 MB of MatMul weights, one more weight in an If branch, a
+    BF16 one (no numpy type: onnx reads it), a small one and a Constant, every tensor in
+    `ext.onnx.weights` (onnx's `size_threshold=0`)."""
+    _big_model(folder)
+    model = onnx.load(str(folder / "big.onnx"))
+    rng = np.random.default_rng(1)
+    branch = helper.make_graph(
+        [helper.make_node("Add", [f"h{BIG_LAYERS}", "branch_w"], ["then_out"])],
+        "then",
+        [],
+        [helper.make_tensor_value_info("then_out", TensorProto.FLOAT, [2, BIG_WIDTH])],
+        [numpy_helper.from_array(rng.normal(size=BIG_WIDTH).astype(np.float32), "branch_w")],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Identity", [f"h{BIG_LAYERS}"], ["else_out"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("else_out", TensorProto.FLOAT, [2, BIG_WIDTH])],
+    )
+    model.graph.node.extend(
+        [
+            helper.make_node("If", ["flag"], ["chosen"], then_branch=branch, else_branch=other),
+            helper.make_node(
+                "Constant", [], ["c"], value=numpy_helper.from_array(np.full(300, 2.0, np.float32))
+            ),
+            helper.make_node("Mul", ["chosen", "small"], ["scaled"]),
+        ]
+    )
+    model.graph.initializer.append(numpy_helper.from_array(np.array([3.0], np.float32), "small"))
+    halves = np.ones(BIG_WIDTH, np.float32).view(np.uint32) >> 16  # bfloat16 1.0: no numpy dtype
+    model.graph.initializer.append(
+        helper.make_tensor(
+            "unused_bf16",
+            TensorProto.BFLOAT16,
+            [BIG_WIDTH],
+            halves.astype(np.uint16).tobytes(),
+            raw=True,
+        )
+    )
+    model.graph.input.append(helper.make_tensor_value_info("flag", TensorProto.BOOL, []))
+    del model.graph.output[:]
+    model.graph.output.extend(
+        [
+            helper.make_tensor_value_info("scaled", TensorProto.FLOAT, [2, BIG_WIDTH]),
+            helper.make_tensor_value_info("c", TensorProto.FLOAT, [300]),
+        ]
+    )
+    onnx.save_model(
+        model,
+        str(folder / "ext.onnx"),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location="ext.onnx.weights",
+        size_threshold=0,
+    )
+
+
+def test_large_external_weights_are_summarized_and_written_one_at_a_time(trtflow, tmp_path):
+    """A model whose weights are in external data (every large transformer) is read without them:
+    `load` summarizes and writes each large one from the user's file in turn, where it held them
+    all (a 0.29B-parameter model: 2.2 -> 1.1 GB peak, 8.5 -> 6.0 s), and inlines the rest (a
+    small weight, a Constant's value). What it writes is byte for byte what reading the whole
+    model writes (lint reads it whole): graph, data file and summary."""
+    _external_model(tmp_path)
+    outputs = {}
+    for lint in ("false", "true"):
+        folder = tmp_path / f"lint-{lint}"
+        folder.mkdir()
+        for name in ("ext.onnx", "ext.onnx.weights"):
+            shutil.copyfile(tmp_path / name, folder / name)
+        write_recipe(
+            folder,
+            RECIPE.replace("MODEL", "ext.onnx").replace(
+                "shapes: {scores: [3, 4]}", f"lint: {lint}"
+            ),
+        )
+        done, whole = run_counting_calls(
+            folder, "trtflow.onnxmodel.proto:read_weights", "run", "recipe.yaml", "--out", "out"
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert bool(whole) == (lint == "true")  # only lint's model is read whole
+        out = folder / "out" / "loading" / "model"
+        outputs[lint] = {
+            n: (out / n).read_bytes() for n in ("model.onnx", "model.onnx.data", "summary.json")
+        }
+    assert outputs["false"] == outputs["true"]
+    written = onnx.load(
+        str(tmp_path / "lint-false" / "out" / "loading" / "model" / "model.onnx"),
+        load_external_data=False,
+    )
+    apart = {t.name for t in proto.initializers(written.graph) if t.external_data}
+    assert apart == {f"w{i}" for i in range(BIG_LAYERS)} | {"branch_w", "unused_bf16"}
+    summary = json.loads(outputs["false"]["summary.json"])
+    ranged = {r["tensor"] for r in summary["constant_ranges"]}
+    assert {f"w{i}" for i in range(BIG_LAYERS)} | {"branch_w", "small", "c"} <= ranged
 
 
 def test_the_store_reads_no_weight_file_load_or_taps_wrote(trtflow, tmp_path):

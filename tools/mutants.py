@@ -1385,6 +1385,24 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_onnx_proto.py::test_weight_bytes_sums_the_sizes_raw_weights_declare",),
     ),
     Mutant(
+        "load: a model with large weights in external data is read whole",
+        "trtflow/steps/load.py",
+        "    if not params.lint and not quantized:",
+        "    if False:",
+        (
+            "tests/test_load.py::test_large_external_weights_are_summarized_and_written_one_at_a_time",
+        ),
+    ),
+    Mutant(
+        "proto: a weight of no numpy type, still in external data, is decoded from the model alone",
+        "trtflow/onnxmodel/proto.py",
+        '        if dtype_name is None or sys.byteorder != "little":  # onnx\'s rules, given the bytes',
+        "        if False:",
+        (
+            "tests/test_load.py::test_large_external_weights_are_summarized_and_written_one_at_a_time",
+        ),
+    ),
+    Mutant(
         "summary: Constant nodes' bytes counted as weights",
         "trtflow/precision/ranges.py",
         'stored = len(raw) if raw is not None and source == "initializer" else 0',

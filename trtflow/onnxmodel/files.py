@@ -61,6 +61,7 @@ def save_model(
     *,
     external_data: bool | None = None,
     keep_weights: bool = True,
+    weights_from: Path | None = None,
 ) -> tuple[str, int] | None:
     """Write `model` to `path`, with external data in `<name>.data` when large (or when asked).
 
@@ -68,13 +69,17 @@ def save_model(
     read back, so `model` is left as it was and callers can keep using it — unless `keep_weights`
     is False: a scratch copy handed to ONNX Runtime lets them go, so the session that reads the file
     holds the only other copy. Returns the sha256 and size of a data file written afresh (hashed as
-    it was written: `proto.save_with_external_data`), None where there is none or onnx wrote it."""
+    it was written: `proto.save_with_external_data`), None where there is none or onnx wrote it.
+    `weights_from`: the folder of the external data large initializers still point into
+    (`proto.read_weights_but_large`), written apart from there one at a time."""
     from trtflow.onnxmodel import proto
 
-    if external_data is None:
-        external_data = weight_bytes(model) > EXTERNAL_DATA_THRESHOLD
     path.parent.mkdir(parents=True, exist_ok=True)
     location = EXTERNAL_DATA.format(file=path.name)
+    if weights_from is not None:
+        return proto.save_with_external_data(model, path, location, keep_weights, weights_from)
+    if external_data is None:
+        external_data = weight_bytes(model) > EXTERNAL_DATA_THRESHOLD
     if not proto.has_external_data(model):  # the usual case, without onnx's Python layer
         if external_data:
             return proto.save_with_external_data(model, path, location, keep_weights)

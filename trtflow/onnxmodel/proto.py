@@ -207,36 +207,88 @@ def has_external_data(model: onnx.ModelProto) -> bool:
 
 def _read_external_data(model: onnx.ModelProto, folder: Path) -> bool:
     """`onnx.external_data_helper.load_external_data_for_model(model, folder)`: each tensor's
-    bytes read through onnx's own C++ opener (which refuses locations outside `folder`, links),
-    bounds checked as onnx checks them. False, with nothing read, when a tensor carries keys
-    beyond location/offset/length (checksums, base paths: onnx's business, with its warnings)."""
+    bytes read through onnx's own C++ opener (`read_external`). False, with nothing read, when a
+    tensor carries keys beyond location/offset/length (checksums, base paths: onnx's business,
+    with its warnings)."""
     external = [tensor for tensor in _all_tensors(model) if _uses_external_data(tensor)]
-    places = []
+    if not all(_plain_places(tensor) for tensor in external):
+        return False
     for tensor in external:
-        entries = {entry.key: entry.value for entry in tensor.external_data}
-        if set(entries) - {"location", "offset", "length"}:
-            return False
-        places.append(entries)
-    opener = extension().checker._open_external_data
-    for tensor, entries in zip(external, places):
-        offset, length = (
-            int(entries[key]) if key in entries else None for key in ("offset", "length")
-        )
-        for key, value in (("offset", offset), ("length", length)):
-            if value is not None and value < 0:
-                raise ValueError(
-                    f"External data {key} must be non-negative, got {value} for tensor {tensor.name!r}"
-                )
-        descriptor = opener(str(folder), entries.get("location", ""), tensor.name, True)
-        with os.fdopen(descriptor, "rb") as data:
-            tensor.raw_data = _bounded_read(data, offset, length, tensor.name)
-        tensor.data_location = _DEFAULT
-        del tensor.external_data[:]
+        _put_inline(tensor, read_external(tensor, folder))
     return True
 
 
-def _bounded_read(data, offset: int | None, length: int | None, name: str) -> bytes:
-    """onnx's `_validate_external_data_file_bounds`: the same checks, the same messages."""
+def _plain_places(tensor) -> bool:
+    """Whether `tensor`'s external data says only where it is (location, offset, length)."""
+    return all(entry.key in ("location", "offset", "length") for entry in tensor.external_data)
+
+
+def _put_inline(tensor, raw: bytes) -> None:
+    tensor.raw_data = raw
+    tensor.data_location = _DEFAULT
+    del tensor.external_data[:]
+
+
+def read_external(tensor, folder: Path, read: bool = True) -> bytes:
+    """The bytes of `tensor`, which points to external data in `folder`, read through onnx's own C++
+    opener (which refuses locations outside `folder`, and links) and bounds checked as onnx checks
+    them; the tensor is left as it is. Without `read`, only opened and checked (b"")."""
+    entries = {entry.key: entry.value for entry in tensor.external_data}
+    offset, length = (int(entries[key]) if key in entries else None for key in ("offset", "length"))
+    for key, value in (("offset", offset), ("length", length)):
+        if value is not None and value < 0:
+            raise ValueError(
+                f"External data {key} must be non-negative, got {value} for tensor {tensor.name!r}"
+            )
+    opener = extension().checker._open_external_data
+    descriptor = opener(str(folder), entries.get("location", ""), tensor.name, True)
+    with os.fdopen(descriptor, "rb") as data:
+        return _bounded_read(data, offset, length, tensor.name, read)
+
+
+def read_weights_but_large(model: onnx.ModelProto, path: Path) -> int:
+    """Read the external data of `model`, read from `path` without its weights, except for the
+    initializers of `EXTERNAL_MIN_BYTES` or more: those `save_with_external_data` would write apart
+    stay where they are, for a caller that reads them one at a time (`read_external`, `folder` of
+    `save_with_external_data`) instead of holding them all (a 4 GB model in memory, then copied to
+    be summarized and copied again to be written). Returns their bytes, as their places or shapes
+    say; 0, with every weight read as `read_weights` reads them, where a tensor's external data says
+    more than its place (checksums: onnx's business). The places of those left are checked as
+    reading them would (the same errors, now)."""
+    if not all(_plain_places(t) for t in _all_tensors(model) if _uses_external_data(t)):
+        read_weights(model, path)
+        return 0
+    folder, apart = Path(path).absolute().parent, 0
+    for tensor in initializers(model.graph):
+        if (size := _external_bytes(tensor)) >= EXTERNAL_MIN_BYTES:
+            read_external(tensor, folder, read=False)
+            apart += size
+        elif _uses_external_data(tensor):
+            _put_inline(tensor, read_external(tensor, folder))
+    others = [*_attribute_tensors(model.graph)]
+    others += [tensor for function in model.functions for tensor in _attribute_tensors(function)]
+    for tensor in others:
+        if _uses_external_data(tensor):
+            _put_inline(tensor, read_external(tensor, folder))
+    return apart
+
+
+def _external_bytes(tensor) -> int:
+    """The bytes of a tensor's external data, by its `length`, else its shape; 0 for one in the
+    model itself."""
+    if not _uses_external_data(tensor):
+        return 0
+    for entry in tensor.external_data:
+        if entry.key == "length" and entry.value.isdigit():
+            return int(entry.value)
+    return declared_bytes(tensor) or 0
+
+
+def _bounded_read(
+    data, offset: int | None, length: int | None, name: str, read: bool = True
+) -> bytes:
+    """onnx's `_validate_external_data_file_bounds`: the same checks, the same messages; then the
+    bytes, with `read` (else b"")."""
     size = os.fstat(data.fileno()).st_size
     if offset is not None:
         if offset > size:
@@ -245,18 +297,22 @@ def _bounded_read(data, offset: int | None, length: int | None, name: str) -> by
             )
         data.seek(offset)
     if length is None:
-        return data.read()
+        return data.read() if read else b""
     start = offset if offset is not None else 0
     if length > size - start:
         raise ValueError(
             f"External data length ({length}) exceeds available data ({size - start} bytes "
             f"from offset {start}) for tensor {name!r}"
         )
-    return data.read(length)
+    return data.read(length) if read else b""
 
 
 def save_with_external_data(
-    model: onnx.ModelProto, path: Path, location: str, keep_weights: bool = True
+    model: onnx.ModelProto,
+    path: Path,
+    location: str,
+    keep_weights: bool = True,
+    folder: Path | None = None,
 ) -> tuple[str, int]:
     """What `files.save_model` does through onnx for a model with no external data yet: every
     initializer of `EXTERNAL_MIN_BYTES` or more (as `files._mark_external`) written to a fresh data
@@ -264,15 +320,23 @@ def save_with_external_data(
     `keep_weights`, `load_external_data_for_model`. The same files byte for byte, and the same model
     afterwards; the weights come back from memory instead of being read from the file again.
     Each weight's bytes are copied out of the model once (each read of `raw_data` is a copy), and
-    without `keep_weights` let go as soon as written. Returns the data file's sha256 and size,
-    hashed on a thread of its own as it is written, for the store (`hashed_while_written`)."""
+    without `keep_weights` let go as soon as written. With `folder`, the initializers still in
+    external data there (`read_weights_but_large`) are read one at a time and written the same way:
+    the model need never hold them. Returns the data file's sha256 and size, hashed on a thread of
+    its own as it is written, for the store (`hashed_while_written`)."""
     from trtflow.sha256_thread import Sha256Thread
 
     moved, weights = [], []
     hasher = Sha256Thread()
     with open(path.parent / location, "wb") as data:
         for tensor in initializers(model.graph):
-            raw = tensor.raw_data if tensor.HasField("raw_data") else b""
+            if folder is not None and _uses_external_data(tensor):
+                raw = read_external(tensor, folder)
+                if len(raw) < EXTERNAL_MIN_BYTES:  # a place without a length, at a short file's end
+                    _put_inline(tensor, raw)
+                    continue
+            else:
+                raw = tensor.raw_data if tensor.HasField("raw_data") else b""
             if len(raw) < EXTERNAL_MIN_BYTES:
                 continue
             offset = data.tell()
@@ -506,11 +570,18 @@ def value_info(
 
 def to_array(tensor: onnx.TensorProto, raw: bytes | None = None) -> np.ndarray:
     """`onnx.numpy_helper.to_array(tensor)`: the same dtype, shape and values. `raw`: the tensor's
-    `raw_data`, where the caller has read it already (each read of the field is a copy)."""
+    `raw_data`, where the caller has read it already (each read of the field is a copy), or its
+    external data (`read_external`)."""
     import numpy as np
 
     dtype_name = NUMPY_TYPES.get(tensor.data_type)
-    if (
+    if raw is not None and _uses_external_data(tensor):
+        if dtype_name is None or sys.byteorder != "little":  # onnx's rules, given the bytes
+            inline = messages().TensorProto()
+            inline.CopyFrom(tensor)
+            _put_inline(inline, raw)
+            return to_array(inline)
+    elif (
         dtype_name is None
         or sys.byteorder != "little"
         or _uses_external_data(tensor)
@@ -520,7 +591,7 @@ def to_array(tensor: onnx.TensorProto, raw: bytes | None = None) -> np.ndarray:
 
         return numpy_helper.to_array(tensor)
     dtype, dims = np.dtype(dtype_name), tensor.dims
-    if tensor.HasField("raw_data"):
+    if raw is not None or tensor.HasField("raw_data"):
         return np.frombuffer(tensor.raw_data if raw is None else raw, dtype=dtype).reshape(dims)
     if tensor.data_type in _BITS_IN_INT32:
         bits = np.array(tensor.int32_data, dtype=np.int32).view(np.uint32)

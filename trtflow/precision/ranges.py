@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -69,15 +70,21 @@ def iter_constants(model: onnx.ModelProto) -> Iterator[tuple[str, str, np.ndarra
 
 
 def _stored_constants(
-    model: onnx.ModelProto,
+    model: onnx.ModelProto, folder: Path | None = None
 ) -> Iterator[tuple[str, str, np.ndarray, int]]:
     """`iter_constants`, with each initializer's `raw_data` size (0 for a Constant): the bytes are
     copied out of the proto once (protobuf copies them on every read of the field: MiniLM's
-    69 MB were read four times to summarize them)."""
-    from trtflow.onnxmodel.proto import to_array
+    69 MB were read four times to summarize them). With `folder`, a tensor still in external data
+    there is read from it, one at a time (`proto.read_weights_but_large`)."""
+    from trtflow.onnxmodel.proto import read_external, to_array
 
     for name, source, proto in _constant_protos(model):
-        raw = proto.raw_data if proto.HasField("raw_data") else None
+        if proto.HasField("raw_data"):
+            raw = proto.raw_data
+        elif folder is not None and proto.external_data:
+            raw = read_external(proto, folder)
+        else:
+            raw = None
         stored = len(raw) if raw is not None and source == "initializer" else 0
         yield name, source, to_array(proto, raw), stored
 
@@ -178,15 +185,16 @@ def constant_ranges(model: onnx.ModelProto) -> list[ConstantRange]:
 
 
 def scan_constants(
-    model: onnx.ModelProto, formats: Sequence[Format]
+    model: onnx.ModelProto, formats: Sequence[Format], folder: Path | None = None
 ) -> tuple[int, list[ConstantRange], dict[str, list[LostValues]]]:
     """(bytes of the initializers' `raw_data`, `constant_ranges`, each format's `lost_values`), each
-    constant read once: what `load`'s summary says of the weights, in one pass over them."""
+    constant read once: what `load`'s summary says of the weights, in one pass over them (`folder`:
+    where weights still in external data are, `_stored_constants`)."""
     ranges: list[ConstantRange] = []
     found: dict[str, list[LostValues]] = {fmt.name: [] for fmt in formats}
     stored_bytes = 0
     readers: dict[str, list[dict]] | None = None
-    for name, source, values, stored in _stored_constants(model):
+    for name, source, values, stored in _stored_constants(model, folder):
         stored_bytes += stored
         if values.dtype.kind not in "fiu" or values.size == 0:
             continue

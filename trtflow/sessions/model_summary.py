@@ -27,9 +27,10 @@ def _dtype(value_info) -> str:
     return numpy_dtype(elem_type).name if elem_type else "unknown"
 
 
-def weight_facts(model) -> dict[str, Any]:
+def weight_facts(model, folder: Path | None = None) -> dict[str, Any]:
     """What the summary says of the weights (sizes, constant ranges, values lost in FP16/BF16,
-    Q/DQ pairs), read while they are in memory: `load` lets them go once written."""
+    Q/DQ pairs), read while they are in memory: `load` lets them go once written. `folder`: where
+    the weights still in external data are (`proto.read_weights_but_large`), read one at a time."""
     from trtflow.onnxmodel.formats import FORMATS
     from trtflow.precision.ranges import as_dicts, scan_constants
 
@@ -40,7 +41,7 @@ def weight_facts(model) -> dict[str, Any]:
         from trtflow.onnxmodel import qdq_lint
 
         quantization = qdq_lint.summary(model)
-    stored, ranges, lost = scan_constants(model, [FORMATS["fp16"], FORMATS["bf16"]])
+    stored, ranges, lost = scan_constants(model, [FORMATS["fp16"], FORMATS["bf16"]], folder)
     return {
         "bytes": stored,
         "constant_ranges": as_dicts(ranges),

@@ -102,23 +102,30 @@ def _pin_shapes(model, shapes: dict[str, list[int]]) -> None:
         output.type.tensor_type.ClearField("shape")
 
 
-def _infer_and_save(model, model_path: Path, ctx: StepContext, declared):
+def _infer_and_save(model, model_path: Path, ctx: StepContext, declared, apart: Path | None):
     """Shape inference, then write the model with its subgraphs' declared types; returns (model, how
     inference went, what the summary says of the weights).
 
     Inference reads a copy without the large weights (`infer_top_level_shapes`), so a model of
     any size costs no more than its one copy in memory. A failure is reported in the summary, not
-    fatal: the model stays usable and TensorRT infers shapes itself."""
+    fatal: the model stays usable and TensorRT infers shapes itself. `apart`: the folder of the
+    external data the large weights are still in (`_read`), read from there one at a time."""
     from trtflow.onnxmodel.files import infer_top_level_shapes
     from trtflow.sessions.model_summary import weight_facts
 
     status = infer_top_level_shapes(model)
     _restore_types(model, declared, 1)
-    facts = weight_facts(model)
-    return _save(model, model_path, facts["bytes"], ctx), status, facts
+    facts = weight_facts(model, apart)
+    return _save(model, model_path, facts["bytes"], ctx, apart), status, facts
 
 
-def _save(model, model_path: Path, stored: int | None = None, ctx: StepContext | None = None):
+def _save(
+    model,
+    model_path: Path,
+    stored: int | None = None,
+    ctx: StepContext | None = None,
+    apart: Path | None = None,
+):
     """Write `load`'s model, its weights apart past `EXTERNAL_WEIGHT_BYTES`; returns the model to go
     on with. Weights written apart are let go: the model goes on as its graph, read back, pointing
     at them, so the self-check's session does not find them held twice (LAC: `load` peaked at
@@ -126,13 +133,18 @@ def _save(model, model_path: Path, stored: int | None = None, ctx: StepContext |
     weight bytes: onnx writes it pointing at the data file already there (the same bytes).
     `stored`: the weights' bytes where the summary counted them (counting copies every weight).
     With `ctx`, the data file's digest, taken as it was written, goes to the store; the self-check's
-    saves leave that file as it is."""
+    saves leave that file as it is. `apart`: as `_infer_and_save`'s (past `EXTERNAL_WEIGHT_BYTES`)."""
     from trtflow.onnxmodel.files import EXTERNAL_DATA, load_model, save_model, weight_bytes
 
-    if (weight_bytes(model) if stored is None else stored) <= EXTERNAL_WEIGHT_BYTES:
+    if (
+        apart is None
+        and (weight_bytes(model) if stored is None else stored) <= EXTERNAL_WEIGHT_BYTES
+    ):
         save_model(model, model_path, external_data=False)
         return model
-    hashed = save_model(model, model_path, external_data=True, keep_weights=False)
+    hashed = save_model(
+        model, model_path, external_data=True, keep_weights=False, weights_from=apart
+    )
     if ctx is not None and hashed is not None:
         ctx.hashed_while_written(
             model_path.with_name(EXTERNAL_DATA.format(file=model_path.name)), *hashed
@@ -220,6 +232,22 @@ def _has_bodies(model) -> bool:
     from trtflow.onnxmodel.files import iter_graphs
 
     return any(index for index, _ in enumerate(iter_graphs(model.graph)))
+
+
+def _read(model, params: Params) -> Path | None:
+    """Read the weights of `model`, read from `params.path` without them, as `load_model` would,
+    except large ones in external data past `EXTERNAL_WEIGHT_BYTES` in all: those are summarized
+    and written one at a time, from the folder returned (a 1B-parameter model held 4 GB to be
+    parsed, then copied to be summarized and copied again to be written). Lint and the Q/DQ
+    summary read weights by value, so a model with either is read whole."""
+    from trtflow.onnxmodel.proto import read_weights, read_weights_but_large
+
+    quantized = any(node.op_type == "DequantizeLinear" for node in model.graph.node)
+    if not params.lint and not quantized:
+        if read_weights_but_large(model, params.path) > EXTERNAL_WEIGHT_BYTES:
+            return params.path.absolute().parent
+    read_weights(model, params.path)
+    return None
 
 
 def _refusal(path: Path, params: Params, run: bool = True) -> str | None:
@@ -321,10 +349,10 @@ def _checker_complaint(params: Params, model) -> Exception | None:
     return None
 
 
-def _write(model, ctx: StepContext, params: Params, inlined: bool = False):
+def _write(model, ctx: StepContext, params: Params, apart: Path | None, inlined: bool = False):
     """Name the nodes, pin `shapes`, infer and write `model`, and make sure what was written opens
     where the user's file does; returns (model, renamed nodes, how inference went, what the
-    summary says of the weights)."""
+    summary says of the weights). `apart`: as `_infer_and_save`'s."""
     from trtflow.onnxmodel.files import name_nodes
 
     renamed = name_nodes(model)
@@ -332,7 +360,7 @@ def _write(model, ctx: StepContext, params: Params, inlined: bool = False):
     if params.shapes:
         _pin_shapes(model, params.shapes)
     ctx.progress(2, 5, "inferring shapes")
-    model, inference, facts = _infer_and_save(model, ctx.output_path("model"), ctx, declared)
+    model, inference, facts = _infer_and_save(model, ctx.output_path("model"), ctx, declared, apart)
     ctx.progress(3, 5, "checking what was written")
     model, inference = _verify_written(
         model, ctx.output_path("model"), params, declared, inference, inlined
@@ -412,7 +440,8 @@ class Load(Step):
 
         ctx.progress(0, 5, "reading")
         try:
-            model = load_model(params.path)
+            model = load_model(params.path, load_weights=False)
+            apart = _read(model, params)
         except DecodeError:
             raise _not_a_model(params.path, "protobuf cannot parse it") from None
         except (OSError, ValueError) as error:
@@ -470,7 +499,7 @@ class Load(Step):
         if params.inline_functions:
             kept, (model, inlined) = model, inline_local_functions(model)
         try:
-            model, renamed, inference, facts = _write(model, ctx, params, bool(inlined))
+            model, renamed, inference, facts = _write(model, ctx, params, apart, bool(inlined))
         except WrittenModelRefused as refused:
             if not inlined:
                 raise
@@ -482,7 +511,7 @@ class Load(Step):
                 "functions kept, as `inline_functions: false` does (taps and precision plans see "
                 "each call as one node)"
             )
-            model, renamed, inference, facts = _write(kept, ctx, params)
+            model, renamed, inference, facts = _write(kept, ctx, params, apart)
         else:
             if inlined:
                 ctx.log(f"inlined the local functions {', '.join(inlined)}")
