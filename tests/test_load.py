@@ -147,16 +147,20 @@ def test_summary_names_the_constants_fp16_and_bf16_cannot_hold(trtflow, tmp_path
     )
 
 
-def test_model_with_external_data(trtflow, tmp_path):
-    model = _faulty_model()
+def _save_all_external(model: onnx.ModelProto, path: Path, location: str) -> None:
+    """Write `model` with every tensor onnx can move in the data file `location` beside `path`."""
     onnx.save_model(
         model,
-        str(tmp_path / "ext.onnx"),
+        str(path),
         save_as_external_data=True,
         all_tensors_to_one_file=True,
-        location="ext.weights",
+        location=location,
         size_threshold=0,
     )
+
+
+def test_model_with_external_data(trtflow, tmp_path):
+    _save_all_external(_faulty_model(), tmp_path / "ext.onnx", "ext.weights")
     assert (tmp_path / "ext.weights").exists()
     result, out = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "ext.onnx"))
     assert result.returncode == 0, result.stderr
@@ -275,14 +279,7 @@ def _external_model(folder: Path) -> None:
             helper.make_tensor_value_info("c", TensorProto.FLOAT, [300]),
         ]
     )
-    onnx.save_model(
-        model,
-        str(folder / "ext.onnx"),
-        save_as_external_data=True,
-        all_tensors_to_one_file=True,
-        location="ext.onnx.weights",
-        size_threshold=0,
-    )
+    _save_all_external(model, folder / "ext.onnx", "ext.onnx.weights")
 
 
 def test_large_external_weights_are_summarized_and_written_one_at_a_time(trtflow, tmp_path):
@@ -355,14 +352,7 @@ def test_the_store_reads_no_weight_file_load_or_taps_wrote(trtflow, tmp_path):
 
 def test_editing_external_weights_invalidates_the_model(trtflow, tmp_path):
     """The weights in `ext.weights` are part of `ext.onnx`: changing only them re-runs `load`."""
-    onnx.save_model(
-        _faulty_model(),
-        str(tmp_path / "ext.onnx"),
-        save_as_external_data=True,
-        all_tensors_to_one_file=True,
-        location="ext.weights",
-        size_threshold=0,
-    )
+    _save_all_external(_faulty_model(), tmp_path / "ext.onnx", "ext.weights")
     result, out = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "ext.onnx"))
     assert result.returncode == 0, result.stderr
     headers = onnx.load(str(tmp_path / "ext.onnx"), load_external_data=False)
@@ -445,14 +435,7 @@ def test_a_fifo_or_a_device_is_refused_before_anything_reads_it(trtflow, tmp_pat
     if special == "fifo":
         os.mkfifo(tmp_path / "pipe.onnx")
     elif special == "fifo-as-external-data":
-        onnx.save_model(
-            _faulty_model(),
-            str(tmp_path / "ext.onnx"),
-            save_as_external_data=True,
-            all_tensors_to_one_file=True,
-            location="ext.weights",
-            size_threshold=0,
-        )
+        _save_all_external(_faulty_model(), tmp_path / "ext.onnx", "ext.weights")
         (tmp_path / "ext.weights").unlink()
         os.mkfifo(tmp_path / "ext.weights")
     recipe = write_recipe(tmp_path, RECIPE.replace("MODEL", path))
@@ -471,14 +454,7 @@ def test_external_data_outside_the_model_folder_is_refused_in_our_words(trtflow,
     """onnx refuses such data (good) with a raw ValidationError, which surfaced as exit 3."""
     (tmp_path / "models").mkdir()
     (tmp_path / "elsewhere").mkdir()
-    onnx.save_model(
-        _faulty_model(),
-        str(tmp_path / "elsewhere" / "faulty.onnx"),
-        save_as_external_data=True,
-        all_tensors_to_one_file=True,
-        location="weights.bin",
-        size_threshold=0,
-    )
+    _save_all_external(_faulty_model(), tmp_path / "elsewhere" / "faulty.onnx", "weights.bin")
     location = {
         "absolute": str(tmp_path / "elsewhere" / "weights.bin"),
         "parent": "../elsewhere/weights.bin",
