@@ -449,12 +449,44 @@ def test_a_fifo_or_a_device_is_refused_before_anything_reads_it(trtflow, tmp_pat
     )
 
 
+@pytest.mark.parametrize("size", ["small", "large"])
+def test_external_data_cut_short_is_refused_before_anything_is_written(trtflow, tmp_path, size):
+    """A data file shorter than its tensors' places say (a copy cut off) is refused as the read
+    that finds it refuses it, with the file and the tensor, exit 2: up front also where `load`
+    reads the large weights one at a time, which would otherwise find it halfway through."""
+    if size == "small":
+        model, recipe = _faulty_model(), RECIPE
+    else:
+        _big_model(tmp_path)
+        model = onnx.load(str(tmp_path / "big.onnx"))
+        recipe = RECIPE.replace(", shapes: {scores: [3, 4]}", "")
+    _save_all_external(model, tmp_path / "cut.onnx", "cut.weights")
+    data = tmp_path / "cut.weights"
+    data.write_bytes(data.read_bytes()[: data.stat().st_size - 8])
+    result, out = _run(trtflow, tmp_path, recipe.replace("MODEL", "cut.onnx"))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "cut.onnx: cannot read the ONNX model: External data length" in result.stderr
+    assert "exceeds available data" in result.stderr and "Traceback" not in result.stderr
+    assert not (out / "model.onnx").exists()
+
+
+@pytest.mark.parametrize("size", ["small", "large"])
 @pytest.mark.parametrize("variant", ["absolute", "parent", "symlink"])
-def test_external_data_outside_the_model_folder_is_refused_in_our_words(trtflow, tmp_path, variant):
-    """onnx refuses such data (good) with a raw ValidationError, which surfaced as exit 3."""
+def test_external_data_outside_the_model_folder_is_refused_in_our_words(
+    trtflow, tmp_path, variant, size
+):
+    """onnx refuses such data (good) with a raw ValidationError, which surfaced as exit 3. A model
+    whose large weights `load` reads one at a time (past 16 MB) is refused the same way, up front."""
     (tmp_path / "models").mkdir()
     (tmp_path / "elsewhere").mkdir()
-    _save_all_external(_faulty_model(), tmp_path / "elsewhere" / "faulty.onnx", "weights.bin")
+    recipe, first = RECIPE.replace("MODEL", "models/faulty.onnx"), "attn.mask"
+    if size == "small":
+        model = _faulty_model()
+    else:
+        _big_model(tmp_path)
+        model = onnx.load(str(tmp_path / "big.onnx"))
+        recipe, first = recipe.replace(", shapes: {scores: [3, 4]}", ""), "w0"
+    _save_all_external(model, tmp_path / "elsewhere" / "faulty.onnx", "weights.bin")
     location = {
         "absolute": str(tmp_path / "elsewhere" / "weights.bin"),
         "parent": "../elsewhere/weights.bin",
@@ -468,7 +500,7 @@ def test_external_data_outside_the_model_folder_is_refused_in_our_words(trtflow,
             if entry.key == "location":
                 entry.value = location
     onnx.save(model, str(tmp_path / "models" / "faulty.onnx"))
-    result, _ = _run(trtflow, tmp_path, RECIPE.replace("MODEL", "models/faulty.onnx"))
+    result, _ = _run(trtflow, tmp_path, recipe)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "recipe.yaml:7:" in result.stderr and "steps.model.with.path" in result.stderr, (
         result.stderr
@@ -478,7 +510,7 @@ def test_external_data_outside_the_model_folder_is_refused_in_our_words(trtflow,
         "parent": "which climbs out of the model's folder",
         "symlink": "which is a symbolic link",
     }[variant]
-    assert f"tensor `attn.mask` keeps its weights in `{location}`, {why}" in result.stderr, (
+    assert f"tensor `{first}` keeps its weights in `{location}`, {why}" in result.stderr, (
         result.stderr
     )
     assert "ValidationError" not in result.stderr and "Traceback" not in result.stderr

@@ -1291,15 +1291,15 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "load: weights between 16 and 64 MB are written inline (save_model's own threshold)",
         "trtflow/steps/load.py",
-        "    if (weight_bytes(model) if stored is None else stored) <= EXTERNAL_WEIGHT_BYTES:\n",
-        "    if (weight_bytes(model) if stored is None else stored) <= 64 << 20:\n",
+        "        and (weight_bytes(model) if stored is None else stored) <= EXTERNAL_WEIGHT_BYTES\n",
+        "        and (weight_bytes(model) if stored is None else stored) <= 64 << 20\n",
         ("tests/test_load.py::test_a_model_with_large_weights_is_stored_with_them_external",),
     ),
     Mutant(
         "load: the weights it wrote apart stay in memory through the self-check",
         "trtflow/steps/load.py",
-        "    hashed = save_model(model, model_path, external_data=True, keep_weights=False)\n",
-        "    hashed = save_model(model, model_path, external_data=True)\n    return model\n",
+        "        model, model_path, external_data=True, keep_weights=False, weights_from=apart\n    )\n",
+        "        model, model_path, external_data=True, weights_from=apart\n    )\n    return model\n",
         (
             "tests/scale/test_saved_weights.py::test_load_lets_the_weights_it_wrote_apart_go_and_saves_its_graph_over_them",
         ),
@@ -1307,8 +1307,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "load: the summary reads the weights after letting them go",
         "trtflow/steps/load.py",
-        '    facts = weight_facts(model)\n    return _save(model, model_path, facts["bytes"], ctx), status, facts\n',
-        "    model = _save(model, model_path, None, ctx)\n    return model, status, weight_facts(model)\n",
+        '    facts = weight_facts(model, apart)\n    return _save(model, model_path, facts["bytes"], ctx, apart), status, facts\n',
+        "    model = _save(model, model_path, None, ctx, apart)\n    return model, status, weight_facts(model, apart)\n",
         ("tests/test_load.py::test_a_model_with_large_weights_is_stored_with_them_external",),
     ),
     Mutant(
@@ -1391,6 +1391,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if False:",
         (
             "tests/test_load.py::test_large_external_weights_are_summarized_and_written_one_at_a_time",
+        ),
+    ),
+    Mutant(
+        "proto: the places of the weights left in external data are not checked up front",
+        "trtflow/onnxmodel/proto.py",
+        "            read_external(tensor, folder, read=False)\n",
+        "            pass\n",
+        (
+            "tests/test_load.py::test_external_data_outside_the_model_folder_is_refused_in_our_words",
         ),
     ),
     Mutant(
@@ -1497,8 +1506,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "load: its data file's digest, taken while written, is not given to the store",
         "trtflow/steps/load.py",
-        'return _save(model, model_path, facts["bytes"], ctx), status, facts',
-        'return _save(model, model_path, facts["bytes"]), status, facts',
+        'return _save(model, model_path, facts["bytes"], ctx, apart), status, facts',
+        'return _save(model, model_path, facts["bytes"], None, apart), status, facts',
         ("tests/test_load.py::test_the_store_reads_no_weight_file_load_or_taps_wrote",),
     ),
     Mutant(
