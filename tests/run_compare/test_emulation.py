@@ -95,6 +95,37 @@ def test_shared_initializer_is_rounded_only_for_the_low_node():
     assert out["a"][0] == 1.0 and out["b"][0] == np.float32(1 + 2**-12)
 
 
+@pytest.mark.parametrize("ir", [9, 3])
+def test_large_weights_come_back_only_where_the_emulation_still_reads_them(ir):
+    """The emulation rewires a graph-only copy and copies back only the large weights a node
+    still reads (a 1B-parameter FP16 emulation held them three times): a weight every low node
+    reads rounded is gone, a kept node's is there, and an old model (IR 3) that lists its
+    weights as inputs too declares none it no longer reads."""
+    width = 512  # 2 KB weights: past the graph-only copy's 1 KB
+    shared = numpy_helper.from_array(np.full(width, 1 + 2**-12, np.float32), "shared")
+    alone = numpy_helper.from_array(np.full(width, 1 + 2**-12, np.float32), "alone")
+    nodes = [
+        helper.make_node("Mul", ["x", "shared"], ["a"], name="low"),
+        helper.make_node("Mul", ["x", "shared"], ["b"], name="kept"),
+        helper.make_node("Mul", ["x", "alone"], ["c"], name="low_alone"),
+    ]
+    outputs = [float_input(name, [width]) for name in "abc"]
+    model = make_model(nodes, [float_input("x", [width])], outputs, [shared, alone])
+    if ir == 3:
+        model.ir_version = 3
+        model.graph.input.extend(float_input(t.name, [width]) for t in (shared, alone))
+    x = np.ones(width, np.float32)
+    for keep in (frozenset(), frozenset({"kept"})):
+        emulated = PrecisionPlan("fp16", keep).emulate(model)
+        weights = {t.name for t in emulated.graph.initializer}
+        originals = {"shared"} if keep else set()
+        assert weights & {"shared", "alone"} == originals
+        assert {i.name for i in emulated.graph.input} == {"x"} | (originals if ir == 3 else set())
+        out = run(emulated, {"x": x})
+        assert (out["a"] == 1.0).all() and (out["c"] == 1.0).all()
+        assert (out["b"] == np.float32(1 + 2**-12 if keep else 1.0)).all()
+
+
 def test_if_node_is_emulated_as_one_unit():
     then = helper.make_graph(
         [helper.make_node("Mul", ["x", "x"], ["t"])], "then", [], [float_input("t", [2])]

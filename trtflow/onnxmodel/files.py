@@ -380,13 +380,18 @@ def with_stable_names(model: onnx.ModelProto) -> onnx.ModelProto:
     return copy
 
 
-def drop_unread_initializers(model: onnx.ModelProto) -> None:
-    """Remove top-level initializers no node (subgraphs included) or graph output reads — what a
-    rewrite leaves behind after replacing weights with converted copies."""
+def read_names(model: onnx.ModelProto) -> set[str]:
+    """The tensors a node (subgraphs included) or a graph output of `model` reads."""
     read = {
         name for graph in iter_graphs(model.graph) for node in graph.node for name in node.input
     }
-    read |= {o.name for o in model.graph.output}
+    return read | {o.name for o in model.graph.output}
+
+
+def drop_unread_initializers(model: onnx.ModelProto) -> None:
+    """Remove top-level initializers no node (subgraphs included) or graph output reads — what a
+    rewrite leaves behind after replacing weights with converted copies."""
+    read = read_names(model)
     dropped = {t.name for t in model.graph.initializer if t.name not in read}
     for initializer in [t for t in model.graph.initializer if t.name in dropped]:
         model.graph.initializer.remove(initializer)

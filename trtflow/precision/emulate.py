@@ -135,21 +135,34 @@ def _rewrite(
     internal: frozenset[str] = frozenset(),
 ) -> onnx.ModelProto:
     """A copy of `model` with every candidate node wired by the policy `policy_for(builder, sites)`;
-    `internal` tensors are left as computed (see `_outside`)."""
+    `internal` tensors are left as computed (see `_outside`).
+
+    The large weights are rewired as typed inputs of a graph-only copy (`graph_only_copy`) and
+    come back, copied, only where the rewritten graph still reads them: a weight every low node
+    reads rounded is never copied (a 1B-parameter FP16 emulation held the weights three times).
+    FP8's version conversion copies the whole model, as before."""
     import onnx
 
-    from trtflow.onnxmodel.files import at_least_opset, drop_unread_initializers, name_nodes
+    from trtflow.onnxmodel.files import (
+        at_least_opset,
+        drop_unread_initializers,
+        graph_only_copy,
+        name_nodes,
+    )
 
-    model_copy = onnx.ModelProto()
-    model_copy.CopyFrom(model)
-    name_nodes(model_copy)
     fmt = FORMATS[precision]
+    apart: set[str] = set()
     if fmt.name == "fp8":
+        model_copy = onnx.ModelProto()
+        model_copy.CopyFrom(model)
         model_copy = at_least_opset(model_copy, FP8_MIN_OPSET, FP8_PURPOSE)
-        name_nodes(model_copy)  # the nodes the converter's adapters added
+    else:
+        model_copy, apart = graph_only_copy(model)
+    name_nodes(model_copy)  # and, for FP8, the nodes the converter's adapters added
     sites = _outside(precision_sites(model_copy, precision), model_copy.graph, internal)
     graph = model_copy.graph
-    builder = _Builder(fmt, {t.name: t for t in graph.initializer if t.data_type == FLOAT})
+    weights = (graph if fmt.name == "fp8" else model.graph).initializer
+    builder = _Builder(fmt, {t.name: t for t in weights if t.data_type == FLOAT})
     policy: _Policy = policy_for(builder, sites)
     by_name = {site.node: site for site in sites}
     rewired = []
@@ -162,8 +175,27 @@ def _rewrite(
     del graph.node[:]
     graph.node.extend(rewired)
     graph.initializer.extend(builder.new_initializers)
+    if apart:
+        _weights_back(model_copy, model, apart)
     drop_unread_initializers(model_copy)
     return model_copy
+
+
+def _weights_back(copy: onnx.ModelProto, model: onnx.ModelProto, apart: set[str]) -> None:
+    """Give `copy`, made by `graph_only_copy(model)` and rewritten, the weights `apart` it still
+    reads, copied from `model` after its other initializers; the inputs that stood for them go,
+    and those an old model (IR < 4) declares for weights no longer read."""
+    from trtflow.onnxmodel.files import read_names
+
+    graph = copy.graph
+    read = read_names(copy)
+    declared = {i.name for i in model.graph.input}
+    for value in [i for i in graph.input if i.name in apart]:
+        if value.name not in declared or value.name not in read:
+            graph.input.remove(value)
+    graph.initializer.extend(
+        t for t in model.graph.initializer if t.name in apart and t.name in read
+    )
 
 
 @dataclass
