@@ -1410,15 +1410,6 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
-        "emulate: every large weight is copied back, read or not",
-        "trtflow/precision/emulate.py",
-        "if t.name in apart and t.name in read",
-        "if t.name in apart",
-        (
-            "tests/run_compare/test_emulation.py::test_large_weights_come_back_only_where_the_emulation_still_reads_them",
-        ),
-    ),
-    Mutant(
         "emulate: an old model keeps declaring a weight the emulation no longer reads",
         "trtflow/precision/emulate.py",
         "if value.name not in declared or value.name not in read:",
