@@ -1387,7 +1387,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "load: a model with large weights in external data is read whole",
         "trtflow/steps/load.py",
-        "    if not params.lint and not quantized:",
+        "    if not params.lint and not has_pairs(model):",
         "    if False:",
         (
             "tests/test_load.py::test_large_external_weights_are_summarized_and_written_one_at_a_time",

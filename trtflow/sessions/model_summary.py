@@ -27,6 +27,13 @@ def _dtype(value_info) -> str:
     return numpy_dtype(elem_type).name if elem_type else "unknown"
 
 
+def has_pairs(model) -> bool:
+    """Whether `model` may hold Q/DQ pairs, whose summary reads weights by value: a pair ends at a
+    DequantizeLinear of the main graph (a float model's summary does not import the Q/DQ modules:
+    5 ms of a 0.5 s cold run)."""
+    return any(node.op_type == "DequantizeLinear" for node in model.graph.node)
+
+
 def weight_facts(model, folder: Path | None = None) -> dict[str, Any]:
     """What the summary says of the weights (sizes, constant ranges, values lost in FP16/BF16,
     Q/DQ pairs), read while they are in memory: `load` lets them go once written. `folder`: where
@@ -35,9 +42,7 @@ def weight_facts(model, folder: Path | None = None) -> dict[str, Any]:
     from trtflow.precision.ranges import as_dicts, scan_constants
 
     quantization = None
-    # a pair ends at a DequantizeLinear of the main graph: a float model's summary does not import
-    # the Q/DQ modules (5 ms of a 0.5 s cold run)
-    if any(node.op_type == "DequantizeLinear" for node in model.graph.node):
+    if has_pairs(model):
         from trtflow.onnxmodel import qdq_lint
 
         quantization = qdq_lint.summary(model)

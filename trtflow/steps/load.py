@@ -241,9 +241,9 @@ def _read(model, params: Params) -> Path | None:
     parsed, then copied to be summarized and copied again to be written). Lint and the Q/DQ
     summary read weights by value, so a model with either is read whole."""
     from trtflow.onnxmodel.proto import read_weights, read_weights_but_large
+    from trtflow.sessions.model_summary import has_pairs
 
-    quantized = any(node.op_type == "DequantizeLinear" for node in model.graph.node)
-    if not params.lint and not quantized:
+    if not params.lint and not has_pairs(model):
         if read_weights_but_large(model, params.path) > EXTERNAL_WEIGHT_BYTES:
             return params.path.absolute().parent
     read_weights(model, params.path)
