@@ -126,7 +126,8 @@ def validation_errors() -> tuple[type[Exception], ...]:
     return cpp.checker.ValidationError, cpp.shape_inference.InferenceError
 
 
-def _uses_external_data(tensor) -> bool:
+def uses_external_data(tensor) -> bool:
+    """Whether `tensor` keeps its values in external data (onnx's rule: its data_location)."""
     return tensor.HasField("data_location") and tensor.data_location == _EXTERNAL
 
 
@@ -202,7 +203,7 @@ def _all_tensors(model: onnx.ModelProto) -> Iterator:
 def has_external_data(model: onnx.ModelProto) -> bool:
     """Whether a tensor of `model` (initializer or attribute, subgraphs and functions included)
     points to external data."""
-    return any(_uses_external_data(tensor) for tensor in _all_tensors(model))
+    return any(uses_external_data(tensor) for tensor in _all_tensors(model))
 
 
 def _read_external_data(model: onnx.ModelProto, folder: Path) -> bool:
@@ -210,7 +211,7 @@ def _read_external_data(model: onnx.ModelProto, folder: Path) -> bool:
     bytes read through onnx's own C++ opener (`read_external`). False, with nothing read, when a
     tensor carries keys beyond location/offset/length (checksums, base paths: onnx's business,
     with its warnings)."""
-    external = [tensor for tensor in _all_tensors(model) if _uses_external_data(tensor)]
+    external = [tensor for tensor in _all_tensors(model) if uses_external_data(tensor)]
     if not all(_plain_places(tensor) for tensor in external):
         return False
     for tensor in external:
@@ -255,7 +256,7 @@ def read_weights_but_large(model: onnx.ModelProto, path: Path) -> int:
     say; 0, with every weight read as `read_weights` reads them, where a tensor's external data says
     more than its place (checksums: onnx's business). The places of those left are checked as
     reading them would (the same errors, now)."""
-    if not all(_plain_places(t) for t in _all_tensors(model) if _uses_external_data(t)):
+    if not all(_plain_places(t) for t in _all_tensors(model) if uses_external_data(t)):
         read_weights(model, path)
         return 0
     folder, apart = Path(path).absolute().parent, 0
@@ -263,12 +264,12 @@ def read_weights_but_large(model: onnx.ModelProto, path: Path) -> int:
         if (size := _external_bytes(tensor)) >= EXTERNAL_MIN_BYTES:
             read_external(tensor, folder, read=False)
             apart += size
-        elif _uses_external_data(tensor):
+        elif uses_external_data(tensor):
             _put_inline(tensor, read_external(tensor, folder))
     others = [*_attribute_tensors(model.graph)]
     others += [tensor for function in model.functions for tensor in _attribute_tensors(function)]
     for tensor in others:
-        if _uses_external_data(tensor):
+        if uses_external_data(tensor):
             _put_inline(tensor, read_external(tensor, folder))
     return apart
 
@@ -276,7 +277,7 @@ def read_weights_but_large(model: onnx.ModelProto, path: Path) -> int:
 def _external_bytes(tensor) -> int:
     """The bytes of a tensor's external data, by its `length`, else its shape; 0 for one in the
     model itself."""
-    if not _uses_external_data(tensor):
+    if not uses_external_data(tensor):
         return 0
     for entry in tensor.external_data:
         if entry.key == "length" and entry.value.isdigit():
@@ -330,7 +331,7 @@ def save_with_external_data(
     hasher = Sha256Thread()
     with open(path.parent / location, "wb") as data:
         for tensor in initializers(model.graph):
-            if folder is not None and _uses_external_data(tensor):
+            if folder is not None and uses_external_data(tensor):
                 raw = read_external(tensor, folder)
                 if len(raw) < EXTERNAL_MIN_BYTES:  # a place without a length, at a short file's end
                     _put_inline(tensor, raw)
@@ -368,8 +369,8 @@ def written_data_file(model: onnx.ModelProto, path: Path, location: str) -> Path
 
     Such a model, given back its weights and saved there again, gets this very file: a step that
     only edits the graph (taps) copies it instead of reading every weight in and writing it out."""
-    moved = [tensor for tensor in initializers(model.graph) if _uses_external_data(tensor)]
-    pointing = sum(1 for tensor in _all_tensors(model) if _uses_external_data(tensor))
+    moved = [tensor for tensor in initializers(model.graph) if uses_external_data(tensor)]
+    pointing = sum(1 for tensor in _all_tensors(model) if uses_external_data(tensor))
     if not moved or len(moved) != pointing:
         return None
     end = 0
@@ -575,7 +576,7 @@ def to_array(tensor: onnx.TensorProto, raw: bytes | None = None) -> np.ndarray:
     import numpy as np
 
     dtype_name = NUMPY_TYPES.get(tensor.data_type)
-    if raw is not None and _uses_external_data(tensor):
+    if raw is not None and uses_external_data(tensor):
         if dtype_name is None or sys.byteorder != "little":  # onnx's rules, given the bytes
             inline = messages().TensorProto()
             inline.CopyFrom(tensor)
@@ -584,7 +585,7 @@ def to_array(tensor: onnx.TensorProto, raw: bytes | None = None) -> np.ndarray:
     elif (
         dtype_name is None
         or sys.byteorder != "little"
-        or _uses_external_data(tensor)
+        or uses_external_data(tensor)
         or tensor.HasField("segment")
     ):
         from onnx import numpy_helper

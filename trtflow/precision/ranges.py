@@ -76,12 +76,12 @@ def _stored_constants(
     copied out of the proto once (protobuf copies them on every read of the field: MiniLM's
     69 MB were read four times to summarize them). With `folder`, a tensor still in external data
     there is read from it, one at a time (`proto.read_weights_but_large`)."""
-    from trtflow.onnxmodel.proto import read_external, to_array
+    from trtflow.onnxmodel.proto import read_external, to_array, uses_external_data
 
     for name, source, proto in _constant_protos(model):
         if proto.HasField("raw_data"):
             raw = proto.raw_data
-        elif folder is not None and proto.external_data:
+        elif folder is not None and uses_external_data(proto):
             raw = read_external(proto, folder)
         else:
             raw = None
